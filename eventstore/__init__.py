@@ -1,0 +1,41 @@
+"""eventstore: append-only AI-agent session logs in SQLite.
+
+The public API::
+
+    from eventstore import EventStore
+    store = EventStore.open("agent.db")
+    s = store.create_session()
+    s.append("user/message", {"content": "1+1?"})
+    s.derive_messages()
+
+See the README for the whole tour and ``shared/spec/session-log.md`` for the format.
+"""
+
+from .errors import (
+    AppendOnlyViolation,
+    DatabaseError,
+    EventStoreError,
+    InvalidEvent,
+    InvalidJSONL,
+    SeqConflict,
+    SessionExists,
+    SessionNotFound,
+)
+from .store import Event, EventStore, Session, SessionInfo
+
+__all__ = [
+    "EventStore",
+    "Session",
+    "Event",
+    "SessionInfo",
+    "EventStoreError",
+    "SessionNotFound",
+    "SessionExists",
+    "SeqConflict",
+    "InvalidEvent",
+    "InvalidJSONL",
+    "AppendOnlyViolation",
+    "DatabaseError",
+]
+
+__version__ = "0.1.0"

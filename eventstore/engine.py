@@ -1,0 +1,138 @@
+"""Engine setup: connection pragmas, write transactions, and migrating on open.
+
+Every connection gets SQLAlchemy's recipe for SQLite transactions (the driver's implicit
+``BEGIN`` is switched off and the store emits its own): a write transaction always starts
+with ``BEGIN IMMEDIATE``, so the busy timeout applies when it starts instead of failing
+with ``database is locked`` when a read is upgraded to a write.
+
+Defaults (documented in the README): WAL journal, ``synchronous=NORMAL`` (an acknowledged
+append survives a crash of the process; ``durability="full"`` also survives power loss),
+``journal_size_limit`` 64 MiB, busy timeout 5 seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.pool import NullPool, StaticPool
+
+from .errors import DatabaseError
+from .schema import SCHEMA_REVISION
+
+DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
+DURABILITY = {"normal": "NORMAL", "full": "FULL"}
+
+
+def database_url(target: str | os.PathLike) -> str:
+    """Turn a path (``agent.db``) or an SQLAlchemy URL (``sqlite:///agent.db``) into a URL."""
+    text = os.fspath(target)
+    if "://" in text:
+        return text
+    if text == ":memory:":
+        return "sqlite://"
+    return "sqlite:///" + str(Path(text).expanduser().absolute())
+
+
+def configure_connection(dbapi_conn: sqlite3.Connection, busy_timeout: float, durability: str) -> None:
+    """Apply the store's pragmas to a fresh ``sqlite3`` connection (autocommit mode)."""
+    dbapi_conn.isolation_level = None  # the store emits BEGIN itself
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    mode = None
+    deadline = time.monotonic() + busy_timeout
+    while True:  # switching to WAL needs a moment alone with the file
+        try:
+            mode = cur.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            break
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+    if mode == "wal":
+        cur.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+    cur.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
+    cur.execute("PRAGMA foreign_keys = ON")
+    cur.close()
+
+
+def make_engine(target: str | os.PathLike, busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+                durability: str = "normal") -> Engine:
+    """Create the SQLAlchemy engine for ``target`` (a path or an ``sqlite://`` URL).
+
+    ``busy_timeout`` is in seconds; ``durability`` is ``"normal"`` or ``"full"``.
+    Raises :class:`DatabaseError` for an unsupported URL or option.
+    """
+    if durability not in DURABILITY:
+        raise DatabaseError(f"durability must be one of {sorted(DURABILITY)}, not {durability!r}")
+    url = make_url(database_url(target))
+    if url.get_backend_name() != "sqlite":
+        raise DatabaseError(f"{url.get_backend_name()} is not supported yet: eventstore runs on SQLite")
+    memory = url.database in (None, "", ":memory:")
+    if not memory:
+        parent = Path(url.database).parent
+        if not parent.is_dir():
+            raise DatabaseError(f"cannot open database {url.database}: folder {parent} does not exist")
+    engine = create_engine(
+        url,
+        poolclass=StaticPool if memory else NullPool,
+        connect_args={"timeout": busy_timeout, "check_same_thread": False},
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        configure_connection(dbapi_conn, busy_timeout, durability)
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def current_revision(conn: sqlite3.Connection) -> str | None:
+    """The Alembic revision stamped in the database, or None for an empty file."""
+    try:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return row[0] if row else None
+
+
+def migrations_path() -> str:
+    """Where the Alembic scripts are: the installed ``eventstore/migrations`` (built from
+    the repository's top-level ``migrations/``), or that folder in a source checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "migrations", here.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return str(candidate)
+    raise DatabaseError(f"the migration scripts are missing (looked in {here / 'migrations'})")
+
+
+def upgrade(engine: Engine) -> bool:
+    """Bring the database to :data:`SCHEMA_REVISION`; return True if this call migrated.
+
+    Safe when several processes open a new file at once: the upgrade runs inside one
+    ``BEGIN IMMEDIATE`` transaction (SQLite DDL is transactional), so one process migrates
+    while the others wait on the lock, then find the database at head and do nothing.
+    """
+    with engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        if current_revision(raw) == SCHEMA_REVISION:
+            return False
+        from alembic import command
+        from alembic.config import Config
+
+        with conn.begin():  # BEGIN IMMEDIATE: one migrator at a time
+            if current_revision(raw) == SCHEMA_REVISION:
+                return False
+            cfg = Config()
+            cfg.set_main_option("script_location", migrations_path())
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        return True

@@ -1,0 +1,65 @@
+"""The exception hierarchy: every error the store raises derives from EventStoreError."""
+
+from __future__ import annotations
+
+
+class EventStoreError(Exception):
+    """Base of every error raised by eventstore."""
+
+
+class SessionNotFound(EventStoreError, LookupError):
+    """No session with this id is stored."""
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} not found")
+
+
+class SessionExists(EventStoreError):
+    """A session with this id is already stored (ids are never reused)."""
+
+    def __init__(self, session_id: str, detail: str = ""):
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} already exists" + (f": {detail}" if detail else ""))
+
+
+class SeqConflict(EventStoreError):
+    """An append's ``expected_seq`` is not the session's next seq.
+
+    Attributes: ``session_id``, ``expected_seq`` (what the caller asked for) and
+    ``actual_seq`` (the seq the next event would really get, i.e. the session's length).
+    """
+
+    def __init__(self, session_id: str, expected_seq: int, actual_seq: int):
+        self.session_id = session_id
+        self.expected_seq = expected_seq
+        self.actual_seq = actual_seq
+        super().__init__(
+            f"session {session_id!r}: expected seq {expected_seq}, but the next seq is {actual_seq}"
+        )
+
+
+class InvalidEvent(EventStoreError, ValueError):
+    """An event or payload that the store refuses: not JSON, NaN/Infinity, a reserved key, a bad type."""
+
+
+class InvalidJSONL(InvalidEvent):
+    """A JSONL file that cannot be imported; ``str()`` is ``FILE:LINE: reason``.
+
+    Attributes: ``path`` (str, ``-`` for stdin), ``line`` (1-based line number, 0 when the
+    problem is the file as a whole) and ``reason``.
+    """
+
+    def __init__(self, path: str, line: int, reason: str):
+        self.path = path
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{path}:{line}: {reason}")
+
+
+class AppendOnlyViolation(EventStoreError):
+    """The database refused a write because it would change, remove, overwrite or gap the log."""
+
+
+class DatabaseError(EventStoreError):
+    """The database could not be opened, migrated or written (locked too long, not a database, ...)."""

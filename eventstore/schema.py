@@ -1,0 +1,108 @@
+"""The database schema, defined once with SQLAlchemy Core.
+
+Tables (see docs/schema.md for the column-by-column description):
+
+* ``sessions(id, created_at, meta)``: one row per session; ``created_at`` is seconds since
+  the epoch (float) when the session was first stored; ``meta`` is the JSON object text of
+  the ``session/meta`` line's keys other than ``type`` and ``id`` (export writes them back).
+* ``events(position, session_id, seq, type, ts, payload)``: the append-only log.
+  ``(session_id, seq)`` is the key (``seq`` = 0, 1, 2, ... per session with no gaps);
+  ``position`` is the global position, an explicit ``INTEGER PRIMARY KEY`` that only grows,
+  in commit order, and is kept by ``VACUUM``; ``ts`` is seconds since the epoch (float);
+  ``payload`` is the JSON object text of every other key, exactly as ``JSON.stringify``
+  writes it (see :mod:`eventstore.jsonl`).
+
+:data:`GUARDS` are the triggers that make the tables append-only for every SQL statement
+(UPDATE, DELETE, INSERT with any conflict clause, an INSERT that gaps or repeats a seq);
+the migrations install them and a test checks that they exist at head.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+#: The Alembic revision this package's code expects; opening a database upgrades to it.
+SCHEMA_REVISION = "0001"
+
+#: Event types that the projection turns into chat messages.
+MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")
+
+metadata = MetaData()
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("created_at", Float, nullable=False),
+    Column("meta", Text, nullable=False, server_default="{}"),
+    CheckConstraint("length(id) > 0", name="sessions_id_not_empty"),
+    CheckConstraint("json_valid(meta) AND json_type(meta) = 'object'", name="sessions_meta_object"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("session_id", Text, ForeignKey("sessions.id"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("ts", Float, nullable=False),
+    Column("payload", Text, nullable=False),
+    UniqueConstraint("session_id", "seq", name="events_key"),
+    CheckConstraint("typeof(seq) = 'integer' AND seq >= 0", name="events_seq_integer"),
+    CheckConstraint("typeof(type) = 'text' AND length(type) > 0", name="events_type_text"),
+    CheckConstraint("abs(ts) <= 1.7976931348623157e308", name="events_ts_finite"),
+    CheckConstraint("json_valid(payload) AND json_type(payload) = 'object'", name="events_payload_object"),
+)
+
+# The projection reads only message events: a partial index keeps its cost independent of
+# how many chunks and other events a session holds.
+Index(
+    "events_messages",
+    events.c.session_id,
+    events.c.seq,
+    sqlite_where=events.c.type.in_(MESSAGE_TYPES),
+)
+
+_REFUSE = "SELECT RAISE(ABORT, 'eventstore: {}')"
+
+#: Triggers that make ``events`` and ``sessions`` append-only. Names are stable (verify checks them).
+GUARDS = {
+    "events_guard_insert": f"""
+CREATE TRIGGER events_guard_insert BEFORE INSERT ON events
+BEGIN
+  {_REFUSE.format("unknown session")}
+    WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id);
+  {_REFUSE.format("seq is not the next seq of its session")}
+    WHERE NEW.seq IS NOT (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = NEW.session_id);
+  {_REFUSE.format("position must be greater than every stored position")}
+    WHERE NEW.position <= (SELECT max(position) FROM events);
+END""",
+    "events_guard_update": f"""
+CREATE TRIGGER events_guard_update BEFORE UPDATE ON events
+BEGIN {_REFUSE.format("events are append-only: UPDATE refused")}; END""",
+    "events_guard_delete": f"""
+CREATE TRIGGER events_guard_delete BEFORE DELETE ON events
+BEGIN {_REFUSE.format("events are append-only: DELETE refused")}; END""",
+    "sessions_guard_insert": f"""
+CREATE TRIGGER sessions_guard_insert BEFORE INSERT ON sessions
+WHEN EXISTS (SELECT 1 FROM sessions WHERE id = NEW.id)
+BEGIN {_REFUSE.format("session already exists")}; END""",
+    "sessions_guard_update": f"""
+CREATE TRIGGER sessions_guard_update BEFORE UPDATE ON sessions
+BEGIN {_REFUSE.format("sessions are append-only: UPDATE refused")}; END""",
+    "sessions_guard_delete": f"""
+CREATE TRIGGER sessions_guard_delete BEFORE DELETE ON sessions
+BEGIN {_REFUSE.format("sessions are append-only: DELETE refused")}; END""",
+}

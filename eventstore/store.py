@@ -1,0 +1,439 @@
+"""The store: sessions, the append path, reads, and JSONL import/export.
+
+The hot paths (append, reads, import, export) run plain SQL on one held ``sqlite3``
+connection, inside transactions that start with ``BEGIN IMMEDIATE``; SQLAlchemy sets the
+connection up and Alembic migrates the file (see :mod:`eventstore.engine`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from . import engine as _engine
+from . import projection
+from .errors import (
+    AppendOnlyViolation,
+    DatabaseError,
+    InvalidEvent,
+    SeqConflict,
+    SessionExists,
+    SessionNotFound,
+)
+from .jsonl import JsonlReader, dumps, event_line, meta_line, payload_json
+
+__all__ = ["EventStore", "Session", "Event", "SessionInfo"]
+
+# seq and position are computed inside the INSERT, in the write transaction: one statement
+# per append. The guard trigger re-checks both, so a wrong expected_seq fails there.
+_APPEND = """
+INSERT INTO events (position, session_id, seq, type, ts, payload)
+VALUES ((SELECT coalesce(max(position), 0) + 1 FROM events), ?1,
+        coalesce(?2, (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?1)),
+        ?3, ?4, ?5)
+RETURNING position, seq
+"""
+_INSERT = "INSERT INTO events (position, session_id, seq, type, ts, payload) VALUES (?, ?, ?, ?, ?, ?)"
+_NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?"
+_NEXT_POSITION = "SELECT coalesce(max(position), 0) + 1 FROM events"
+_PAGE = 1000  # events per read query: reads never hold a transaction across pages
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One stored event.
+
+    ``seq`` is its position in the session (0, 1, 2, ...), ``position`` its global position
+    across all sessions (grows in commit order), ``ts`` seconds since the epoch, ``payload``
+    every key besides ``type``, ``seq`` and ``ts``.
+    """
+
+    session_id: str
+    seq: int
+    position: int
+    type: str
+    ts: float
+    payload: dict
+
+    def to_dict(self) -> dict:
+        """The event as the JSONL format spells it: ``{"type", "seq", "ts", **payload}``."""
+        return {"type": self.type, "seq": self.seq, "ts": self.ts, **self.payload}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A row of the session registry: ``events`` is the count, ``last_ts`` None when empty."""
+
+    id: str
+    created_at: float
+    events: int
+    last_ts: float | None
+
+
+def _check_type(type_: Any) -> None:
+    if type(type_) is not str or not type_:
+        raise InvalidEvent(f"event type must be a non-empty string, not {type_!r}")
+
+
+def _check_ts(ts: Any) -> float:
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+        raise InvalidEvent(f"ts must be a finite number of seconds since the epoch, not {ts!r}")
+    return float(ts)
+
+
+def _check_seq(seq: Any, what: str = "expected_seq") -> int:
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise InvalidEvent(f"{what} must be an integer >= 0, not {seq!r}")
+    return seq
+
+
+def _check_session_id(session_id: Any) -> str:
+    if type(session_id) is not str or not session_id:
+        raise InvalidEvent(f"session id must be a non-empty string, not {session_id!r}")
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidEvent(f"session id {session_id!r} holds a lone UTF-16 surrogate") from None
+    return session_id
+
+
+class Session:
+    """A handle on one stored session: append to it, read it, project it.
+
+    Get one from :meth:`EventStore.create_session` or :meth:`EventStore.session`. Cheap to
+    create; holds no database state of its own.
+    """
+
+    __slots__ = ("id", "_store")
+
+    def __init__(self, store: EventStore, session_id: str):
+        self.id = session_id
+        self._store = store
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r})"
+
+    def append(self, type: str, payload: dict | None = None, *, ts: float | None = None,
+               expected_seq: int | None = None) -> Event:
+        """Append one event, in its own transaction, and return it as stored.
+
+        ``payload`` is a JSON object (dict); ``ts`` is seconds since the epoch (default
+        ``time.time()``); ``expected_seq``, when given, is the seq this event must get.
+        Raises :class:`InvalidEvent` (bad type, reserved key ``type``/``seq``/``ts`` in the
+        payload, NaN/Infinity or a non-JSON value), :class:`SeqConflict` (another writer
+        got there first; ``actual_seq`` says where the session is), :class:`SessionNotFound`,
+        :class:`DatabaseError` (the database stayed locked past the busy timeout).
+        """
+        _check_type(type)
+        pj = "{}" if payload is None else payload_json(payload)
+        ts = time.time() if ts is None else _check_ts(ts)
+        if expected_seq is not None:
+            _check_seq(expected_seq)
+        store = self._store
+        with store._write(self.id, expected_seq) as cur:
+            position, seq = cur.execute(_APPEND, (self.id, expected_seq, type, ts, pj)).fetchall()[0]
+        return Event(self.id, seq, position, type, ts, dict(payload) if payload else {})
+
+    def append_many(self, events: Iterable[tuple], *, expected_seq: int | None = None) -> list[Event]:
+        """Append several events atomically (all or none), with consecutive seqs.
+
+        ``events`` holds ``(type, payload)`` or ``(type, payload, ts)`` tuples. With
+        ``expected_seq``, the first event must get that seq. Raises what :meth:`append`
+        raises; on any error nothing is stored.
+        """
+        prepared = []
+        now = time.time()
+        for item in events:
+            if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+                raise InvalidEvent(f"append_many takes (type, payload) or (type, payload, ts) tuples, not {item!r:.80}")
+            type_, payload = item[0], item[1]
+            _check_type(type_)
+            pj = payload_json(payload) if payload is not None else "{}"
+            ts = _check_ts(item[2]) if len(item) == 3 and item[2] is not None else now
+            prepared.append((type_, payload, ts, pj))
+        if expected_seq is not None:
+            _check_seq(expected_seq)
+        if not prepared:
+            return []
+        sid = self.id
+        with self._store._write(sid, expected_seq) as cur:
+            seq0 = cur.execute(_NEXT_SEQ, (sid,)).fetchone()[0]
+            if expected_seq is not None and expected_seq != seq0:
+                raise SeqConflict(sid, expected_seq, seq0)
+            pos0 = cur.execute(_NEXT_POSITION).fetchone()[0]
+            cur.executemany(_INSERT, [(pos0 + i, sid, seq0 + i, t, ts, pj)
+                                      for i, (t, _p, ts, pj) in enumerate(prepared)])
+        return [Event(sid, seq0 + i, pos0 + i, t, ts, dict(p) if p else {})
+                for i, (t, p, ts, _pj) in enumerate(prepared)]
+
+    def next_seq(self) -> int:
+        """The seq the next appended event will get (= the number of events stored)."""
+        return self._store._read(_NEXT_SEQ, (self.id,))[0][0]
+
+    def events(self, after_seq: int | None = None, types: Iterable[str] | str | None = None) -> Iterator[Event]:
+        """Iterate the session's events in seq order: those with ``seq > after_seq`` (all
+        when None), of the given ``types`` only (all when None).
+
+        Reads page by page (1,000 events a query), so no read transaction stays open while
+        the caller works between items.
+        """
+        if isinstance(types, str):
+            types = [types]
+        types = list(types) if types is not None else None
+        sql = "SELECT seq, position, type, ts, payload FROM events WHERE session_id = ? AND seq > ?"
+        if types:
+            sql += " AND type IN (" + ",".join("?" * len(types)) + ")"
+        sql += f" ORDER BY seq LIMIT {_PAGE}"
+        last = -1 if after_seq is None else after_seq
+        sid = self.id
+        loads = json.loads
+        while True:
+            rows = self._store._read(sql, (sid, last, *(types or ())))
+            for seq, position, type_, ts, payload in rows:
+                yield Event(sid, seq, position, type_, ts, loads(payload))
+            if len(rows) < _PAGE:
+                return
+            last = rows[-1][0]
+
+    def derive_messages(self) -> list[dict]:
+        """The projection: the chat ``messages`` array (list of dicts) for this session,
+        read from the ``messages`` view (see :mod:`eventstore.projection`)."""
+        with self._store._lock:
+            return projection.derive_messages(self._store._conn, self.id)
+
+    def messages_json(self) -> str:
+        """The projection as JSON array text, as ``JSON.stringify`` would write it."""
+        with self._store._lock:
+            return projection.messages_json(self._store._conn, self.id)
+
+
+class EventStore:
+    """An append-only store of agent sessions in one SQLite database.
+
+    Open with :meth:`open`. One ``EventStore`` holds one connection; it may be shared by
+    threads (calls are serialized) but not across ``fork`` (open a new one in the child).
+    Several processes may open the same file at once.
+    """
+
+    def __init__(self, engine, busy_timeout: float):
+        self.engine = engine
+        self.busy_timeout = busy_timeout
+        self._lock = threading.RLock()
+        try:
+            self._fairy = engine.raw_connection()
+        except Exception as e:  # pragma: no cover - reported with the file name
+            raise DatabaseError(f"cannot open {engine.url.database}: {e}") from None
+        self._conn: sqlite3.Connection = self._fairy.driver_connection
+        self._cur = self._conn.cursor()
+
+    @classmethod
+    def open(cls, target: str | os.PathLike = "eventstore.db", *,
+             busy_timeout: float = _engine.DEFAULT_BUSY_TIMEOUT, durability: str = "normal") -> EventStore:
+        """Open (creating and migrating if needed) the database at ``target``.
+
+        ``target`` is a file path or an SQLAlchemy ``sqlite://`` URL; ``busy_timeout`` is how
+        long (seconds) a write waits for another writer; ``durability`` is ``"normal"``
+        (WAL + ``synchronous=NORMAL``: an acknowledged append survives a process crash) or
+        ``"full"`` (also survives power loss). Raises :class:`DatabaseError`.
+        """
+        try:
+            engine = _engine.make_engine(target, busy_timeout=busy_timeout, durability=durability)
+            _engine.upgrade(engine)
+        except DatabaseError:
+            raise
+        except sqlite3.DatabaseError as e:
+            raise DatabaseError(f"cannot open {os.fspath(target)}: {e}") from None
+        except Exception as e:
+            orig = getattr(e, "orig", None)
+            if isinstance(orig, sqlite3.DatabaseError):
+                raise DatabaseError(f"cannot open {os.fspath(target)}: {orig}") from None
+            raise
+        return cls(engine, busy_timeout)
+
+    def close(self) -> None:
+        """Close the connection. The store cannot be used afterwards."""
+        with self._lock:
+            if self._fairy is not None:
+                self._cur.close()
+                self._fairy.close()
+                self._fairy = None
+                self.engine.dispose()
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- transactions ------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self, session_id: str | None = None, expected_seq: int | None = None) -> Iterator[sqlite3.Cursor]:
+        """A write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``; rolled back on any error,
+        with sqlite3 errors translated to the store's exceptions."""
+        with self._lock:
+            cur = self._cur
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise self._translate(e, session_id, expected_seq) from None
+            try:
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException as e:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                if isinstance(e, sqlite3.Error):
+                    raise self._translate(e, session_id, expected_seq) from None
+                if isinstance(e, UnicodeEncodeError):
+                    raise InvalidEvent(f"text holds a lone UTF-16 surrogate outside a payload: {e.reason}") from None
+                raise
+
+    def _read(self, sql: str, params: tuple = ()) -> list:
+        with self._lock:
+            try:
+                return self._cur.execute(sql, params).fetchall()
+            except sqlite3.Error as e:
+                raise self._translate(e) from None
+
+    def _translate(self, e: sqlite3.Error, session_id: str | None = None,
+                   expected_seq: int | None = None) -> Exception:
+        msg = str(e)
+        if isinstance(e, sqlite3.IntegrityError):
+            if "unknown session" in msg and session_id is not None:
+                return SessionNotFound(session_id)
+            if "not the next seq" in msg and expected_seq is not None and session_id is not None:
+                actual = self._cur.execute(_NEXT_SEQ, (session_id,)).fetchone()[0]
+                return SeqConflict(session_id, expected_seq, actual)
+            if "session already exists" in msg and session_id is not None:
+                return SessionExists(session_id)
+            return AppendOnlyViolation(msg)
+        if "locked" in msg or "busy" in msg:
+            return DatabaseError(f"database is busy: another writer held it longer than the busy "
+                                 f"timeout ({self.busy_timeout:g} s)")
+        return DatabaseError(msg)
+
+    # --- sessions ----------------------------------------------------------------------
+
+    def create_session(self, session_id: str | None = None, *, meta: dict | None = None) -> Session:
+        """Create a session and return its handle.
+
+        ``session_id`` defaults to 12 characters of a random UUID, like the reference
+        (``5a1b896f-beb``); ``meta`` holds extra keys for the ``session/meta`` line.
+        Raises :class:`SessionExists` if the id is taken, :class:`InvalidEvent` for a bad id
+        or meta.
+        """
+        sid = str(uuid.uuid4())[:12] if session_id is None else _check_session_id(session_id)
+        meta_json = "{}"
+        if meta:
+            if not isinstance(meta, dict) or "type" in meta or "id" in meta:
+                raise InvalidEvent("meta must be a dict without the keys 'type' and 'id'")
+            meta_json = dumps(meta)
+        with self._write(sid) as cur:
+            cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)", (sid, time.time(), meta_json))
+        return Session(self, sid)
+
+    def session(self, session_id: str) -> Session:
+        """The handle of a stored session. Raises :class:`SessionNotFound`."""
+        if not self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+            raise SessionNotFound(session_id)
+        return Session(self, session_id)
+
+    def sessions(self) -> list[SessionInfo]:
+        """The registry: every stored session, oldest first."""
+        rows = self._read("""
+            SELECT s.id, s.created_at,
+                   coalesce((SELECT max(seq) + 1 FROM events WHERE session_id = s.id), 0),
+                   (SELECT ts FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1)
+            FROM sessions AS s ORDER BY s.created_at, s.id""")
+        return [SessionInfo(*r) for r in rows]
+
+    # --- JSONL ---------------------------------------------------------------------------
+
+    def import_jsonl(self, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
+                     session_id: str | None = None) -> str:
+        """Import one JSONL session file atomically and return its session id.
+
+        ``source`` is a path or a binary file object (``name`` is what errors call it).
+        The format is the reference's (``shared/spec/session-log.md``); ``session_id``
+        overrides the id of the ``session/meta`` line (required when the file has none).
+        Raises :class:`InvalidJSONL` (``FILE:LINE: reason``) and stores nothing when any
+        line is bad; :class:`SessionExists` if the session is already stored.
+        """
+        if isinstance(source, (str, os.PathLike)):
+            with open(source, "rb") as f:
+                return self.import_jsonl(f, name=name or os.fspath(source), session_id=session_id)
+        if session_id is not None:
+            _check_session_id(session_id)
+        reader = JsonlReader(source, name or getattr(source, "name", "<stream>"), session_id)
+        rows = iter(reader)
+        with self._write(session_id) as cur:
+            first = next(rows, None)
+            sid = _check_session_id(reader.session_id)
+            try:
+                cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)",
+                            (sid, time.time(), reader.meta_json))
+            except sqlite3.IntegrityError as e:
+                if "session already exists" in str(e):
+                    raise SessionExists(sid) from None
+                raise
+            if first is not None:
+                pos0 = cur.execute(_NEXT_POSITION).fetchone()[0]
+                batch = [(pos0, sid, *first)]
+                for row in rows:
+                    batch.append((pos0 + row[0], sid, *row))
+                    if len(batch) >= 5000:
+                        cur.executemany(_INSERT, batch)
+                        batch.clear()
+                cur.executemany(_INSERT, batch)
+        return sid
+
+    def export_jsonl(self, session_id: str, dest: str | os.PathLike | IO) -> int:
+        """Write one session as JSONL, byte-identical to what the reference ``save()``
+        writes, and return the number of events written.
+
+        ``dest`` is a path (written to a temporary file, then renamed into place) or a file
+        object (text or binary). Raises :class:`SessionNotFound`.
+        """
+        if isinstance(dest, (str, os.PathLike)):
+            path = Path(dest)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            try:
+                with open(tmp, "wb") as f:
+                    n = self.export_jsonl(session_id, f)
+                os.replace(tmp, path)
+            finally:
+                if tmp.exists():
+                    tmp.unlink()
+            return n
+        binary = not hasattr(dest, "encoding")
+        write = dest.write
+        n = 0
+        for chunk in self._export_chunks(session_id):
+            n += chunk.count("\n")
+            write(chunk.encode("utf-8") if binary else chunk)
+        return n - 1
+
+    def _export_chunks(self, session_id: str) -> Iterator[str]:
+        rows = self._read("SELECT meta FROM sessions WHERE id = ?", (session_id,))
+        if not rows:
+            raise SessionNotFound(session_id)
+        yield meta_line(session_id, rows[0][0]) + "\n"
+        last = -1
+        sql = f"SELECT seq, type, ts, payload FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT {_PAGE * 10}"
+        while True:
+            page = self._read(sql, (session_id, last))
+            if not page:
+                return
+            yield "".join([event_line(t, seq, ts, p) + "\n" for seq, t, ts, p in page])
+            last = page[-1][0]
