@@ -39,6 +39,17 @@ class SeqConflict(EventStoreError):
         )
 
 
+class IdempotencyConflict(EventStoreError):
+    """An append's idempotency key (``event_id``) is already stored with other content."""
+
+    def __init__(self, session_id: str, event_id: object, seq: int):
+        self.session_id = session_id
+        self.event_id = event_id
+        self.seq = seq
+        super().__init__(f"session {session_id!r}: event_id {event_id!r} is already stored at seq {seq} "
+                         f"with a different type or payload")
+
+
 class InvalidEvent(EventStoreError, ValueError):
     """An event or payload that the store refuses: not JSON, NaN/Infinity, a reserved key, a bad type."""
 

@@ -19,6 +19,7 @@ checked (see :class:`JsonlReader`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -28,7 +29,18 @@ from typing import IO, Any
 
 from .errors import InvalidEvent, InvalidJSONL
 
-__all__ = ["dumps", "js_number", "event_line", "meta_line", "parse_line", "JsonlReader"]
+__all__ = [
+    "JsonlReader",
+    "chain_hash",
+    "dumps",
+    "event_line",
+    "file_name_for",
+    "genesis_hash",
+    "js_number",
+    "meta_line",
+    "parse_line",
+    "session_id_from_file_name",
+]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 RESERVED_KEYS = ("type", "seq", "ts")
@@ -104,7 +116,7 @@ def _fix_surrogates(s: str) -> str:
                 out.append(chr(0x10000 + ((c - 0xD800) << 10) + (ord(run[i + 1]) - 0xDC00)))
                 i += 2
             else:
-                out.append("\\u%04x" % c)
+                out.append(f"\\u{c:04x}")
                 i += 1
         return "".join(out)
 
@@ -214,6 +226,28 @@ def event_line(type_: str, seq: int, ts: float, payload_json: str) -> str:
     return head + ("}" if payload_json == "{}" else "," + payload_json[1:])
 
 
+def genesis_hash(session_id: str) -> str:
+    """The hash chain's start for a session: SHA-256 (hex) of ``{"type":"session/meta","id":ID}``."""
+    return hashlib.sha256(meta_line(session_id).encode("utf-8")).hexdigest()
+
+
+def chain_hash(prev_hash: str, line: str) -> str:
+    """The hash of an event: SHA-256 (hex, 64 characters) of ``prev_hash + "\\n" + line``.
+
+    ``prev_hash`` is the previous event's hash in the same session, or
+    :func:`genesis_hash` for seq 0; ``line`` is the event's JSONL line (:func:`event_line`),
+    the canonical form. The chain binds each event to its session, its seq and all that
+    came before it: an edit, a deleted or reordered event breaks every later hash.
+    """
+    return hashlib.sha256((prev_hash + "\n" + line).encode("utf-8")).hexdigest()
+
+
+def sql_chain_hash(prev_hash: str | None, session_id: str, type_: str, seq: int, ts: float, payload: str) -> str:
+    """:func:`chain_hash` as the SQL function ``eventstore_chain`` used by the append path."""
+    return chain_hash(genesis_hash(session_id) if prev_hash is None else prev_hash,
+                      event_line(type_, seq, ts, payload))
+
+
 def payload_json(payload: dict) -> str:
     """Validate an append's payload and return its canonical JSON object text.
 
@@ -302,7 +336,7 @@ class JsonlReader:
             yield lineno, buf[:-1] if buf.endswith(b"\r") else buf, True
         self.lines = lineno
 
-    def __iter__(self) -> Iterator[tuple[int, str, float, str]]:
+    def __iter__(self) -> Iterator[tuple[int, str, float, str, str]]:
         expected = 0
         for lineno, raw, unterminated in self._lines():
             if not raw.strip():
@@ -315,20 +349,22 @@ class JsonlReader:
                 obj, payload = parse_line(text)
             except ValueError as e:
                 if unterminated:
-                    raise self._err(lineno, f"truncated last line (no newline, invalid JSON: {_json_reason(e)})") from None
+                    reason = f"truncated last line (no newline, invalid JSON: {_json_reason(e)})"
+                    raise self._err(lineno, reason) from None
                 raise self._err(lineno, f"invalid JSON: {_json_reason(e)}") from None
             if type(obj) is not dict:
                 raise self._err(lineno, f"not a JSON object but {_json_kind(obj)}")
             t = obj.get("type")
             if "type" not in obj:
                 raise self._err(lineno, "'type' is missing")
-            if type(t) is not str:
-                raise self._err(lineno, f"'type' must be a string, not {_json_kind(t)}")
+            if type(t) is not str or not t:
+                raise self._err(lineno, f"'type' must be a non-empty string, not {_json_kind(t)}")
             if t == "session/meta":
                 self._meta(lineno, obj)
                 continue
             if self.session_id is None:
-                raise self._err(lineno, "event before any session/meta line (no session id; give one with --session-id)")
+                raise self._err(lineno, "event before any session/meta line "
+                                        "(no session id; give one with --session-id)")
             if "seq" not in obj:
                 raise self._err(lineno, "'seq' is missing")
             seq = obj["seq"]
@@ -352,11 +388,12 @@ class JsonlReader:
                 rest = {k: v for k, v in obj.items() if k not in RESERVED_KEYS}
                 try:
                     payload = dumps(rest)
+                    text = event_line(t, seq, float(ts), payload)
                 except InvalidEvent as e:
                     raise self._err(lineno, str(e)) from None
             expected += 1
             self.events = expected
-            yield seq, t, float(ts), payload
+            yield seq, t, float(ts), payload, text
         if self.session_id is None:
             raise self._err(self.lines, "no session/meta line (no session id; give one with --session-id)")
 
@@ -388,7 +425,7 @@ def _json_kind(v: Any) -> str:
     if isinstance(v, (int, float)):
         return f"the number {v}"
     if isinstance(v, str):
-        return "a string"
+        return "a string" if v else "an empty string"
     if isinstance(v, list):
         return "an array"
     return "an object"
@@ -398,3 +435,39 @@ def _json_reason(e: ValueError) -> str:
     if isinstance(e, json.JSONDecodeError):
         return f"{e.msg} at column {e.colno}"
     return str(e)
+
+
+# --- file names ----------------------------------------------------------------------
+
+_NAME_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+MAX_NAME_BYTES = 200
+
+
+def file_name_for(session_id: str) -> str:
+    """A safe file name for a session's export: ``<encoded id>.jsonl``.
+
+    Session ids come from files and are untrusted. Lower-case ASCII letters, digits, ``-``
+    and ``_`` stay as they are; every other character (``/``, ``.``, NUL, upper-case
+    letters, so that ids differing only in case never collide on a case-insensitive file
+    system) is written ``%XX`` per UTF-8 byte. The name can never leave its folder and maps
+    back with :func:`session_id_from_file_name`. An id whose name would pass 200 bytes is
+    cut and suffixed with ``~`` and 16 hex digits of its SHA-256 (the id is in the file's
+    ``session/meta`` line).
+    """
+    import hashlib
+
+    data = session_id.encode("utf-8", "surrogatepass")
+    name = "".join(chr(b) if chr(b) in _NAME_SAFE else f"%{b:02X}" for b in data)
+    if len(name) > MAX_NAME_BYTES:
+        name = name[:MAX_NAME_BYTES - 17] + "~" + hashlib.sha256(data).hexdigest()[:16]
+    return name + ".jsonl"
+
+
+def session_id_from_file_name(name: str) -> str | None:
+    """The session id encoded in a :func:`file_name_for` name, or None for a cut (hashed) name."""
+    from urllib.parse import unquote_to_bytes
+
+    stem = name[:-6] if name.endswith(".jsonl") else name
+    if "~" in stem:
+        return None
+    return unquote_to_bytes(stem).decode("utf-8", "surrogatepass")

@@ -5,12 +5,14 @@ Tables (see docs/schema.md for the column-by-column description):
 * ``sessions(id, created_at, meta)``: one row per session; ``created_at`` is seconds since
   the epoch (float) when the session was first stored; ``meta`` is the JSON object text of
   the ``session/meta`` line's keys other than ``type`` and ``id`` (export writes them back).
-* ``events(position, session_id, seq, type, ts, payload)``: the append-only log.
+* ``events(position, session_id, seq, type, ts, payload, hash, event_id)``: the append-only log.
   ``(session_id, seq)`` is the key (``seq`` = 0, 1, 2, ... per session with no gaps);
   ``position`` is the global position, an explicit ``INTEGER PRIMARY KEY`` that only grows,
   in commit order, and is kept by ``VACUUM``; ``ts`` is seconds since the epoch (float);
   ``payload`` is the JSON object text of every other key, exactly as ``JSON.stringify``
-  writes it (see :mod:`eventstore.jsonl`).
+  writes it (see :mod:`eventstore.jsonl`); ``hash`` chains the event to the previous one of
+  its session (:func:`eventstore.jsonl.chain_hash`); ``event_id`` is a generated column,
+  the payload's optional ``event_id`` key (the idempotency key), unique per session.
 
 :data:`GUARDS` are the triggers that make the tables append-only for every SQL statement
 (UPDATE, DELETE, INSERT with any conflict clause, an INSERT that gaps or repeats a seq);
@@ -22,6 +24,7 @@ from __future__ import annotations
 from sqlalchemy import (
     CheckConstraint,
     Column,
+    Computed,
     Float,
     ForeignKey,
     Index,
@@ -59,11 +62,23 @@ events = Table(
     Column("type", Text, nullable=False),
     Column("ts", Float, nullable=False),
     Column("payload", Text, nullable=False),
+    Column("hash", Text, nullable=False),
+    Column("event_id", Text, Computed("payload ->> '$.event_id'", persisted=False)),
     UniqueConstraint("session_id", "seq", name="events_key"),
     CheckConstraint("typeof(seq) = 'integer' AND seq >= 0", name="events_seq_integer"),
     CheckConstraint("typeof(type) = 'text' AND length(type) > 0", name="events_type_text"),
     CheckConstraint("abs(ts) <= 1.7976931348623157e308", name="events_ts_finite"),
     CheckConstraint("json_valid(payload) AND json_type(payload) = 'object'", name="events_payload_object"),
+    CheckConstraint("length(hash) = 64", name="events_hash_sha256"),
+)
+
+# Idempotent appends: a retried append with the same event_id finds the stored event.
+Index(
+    "events_event_id",
+    events.c.session_id,
+    events.c.event_id,
+    unique=True,
+    sqlite_where=events.c.event_id.is_not(None),
 )
 
 # The projection reads only message events: a partial index keeps its cost independent of

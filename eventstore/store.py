@@ -7,6 +7,7 @@ connection up and Alembic migrates the file (see :mod:`eventstore.engine`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -25,25 +26,41 @@ from . import projection
 from .errors import (
     AppendOnlyViolation,
     DatabaseError,
+    IdempotencyConflict,
     InvalidEvent,
     SeqConflict,
     SessionExists,
     SessionNotFound,
 )
-from .jsonl import JsonlReader, dumps, event_line, meta_line, payload_json
+from .jsonl import (
+    JsonlReader,
+    chain_hash,
+    dumps,
+    event_line,
+    genesis_hash,
+    meta_line,
+    payload_json,
+    sql_chain_hash,
+)
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
 
-# seq and position are computed inside the INSERT, in the write transaction: one statement
-# per append. The guard trigger re-checks both, so a wrong expected_seq fails there.
+# seq, position and the chained hash are computed inside the INSERT, in the write
+# transaction: one statement per append. The guard trigger re-checks seq and position, so a
+# wrong expected_seq fails there.
 _APPEND = """
-INSERT INTO events (position, session_id, seq, type, ts, payload)
-VALUES ((SELECT coalesce(max(position), 0) + 1 FROM events), ?1,
-        coalesce(?2, (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?1)),
-        ?3, ?4, ?5)
+INSERT INTO events (position, session_id, seq, type, ts, payload, hash)
+SELECT n.position, ?1, n.seq, ?3, ?4, ?5, eventstore_chain(n.prev, ?1, ?3, n.seq, ?4, ?5)
+FROM (SELECT (SELECT coalesce(max(position), 0) + 1 FROM events) AS position,
+             coalesce(?2, (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?1)) AS seq,
+             (SELECT hash FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1) AS prev) AS n
 RETURNING position, seq
 """
-_INSERT = "INSERT INTO events (position, session_id, seq, type, ts, payload) VALUES (?, ?, ?, ?, ?, ?)"
+_INSERT = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_HEAD = """SELECT coalesce(max(seq) + 1, 0), (SELECT coalesce(max(position), 0) + 1 FROM events),
+                  (SELECT hash FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1)
+           FROM events WHERE session_id = ?1"""
+_BY_EVENT_ID = "SELECT seq, position, type, ts, payload FROM events WHERE session_id = ? AND event_id = ?"
 _NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?"
 _NEXT_POSITION = "SELECT coalesce(max(position), 0) + 1 FROM events"
 _PAGE = 1000  # events per read query: reads never hold a transaction across pages
@@ -69,6 +86,10 @@ class Event:
         """The event as the JSONL format spells it: ``{"type", "seq", "ts", **payload}``."""
         return {"type": self.type, "seq": self.seq, "ts": self.ts, **self.payload}
 
+    def to_jsonl(self) -> str:
+        """The event's JSONL line (no newline), exactly as the reference ``save()`` writes it."""
+        return event_line(self.type, self.seq, self.ts, dumps(self.payload))
+
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
@@ -83,6 +104,11 @@ class SessionInfo:
 def _check_type(type_: Any) -> None:
     if type(type_) is not str or not type_:
         raise InvalidEvent(f"event type must be a non-empty string, not {type_!r}")
+    if not type_.isascii():
+        try:
+            type_.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidEvent(f"event type {type_!r} holds a lone UTF-16 surrogate") from None
 
 
 def _check_ts(ts: Any) -> float:
@@ -124,25 +150,54 @@ class Session:
         return f"Session({self.id!r})"
 
     def append(self, type: str, payload: dict | None = None, *, ts: float | None = None,
-               expected_seq: int | None = None) -> Event:
+               expected_seq: int | None = None, event_id: str | None = None) -> Event:
         """Append one event, in its own transaction, and return it as stored.
 
         ``payload`` is a JSON object (dict); ``ts`` is seconds since the epoch (default
         ``time.time()``); ``expected_seq``, when given, is the seq this event must get.
+        ``event_id`` is an idempotency key, stored as the payload's ``event_id`` key (so it
+        survives export): a retried append with the same key and the same type and payload
+        returns the stored event instead of writing a second one.
+
         Raises :class:`InvalidEvent` (bad type, reserved key ``type``/``seq``/``ts`` in the
         payload, NaN/Infinity or a non-JSON value), :class:`SeqConflict` (another writer
-        got there first; ``actual_seq`` says where the session is), :class:`SessionNotFound`,
+        got there first; ``actual_seq`` says where the session is), :class:`IdempotencyConflict`
+        (the key is stored with other content), :class:`SessionNotFound`,
         :class:`DatabaseError` (the database stayed locked past the busy timeout).
         """
         _check_type(type)
+        if event_id is not None:
+            if not isinstance(event_id, str) or not event_id:
+                raise InvalidEvent(f"event_id must be a non-empty string, not {event_id!r}")
+            if payload and payload.get("event_id", event_id) != event_id:
+                raise InvalidEvent(f"event_id {event_id!r} differs from the payload's {payload['event_id']!r}")
+            payload = {**(payload or {}), "event_id": event_id}
         pj = "{}" if payload is None else payload_json(payload)
         ts = time.time() if ts is None else _check_ts(ts)
         if expected_seq is not None:
             _check_seq(expected_seq)
-        store = self._store
-        with store._write(self.id, expected_seq) as cur:
-            position, seq = cur.execute(_APPEND, (self.id, expected_seq, type, ts, pj)).fetchall()[0]
+        try:
+            with self._store._write(self.id, expected_seq) as cur:
+                position, seq = cur.execute(_APPEND, (self.id, expected_seq, type, ts, pj)).fetchall()[0]
+        except (SeqConflict, AppendOnlyViolation):
+            # A retry of an append that did land (its answer was lost) meets its own event.
+            key = (payload or {}).get("event_id")
+            stored = None if key is None else self._stored_for_key(key, type, pj)
+            if stored is None:
+                raise
+            return stored
         return Event(self.id, seq, position, type, ts, dict(payload) if payload else {})
+
+    def _stored_for_key(self, key: Any, type_: str, pj: str) -> Event | None:
+        """The event stored under idempotency key ``key`` (None if there is none).
+        Raises :class:`IdempotencyConflict` if it holds another type or payload."""
+        rows = self._store._read(_BY_EVENT_ID, (self.id, key))
+        if not rows:
+            return None
+        seq, position, stored_type, ts, stored_pj = rows[0]
+        if stored_type != type_ or stored_pj != pj:
+            raise IdempotencyConflict(self.id, key, seq)
+        return Event(self.id, seq, position, stored_type, ts, json.loads(stored_pj))
 
     def append_many(self, events: Iterable[tuple], *, expected_seq: int | None = None) -> list[Event]:
         """Append several events atomically (all or none), with consecutive seqs.
@@ -167,12 +222,16 @@ class Session:
             return []
         sid = self.id
         with self._store._write(sid, expected_seq) as cur:
-            seq0 = cur.execute(_NEXT_SEQ, (sid,)).fetchone()[0]
+            seq0, pos0, prev = cur.execute(_HEAD, (sid,)).fetchone()
             if expected_seq is not None and expected_seq != seq0:
                 raise SeqConflict(sid, expected_seq, seq0)
-            pos0 = cur.execute(_NEXT_POSITION).fetchone()[0]
-            cur.executemany(_INSERT, [(pos0 + i, sid, seq0 + i, t, ts, pj)
-                                      for i, (t, _p, ts, pj) in enumerate(prepared)])
+            if prev is None:
+                prev = genesis_hash(sid)
+            rows = []
+            for i, (t, _p, ts, pj) in enumerate(prepared):
+                prev = chain_hash(prev, event_line(t, seq0 + i, ts, pj))
+                rows.append((pos0 + i, sid, seq0 + i, t, ts, pj, prev))
+            cur.executemany(_INSERT, rows)
         return [Event(sid, seq0 + i, pos0 + i, t, ts, dict(p) if p else {})
                 for i, (t, p, ts, _pj) in enumerate(prepared)]
 
@@ -234,6 +293,7 @@ class EventStore:
         except Exception as e:  # pragma: no cover - reported with the file name
             raise DatabaseError(f"cannot open {engine.url.database}: {e}") from None
         self._conn: sqlite3.Connection = self._fairy.driver_connection
+        self._conn.create_function("eventstore_chain", 6, sql_chain_hash, deterministic=True)
         self._cur = self._conn.cursor()
 
     @classmethod
@@ -389,9 +449,11 @@ class EventStore:
                 raise
             if first is not None:
                 pos0 = cur.execute(_NEXT_POSITION).fetchone()[0]
-                batch = [(pos0, sid, *first)]
-                for row in rows:
-                    batch.append((pos0 + row[0], sid, *row))
+                prev = genesis_hash(sid)
+                batch = []
+                for seq, t, ts, pj, line in itertools.chain((first,), rows):
+                    prev = chain_hash(prev, line)
+                    batch.append((pos0 + seq, sid, seq, t, ts, pj, prev))
                     if len(batch) >= 5000:
                         cur.executemany(_INSERT, batch)
                         batch.clear()
@@ -430,7 +492,8 @@ class EventStore:
             raise SessionNotFound(session_id)
         yield meta_line(session_id, rows[0][0]) + "\n"
         last = -1
-        sql = f"SELECT seq, type, ts, payload FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT {_PAGE * 10}"
+        sql = ("SELECT seq, type, ts, payload FROM events WHERE session_id = ? AND seq > ? "
+               f"ORDER BY seq LIMIT {_PAGE * 10}")
         while True:
             page = self._read(sql, (session_id, last))
             if not page:

@@ -2,6 +2,7 @@
 passes in (inside its BEGIN IMMEDIATE transaction), or on ``-x url=...`` from the command line."""
 
 from alembic import context
+
 from eventstore.engine import make_engine
 from eventstore.schema import metadata
 
