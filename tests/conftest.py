@@ -1,0 +1,43 @@
+"""Shared fixtures: a fresh store in a temporary folder, the conformance fixtures, and
+helpers to reach the reference implementation when it is beside the checkout."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from eventstore import EventStore
+
+DATA = Path(__file__).parent / "data"
+FIXTURES = sorted(p.stem for p in DATA.glob("*.jsonl"))
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+REFERENCE = SHARED / "reference" / "ref.mjs"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "events.db"
+
+
+@pytest.fixture
+def store(db_path: Path):
+    with EventStore.open(db_path) as s:
+        yield s
+
+
+@pytest.fixture
+def raw(db_path: Path, store):
+    """A separate plain sqlite3 connection to the store's file (as an auditor would open it)."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    yield conn
+    conn.close()
+
+
+def reference_available() -> bool:
+    return shutil.which("node") is not None and REFERENCE.is_file()
+
+
+needs_reference = pytest.mark.skipif(not reference_available(), reason="node or ../shared/reference is absent")
