@@ -67,7 +67,7 @@ events = Table(
     UniqueConstraint("session_id", "seq", name="events_key"),
     CheckConstraint("typeof(seq) = 'integer' AND seq >= 0", name="events_seq_integer"),
     CheckConstraint("typeof(type) = 'text' AND length(type) > 0", name="events_type_text"),
-    CheckConstraint("abs(ts) <= 1.7976931348623157e308", name="events_ts_finite"),
+    CheckConstraint("typeof(ts) = 'real' AND abs(ts) <= 1.7976931348623157e308", name="events_ts_finite"),
     CheckConstraint("json_valid(payload) AND json_type(payload) = 'object'", name="events_payload_object"),
     CheckConstraint("length(hash) = 64", name="events_hash_sha256"),
 )

@@ -1,0 +1,243 @@
+"""The Python API: sessions, appends, reads, errors."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import pytest
+
+import eventstore
+from eventstore import (
+    Event,
+    EventStore,
+    EventStoreError,
+    IdempotencyConflict,
+    InvalidEvent,
+    SeqConflict,
+    SessionExists,
+    SessionNotFound,
+)
+from eventstore.jsonl import chain_hash, event_line, genesis_hash
+
+
+def test_public_api_is_small_and_listed():
+    assert set(eventstore.__all__) == {
+        "EventStore", "Session", "Event", "SessionInfo", "EventStoreError", "SessionNotFound", "SessionExists",
+        "SeqConflict", "IdempotencyConflict", "InvalidEvent", "InvalidJSONL", "AppendOnlyViolation", "DatabaseError",
+    }
+    for name in eventstore.__all__:
+        obj = getattr(eventstore, name)
+        assert obj.__doc__, name
+        if name.endswith(("Error", "Found", "Exists", "Conflict", "Event", "JSONL", "Violation")) and name != "Event":
+            assert issubclass(obj, EventStoreError), name
+
+
+def test_create_session_ids_look_like_the_reference(store):
+    s = store.create_session()
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{3}", s.id)
+    assert store.session(s.id).id == s.id
+    assert store.create_session("my-id").id == "my-id"
+
+
+def test_duplicate_and_unknown_sessions(store):
+    store.create_session("my-id")
+    with pytest.raises(SessionExists):
+        store.create_session("my-id")
+    with pytest.raises(SessionNotFound) as e:
+        store.session("nope")
+    assert "nope" in str(e.value)
+
+
+def test_append_assigns_seq_position_and_ts(store):
+    a, b = store.create_session("a"), store.create_session("b")
+    t0 = time.time()
+    e0 = a.append("user/message", {"content": "1+1?"})
+    e1 = b.append("turn/start")
+    e2 = a.append("assistant/message", {"content": "2"}, ts=1764460800.5)
+    assert isinstance(e0, Event)
+    assert (e0.session_id, e0.seq, e0.type, e0.payload) == ("a", 0, "user/message", {"content": "1+1?"})
+    assert t0 <= e0.ts <= time.time()
+    assert (e1.seq, e2.seq, e2.ts) == (0, 1, 1764460800.5)
+    assert e0.position < e1.position < e2.position
+    assert list(a.events()) == [e0, e2]
+    assert a.next_seq() == 2
+
+
+def test_returned_payload_is_a_copy(store):
+    s = store.create_session("a")
+    payload = {"content": "x"}
+    ev = s.append("user/message", payload)
+    payload["content"] = "changed"
+    assert ev.payload == {"content": "x"}
+    assert next(s.events()).payload == {"content": "x"}
+
+
+@pytest.mark.parametrize("payload, message", [
+    ({"type": "x"}, "reserved"), ({"seq": 3}, "reserved"), ({"ts": 1.0}, "reserved"),
+    ({"x": math.nan}, "NaN"), ({"x": [math.inf]}, "Infinity"), ({"x": -math.inf}, "Infinity"),
+    ({"x": {1, 2}}, "not JSON"), ({"x": b"bytes"}, "not JSON"), ({1: "int key"}, "not a string"),
+    ({"x": 2**64 + 1}, "exactly"), ("not a dict", "dict"), (["a"], "dict"),
+])
+def test_bad_payloads_are_refused_and_nothing_is_stored(store, payload, message):
+    s = store.create_session("a")
+    with pytest.raises(InvalidEvent, match=message):
+        s.append("x", payload)
+    assert s.next_seq() == 0
+
+
+def test_circular_payload_is_refused(store):
+    p: dict = {}
+    p["self"] = p
+    with pytest.raises(InvalidEvent, match="nested"):
+        store.create_session("a").append("x", p)
+
+
+@pytest.mark.parametrize("type_", ["", None, 3, "\ud800"])
+def test_bad_types_are_refused(store, type_):
+    with pytest.raises(InvalidEvent):
+        store.create_session("a").append(type_, {})
+
+
+@pytest.mark.parametrize("ts", [math.nan, math.inf, "now", True])
+def test_bad_ts_is_refused(store, ts):
+    with pytest.raises(InvalidEvent, match="ts"):
+        store.create_session("a").append("x", {}, ts=ts)
+
+
+def test_expected_seq(store):
+    s = store.create_session("a")
+    assert s.append("x", expected_seq=0).seq == 0
+    with pytest.raises(SeqConflict) as e:
+        s.append("x", expected_seq=0)
+    assert (e.value.expected_seq, e.value.actual_seq) == (0, 1)
+    with pytest.raises(SeqConflict) as e:
+        s.append("x", expected_seq=5)
+    assert e.value.actual_seq == 1
+    assert s.append("x", expected_seq=1).seq == 1
+    with pytest.raises(InvalidEvent):
+        s.append("x", expected_seq=-1)
+
+
+def test_append_many_is_atomic(store):
+    s = store.create_session("a")
+    s.append("turn/start")
+    evs = s.append_many([("step/start", {"step": 0}), ("assistant/chunk", {"delta": {"content": "a"}}, 5.0)])
+    assert [(e.seq, e.type) for e in evs] == [(1, "step/start"), (2, "assistant/chunk")]
+    assert evs[1].ts == 5.0
+    with pytest.raises(InvalidEvent):
+        s.append_many([("ok", {}), ("bad", {"x": math.nan})])
+    with pytest.raises(SeqConflict):
+        s.append_many([("ok", {})], expected_seq=1)
+    assert s.next_seq() == 3
+    assert s.append_many([]) == []
+    assert [e.seq for e in s.append_many([("a", {}), ("b", None)], expected_seq=3)] == [3, 4]
+
+
+def test_append_to_a_vanished_session_handle_is_session_not_found(store):
+    ghost = eventstore.Session(store, "ghost")
+    with pytest.raises(SessionNotFound):
+        ghost.append("x", {})
+    with pytest.raises(SessionNotFound):
+        ghost.append_many([("x", {})])
+
+
+def test_events_filters(store):
+    s = store.create_session("a")
+    s.append_many([("turn/start", {}), ("user/message", {"content": "q"}), ("assistant/chunk", {"delta": {}}),
+                   ("assistant/message", {"content": "a"}), ("turn/end", {})])
+    assert [e.seq for e in s.events(after_seq=2)] == [3, 4]
+    assert [e.type for e in s.events(types="user/message")] == ["user/message"]
+    assert [e.seq for e in s.events(types=["user/message", "turn/end"], after_seq=1)] == [4]
+
+
+def test_events_reads_page_by_page(store):
+    s = store.create_session("a")
+    s.append_many([("x", {"i": i}) for i in range(2503)])
+    assert [e.payload["i"] for e in s.events()] == list(range(2503))
+    assert [e.seq for e in s.events(after_seq=2400)][:2] == [2401, 2402]
+
+
+def test_lone_surrogates_are_stored_losslessly(store):
+    s = store.create_session("a")
+    payload = {"content": "ab\ud83d", "list": ["\ude00 low first", "pair \ud83d\ude00 made of halves"]}
+    s.append("tool/result", payload)
+    got = next(s.events()).payload
+    assert got["content"] == "ab\ud83d"
+    assert got["list"][0] == "\ude00 low first"
+    # two halves side by side are one character, as in JavaScript
+    assert got["list"][1] == "pair \U0001F600 made of halves"
+
+
+def test_sessions_registry(store):
+    assert store.sessions() == []
+    store.create_session("a").append_many([("x", {}, 10.0), ("y", {}, 11.5)])
+    store.create_session("b")
+    infos = {i.id: i for i in store.sessions()}
+    assert (infos["a"].events, infos["a"].last_ts) == (2, 11.5)
+    assert (infos["b"].events, infos["b"].last_ts) == (0, None)
+
+
+def test_meta_is_kept_for_export(store):
+    import io
+
+    store.create_session("m", meta={"cwd": "/tmp", "model": "x"})
+    out = io.BytesIO()
+    store.export_jsonl("m", out)
+    assert out.getvalue() == b'{"type":"session/meta","id":"m","cwd":"/tmp","model":"x"}\n'
+    with pytest.raises(InvalidEvent):
+        store.create_session("n", meta={"id": "other"})
+
+
+def test_idempotent_appends(store):
+    s = store.create_session("a")
+    first = s.append("tool/result", {"tool_call_id": "c", "content": "2"}, event_id="k1")
+    again = s.append("tool/result", {"tool_call_id": "c", "content": "2"}, event_id="k1")
+    assert again == first or (again.seq, again.position, again.payload) == (first.seq, first.position, first.payload)
+    assert first.payload["event_id"] == "k1"
+    # a retry that also carries the expected seq it had the first time
+    assert s.append("tool/result", {"tool_call_id": "c", "content": "2"}, event_id="k1", expected_seq=0).seq == 0
+    with pytest.raises(IdempotencyConflict) as e:
+        s.append("tool/result", {"tool_call_id": "c", "content": "3"}, event_id="k1")
+    assert e.value.seq == 0
+    assert s.next_seq() == 1
+    assert s.append("x", {}, event_id="k2").seq == 1
+
+
+def test_hash_chain_covers_every_append_path(store, raw):
+    import io
+
+    s = store.create_session("a")
+    s.append("a", {"x": 1})
+    s.append_many([("b", {"y": [1.5, "\ud800"]}), ("c", {})])
+    s.append("d", {"z": None}, ts=3.0)
+    from pathlib import Path
+
+    store.import_jsonl(io.BytesIO((Path(__file__).parent / "data" / "demo.jsonl").read_bytes()), name="demo")
+    for sid in ("a", "5a1b896f-beb"):
+        prev = genesis_hash(sid)
+        for seq, type_, ts, payload, h in raw.execute(
+                "SELECT seq, type, ts, payload, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,)):
+            prev = chain_hash(prev, event_line(type_, seq, ts, payload))
+            assert h == prev, (sid, seq)
+
+
+def test_open_reports_bad_files_clearly(tmp_path):
+    bad = tmp_path / "not.db"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(eventstore.DatabaseError, match="not.db"):
+        EventStore.open(bad)
+    with pytest.raises(eventstore.DatabaseError, match="does not exist"):
+        EventStore.open(tmp_path / "missing" / "x.db")
+    with pytest.raises(eventstore.DatabaseError, match="durability"):
+        EventStore.open(tmp_path / "x.db", durability="sometimes")
+
+
+def test_open_accepts_sqlalchemy_urls_and_memory(tmp_path):
+    with EventStore.open(f"sqlite:///{tmp_path / 'u.db'}") as st:
+        st.create_session("a").append("x", {})
+    with EventStore.open(tmp_path / "u.db") as st:
+        assert st.session("a").next_seq() == 1
+    with EventStore.open(":memory:") as st:
+        assert st.create_session("m").append("x", {}).seq == 0

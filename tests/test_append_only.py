@@ -1,0 +1,174 @@
+"""No SQL statement may change, remove, overwrite or gap a stored event or session.
+
+Every attack is sent through a separate plain ``sqlite3`` connection (as an auditor's
+tool or a buggy script would), then the stored rows are compared with a snapshot.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine
+
+from eventstore import AppendOnlyViolation, EventStore
+from eventstore.schema import GUARDS, SCHEMA_REVISION, metadata
+
+
+@pytest.fixture
+def filled(store, raw):
+    a = store.create_session("a")
+    a.append("user/message", {"content": "hi"})
+    a.append("assistant/message", {"content": "hello"})
+    store.create_session("b").append("turn/start", {})
+    return raw
+
+
+def snapshot(conn: sqlite3.Connection):
+    return (conn.execute("SELECT * FROM events ORDER BY position").fetchall(),
+            conn.execute("SELECT * FROM sessions ORDER BY id").fetchall())
+
+
+H = "0" * 64  # a well-formed hash, so that only the guards can refuse the row
+
+ATTACKS = {
+    "update payload": "UPDATE events SET payload = '{\"content\":\"edited\"}' WHERE session_id = 'a' AND seq = 0",
+    "update seq": "UPDATE events SET seq = seq + 10",
+    "update or replace": "UPDATE OR REPLACE events SET seq = 0 WHERE seq = 1",
+    "update position": "UPDATE events SET position = position + 100",
+    "delete one": "DELETE FROM events WHERE session_id = 'a' AND seq = 1",
+    "delete all": "DELETE FROM events",
+    "insert or replace same key": f"INSERT OR REPLACE INTO events (position, session_id, seq, type, ts, payload, hash) "
+                                  f"VALUES (100, 'a', 0, 'x', 1, '{{}}', '{H}')",
+    "replace into same key": f"REPLACE INTO events (position, session_id, seq, type, ts, payload, hash) "
+                             f"VALUES (100, 'a', 1, 'x', 1, '{{}}', '{H}')",
+    "replace same position": f"REPLACE INTO events (position, session_id, seq, type, ts, payload, hash) "
+                             f"VALUES (1, 'a', 2, 'x', 1, '{{}}', '{H}')",
+    "upsert do update": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                        f"VALUES (100, 'a', 0, 'x', 1, '{{}}', '{H}') "
+                        f"ON CONFLICT (session_id, seq) DO UPDATE SET payload = excluded.payload",
+    "upsert on position": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                          f"VALUES (1, 'a', 2, 'x', 1, '{{}}', '{H}') "
+                          f"ON CONFLICT (position) DO UPDATE SET payload = '{{\"x\":1}}'",
+    "insert or ignore duplicate": f"INSERT OR IGNORE INTO events (position, session_id, seq, type, ts, payload, hash) "
+                                  f"VALUES (100, 'a', 1, 'x', 1, '{{}}', '{H}')",
+    "insert gap": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                  f"VALUES (100, 'a', 5, 'x', 1, '{{}}', '{H}')",
+    "insert negative seq": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                           f"VALUES (100, 'c', -1, 'x', 1, '{{}}', '{H}')",
+    "insert older position": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                             f"VALUES (0, 'a', 2, 'x', 1, '{{}}', '{H}')",
+    "insert unknown session": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                              f"VALUES (100, 'nope', 0, 'x', 1, '{{}}', '{H}')",
+    "insert two rows, second gapped": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                                      f"VALUES (100, 'a', 2, 'x', 1, '{{}}', '{H}'), "
+                                      f"(101, 'a', 4, 'x', 1, '{{}}', '{H}')",
+    "copy rows onto themselves": "INSERT OR REPLACE INTO events (position, session_id, seq, type, ts, payload, hash) "
+                                 "SELECT position, session_id, seq, 'forged', ts, payload, hash FROM events",
+    "update session meta": "UPDATE sessions SET meta = '{\"x\":1}'",
+    "rename session": "UPDATE sessions SET id = 'z' WHERE id = 'a'",
+    "delete session": "DELETE FROM sessions WHERE id = 'b'",
+    "replace session": "INSERT OR REPLACE INTO sessions (id, created_at, meta) VALUES ('a', 0, '{}')",
+    "upsert session": "INSERT INTO sessions (id, created_at, meta) VALUES ('a', 0, '{}') "
+                      "ON CONFLICT (id) DO UPDATE SET meta = '{\"x\":1}'",
+    "insert or ignore session": "INSERT OR IGNORE INTO sessions (id, created_at, meta) VALUES ('a', 0, '{}')",
+}
+
+
+@pytest.mark.parametrize("pragmas", [(), ("PRAGMA recursive_triggers = ON", "PRAGMA foreign_keys = ON")],
+                         ids=["defaults", "recursive_triggers+foreign_keys"])
+@pytest.mark.parametrize("name", list(ATTACKS))
+def test_every_write_path_is_refused_and_changes_nothing(filled, name, pragmas):
+    for p in pragmas:
+        filled.execute(p)
+    before = snapshot(filled)
+    with pytest.raises(sqlite3.IntegrityError):
+        filled.execute(ATTACKS[name])
+    assert snapshot(filled) == before
+
+
+def test_refusal_inside_a_transaction_keeps_earlier_rows_intact(filled):
+    before = snapshot(filled)
+    filled.execute("BEGIN")
+    with pytest.raises(sqlite3.IntegrityError):
+        filled.execute("DELETE FROM events")
+    filled.execute("COMMIT")
+    assert snapshot(filled) == before
+
+
+def test_a_correct_plain_sql_append_is_accepted(filled):
+    """The guards refuse only what breaks the log: the next seq at a new position is fine."""
+    filled.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                   f"VALUES (100, 'a', 2, 'note', 1, '{{}}', '{H}')")
+    assert filled.execute("SELECT max(seq) FROM events WHERE session_id = 'a'").fetchone() == (2,)
+
+
+@pytest.mark.parametrize("column, value", [
+    ("payload", "'not json'"), ("payload", "'[1,2]'"), ("ts", "'soon'"), ("ts", "9e999"),
+    ("type", "''"), ("type", "x'00'"), ("seq", "'1'"), ("seq", "1.5"), ("hash", "'short'"),
+])
+def test_check_constraints_refuse_malformed_rows(filled, column, value):
+    values = {"position": "100", "session_id": "'a'", "seq": "2", "type": "'x'", "ts": "1",
+              "payload": "'{}'", "hash": f"'{H}'"}
+    values[column] = value
+    before = snapshot(filled)
+    with pytest.raises(sqlite3.DatabaseError):  # a CHECK failure, or "malformed JSON"
+        filled.execute(f"INSERT INTO events ({', '.join(values)}) VALUES ({', '.join(values.values())})")
+    assert snapshot(filled) == before
+
+
+def test_store_reports_a_refused_write_as_append_only_violation(store):
+    s = store.create_session("a")
+    s.append("x", {})
+    with pytest.raises(AppendOnlyViolation), store._write() as cur:
+        cur.execute("DELETE FROM events")
+    assert s.next_seq() == 1
+
+
+def test_guards_and_view_exist_at_head(raw):
+    names = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    assert set(GUARDS) <= names
+    assert raw.execute("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = 'messages'").fetchone()
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == (SCHEMA_REVISION,)
+
+
+def test_migrations_build_exactly_the_schema_module(db_path, store):
+    """The tables are defined once (eventstore.schema); the migrated file must match them."""
+    engine = create_engine(f"sqlite:///{db_path}")
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    engine.dispose()
+    assert diff == []
+
+
+def test_schema_revision_is_the_alembic_head():
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from eventstore.engine import migrations_path
+
+    cfg = Config()
+    cfg.set_main_option("script_location", migrations_path())
+    assert ScriptDirectory.from_config(cfg).get_current_head() == SCHEMA_REVISION
+
+
+def test_reopening_does_not_migrate_again(db_path, store):
+    from eventstore.engine import make_engine, upgrade
+
+    engine = make_engine(db_path)
+    assert upgrade(engine) is False
+    engine.dispose()
+    with EventStore.open(db_path) as again:
+        assert again.sessions() == []
+
+
+def test_position_survives_vacuum(store, raw):
+    s = store.create_session("a")
+    t = store.create_session("t")
+    for i in range(20):
+        (s if i % 2 else t).append("x", {"i": i})
+    before = raw.execute("SELECT session_id, seq, position FROM events ORDER BY position").fetchall()
+    raw.execute("VACUUM")
+    assert raw.execute("SELECT session_id, seq, position FROM events ORDER BY position").fetchall() == before
