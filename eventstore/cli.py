@@ -52,8 +52,10 @@ def _store(ctx: click.Context) -> EventStore:
     return obj["store"]
 
 
-def _out() -> click.utils.LazyFile:
-    return click.get_binary_stream("stdout")
+def _out():
+    """stdout as bytes: exports are UTF-8 whatever the locale says."""
+    sys.stdout.flush()
+    return sys.stdout.buffer
 
 
 def _when(ts: float | None) -> str:
@@ -133,7 +135,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None) 
     for f in files:
         try:
             if f == "-":
-                sid = store.import_jsonl(click.get_binary_stream("stdin"), name="-", session_id=session_id)
+                sid = store.import_jsonl(sys.stdin.buffer, name="-", session_id=session_id)
             else:
                 sid = store.import_jsonl(f, session_id=session_id)
         except InvalidJSONL as e:

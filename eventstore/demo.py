@@ -43,7 +43,7 @@ def run_demo(store: EventStore) -> Session:
     thought = "Let me compute that with the shell."
     stream(s, thought)
     call = {"id": "call_1", "type": "function",
-            "function": {"name": "run_bash", "arguments": json.dumps({"command": COMMAND})}}
+            "function": {"name": "run_bash", "arguments": json.dumps({"command": COMMAND}, separators=(",", ":"))}}
     s.append("assistant/message", {"content": thought, "tool_calls": [call]})
     result = run_shell(COMMAND)
     s.append("tool/result", {"tool_call_id": "call_1", "content": result})

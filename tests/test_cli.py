@@ -1,0 +1,154 @@
+"""The command line, through click's CliRunner, with exact output."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA
+
+from eventstore import EventStore
+from eventstore.cli import cli
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVENTSTORE_DB", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def filled(tmp_path):
+    db = tmp_path / "f.db"
+    with EventStore.open(db) as st:
+        s = st.create_session("s-1")
+        s.append_many([("turn/start", {"agent": "a"}, 1764460800.0),
+                       ("user/message", {"content": "1+1?"}, 1764460800.5),
+                       ("assistant/chunk", {"delta": {"content": "2"}}, 1764460801.0),
+                       ("assistant/message", {"content": "2", "tool_calls": []}, 1764460801.25),
+                       ("turn/end", {}, 1764460802.0)])
+    return str(db)
+
+
+def test_default_database_is_in_the_current_folder(run, tmp_path):
+    result = run("init")
+    assert result.exit_code == 0
+    assert result.output == "eventstore.db: ready (schema revision 0001)\n"
+    assert (tmp_path / "eventstore.db").is_file()
+
+
+def test_database_from_the_environment(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("EVENTSTORE_DB", str(tmp_path / "env.db"))
+    assert run("init").exit_code == 0
+    assert (tmp_path / "env.db").is_file()
+
+
+def test_events_prints_jsonl(run, filled):
+    result = run("--db", filled, "events", "s-1")
+    assert result.output == (
+        '{"type":"turn/start","seq":0,"ts":1764460800,"agent":"a"}\n'
+        '{"type":"user/message","seq":1,"ts":1764460800.5,"content":"1+1?"}\n'
+        '{"type":"assistant/chunk","seq":2,"ts":1764460801,"delta":{"content":"2"}}\n'
+        '{"type":"assistant/message","seq":3,"ts":1764460801.25,"content":"2","tool_calls":[]}\n'
+        '{"type":"turn/end","seq":4,"ts":1764460802}\n')
+    result = run("--db", filled, "events", "s-1", "--type", "user/message", "--type", "turn/end", "--after", "1")
+    assert result.output == '{"type":"turn/end","seq":4,"ts":1764460802}\n'
+
+
+def test_messages_prints_the_projection(run, filled):
+    result = run("--db", filled, "messages", "s-1")
+    assert result.output == '[{"role":"user","content":"1+1?"},{"role":"assistant","content":"2"}]\n'
+    pretty = run("--db", filled, "messages", "s-1", "--pretty")
+    assert json.loads(pretty.output) == json.loads(result.output)
+    assert pretty.output.startswith('[\n  {\n    "role": "user"')
+
+
+def test_sessions_table_and_json(run, filled):
+    result = run("--db", filled, "sessions")
+    lines = result.output.splitlines()
+    assert re.match(r"SESSION\s+EVENTS\s+CREATED \(UTC\)\s+LAST EVENT \(UTC\)", lines[0])
+    assert re.match(r"s-1\s+5\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+2025-11-30 00:00:02", lines[1])
+    data = json.loads(run("--db", filled, "sessions", "--json").output)
+    assert [(d["id"], d["events"], d["last_ts"]) for d in data] == [("s-1", 5, 1764460802.0)]
+    assert run("sessions").output == "no sessions\n"
+
+
+def test_export_one_and_all(run, filled, tmp_path):
+    one = run("--db", filled, "export", "s-1")
+    assert one.output.splitlines()[0] == '{"type":"session/meta","id":"s-1"}'
+    assert len(one.output.splitlines()) == 6
+    result = run("--db", filled, "export", "s-1", "-o", "one.jsonl")
+    assert result.exit_code == 0 and (tmp_path / "one.jsonl").read_text() == one.output
+    result = run("--db", filled, "export", "--all", "--out", "dump")
+    assert result.exit_code == 0
+    assert (tmp_path / "dump" / "s-1.jsonl").read_text() == one.output
+
+
+def test_import_reports_each_file_and_a_summary(run, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"type":"session/meta","id":"b"}\n{"type":"x","seq":1,"ts":1}\n')
+    result = run("import", str(DATA / "demo.jsonl"), str(bad))
+    assert result.exit_code == 1
+    assert result.stdout == (f"{DATA / 'demo.jsonl'}: session 5a1b896f-beb, 15 events\n"
+                             "imported 1 file(s), 15 events; 1 failed\n")
+    assert result.stderr == f"{bad}:2: 'seq' must start at 0, found 1\n"
+    assert "b" not in [s.id for s in EventStore.open(tmp_path / "eventstore.db").sessions()]
+
+
+def test_import_from_stdin_with_a_session_id(run):
+    result = run("import", "-", "--session-id", "piped", input=b'{"type":"user/message","seq":0,"ts":1,"content":"x"}\n')
+    assert result.exit_code == 0, result.output
+    assert run("messages", "piped").output == '[{"role":"user","content":"x"}]\n'
+
+
+@pytest.mark.parametrize("args, message", [
+    (["export", "nope"], "error: session 'nope' not found\n"),
+    (["messages", "nope"], "error: session 'nope' not found\n"),
+    (["events", "nope"], "error: session 'nope' not found\n"),
+    (["--db", "/no/such/folder/x.db", "init"], "error: cannot open database /no/such/folder/x.db: folder /no/such/folder does not exist\n"),
+])
+def test_errors_are_one_line_without_traceback(run, args, message):
+    result = run(*args)
+    assert result.exit_code == 1
+    assert result.stderr == message
+
+
+def test_a_file_that_is_not_a_database(run, tmp_path):
+    (tmp_path / "junk.db").write_bytes(b"junk" * 1000)
+    result = run("--db", "junk.db", "sessions")
+    assert result.exit_code == 1
+    assert result.stderr == "error: cannot open junk.db: file is not a database\n"
+
+
+@pytest.mark.parametrize("args", [["export"], ["export", "s", "--all"], ["import"], ["frobnicate"]])
+def test_usage_errors_exit_2(run, args):
+    result = run(*args)
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_demo_runs_a_real_tool_call(run, tmp_path):
+    result = run("demo")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    sid = re.match(r"Session (\S+) in eventstore.db\n", out).group(1)
+    log = [json.loads(line) for line in out.split("Event log (JSONL, as exported):\n")[1].split("\n\n")[0].splitlines()]
+    assert [e["seq"] for e in log] == list(range(len(log)))
+    assert [e["type"] for e in log][:3] == ["turn/start", "user/message", "step/start"]
+    assert log[-1]["type"] == "turn/end"
+    result_event = next(e for e in log if e["type"] == "tool/result")
+    assert result_event["content"] == "2"  # the shell really ran expr 1 + 1
+    messages = json.loads(out.split("Derived messages (the projection sent to the model):\n")[1].split("\n\nNext:")[0])
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[1]["tool_calls"][0]["function"]["name"] == "run_bash"
+    assert "tool_calls" not in messages[3]
+    # what the demo printed is what the store holds
+    assert run("messages", sid).output == json.dumps(messages, ensure_ascii=False, separators=(",", ":")) + "\n"

@@ -1,0 +1,72 @@
+"""A plain (non-editable) ``pip install`` into a fresh virtual environment, used from
+another folder: the newcomer's path. Slow-ish (it installs the dependencies), so it can be
+skipped with ``-m "not install"``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+from conftest import DATA, FIXTURES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.install
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    base = tmp_path_factory.mktemp("install")
+    venv.EnvBuilder(with_pip=True).create(base / "venv")
+    bindir = base / "venv" / ("Scripts" if os.name == "nt" else "bin")
+    pip = subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", str(ROOT)],
+                         capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    elsewhere = base / "elsewhere"
+    elsewhere.mkdir()
+    return bindir / "eventstore", elsewhere
+
+
+def sh(exe, cwd, *args):
+    env = {k: v for k, v in os.environ.items() if k not in ("EVENTSTORE_DB", "PYTHONPATH")}
+    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, env=env)
+
+
+def test_installed_package_is_not_the_checkout(installed):
+    exe, cwd = installed
+    python = exe.parent / "python"
+    where = subprocess.run([str(python), "-c", "import eventstore, sys; print(eventstore.__file__)"],
+                           cwd=cwd, capture_output=True, text=True, check=True).stdout
+    assert str(ROOT) not in where and "site-packages" in where
+
+
+def test_demo_from_another_folder(installed):
+    exe, cwd = installed
+    result = sh(exe, cwd, "demo")
+    assert result.returncode == 0, result.stderr.decode()
+    assert b'"content":"2"' in result.stdout
+    assert (cwd / "eventstore.db").is_file()
+
+
+def test_every_fixture_through_the_installed_cli(installed, tmp_path):
+    exe, cwd = installed
+    db = str(tmp_path / "fixtures.db")
+    result = sh(exe, cwd, "--db", db, "import", str(DATA))
+    assert result.returncode == 0, result.stderr.decode()
+    for name in FIXTURES:
+        original = (DATA / f"{name}.jsonl").read_bytes()
+        sid = json.loads(original.split(b"\n", 1)[0])["id"]
+        assert sh(exe, cwd, "--db", db, "export", sid).stdout == original, name
+        messages = json.loads(sh(exe, cwd, "--db", db, "messages", sid).stdout)
+        assert messages == json.loads((DATA / f"{name}.messages.json").read_bytes()), name
+
+
+def test_errors_have_no_traceback(installed):
+    exe, cwd = installed
+    result = sh(exe, cwd, "--db", "x.db", "export", "missing")
+    assert result.returncode == 1
+    assert result.stderr == b"error: session 'missing' not found\n"
