@@ -49,7 +49,7 @@ sessions = Table(
     Column("id", Text, primary_key=True),
     Column("created_at", Float, nullable=False),
     Column("meta", Text, nullable=False, server_default="{}"),
-    CheckConstraint("length(id) > 0", name="sessions_id_not_empty"),
+    CheckConstraint("typeof(id) = 'text' AND id <> ''", name="sessions_id_not_empty"),
     CheckConstraint("json_valid(meta) AND json_type(meta) = 'object'", name="sessions_meta_object"),
 )
 
@@ -66,7 +66,7 @@ events = Table(
     Column("event_id", Text, Computed("payload ->> '$.event_id'", persisted=False)),
     UniqueConstraint("session_id", "seq", name="events_key"),
     CheckConstraint("typeof(seq) = 'integer' AND seq >= 0", name="events_seq_integer"),
-    CheckConstraint("typeof(type) = 'text' AND length(type) > 0", name="events_type_text"),
+    CheckConstraint("typeof(type) = 'text' AND type <> '' AND type <> 'session/meta'", name="events_type_text"),
     CheckConstraint("typeof(ts) = 'real' AND abs(ts) <= 1.7976931348623157e308", name="events_ts_finite"),
     CheckConstraint("json_valid(payload) AND json_type(payload) = 'object'", name="events_payload_object"),
     CheckConstraint("length(hash) = 64", name="events_hash_sha256"),

@@ -104,6 +104,8 @@ class SessionInfo:
 def _check_type(type_: Any) -> None:
     if type(type_) is not str or not type_:
         raise InvalidEvent(f"event type must be a non-empty string, not {type_!r}")
+    if type_ == "session/meta":
+        raise InvalidEvent("event type 'session/meta' is reserved for the first line of a JSONL file")
     if not type_.isascii():
         try:
             type_.encode("utf-8")

@@ -94,7 +94,7 @@ def test_circular_payload_is_refused(store):
         store.create_session("a").append("x", p)
 
 
-@pytest.mark.parametrize("type_", ["", None, 3, "\ud800"])
+@pytest.mark.parametrize("type_", ["", None, 3, "\ud800", "session/meta"])
 def test_bad_types_are_refused(store, type_):
     with pytest.raises(InvalidEvent):
         store.create_session("a").append(type_, {})

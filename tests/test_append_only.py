@@ -107,7 +107,7 @@ def test_a_correct_plain_sql_append_is_accepted(filled):
 
 @pytest.mark.parametrize("column, value", [
     ("payload", "'not json'"), ("payload", "'[1,2]'"), ("ts", "'soon'"), ("ts", "9e999"),
-    ("type", "''"), ("type", "x'00'"), ("seq", "'1'"), ("seq", "1.5"), ("hash", "'short'"),
+    ("type", "''"), ("type", "x'00'"), ("type", "'session/meta'"), ("seq", "'1'"), ("seq", "1.5"), ("hash", "'short'"),
 ])
 def test_check_constraints_refuse_malformed_rows(filled, column, value):
     values = {"position": "100", "session_id": "'a'", "seq": "2", "type": "'x'", "ts": "1",
