@@ -258,7 +258,7 @@ def _js_string(s: str) -> str:
 
 def _truthy(v: Any) -> bool:
     """JavaScript truthiness of a JSON value."""
-    return not (v is None or v is False or v == 0 and not isinstance(v, bool) or v == "")
+    return not (v is None or v is False or (v == 0 and not isinstance(v, bool)) or v == "")
 
 
 class _Walk:

@@ -273,6 +273,9 @@ def test_readonly_connection_never_creates_a_database(tmp_path):
     with pytest.raises(DatabaseError, match="no such database file"):
         audit.connect_readonly(tmp_path / "missing.db")
     assert not (tmp_path / "missing.db").exists()
+    (tmp_path / "notes.txt").write_text("not a database\n" * 100)
+    with pytest.raises(DatabaseError, match="notes.txt: file is not a database"):
+        audit.connect_readonly(tmp_path / "notes.txt")
     r = run(tmp_path / "missing.db", "sql", "SELECT 1")
     assert r.exit_code == 1 and r.stderr.startswith("error: ") and "Traceback" not in r.output
     assert not (tmp_path / "missing.db").exists()
