@@ -18,6 +18,7 @@ from .errors import (
     IdempotencyConflict,
     InvalidEvent,
     InvalidJSONL,
+    QueryError,
     SeqConflict,
     SessionExists,
     SessionNotFound,
@@ -38,6 +39,7 @@ __all__ = [
     "InvalidJSONL",
     "AppendOnlyViolation",
     "DatabaseError",
+    "QueryError",
 ]
 
 __version__ = "0.1.0"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -240,6 +241,191 @@ def messages(ctx: click.Context, session_id: str, pretty: bool) -> None:
     out = _out()
     out.write(text.encode("utf-8") + b"\n")
     out.flush()
+
+
+# --- auditing: sql, verify, repair ---------------------------------------------------------
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _printable(text: str) -> str:
+    """Text safe to encode as UTF-8: a lone surrogate becomes its escape (``\\ud83d``)."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _plain(value: object) -> object:
+    """A query value as CSV and the table show it: a BLOB as lower-case hex, text printable."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, str):
+        return _printable(value)
+    return value
+
+
+def _json_value(value: object) -> object:
+    return value.hex() if isinstance(value, bytes) else value
+
+
+def _unique(columns: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for c in columns:
+        seen[c] = seen.get(c, 0) + 1
+        out.append(c if seen[c] == 1 else f"{c}_{seen[c]}")
+    return out
+
+
+@cli.command()
+@click.argument("query", metavar="QUERY")
+@click.option("--json", "fmt", flag_value="json", help="A JSON array of objects, one per row.")
+@click.option("--csv", "fmt", flag_value="csv", help="CSV with a header row.")
+@click.pass_context
+def sql(ctx: click.Context, query: str, fmt: str | None) -> None:
+    """Run one read-only SQL QUERY (- reads it from stdin) and print the rows.
+
+    The database is opened read-only: writes, DDL, ATTACH and PRAGMAs that set something are
+    refused. Tables and views: events, sessions, messages, tool_calls, turns, session_summary
+    (docs/schema.md). Prints a table, or with --json a JSON array of objects, with --csv CSV;
+    NULL is null in JSON, empty in CSV; a BLOB is lower-case hex.
+    """
+    from . import audit
+    from .engine import current_revision
+    from .schema import SCHEMA_REVISION
+
+    if query == "-":
+        query = click.get_text_stream("stdin").read()
+    conn = audit.connect_readonly(ctx.obj["db"])
+    ctx.call_on_close(conn.close)
+    revision = current_revision(conn)
+    if revision != SCHEMA_REVISION:
+        click.echo(f"warning: {ctx.obj['db']} is at schema revision {revision or 'none'}, not "
+                   f"{SCHEMA_REVISION}: run `eventstore init` to upgrade it (views may be missing)", err=True)
+    columns, rows = audit.query(conn, query)
+    out = _out()
+    if fmt == "json":
+        names = _unique(columns)
+        out.write(b"[")
+        sep = b"\n"
+        for row in rows:
+            obj = dict(zip(names, map(_json_value, row), strict=True))
+            # A lone surrogate can only stand inside a JSON string: its escape keeps the value.
+            out.write(sep + _printable(json.dumps(obj, ensure_ascii=False)).encode("utf-8"))
+            sep = b",\n"
+        out.write(b"\n]\n" if sep != b"\n" else b"]\n")
+    elif fmt == "csv":
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(columns)
+        for i, row in enumerate(rows):
+            w.writerow(["" if v is None else _plain(v) for v in row])
+            if i % 1000 == 999:
+                out.write(buf.getvalue().encode("utf-8"))
+                buf.seek(0)
+                buf.truncate()
+        out.write(buf.getvalue().encode("utf-8"))
+    else:
+        _print_table(columns, list(rows))
+    out.flush()
+
+
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f]")  # shown escaped in a table cell (a newline is kept)
+_CONTROL_SHOWN = {"\t": "\\t", "\r": "\\r"}
+TABLE_CELL_MAX = 300  # characters of a value shown in a table cell; --json and --csv show all
+
+
+def _print_table(columns: list[str], rows: list[tuple]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    if not columns:
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold", highlight=False)
+    for c in columns:
+        table.add_column(Text(_printable(c)))
+    width = [len(c) for c in columns]
+    cut = 0
+    for row in rows:
+        cells = []
+        for i, v in enumerate(row):
+            if v is None:
+                cells.append(Text("NULL", style="dim"))
+                continue
+            text = str(_plain(v) if isinstance(v, (str, bytes)) else v)
+            text = _CONTROL.sub(lambda m: _CONTROL_SHOWN.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+            if len(text) > TABLE_CELL_MAX:
+                text = text[:TABLE_CELL_MAX] + f"… ({len(text) - TABLE_CELL_MAX} more)"
+                cut += 1
+            width[i] = max(width[i], max(len(line) for line in text.split("\n")))
+            cells.append(Text(text))
+        table.add_row(*cells)
+    console = Console(highlight=False)
+    if not console.is_terminal:  # piped: as wide as the table needs, so cells are not wrapped
+        console = Console(highlight=False, width=max(80, sum(width) + 2 * len(columns)))
+    console.print(table)
+    note = f"; {cut} long value{'' if cut == 1 else 's'} cut, see --json or --csv" if cut else ""
+    click.echo(f"({len(rows)} row{'' if len(rows) == 1 else 's'}{note})", err=True)
+
+
+@cli.command()
+@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID...]")
+@click.option("--head", is_flag=True,
+              help="Print each session's head (SESSION_ID, events, hash of its last event) on stdout; "
+                   "findings then go to stderr.")
+@click.pass_context
+def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool) -> None:
+    """Check the log: seqs gapless, the hash chain, the append-only triggers, streamed chunks
+    against their message, and the projection's validity for a chat API.
+
+    Checks every session, or the SESSION_IDs given. Prints one line per finding (the session,
+    the seq, the kind, what is wrong) and exits 0 only when there is none. Reads only: the
+    database is opened read-only.
+    """
+    from . import audit
+
+    conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
+    ctx.call_on_close(conn.close)
+    report = audit.verify(conn, session_ids or None)
+    for f in report.findings:
+        click.echo(_printable(str(f)), err=head)
+    if head:
+        for sid, (n, h) in report.heads.items():
+            click.echo(f"{_printable(sid)}\t{n}\t{h}")
+    status = "OK" if report.ok else f"{len(report.findings)} finding{'' if len(report.findings) == 1 else 's'}"
+    click.echo(f"verified {report.sessions} session{'' if report.sessions == 1 else 's'}, "
+               f"{report.events} events: {status}", err=True)
+    if not report.ok:
+        sys.exit(EXIT_ERROR)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.pass_context
+def repair(ctx: click.Context, session_id: str) -> None:
+    """Append what an interrupted session needs (never changing what is logged): a tool/result
+    saying the call was interrupted for each dangling tool call, a step/end for an open step,
+    a turn/end for an open turn. Then verify the session; exit 1 if findings remain (what
+    appending cannot fix). Run it only when the session's agent is not running.
+    """
+    from . import audit
+
+    s = _store(ctx).session(session_id)
+    appended = s.repair()
+    for ev in appended:
+        what = f" for {ev.payload['tool_call_id']!r}" if ev.type == "tool/result" else ""
+        click.echo(f"appended seq {ev.seq}: {ev.type}{_printable(what)}")
+    if not appended:
+        click.echo(f"session {_printable(session_id)}: nothing to repair")
+    conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
+    ctx.call_on_close(conn.close)
+    report = audit.verify(conn, [session_id])
+    for f in report.findings:
+        click.echo(_printable(str(f)), err=True)
+    if not report.ok:
+        _fail(f"{len(report.findings)} finding(s) remain that appending cannot repair")
 
 
 def main() -> None:

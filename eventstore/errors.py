@@ -74,3 +74,8 @@ class AppendOnlyViolation(EventStoreError):
 
 class DatabaseError(EventStoreError):
     """The database could not be opened, migrated or written (locked too long, not a database, ...)."""
+
+
+class QueryError(EventStoreError):
+    """A read-only SQL query (``eventstore sql``, :func:`eventstore.audit.query`) failed or
+    was refused; a refusal's message starts with ``refused:`` and names what it refused."""

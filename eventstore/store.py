@@ -277,6 +277,21 @@ class Session:
         with self._store._lock:
             return projection.messages_json(self._store._conn, self.id)
 
+    def repair(self) -> list[Event]:
+        """Append what an interrupted session needs for its projection to be valid for a
+        chat API, and return the appended events (``[]`` when it needs nothing).
+
+        Appends, in one atomic :meth:`append_many`: a ``tool/result`` saying the call was
+        interrupted for each tool call still waiting for its result at the end of the log,
+        a ``step/end`` for an open step, a ``turn/end`` for an open turn; each payload has
+        ``"repair": true``. History is never changed. Run it when the agent that owns the
+        session is not running. See :func:`eventstore.audit.repair`; raises
+        :class:`SeqConflict` if other writers keep appending.
+        """
+        from .audit import repair
+
+        return repair(self)
+
 
 class EventStore:
     """An append-only store of agent sessions in one SQLite database.

@@ -1,0 +1,566 @@
+"""Auditing: the views (in a plain sqlite3 connection), read-only SQL, verify, repair."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA, FIXTURES
+
+from eventstore import DatabaseError, EventStore, QueryError, SessionNotFound, audit
+from eventstore.cli import cli
+from eventstore.jsonl import chain_hash, event_line, genesis_hash
+from eventstore.schema import GUARDS, SCHEMA_REVISION
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "schema.md"
+
+VIEW_COLUMNS = {
+    "messages": ["session_id", "seq", "role", "message"],
+    "tool_calls": ["session_id", "call_seq", "call_id", "name", "arguments", "result_seq", "result", "latency_s"],
+    "turns": ["session_id", "start_seq", "end_seq", "started_at", "ended_at", "duration_s", "steps", "tool_calls",
+              "complete"],
+    "session_summary": ["session_id", "events", "messages", "tool_calls", "first_ts", "last_ts"],
+}
+
+
+def call(cid: str, name: str = "run_bash", args: str = "{}") -> dict:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def imported(store: EventStore, *names: str) -> list[str]:
+    return [store.import_jsonl(DATA / f"{n}.jsonl") for n in names]
+
+
+def kinds(report: audit.VerifyReport) -> list[tuple[str, str | None, int | None]]:
+    return [(f.kind, f.session_id, f.seq) for f in report.findings]
+
+
+def run(db: Path, *args: str, input: str | None = None):
+    return CliRunner().invoke(cli, ["--db", str(db), *args], input=input, catch_exceptions=False)
+
+
+def check(db: Path, session_ids=None) -> audit.VerifyReport:
+    conn = audit.connect_readonly(db, authorizer=False)
+    try:
+        return audit.verify(conn, session_ids)
+    finally:
+        conn.close()
+
+
+# --- the views -----------------------------------------------------------------------------
+
+def test_views_exist_at_head_with_their_documented_columns(store, raw):
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0002"
+    doc = DOCS.read_text(encoding="utf-8")
+    for view, columns in VIEW_COLUMNS.items():
+        assert [r[1] for r in raw.execute(f"PRAGMA table_info({view})")] == columns
+        section = doc.split(f"### `{view}`", 1)[1].split("\n### ", 1)[0]
+        for c in columns:
+            assert f"`{c}`" in section, f"docs/schema.md does not describe {view}.{c}"
+
+
+def test_tool_calls_parallel_tools_two_calls_each_joined_to_its_result(store, raw):
+    imported(store, "parallel_tools")
+    rows = raw.execute("SELECT * FROM tool_calls ORDER BY call_seq, result_seq").fetchall()
+    assert rows == [
+        ("a0c1e2f3-111", 3, "call_a", "run_bash", '{"command":"ls"}', 4, "README.md\nsrc\n", 0.12),
+        ("a0c1e2f3-111", 3, "call_b", "read_file", '{"path":"README.md"}', 5, "# Demo\n", 0.24),
+    ]
+
+
+def test_tool_calls_interrupted_dangling_call_has_null_result(store, raw):
+    imported(store, "interrupted")
+    assert raw.execute("SELECT * FROM tool_calls").fetchall() == [
+        ("crash-0001", 3, "call_long", "run_bash", '{"command":"sleep 999"}', None, None, None)]
+
+
+def test_tool_calls_answer_must_come_before_the_next_message(store, raw):
+    s = store.create_session("late")
+    s.append_many([
+        ("assistant/message", {"content": "", "tool_calls": [call("c")]}, 10.0),
+        ("tool/result", {"tool_call_id": "c", "content": "first"}, 11.5),
+        ("assistant/message", {"content": "", "tool_calls": [call("c")]}, 12.0),  # id reused
+        ("user/message", {"content": "stop"}, 13.0),
+        ("tool/result", {"tool_call_id": "c", "content": "too late"}, 14.0),
+        ("assistant/message", {"content": "x", "tool_calls": []}, 15.0),
+        ("assistant/message", {"content": "y", "tool_calls": None}, 16.0),
+        ("assistant/message", {"content": "z", "tool_calls": {"id": "c"}}, 17.0),
+    ])
+    assert raw.execute("SELECT call_seq, call_id, result_seq, result, latency_s FROM tool_calls "
+                       "ORDER BY call_seq").fetchall() == [(0, "c", 1, "first", 1.5), (2, "c", None, None, None)]
+
+
+def test_turns_on_fixtures(store, raw):
+    imported(store, "parallel_tools", "interrupted")
+    rows = raw.execute("SELECT * FROM turns ORDER BY session_id, start_seq").fetchall()
+    assert rows == [
+        ("a0c1e2f3-111", 0, 14, 1764460800.638, 1764460801.194, 0.556, 2, 2, 1),
+        ("a0c1e2f3-111", 15, 22, 1764460801.231, 1764460801.426, 0.195, 1, 0, 1),
+        ("crash-0001", 0, 3, 1764460802.479, 1764460802.59, 0.111, 1, 1, 0),
+    ]
+
+
+def test_turns_a_turn_cut_by_the_next_turn_start_is_incomplete(store, raw):
+    s = store.create_session("cut")
+    s.append_many([("user/message", {"content": "before any turn"}, 1.0),
+                   ("turn/start", {}, 2.0), ("step/start", {"step": 0}, 2.5),
+                   ("turn/start", {}, 3.0), ("turn/end", {}, 4.0), ("turn/end", {}, 5.0),
+                   ("turn/start", {}, 6.0), ("assistant/chunk", {"delta": {"content": "a"}}, 7.0)])
+    assert raw.execute("SELECT start_seq, end_seq, ended_at, duration_s, steps, complete FROM turns "
+                       "ORDER BY start_seq").fetchall() == [(1, 2, 2.5, 0.5, 1, 0), (3, 4, 4.0, 1.0, 0, 1),
+                                                            (6, 7, 7.0, 1.0, 0, 0)]
+
+
+def test_session_summary_matches_the_fixture_files(store, raw):
+    imported(store, *FIXTURES)
+    got = {r[0]: r[1:] for r in raw.execute("SELECT * FROM session_summary")}
+    for name in FIXTURES:
+        lines = (DATA / f"{name}.jsonl").read_text(encoding="utf-8").rstrip("\n").split("\n")
+        sid = json.loads(lines[0])["id"]
+        evs = [json.loads(line) for line in lines[1:]]
+        calls = sum(len(e["tool_calls"]) for e in evs
+                    if e["type"] == "assistant/message" and isinstance(e.get("tool_calls"), list))
+        msgs = sum(e["type"] in ("user/message", "assistant/message", "tool/result") for e in evs)
+        assert got[sid] == (len(evs), msgs, calls, evs[0]["ts"], evs[-1]["ts"]), name
+    empty = store.create_session("empty")
+    assert raw.execute("SELECT * FROM session_summary WHERE session_id = ?", (empty.id,)).fetchone() == \
+        ("empty", 0, 0, 0, None, None)
+
+
+def test_tool_calls_view_agrees_with_session_summary_counts(store, raw):
+    imported(store, *FIXTURES)
+    per_view = dict(raw.execute("SELECT session_id, count(*) FROM tool_calls GROUP BY session_id").fetchall())
+    for sid, n in raw.execute("SELECT session_id, tool_calls FROM session_summary"):
+        assert per_view.get(sid, 0) == n
+
+
+def test_views_use_the_indexes_for_one_session(store, raw):
+    # A full scan of events (or of one of its indexes) for one session's rows would make the
+    # views slow on a big database; scanning a subquery or json_each is per session already.
+    for view in ("tool_calls", "turns", "session_summary", "messages"):
+        for row in raw.execute(f"EXPLAIN QUERY PLAN SELECT * FROM {view} WHERE session_id = 'x'"):
+            detail = row[3]
+            assert not detail.startswith("SCAN ") or detail.startswith(("SCAN (subquery", "SCAN j VIRTUAL",
+                                                                         "SCAN w")), (view, detail)
+
+
+def test_nul_in_a_string_is_kept_by_the_json_text_column(store, raw):
+    # SQLite's ->> stops text at an embedded U+0000 (docs/schema.md says so); -> keeps it.
+    imported(store, "unicode")
+    text = raw.execute("SELECT payload -> '$.content' FROM events WHERE type = 'tool/result'").fetchone()[0]
+    assert "\x00" in json.loads(text)
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 shell is not installed")
+def test_views_work_in_the_sqlite3_shell(store, db_path):
+    imported(store, "parallel_tools", "interrupted")
+
+    def shell(sql: str):
+        done = subprocess.run(["sqlite3", "-readonly", "-json", str(db_path), sql], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    assert shell("SELECT call_id, result_seq FROM tool_calls ORDER BY call_id") == [
+        {"call_id": "call_a", "result_seq": 4}, {"call_id": "call_b", "result_seq": 5},
+        {"call_id": "call_long", "result_seq": None}]
+    assert shell("SELECT session_id, complete FROM turns WHERE NOT complete") == [
+        {"session_id": "crash-0001", "complete": 0}]
+    assert shell("SELECT events, tool_calls FROM session_summary ORDER BY session_id") == [
+        {"events": 23, "tool_calls": 2}, {"events": 4, "tool_calls": 1}]
+    assert len(shell("SELECT * FROM messages")) == 9
+
+
+def test_a_database_at_0001_is_upgraded_to_the_views(tmp_path):
+    from alembic import command
+    from alembic.config import Config
+
+    from eventstore.engine import make_engine, migrations_path
+
+    db = tmp_path / "old.db"
+    engine = make_engine(db)
+    with engine.connect() as conn, conn.begin():
+        cfg = Config()
+        cfg.set_main_option("script_location", migrations_path())
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+    engine.dispose()
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'tool_calls'").fetchone() == (0,)
+    r = run(db, "sql", "SELECT count(*) AS n FROM messages")  # reads, does not upgrade, says so
+    assert r.exit_code == 0 and "schema revision 0001, not 0002" in r.stderr
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
+    with EventStore.open(db):
+        pass
+    assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")} == set(VIEW_COLUMNS)
+    conn.close()
+
+
+# --- read-only SQL -------------------------------------------------------------------------
+
+REFUSED = [
+    "INSERT INTO sessions (id, created_at) VALUES ('x', 0)",
+    "UPDATE events SET type = 'x'",
+    "DELETE FROM events",
+    "WITH d AS (SELECT 1) DELETE FROM sessions",
+    "REPLACE INTO sessions (id, created_at) VALUES ('x', 0)",
+    "DROP TRIGGER events_guard_update",
+    "DROP VIEW tool_calls",
+    "CREATE TABLE t (x)",
+    "CREATE TEMP TABLE t (x)",
+    "CREATE TEMP VIEW v AS SELECT 1",
+    "CREATE INDEX i ON events (ts)",
+    "ALTER TABLE events ADD COLUMN x",
+    "PRAGMA query_only = OFF",
+    "PRAGMA journal_mode = DELETE",
+    "PRAGMA user_version = 7",
+    "PRAGMA wal_checkpoint",
+    "BEGIN IMMEDIATE",
+    "ANALYZE",
+    "REINDEX",
+    "SELECT load_extension('x')",
+    "SELECT 1; DELETE FROM events",
+    "UPDATE sqlite_master SET sql = 'x' WHERE name = 'events'",
+]
+
+
+@pytest.fixture
+def ro(store, db_path):
+    imported(store, "parallel_tools")
+    conn = audit.connect_readonly(db_path)
+    yield conn
+    conn.close()
+
+
+@pytest.mark.parametrize("sql", REFUSED)
+def test_query_refuses_writes_and_ddl(ro, raw, sql):
+    state = "SELECT count(*), (SELECT group_concat(name || sql) FROM sqlite_master) FROM events"
+    before = raw.execute(state).fetchone()
+    with pytest.raises(QueryError):
+        audit.query(ro, sql)
+    assert raw.execute(state).fetchone() == before
+    assert ro.execute("PRAGMA query_only").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("sql", ["ATTACH '{p}' AS x", "ATTACH 'file:{p}?mode=rwc' AS x", "VACUUM INTO '{p}'"])
+def test_query_refuses_attach_and_creates_no_file(ro, tmp_path, sql):
+    target = tmp_path / "created.db"
+    with pytest.raises(QueryError, match="refused: .*ATTACH"):
+        audit.query(ro, sql.format(p=target))
+    assert not target.exists()
+
+
+def test_query_reads(ro):
+    cols, rows = audit.query(ro, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3) "
+                                 "SELECT i, (SELECT count(*) FROM tool_calls) AS calls FROM n")
+    assert cols == ["i", "calls"] and list(rows) == [(1, 2), (2, 2), (3, 2)]
+    cols, rows = audit.query(ro, "PRAGMA table_info(turns)")
+    assert [r[1] for r in rows] == VIEW_COLUMNS["turns"]
+    cols, rows = audit.query(ro, "SELECT name FROM pragma_table_info('events') WHERE pk")
+    assert list(rows) == [("position",)]
+    with pytest.raises(QueryError, match="no such table"):
+        audit.query(ro, "SELECT * FROM nope")
+
+
+def test_readonly_connection_never_creates_a_database(tmp_path):
+    with pytest.raises(DatabaseError, match="no such database file"):
+        audit.connect_readonly(tmp_path / "missing.db")
+    assert not (tmp_path / "missing.db").exists()
+    (tmp_path / "notes.txt").write_text("not a database\n" * 100)
+    with pytest.raises(DatabaseError, match="notes.txt: file is not a database"):
+        audit.connect_readonly(tmp_path / "notes.txt")
+    r = run(tmp_path / "missing.db", "sql", "SELECT 1")
+    assert r.exit_code == 1 and r.stderr.startswith("error: ") and "Traceback" not in r.output
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_cli_sql_formats(store, db_path):
+    imported(store, "parallel_tools", "lone_surrogate")
+    q = "SELECT call_id, result_seq, result, latency_s FROM tool_calls ORDER BY call_id"
+    r = run(db_path, "sql", "--json", q)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == [
+        {"call_id": "call_a", "result_seq": 4, "result": "README.md\nsrc\n", "latency_s": 0.12},
+        {"call_id": "call_b", "result_seq": 5, "result": "# Demo\n", "latency_s": 0.24}]
+    r = run(db_path, "sql", "--csv", q)
+    assert list(csv.reader(io.StringIO(r.stdout))) == [
+        ["call_id", "result_seq", "result", "latency_s"],
+        ["call_a", "4", "README.md\nsrc\n", "0.12"], ["call_b", "5", "# Demo\n", "0.24"]]
+    r = run(db_path, "sql", "SELECT call_id, result_seq, NULL AS n FROM tool_calls ORDER BY call_id")
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["call_id", "result_seq", "n"] and lines[1].split() == ["call_a", "4", "NULL"]
+    r = run(db_path, "sql", "--json", "-", input="SELECT payload ->> '$.content' AS c FROM events "
+                                                 "WHERE session_id = 'surr-0001' ORDER BY seq")
+    assert json.loads(r.stdout) == [{"c": "show the first 3 code units"}, {"c": "ab\ud83d"}, {"c": "\ude00 low first"}]
+    assert run(db_path, "sql", "--json", "SELECT 1 WHERE 0").stdout == "[]\n"
+
+
+def test_cli_sql_refusal_is_one_line(store, db_path):
+    r = run(db_path, "sql", "DELETE FROM events")
+    assert r.exit_code == 1
+    assert r.stderr == "error: refused: the database is open read-only (DELETE events is not allowed)\n"
+
+
+# --- verify --------------------------------------------------------------------------------
+
+def test_verify_clean_fixtures(store, db_path):
+    sids = imported(store, "demo", "parallel_tools", "unicode", "null_content", "extra_fields", "big")
+    report = check(db_path)
+    assert report.ok, [str(f) for f in report.findings]
+    assert report.sessions == 6 and report.events == sum(store.session(s).next_seq() for s in sids)
+    r = run(db_path, "verify")
+    assert r.exit_code == 0 and r.stdout == "" and "6 sessions" in r.stderr and "OK" in r.stderr
+
+
+def test_verify_reports_the_fixtures_invalid_projections(store, db_path):
+    imported(store, "interrupted", "lone_surrogate", "numbers")
+    assert sorted(kinds(check(db_path))) == [
+        ("dangling_call", "crash-0001", 3), ("orphan_result", "num-0001", 1),
+        ("orphan_result", "surr-0001", 1), ("orphan_result", "surr-0001", 2)]
+
+
+def test_verify_catches_an_edit_made_after_dropping_the_triggers(store, db_path, raw):
+    sid, = imported(store, "parallel_tools")
+    raw.execute("DROP TRIGGER events_guard_update")
+    raw.execute("UPDATE events SET payload = json_set(payload, '$.content', '# Evil\n') WHERE seq = 5")
+    report = check(db_path)
+    assert kinds(report) == [("trigger", None, None), ("hash", sid, 5)]
+    assert "events_guard_update is missing" in str(report.findings[0])
+    r = run(db_path, "verify")
+    assert r.exit_code == 1
+    assert r.stdout.splitlines() == ["database: trigger: append-only trigger events_guard_update is missing",
+                                     f"session {sid} seq 5: hash: stored hash does not chain from the previous "
+                                     "event: this event was edited, or one before it removed or reordered"]
+
+
+def test_verify_catches_an_edit_whose_hash_was_recomputed(store, db_path, raw):
+    sid, = imported(store, "parallel_tools")
+    prev, = raw.execute("SELECT hash FROM events WHERE session_id = ? AND seq = 4", (sid,)).fetchone()
+    raw.execute("DROP TRIGGER events_guard_update")
+    raw.execute("UPDATE events SET payload = '{\"tool_call_id\":\"call_b\",\"content\":\"x\"}' WHERE seq = 5")
+    t, ts, p = raw.execute("SELECT type, ts, payload FROM events WHERE seq = 5").fetchone()
+    raw.execute("UPDATE events SET hash = ? WHERE seq = 5", (chain_hash(prev, event_line(t, 5, ts, p)),))
+    assert kinds(check(db_path, [sid])) == [("trigger", None, None), ("hash", sid, 6)]
+
+
+def test_verify_rewritten_chain_is_caught_by_a_kept_head(store, db_path, raw):
+    sid, = imported(store, "parallel_tools")
+    kept = run(db_path, "verify", "--head").stdout
+    assert kept == f"{sid}\t23\t{check(db_path).heads[sid][1]}\n"
+    raw.execute("DROP TRIGGER events_guard_update")
+    raw.execute("UPDATE events SET payload = '{\"tool_call_id\":\"call_b\",\"content\":\"x\"}' WHERE seq = 5")
+    prev = raw.execute("SELECT hash FROM events WHERE seq = 4").fetchone()[0]
+    rows = raw.execute("SELECT seq, type, ts, payload FROM events WHERE seq >= 5 ORDER BY seq").fetchall()
+    for seq, t, ts, p in rows:
+        prev = chain_hash(prev, event_line(t, seq, ts, p))
+        raw.execute("UPDATE events SET hash = ? WHERE seq = ?", (prev, seq))
+    raw.execute(GUARDS["events_guard_update"])
+    assert check(db_path).ok  # a consistent rewrite of the whole chain ...
+    assert run(db_path, "verify", "--head").stdout != kept  # ... changes the head kept elsewhere
+
+
+def test_verify_reads_values_only_a_hand_edit_can_store(store, db_path, raw):
+    sid, = imported(store, "demo")
+    raw.execute("DROP TRIGGER events_guard_update")
+    raw.execute("UPDATE events SET payload = CAST(x'7b2261223a2280227d' AS TEXT) WHERE seq = 7")  # not UTF-8
+    raw.execute("UPDATE events SET ts = 'noon' WHERE seq = 8")  # text kept in a REAL column
+    raw.execute(GUARDS["events_guard_update"])
+    assert kinds(check(db_path)) == [("hash", sid, 7), ("hash", sid, 8)]
+
+
+def test_verify_catches_a_deleted_row(store, db_path, raw):
+    sid, = imported(store, "demo")
+    raw.execute("DROP TRIGGER events_guard_delete")
+    raw.execute("DELETE FROM events WHERE session_id = ? AND seq = 3", (sid,))
+    raw.execute(GUARDS["events_guard_delete"])
+    report = check(db_path)
+    # the removed chunk also leaves the next message longer than what was streamed
+    assert kinds(report) == [("seq", sid, 4), ("hash", sid, 4), ("chunks", sid, 5)]
+    assert "seq 3 missing" in report.findings[0].message
+
+
+def test_verify_catches_reordered_rows(store, db_path, raw):
+    sid, = imported(store, "parallel_tools")
+    raw.execute("DROP TRIGGER events_guard_update")
+    raw.executescript("""UPDATE events SET seq = 1000 WHERE seq = 4;
+                         UPDATE events SET seq = 4 WHERE seq = 5;
+                         UPDATE events SET seq = 5 WHERE seq = 1000;""")
+    raw.execute(GUARDS["events_guard_update"])
+    report = check(db_path)
+    assert kinds(report) == [("hash", sid, 4), ("seq", sid, 5), ("hash", sid, 5), ("hash", sid, 6)]
+    assert "commit order" in report.findings[1].message
+
+
+def test_verify_catches_events_moved_to_another_session(store, db_path, raw):
+    a, b = store.create_session("a"), store.create_session("b")
+    a.append("user/message", {"content": "a0"})
+    b.append("user/message", {"content": "b0"})
+    b.append("user/message", {"content": "b1"})
+    raw.execute("DROP TRIGGER events_guard_update")
+    raw.execute("UPDATE events SET session_id = 'a', seq = 1 WHERE session_id = 'b' AND seq = 1")
+    raw.execute(GUARDS["events_guard_update"])
+    assert kinds(check(db_path)) == [("hash", "a", 1)]
+
+
+def test_verify_catches_altered_triggers_and_a_removed_session_row(store, db_path, raw):
+    store.create_session("s").append("user/message", {"content": "x"})
+    raw.execute("DROP TRIGGER events_guard_delete")
+    raw.execute("CREATE TRIGGER events_guard_delete BEFORE DELETE ON events BEGIN SELECT 1; END")
+    raw.execute("DROP TRIGGER sessions_guard_delete")
+    raw.execute("DELETE FROM sessions WHERE id = 's'")
+    report = check(db_path)
+    assert kinds(report) == [("trigger", None, None), ("trigger", None, None), ("session", "s", None)]
+    assert "events_guard_delete differs" in report.findings[0].message
+    assert "sessions_guard_delete is missing" in report.findings[1].message
+
+
+def test_verify_checks_streamed_chunks_against_the_message(store, db_path):
+    s = store.create_session("chunks")
+    s.append_many([
+        ("step/start", {"step": 0}), ("assistant/chunk", {"delta": {"content": "ab"}}),
+        ("assistant/chunk", {"delta": {"content": "c"}}), ("assistant/message", {"content": "abd"}),
+        # a surrogate pair split across two chunks is one character once concatenated
+        ("step/start", {"step": 1}), ("assistant/chunk", {"delta": {"content": "\ud83d"}}),
+        ("assistant/chunk", {"delta": {"content": "\ude00!"}}), ("assistant/message", {"content": "😀!"}),
+        # chunks of a step cut short do not count against the next step's message
+        ("step/start", {"step": 2}), ("assistant/chunk", {"delta": {"content": "lost"}}),
+        ("step/start", {"step": 3}), ("assistant/message", {"content": "not streamed"}),
+        ("step/start", {"step": 4}), ("assistant/chunk", {"delta": {"content": "x"}}),
+        ("assistant/message", {"content": None, "tool_calls": []}),
+        ("step/start", {"step": 5}), ("assistant/chunk", {"delta": {}}),
+        ("assistant/message", {"content": None}),
+    ])
+    report = check(db_path)
+    assert kinds(report) == [("chunks", "chunks", 3), ("chunks", "chunks", 14)]
+    assert "at character 2" in report.findings[0].message and "seq 1..2" in report.findings[0].message
+
+
+def test_verify_checks_the_projection_for_a_chat_api(store, db_path):
+    s = store.create_session("p")
+    s.append_many([
+        ("user/message", {"content": "go"}),
+        ("assistant/message", {"content": "", "tool_calls": [call("a"), call("b", "read_file")]}),  # 1
+        ("tool/result", {"tool_call_id": "a", "content": "ok"}),
+        ("tool/result", {"tool_call_id": "a", "content": "again"}),  # 3: answers a call already answered
+        ("user/message", {"content": "b never answered"}),  # 4
+        ("tool/result", {"tool_call_id": "b", "content": "late"}),  # 5: after the next message
+        ("assistant/message", {"content": "done", "tool_calls": []}),  # empty: dropped by the projection
+        ("assistant/message", {"content": "", "tool_calls": {"id": "x"}}),  # 7: not an array
+        ("assistant/message", {"content": "", "tool_calls": [{"type": "function"}, call("c"), call("c")]}),  # 8
+        ("tool/result", {"tool_call_id": "c", "content": "ok"}),
+    ])
+    report = check(db_path)
+    assert kinds(report) == [("orphan_result", "p", 3), ("dangling_call", "p", 1), ("orphan_result", "p", 5),
+                             ("tool_calls", "p", 7), ("tool_calls", "p", 8), ("tool_calls", "p", 8)]
+    assert "'b' (read_file) has no tool/result before the next user/message at seq 4" in report.findings[1].message
+
+
+def test_verify_selected_sessions_and_heads(store, db_path, raw):
+    imported(store, "demo", "interrupted")
+    empty = store.create_session("empty")
+    report = check(db_path, ["5a1b896f-beb", empty.id])
+    assert report.ok and report.sessions == 2
+    assert report.heads[empty.id] == (0, genesis_hash(empty.id))
+    r = run(db_path, "verify", "--head")
+    assert r.exit_code == 1  # the interrupted session's dangling call
+    assert "session crash-0001 seq 3: dangling_call" in r.stderr
+    heads = dict((line.split("\t")[0], line.split("\t")[1:]) for line in r.stdout.splitlines())
+    assert heads["crash-0001"] == ["4", raw.execute("SELECT hash FROM events WHERE seq = 3 AND "
+                                                    "session_id = 'crash-0001'").fetchone()[0]]
+    assert heads["empty"] == ["0", genesis_hash("empty")]
+    with pytest.raises(SessionNotFound):
+        check(db_path, ["nope"])
+    r = run(db_path, "verify", "nope")
+    assert r.exit_code == 1 and r.stderr == "error: session 'nope' not found\n"
+
+
+# --- repair --------------------------------------------------------------------------------
+
+def test_repair_interrupted_appends_and_verify_passes(store, db_path, raw):
+    sid, = imported(store, "interrupted")
+    s = store.session(sid)
+    appended = s.repair()
+    assert [(e.seq, e.type) for e in appended] == [(4, "tool/result"), (5, "step/end"), (6, "turn/end")]
+    assert appended[0].payload == {"tool_call_id": "call_long", "content": audit.INTERRUPTED, "repair": True}
+    assert appended[1].payload == {"step": 0, "tool_calls": 1, "repair": True}
+    assert check(db_path).ok
+    assert s.derive_messages()[-1] == {"role": "tool", "tool_call_id": "call_long", "content": audit.INTERRUPTED}
+    assert raw.execute("SELECT result_seq FROM tool_calls").fetchall() == [(4,)]
+    assert raw.execute("SELECT end_seq, complete FROM turns").fetchall() == [(6, 1)]
+    assert s.repair() == [] and s.next_seq() == 7  # a repaired session is clean
+
+
+def test_repair_is_a_noop_on_clean_sessions(store):
+    for sid in imported(store, "parallel_tools", "demo", "extra_fields"):
+        s = store.session(sid)
+        n = s.next_seq()
+        assert s.repair() == [] and s.next_seq() == n
+
+
+def test_repair_answers_only_the_missing_call_and_leaves_what_appending_cannot_fix(store, db_path):
+    s = store.create_session("half")
+    s.append_many([("turn/start", {}), ("user/message", {"content": "x"}),
+                   ("assistant/message", {"content": "", "tool_calls": [call("old")]}),
+                   ("user/message", {"content": "moved on"}),  # 'old' can never be answered now
+                   ("step/start", {}),
+                   ("assistant/message", {"content": "", "tool_calls": [call("a"), call("b")]}),
+                   ("tool/result", {"tool_call_id": "a", "content": "ok"})])
+    appended = s.repair()
+    assert [(e.type, e.payload.get("tool_call_id")) for e in appended] == [
+        ("tool/result", "b"), ("step/end", None), ("turn/end", None)]
+    assert appended[1].payload == {"tool_calls": 2, "repair": True}  # the open step/start had no step number
+    assert kinds(check(db_path)) == [("dangling_call", "half", 2)]
+    r = run(db_path, "repair", "half")
+    assert r.exit_code == 1 and "nothing to repair" in r.stdout
+    assert "cannot repair" in r.stderr and "session half seq 2: dangling_call" in r.stderr
+
+
+def test_repair_retries_when_another_writer_appends_first(store, db_path, monkeypatch):
+    sid, = imported(store, "interrupted")
+    plans = []
+    real_plan = audit.repair_plan
+
+    def plan_then_race(events):
+        plan = real_plan(events)
+        if not plans:  # another process appends between repair's read and its write
+            with EventStore.open(db_path) as other:
+                other.session(sid).append("tool/result", {"tool_call_id": "call_long", "content": "done"})
+        plans.append(plan)
+        return plan
+
+    monkeypatch.setattr(audit, "repair_plan", plan_then_race)
+    appended = store.session(sid).repair()
+    assert len(plans) == 2 and [e.type for e in appended] == ["step/end", "turn/end"]
+    assert check(db_path).ok
+
+
+def test_cli_repair_then_verify(store, db_path):
+    imported(store, "interrupted", "demo")
+    r = run(db_path, "repair", "crash-0001")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == ["appended seq 4: tool/result for 'call_long'", "appended seq 5: step/end",
+                                     "appended seq 6: turn/end"]
+    assert run(db_path, "verify").exit_code == 0
+    assert run(db_path, "repair", "5a1b896f-beb").stdout == "session 5a1b896f-beb: nothing to repair\n"
+
+
+def test_every_sql_example_in_the_docs_runs_read_only(store, db_path):
+    imported(store, *FIXTURES)
+    examples = re.findall(r"```sql\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    assert len(examples) >= 8
+    conn = audit.connect_readonly(db_path)
+    try:
+        for sql in examples:
+            columns, rows = audit.query(conn, sql)
+            assert columns, sql
+            list(rows)
+    finally:
+        conn.close()
