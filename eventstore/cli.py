@@ -293,7 +293,7 @@ def sql(ctx: click.Context, query: str, fmt: str | None) -> None:
     from .schema import SCHEMA_REVISION
 
     if query == "-":
-        query = click.get_text_stream("stdin").read()
+        query = sys.stdin.read()
     conn = audit.connect_readonly(ctx.obj["db"])
     ctx.call_on_close(conn.close)
     revision = current_revision(conn)

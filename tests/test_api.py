@@ -26,6 +26,7 @@ def test_public_api_is_small_and_listed():
     assert set(eventstore.__all__) == {
         "EventStore", "Session", "Event", "SessionInfo", "EventStoreError", "SessionNotFound", "SessionExists",
         "SeqConflict", "IdempotencyConflict", "InvalidEvent", "InvalidJSONL", "AppendOnlyViolation", "DatabaseError",
+        "QueryError",
     }
     for name in eventstore.__all__:
         obj = getattr(eventstore, name)

@@ -11,6 +11,7 @@ from conftest import DATA
 
 from eventstore import EventStore
 from eventstore.cli import cli
+from eventstore.schema import SCHEMA_REVISION
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def filled(tmp_path):
 def test_default_database_is_in_the_current_folder(run, tmp_path):
     result = run("init")
     assert result.exit_code == 0
-    assert result.output == "eventstore.db: ready (schema revision 0001)\n"
+    assert result.output == f"eventstore.db: ready (schema revision {SCHEMA_REVISION})\n"
     assert (tmp_path / "eventstore.db").is_file()
 
 
