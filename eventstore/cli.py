@@ -8,6 +8,7 @@ reason`` for a bad JSONL line) and exit with status 1; usage errors exit with 2.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import re
@@ -40,9 +41,29 @@ class _Group(click.Group):
         except EventStoreError as e:
             _fail(str(e))
         except OSError as e:
+            if e.errno == errno.EPIPE:  # the reader went away (| head): click exits quietly
+                raise
             _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
         except KeyboardInterrupt:
             _fail("interrupted")
+
+
+class _Utf8Text(click.ParamType):
+    """A command-line word as UTF-8 text, even where the locale made Python decode argv as
+    ASCII (non-ASCII bytes then arrive as surrogate escapes)."""
+
+    name = "text"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.isascii():
+            try:
+                return os.fsencode(value).decode("utf-8")
+            except UnicodeError:
+                return value
+        return value
+
+
+TEXT = _Utf8Text()
 
 
 def _store(ctx: click.Context) -> EventStore:
@@ -157,7 +178,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None) 
 
 
 @cli.command()
-@click.argument("session_id", required=False)
+@click.argument("session_id", required=False, type=TEXT)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file (default: stdout).")
 @click.option("--all", "all_", is_flag=True, help="Export every session, one file each, into --out.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder for --all.")
@@ -215,7 +236,7 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("session_id")
+@click.argument("session_id", type=TEXT)
 @click.option("--type", "types", multiple=True, metavar="TYPE", help="Only events of this type (repeatable).")
 @click.option("--after", "after_seq", type=int, metavar="SEQ", help="Only events with seq > SEQ.")
 @click.pass_context
@@ -229,7 +250,7 @@ def events(ctx: click.Context, session_id: str, types: tuple[str, ...], after_se
 
 
 @cli.command()
-@click.argument("session_id")
+@click.argument("session_id", type=TEXT)
 @click.option("--pretty", is_flag=True, help="Indent the JSON.")
 @click.pass_context
 def messages(ctx: click.Context, session_id: str, pretty: bool) -> None:
@@ -276,7 +297,7 @@ def _unique(columns: list[str]) -> list[str]:
 
 
 @cli.command()
-@click.argument("query", metavar="QUERY")
+@click.argument("query", metavar="QUERY", type=TEXT)
 @click.option("--json", "fmt", flag_value="json", help="A JSON array of objects, one per row.")
 @click.option("--csv", "fmt", flag_value="csv", help="CSV with a header row.")
 @click.pass_context
@@ -371,7 +392,7 @@ def _print_table(columns: list[str], rows: list[tuple]) -> None:
 
 
 @cli.command()
-@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID...]")
+@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID...]", type=TEXT)
 @click.option("--head", is_flag=True,
               help="Print each session's head (SESSION_ID, events, hash of its last event) on stdout; "
                    "findings then go to stderr.")
@@ -402,7 +423,7 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool) -> None
 
 
 @cli.command()
-@click.argument("session_id")
+@click.argument("session_id", type=TEXT)
 @click.pass_context
 def repair(ctx: click.Context, session_id: str) -> None:
     """Append what an interrupted session needs (never changing what is logged): a tool/result
@@ -430,6 +451,10 @@ def repair(ctx: click.Context, session_id: str) -> None:
 
 def main() -> None:
     """Console entry point."""
+    for stream in (sys.stdout, sys.stderr):
+        # A terminal that cannot show a character gets an escape, never a traceback.
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     cli(prog_name="eventstore")
 
 

@@ -4,7 +4,9 @@ The reference implementation (``shared/reference/session.mjs``) saves a session 
 ``JSON.stringify`` line per event. To stay byte-compatible, every JSON text the store writes
 (the stored payloads and every exported line) follows the same rules:
 
-* no spaces; object keys in insertion order;
+* no spaces; object keys in JavaScript's property order: keys that are array indices
+  (``"0"``, ``"7"``, ... up to 2**32-2) first in ascending numeric order, then every other
+  key in insertion order;
 * non-ASCII characters written as themselves; ``"`` ``\\`` and control characters escaped
   (``\\b \\f \\n \\r \\t``, others as lower-case ``\\u00XX``); a lone UTF-16 surrogate as
   ``\\udXXX`` (well-formed ``JSON.stringify``), a high+low pair as the character it encodes;
@@ -51,7 +53,7 @@ _c_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 # Texts on which Python's and JavaScript's number forms may differ (or that a double cannot
 # hold exactly): long digit runs, exponents, floats ending in ".0". A false hit only sends
 # the line down the slower, exact path.
-_NUMBER_SUSPECT = re.compile(r"[0-9]{16}|[0-9][eE]|\.0(?=[,}\]]|$)")
+_NUMBER_SUSPECT = re.compile(r"[0-9]{16}|[0-9][eE]|\.0(?=[,}\]]|$)|[{,]\"[0-9]")
 
 
 # --- numbers -------------------------------------------------------------------------
@@ -129,6 +131,25 @@ def _fix_surrogates(s: str) -> str:
     return _SURROGATES.sub(repl, s)
 
 
+def _is_index(key: str) -> bool:
+    """True for keys JavaScript treats as array indices: "0" or [1-9][0-9]*, below 2**32-1."""
+    return key.isascii() and key.isdigit() and (key == "0" or key[0] != "0") and int(key) < 4294967295
+
+
+def js_items(d: dict) -> Any:
+    """``d``'s items in the order JavaScript enumerates (and ``JSON.stringify`` writes) them."""
+    for k in d:
+        if type(k) is str and k[:1].isdigit():
+            break
+    else:
+        return d.items()
+    index_keys = sorted((k for k in d if type(k) is str and _is_index(k)), key=int)
+    if not index_keys:
+        return d.items()
+    first = set(index_keys)
+    return [(k, d[k]) for k in index_keys] + [(k, v) for k, v in d.items() if k not in first]
+
+
 def _encode(o: Any, out: list) -> None:
     t = type(o)
     if t is str:
@@ -138,7 +159,7 @@ def _encode(o: Any, out: list) -> None:
             out.append("{}")
             return
         sep = "{"
-        for k, v in o.items():
+        for k, v in js_items(o):
             if type(k) is not str:
                 if not isinstance(k, str):
                     raise InvalidEvent(f"object key {k!r} is not a string")
@@ -217,6 +238,8 @@ def meta_line(session_id: str, meta_json: str = "{}") -> str:
 
     ``meta_json`` is the stored JSON object text of the meta line's other keys.
     """
+    if meta_json[2:3].isdigit():  # index keys go before type and id in JavaScript
+        return dumps({"type": "session/meta", "id": session_id, **loads(meta_json)})
     head = '{"type":"session/meta","id":' + dumps(session_id)
     return head + ("}" if meta_json == "{}" else "," + meta_json[1:])
 
@@ -226,6 +249,8 @@ def event_line(type_: str, seq: int, ts: float, payload_json: str) -> str:
 
     ``payload_json`` is the stored payload, a JSON object text already in canonical form.
     """
+    if payload_json[2:3].isdigit():  # index keys go before type, seq and ts in JavaScript
+        return dumps({"type": type_, "seq": seq, "ts": ts, **loads(payload_json)})
     head = '{"type":' + _c_encode_str(type_) + ',"seq":' + str(seq) + ',"ts":' + _js_float(ts)
     if _SURROGATES.search(head):
         head = _fix_surrogates(head)
@@ -258,13 +283,17 @@ def payload_json(payload: dict) -> str:
     """Validate an append's payload and return its canonical JSON object text.
 
     Raises :class:`InvalidEvent` when ``payload`` is not a dict, holds a reserved key
-    (``type``, ``seq``, ``ts``) or holds anything that is not JSON.
+    (``type``, ``seq``, ``ts``), an ``event_id`` that is not a non-empty string, or anything
+    that is not JSON.
     """
     if not isinstance(payload, dict):
         raise InvalidEvent(f"payload must be a dict (a JSON object), not {type(payload).__name__}")
     for key in RESERVED_KEYS:
         if key in payload:
             raise InvalidEvent(f"payload key {key!r} is reserved: the store sets type, seq and ts")
+    if "event_id" in payload and (type(payload["event_id"]) is not str or not payload["event_id"]):
+        raise InvalidEvent(f"payload key 'event_id' (the idempotency key) must be a non-empty string, "
+                           f"not {payload['event_id']!r:.60}")
     return dumps(payload)
 
 
@@ -444,7 +473,7 @@ def _json_kind(v: Any) -> str:
 
 def _json_reason(e: ValueError) -> str:
     if isinstance(e, json.JSONDecodeError):
-        return f"{e.msg} at column {e.colno}"
+        return f"{e.msg.removesuffix(' at')} at column {e.colno}"
     return str(e)
 
 

@@ -43,7 +43,8 @@ SELECT
                                    THEN '' ELSE json(payload -> '$.content') END,
                     'tool_calls', json(payload -> '$.tool_calls')),
         CASE WHEN coalesce(json_type(payload, '$.tool_calls'), 'null') IN ('null', 'false')
-               OR payload ->> '$.tool_calls' IN (0, '')
+               OR (json_type(payload, '$.tool_calls') IN ('integer', 'real') AND payload ->> '$.tool_calls' = 0)
+               OR (json_type(payload, '$.tool_calls') = 'text' AND payload -> '$.tool_calls' = '""')
                OR (json_type(payload, '$.tool_calls') = 'array'
                    AND json_array_length(payload, '$.tool_calls') = 0)
              THEN '$.tool_calls' ELSE '$.none' END)

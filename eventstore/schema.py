@@ -68,7 +68,12 @@ events = Table(
     CheckConstraint("typeof(seq) = 'integer' AND seq >= 0", name="events_seq_integer"),
     CheckConstraint("typeof(type) = 'text' AND type <> '' AND type <> 'session/meta'", name="events_type_text"),
     CheckConstraint("typeof(ts) = 'real' AND abs(ts) <= 1.7976931348623157e308", name="events_ts_finite"),
-    CheckConstraint("json_valid(payload) AND json_type(payload) = 'object'", name="events_payload_object"),
+    # A JSON object, minified (as the store writes it), without the keys that the line's own
+    # columns hold: raw SQL cannot store a payload that would corrupt the exported line.
+    CheckConstraint("json_valid(payload) AND json_type(payload) = 'object' AND json(payload) = payload"
+                    " AND json_type(payload, '$.type') IS NULL AND json_type(payload, '$.seq') IS NULL"
+                    " AND json_type(payload, '$.ts') IS NULL", name="events_payload_object"),
+    CheckConstraint("coalesce(json_type(payload, '$.event_id'), 'text') = 'text'", name="events_event_id_text"),
     CheckConstraint("length(hash) = 64", name="events_hash_sha256"),
 )
 

@@ -125,6 +125,17 @@ def _check_seq(seq: Any, what: str = "expected_seq") -> int:
     return seq
 
 
+def _encodable(text: Any) -> bool:
+    """True for a str that SQLite can store (no lone UTF-16 surrogates)."""
+    if type(text) is not str:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_session_id(session_id: Any) -> str:
     if type(session_id) is not str or not session_id:
         raise InvalidEvent(f"session id must be a non-empty string, not {session_id!r}")
@@ -248,6 +259,8 @@ class Session:
         Reads page by page (1,000 events a query), so no read transaction stays open while
         the caller works between items.
         """
+        if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int)):
+            raise InvalidEvent(f"after_seq must be an integer, not {after_seq!r}")
         if isinstance(types, str):
             types = [types]
         types = list(types) if types is not None else None
@@ -382,6 +395,8 @@ class EventStore:
                 return self._cur.execute(sql, params).fetchall()
             except sqlite3.Error as e:
                 raise self._translate(e) from None
+            except UnicodeEncodeError:
+                raise InvalidEvent("text holds a lone UTF-16 surrogate, which no stored value can") from None
 
     def _translate(self, e: sqlite3.Error, session_id: str | None = None,
                    expected_seq: int | None = None) -> Exception:
@@ -422,7 +437,7 @@ class EventStore:
 
     def session(self, session_id: str) -> Session:
         """The handle of a stored session. Raises :class:`SessionNotFound`."""
-        if not self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+        if not _encodable(session_id) or not self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
             raise SessionNotFound(session_id)
         return Session(self, session_id)
 
@@ -504,7 +519,7 @@ class EventStore:
         return n - 1
 
     def _export_chunks(self, session_id: str) -> Iterator[str]:
-        rows = self._read("SELECT meta FROM sessions WHERE id = ?", (session_id,))
+        rows = self._read("SELECT meta FROM sessions WHERE id = ?", (session_id,)) if _encodable(session_id) else []
         if not rows:
             raise SessionNotFound(session_id)
         yield meta_line(session_id, rows[0][0]) + "\n"

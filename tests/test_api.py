@@ -80,6 +80,7 @@ def test_returned_payload_is_a_copy(store):
     ({"x": math.nan}, "NaN"), ({"x": [math.inf]}, "Infinity"), ({"x": -math.inf}, "Infinity"),
     ({"x": {1, 2}}, "not JSON"), ({"x": b"bytes"}, "not JSON"), ({1: "int key"}, "not a string"),
     ({"x": 2**64 + 1}, "exactly"), ("not a dict", "dict"), (["a"], "dict"),
+    ({"event_id": 1}, "event_id"), ({"event_id": {"a": 1}}, "event_id"), ({"event_id": ""}, "event_id"),
 ])
 def test_bad_payloads_are_refused_and_nothing_is_stored(store, payload, message):
     s = store.create_session("a")
@@ -119,6 +120,8 @@ def test_expected_seq(store):
     assert s.append("x", expected_seq=1).seq == 1
     with pytest.raises(InvalidEvent):
         s.append("x", expected_seq=-1)
+    with pytest.raises(InvalidEvent):
+        list(s.events(after_seq="a"))
 
 
 def test_append_many_is_atomic(store):

@@ -153,3 +153,41 @@ def test_demo_runs_a_real_tool_call(run, tmp_path):
     assert "tool_calls" not in messages[3]
     # what the demo printed is what the store holds
     assert run("messages", sid).output == json.dumps(messages, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _run_module(args, env_extra=None, **kw):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "EVENTSTORE_DB"}
+    env.update(env_extra or {})
+    return subprocess.Popen([sys.executable, "-m", "eventstore.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    with EventStore.open(tmp_path / "p.db") as st:
+        st.create_session("s").append_many([("x", {"i": i}) for i in range(20000)])
+    proc = _run_module(["--db", str(tmp_path / "p.db"), "events", "s"])
+    first = proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    proc.wait(timeout=60)
+    assert first.startswith(b'{"type":"x","seq":0')
+    assert proc.stderr.read() == b""
+
+
+def test_a_non_utf8_locale_gets_no_traceback(tmp_path):
+    with EventStore.open(tmp_path / "l.db") as st:
+        st.create_session("ü-session").append("user/message", {"content": "é"})
+    locale = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": ""}
+    results = {}
+    for args in (["sessions"], ["export", "ü-nope"], ["messages", "ü-session"]):
+        proc = _run_module(["--db", str(tmp_path / "l.db"), *args], locale)
+        out, err = proc.communicate(timeout=60)
+        results[args[0]] = (proc.returncode, out, err)
+    assert [r[0] for r in results.values()] == [0, 1, 0]
+    assert all(b"Traceback" not in r[2] for r in results.values())
+    assert b"-session" in results["sessions"][1]
+    assert results["export"][2].startswith(b"error: session '") and results["export"][2].endswith(b"-nope' not found\n")
+    assert results["messages"][1] == '[{"role":"user","content":"é"}]\n'.encode()

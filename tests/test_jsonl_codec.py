@@ -13,7 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventstore import InvalidEvent, InvalidJSONL
-from eventstore.jsonl import JsonlReader, dumps, file_name_for, js_number, session_id_from_file_name
+from eventstore.jsonl import (
+    JsonlReader,
+    dumps,
+    event_line,
+    file_name_for,
+    js_number,
+    meta_line,
+    session_id_from_file_name,
+)
 
 
 @pytest.mark.parametrize("value, text", [
@@ -43,10 +51,27 @@ def test_dumps(value, text):
     assert dumps(value) == text
 
 
+def test_keys_follow_javascript_property_order():
+    """Array-index keys first, ascending; then the rest in insertion order (checked with node)."""
+    value = {"b": 1, "0": 2, "10": 3, "2": 4, "01": 5, "-1": 6, "4294967294": 7, "4294967295": 8, "1.5": 9, "²": 10}
+    assert dumps(value) == '{"0":2,"2":4,"10":3,"4294967294":7,"b":1,"01":5,"-1":6,"4294967295":8,"1.5":9,"²":10}'
+
+
+def test_event_lines_put_index_keys_before_type_seq_ts():
+    line = '{"0":"line zero","type":"tool/result","seq":0,"ts":1,"tool_call_id":"c1","content":"ok"}'
+    _, rows = read_all(b'{"type":"session/meta","id":"s"}\n' + line.encode() + b"\n")
+    assert rows[0][3] == '{"0":"line zero","tool_call_id":"c1","content":"ok"}'
+    assert rows[0][4] == line
+    assert event_line("tool/result", 0, 1.0, rows[0][3]) == line
+    assert meta_line("s", '{"7":true,"x":1}') == '{"7":true,"type":"session/meta","id":"s","x":1}'
+
+
+# keys that JavaScript orders first (array indices) mixed with ordinary ones
+js_keys = st.text(max_size=5) | st.integers(0, 2**33).map(str) | st.sampled_from(["01", "-1", "4294967295", "1.5"])
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(st.characters(codec=None, categories=None)),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(js_keys, children, max_size=4),
     max_leaves=12,
 )
 

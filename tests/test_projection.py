@@ -45,6 +45,9 @@ CALL = {"id": "call_1", "type": "function", "function": {"name": "run_bash", "ar
     ({"content": "a", "tool_calls": False}, {"role": "assistant", "content": "a"}),
     ({"content": "a", "tool_calls": 0}, {"role": "assistant", "content": "a"}),
     ({"content": "a", "tool_calls": ""}, {"role": "assistant", "content": "a"}),
+    ({"content": "a", "tool_calls": 0.0}, {"role": "assistant", "content": "a"}),
+    ({"content": "a", "tool_calls": "\x00"}, {"role": "assistant", "content": "a", "tool_calls": "\x00"}),  # truthy in JS
+    ({"content": "a", "tool_calls": {}}, {"role": "assistant", "content": "a", "tool_calls": {}}),
     ({"content": 0}, {"role": "assistant", "content": 0}),  # ?? keeps 0 and "" (only null/undefined become "")
     ({"content": ""}, {"role": "assistant", "content": ""}),
 ])
