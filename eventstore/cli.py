@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -120,7 +121,8 @@ def demo(ctx: click.Context) -> None:
         click.echo("  " + ev.to_jsonl())
     click.echo("\nDerived messages (the projection sent to the model):")
     click.echo(json.dumps(s.derive_messages(), indent=2, ensure_ascii=False))
-    click.echo(f"\nNext: eventstore messages {s.id}   |   eventstore export {s.id}")
+    db = "" if ctx.obj["db"] == "eventstore.db" else f"--db {shlex.quote(ctx.obj['db'])} "
+    click.echo(f"\nNext: eventstore {db}messages {s.id}   |   eventstore {db}export {s.id}")
 
 
 def _jsonl_files(paths: tuple[str, ...]) -> list[str]:
