@@ -40,24 +40,33 @@ def database_url(target: str | os.PathLike) -> str:
 
 
 def configure_connection(dbapi_conn: sqlite3.Connection, busy_timeout: float, durability: str) -> None:
-    """Apply the store's pragmas to a fresh ``sqlite3`` connection (autocommit mode)."""
+    """Apply the store's per-connection pragmas to a fresh ``sqlite3`` connection (autocommit
+    mode). Nothing here writes to the file: the journal mode is set by :func:`upgrade`, once
+    the file is known to be an eventstore database."""
     dbapi_conn.isolation_level = None  # the store emits BEGIN itself
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-    mode = None
-    deadline = time.monotonic() + busy_timeout
-    while True:  # switching to WAL needs a moment alone with the file
-        try:
-            mode = cur.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            break
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.005)
-    if mode == "wal":
+    if cur.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
         cur.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
     cur.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
     cur.execute("PRAGMA foreign_keys = ON")
+    cur.close()
+
+
+def ensure_wal(dbapi_conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Switch the file to WAL (persistent) unless it is already there or in memory."""
+    cur = dbapi_conn.cursor()
+    if cur.execute("PRAGMA journal_mode").fetchone()[0] not in ("wal", "memory"):
+        deadline = time.monotonic() + busy_timeout
+        while True:  # switching to WAL needs a moment alone with the file
+            try:
+                cur.execute("PRAGMA journal_mode = WAL").fetchone()
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+        cur.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
     cur.close()
 
 
@@ -114,25 +123,50 @@ def migrations_path() -> str:
     raise DatabaseError(f"the migration scripts are missing (looked in {here / 'migrations'})")
 
 
-def upgrade(engine: Engine) -> bool:
+def _refuse_foreign(conn: sqlite3.Connection, revision: str | None, known: list[str], name: str) -> None:
+    """Raise :class:`DatabaseError` unless the file is empty or an eventstore database at a
+    revision this package knows: another application's file is never changed."""
+    if revision is None:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite%' ORDER BY name LIMIT 6")]
+        if tables:
+            raise DatabaseError(f"{name} is not an eventstore database (it holds {', '.join(tables)} but no "
+                                f"eventstore schema version); eventstore leaves it unchanged")
+    elif revision not in known:
+        raise DatabaseError(f"{name} is at schema revision {revision!r}, which this eventstore does not know "
+                            f"(its latest is {SCHEMA_REVISION!r}): it was written by a newer eventstore, "
+                            f"or it is another application's database; eventstore leaves it unchanged")
+
+
+def upgrade(engine: Engine, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> bool:
     """Bring the database to :data:`SCHEMA_REVISION`; return True if this call migrated.
 
     Safe when several processes open a new file at once: the upgrade runs inside one
     ``BEGIN IMMEDIATE`` transaction (SQLite DDL is transactional), so one process migrates
     while the others wait on the lock, then find the database at head and do nothing.
+    Raises :class:`DatabaseError`, changing nothing, for a file that holds tables but no
+    eventstore schema version, or a revision this package does not know (a newer one).
     """
+    name = engine.url.database or ":memory:"
     with engine.connect() as conn:
         raw = conn.connection.driver_connection
         if current_revision(raw) == SCHEMA_REVISION:
+            ensure_wal(raw, busy_timeout)
             return False
         from alembic import command
         from alembic.config import Config
+        from alembic.script import ScriptDirectory
 
+        cfg = Config()
+        cfg.set_main_option("script_location", migrations_path())
+        known = [s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()]
+        migrated = False
         with conn.begin():  # BEGIN IMMEDIATE: one migrator at a time
-            if current_revision(raw) == SCHEMA_REVISION:
-                return False
-            cfg = Config()
-            cfg.set_main_option("script_location", migrations_path())
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
-        return True
+            revision = current_revision(raw)
+            if revision != SCHEMA_REVISION:
+                _refuse_foreign(raw, revision, known, name)
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+                migrated = True
+        ensure_wal(raw, busy_timeout)
+        return migrated

@@ -338,7 +338,7 @@ class EventStore:
         """
         try:
             engine = _engine.make_engine(target, busy_timeout=busy_timeout, durability=durability)
-            _engine.upgrade(engine)
+            _engine.upgrade(engine, busy_timeout)
         except DatabaseError:
             raise
         except sqlite3.DatabaseError as e:

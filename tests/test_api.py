@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import sqlite3
 import time
 
 import pytest
@@ -245,3 +246,36 @@ def test_open_accepts_sqlalchemy_urls_and_memory(tmp_path):
         assert st.session("a").next_seq() == 1
     with EventStore.open(":memory:") as st:
         assert st.create_session("m").append("x", {}).seq == 0
+
+
+def test_another_applications_database_is_refused_and_left_unchanged(tmp_path):
+    path = tmp_path / "theirs.db"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE events (x); INSERT INTO events VALUES (1);")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(eventstore.DatabaseError, match="not an eventstore database"):
+        EventStore.open(path)
+    assert path.read_bytes() == before
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM events")  # still theirs: no triggers were added
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    conn.close()
+
+
+def test_a_newer_schema_revision_is_refused(tmp_path):
+    path = tmp_path / "newer.db"
+    EventStore.open(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(eventstore.DatabaseError, match="schema revision '9999'.*newer eventstore"):
+        EventStore.open(path)
+
+
+def test_an_empty_file_becomes_a_store(tmp_path):
+    path = tmp_path / "empty.db"
+    path.write_bytes(b"")
+    with EventStore.open(path) as st:
+        assert st.create_session("a").append("x", {}).seq == 0
