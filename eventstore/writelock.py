@@ -89,6 +89,8 @@ class WriteLock:
         Raises :class:`DatabaseError` when the timeout passes (the lock stays with whoever
         holds it), when the lock is closed, or when the system refuses the lock.
         """
+        if self._closed:
+            raise DatabaseError(f"{self.path}: the store is closed")
         if not self._pending:  # nothing abandoned is still waiting on our open file
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -99,8 +101,6 @@ class WriteLock:
                 raise DatabaseError(f"cannot lock {self.path}: {e.strerror}") from None
         req = _Request()
         with self._mutex:
-            if self._closed:
-                raise DatabaseError(f"{self.path}: the store is closed")
             if self._queue is None:
                 self._queue = SimpleQueue()
                 threading.Thread(target=self._serve, args=(self._queue,), name="eventstore-write-lock",
