@@ -78,8 +78,9 @@ def agent_events(rng: random.Random, agent: str):
 
 
 def writer(db: str, index: int, events: int, shared: str | None, think: float, options: dict,
-           barrier, results) -> None:
-    """One agent process: append ``events`` events, timing each append (nanoseconds)."""
+           spin_us: float, barrier, results) -> None:
+    """One agent process: append ``events`` events, timing each append (nanoseconds).
+    With ``spin_us``, spin the CPU that long instead of appending (no database at all)."""
     rng = random.Random(index)
     with EventStore.open(db, **options) as store:
         session = store.session(shared) if shared else store.create_session(f"agent-{index:03d}")
@@ -88,12 +89,17 @@ def writer(db: str, index: int, events: int, shared: str | None, think: float, o
         barrier.wait()
         start = time.monotonic()
         clock = time.perf_counter_ns
+        spin_ns = int(spin_us * 1000)
         for _ in range(events):
             type_, payload = next(gen)
             if think:
                 time.sleep(rng.expovariate(1 / think))
             t0 = clock()
-            session.append(type_, payload)
+            if spin_ns:
+                while clock() - t0 < spin_ns:
+                    pass
+            else:
+                session.append(type_, payload)
             lat.append(clock() - t0)
         end = time.monotonic()
     results.put((index, start, end, lat.tobytes()))
@@ -128,7 +134,8 @@ def check(db: str, expected: dict[str, int]) -> list[str]:
             count, distinct, lo, hi = found.get(sid, (0, 0, None, None))
             if count != n or distinct != n or (n and (lo != 0 or hi != n - 1)):
                 problems.append(f"session {sid}: {count} events ({distinct} distinct seqs, {lo}..{hi}), expected {n}")
-        positions = conn.execute("SELECT count(*), count(DISTINCT position), max(position) FROM events").fetchone()
+        positions = conn.execute("SELECT count(*), count(DISTINCT position), coalesce(max(position), 0) "
+                                 "FROM events").fetchone()
         if positions[0] != positions[1] or positions[0] != positions[2]:
             problems.append(f"positions: {positions[0]} events, {positions[1]} distinct, max {positions[2]}")
         ic = conn.execute("PRAGMA integrity_check").fetchone()[0]
@@ -158,6 +165,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-write-queue", action="store_true",
                     help="writers wait with SQLite's busy handler only (no lock-file queue)")
     ap.add_argument("--tail", action="store_true", help="run a follower process beside the writers")
+    ap.add_argument("--spin-us", type=float, default=0.0, metavar="US",
+                    help="baseline: writers spin the CPU this many microseconds instead of appending "
+                         "(what the scheduler alone does to latency with this many processes)")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = ap.parse_args(argv)
 
@@ -173,13 +183,13 @@ def main(argv=None) -> int:
     with EventStore.open(db, **options) as store:
         shared = store.create_session().id if args.shared else None
         before = {i.id: i.events for i in store.sessions()}
-        base_position = store._read("SELECT coalesce(max(position), 0) FROM events")[0][0]
 
     ctx = mp.get_context("spawn")
     parties = args.writers + (1 if args.tail else 0)
     barrier = ctx.Barrier(parties)
     results = ctx.Queue()
-    procs = [ctx.Process(target=writer, args=(db, i, args.events, shared, args.think, options, barrier, results))
+    procs = [ctx.Process(target=writer, args=(db, i, args.events, shared, args.think, options, args.spin_us,
+                                              barrier, results))
              for i in range(args.writers)]
     if args.tail:
         total = args.writers * args.events
@@ -211,20 +221,23 @@ def main(argv=None) -> int:
         p.join()
     failed = [p.exitcode for p in procs if p.exitcode]
 
-    if args.shared:
+    if args.spin_us:
+        expected = {}
+    elif args.shared:
         expected = {shared: before.get(shared, 0) + args.writers * args.events}
     else:
         expected = {f"agent-{i:03d}": before.get(f"agent-{i:03d}", 0) + args.events for i in range(args.writers)}
     problems = check(db, expected)
     if failed:
         problems.append(f"writer exit codes {failed}")
-    if tail is not None and (tail[1] != args.writers * args.events or not tail[2]):
+    if tail is not None and not args.spin_us and (tail[1] != args.writers * args.events or not tail[2]):
         problems.append(f"follower saw {tail[1]} events, in order: {tail[2]}")
     wall = max(ends) - min(starts) if starts else 0.0
     ms = sorted(v / 1e6 for v in lat)
     figures = {
         "writers": args.writers, "events_per_writer": args.events, "shared": args.shared,
         "durability": args.durability, "write_queue": not args.no_write_queue, "think_s": args.think,
+        "spin_us": args.spin_us,
         "events": len(ms), "wall_s": round(wall, 3),
         "throughput_eps": round(len(ms) / wall) if wall else 0,
         "p50_ms": round(percentile(ms, 50), 3), "p99_ms": round(percentile(ms, 99), 3),
@@ -232,11 +245,12 @@ def main(argv=None) -> int:
         "max_wal_bytes": biggest_wal,
         "problems": problems,
     }
-    _ = base_position
     if args.json:
         print(json.dumps(figures))
     else:
         mode = "one shared session" if args.shared else "own sessions"
+        if args.spin_us:
+            mode = f"BASELINE: {args.spin_us:g} us CPU spins, no database"
         print(f"{args.writers} writer(s) x {args.events} appends ({mode}, durability={args.durability}, "
               f"write queue {'off' if args.no_write_queue else 'on'}): {len(ms)} events in {wall:.2f} s")
         print(f"  throughput {figures['throughput_eps']} events/s; append latency p50 {figures['p50_ms']:.2f} ms, "
