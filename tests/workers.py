@@ -19,14 +19,15 @@ def _report(results, tag, fn):
         results.put((tag, "error", traceback.format_exc()))
 
 
-def shared_and_own(db: str, index: int, count: int, shared_id: str, barrier, results) -> None:
+def shared_and_own(db: str, index: int, count: int, shared_id: str, options: dict, barrier, results) -> None:
     """Append ``count`` events to the shared session and ``count`` to an own session,
-    alternating; report what each append returned as ``(session, seq, position, n)``."""
+    alternating; report what each append returned as ``(session, seq, position, n)``.
+    ``options`` go to EventStore.open."""
     from eventstore import EventStore
 
     def run():
         got = []
-        with EventStore.open(db, busy_timeout=30) as store:
+        with EventStore.open(db, busy_timeout=30, **options) as store:
             shared = store.session(shared_id)
             own = store.create_session(f"own-{index}")
             barrier.wait()
