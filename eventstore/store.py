@@ -436,9 +436,11 @@ class EventStore:
             if self._forked or self._fairy is None:
                 self._connection()
             wlock = self._wlock
-            if wlock is not None:
-                wlock.acquire(self.busy_timeout)
+            locked = False
             try:
+                if wlock is not None:
+                    wlock.acquire(self.busy_timeout)
+                    locked = True
                 cur = self._cur
                 try:
                     cur.execute("BEGIN IMMEDIATE")
@@ -457,7 +459,7 @@ class EventStore:
                                            f"{e.reason}") from None
                     raise
             finally:
-                if wlock is not None:
+                if locked:
                     wlock.release()
 
     def _wrote(self, first_position: int, last_position: int, payload_bytes: int) -> None:

@@ -107,7 +107,14 @@ class WriteLock:
                                  daemon=True).start()
             self._pending += 1
             self._queue.put(req)
-        req.done.acquire(timeout=timeout)
+        try:
+            req.done.acquire(timeout=timeout)
+        except BaseException:  # KeyboardInterrupt while waiting: give the place up
+            with self._mutex:
+                if req.granted:
+                    fcntl.flock(self.fd, fcntl.LOCK_UN)
+                req.abandoned = True
+            raise
         with self._mutex:
             if req.granted:  # (possibly just as the wait timed out)
                 return

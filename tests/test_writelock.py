@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -18,6 +19,15 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock is POSIX")
 @pytest.fixture
 def path(tmp_path):
     return str(tmp_path / "x.db-lock")
+
+
+def settle(lock: WriteLock) -> None:
+    """Wait until the lock's helper thread is done with every request handed to it, so
+    that another lock cannot slip in before the helper has acted."""
+    deadline = time.monotonic() + 30
+    while lock._pending:
+        assert time.monotonic() < deadline, "the helper thread never finished"
+        time.sleep(0.005)
 
 
 def test_the_lock_excludes_and_the_wait_is_bounded(path):
@@ -64,7 +74,8 @@ def test_an_abandoned_wait_does_not_keep_the_lock(path):
     with pytest.raises(DatabaseError):
         b.acquire(0.02)  # b's helper thread stays blocked in flock()
     a.release()  # the helper gets the lock for nobody and must let it go
-    c.acquire(30)
+    settle(b)
+    c.acquire(0.5)
     c.release()
     b.acquire(30)  # and b itself still works, with the helper's late grant behind it
     with pytest.raises(DatabaseError):
@@ -84,7 +95,8 @@ def test_closing_while_a_wait_is_abandoned_releases_everything(path):
     b.close()
     b.close()  # idempotent
     a.release()
-    c.acquire(30)  # b's helper got the lock after b was closed, then dropped it with the file
+    settle(b)
+    c.acquire(0.5)  # b's helper got the lock after b was closed, then dropped it with the file
     c.release()
     with pytest.raises(DatabaseError):
         b.acquire(0)
@@ -114,3 +126,22 @@ def test_an_in_memory_store_needs_no_lock():
     with EventStore.open(":memory:") as store:
         assert store._wlock is None
         assert store.create_session("s").append("turn/start", {}).seq == 0
+
+
+def test_ctrl_c_while_waiting_gives_the_place_up(path):
+    import signal
+
+    a, b, c = WriteLock(path), WriteLock(path), WriteLock(path)
+    a.acquire(1)
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.1, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        b.acquire(30)
+    timer.join()
+    a.release()
+    settle(b)
+    c.acquire(0.5)  # b's helper got the lock for nobody and let it go
+    c.release()
+    for lock in (a, b, c):
+        lock.close()
