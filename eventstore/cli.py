@@ -451,6 +451,59 @@ def repair(ctx: click.Context, session_id: str) -> None:
         _fail(f"{len(report.findings)} finding(s) remain that appending cannot repair")
 
 
+# --- live tailing ----------------------------------------------------------------------------
+
+_STYLES = {"user": {"fg": "cyan", "bold": True}, "assistant": {"fg": "green", "bold": True},
+           "tool": {"fg": "yellow"}, "dim": {"dim": True}}
+
+
+@cli.command()
+@click.argument("session_id", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are committed (Ctrl-C stops).")
+@click.option("-n", "--last", type=click.IntRange(min=0), metavar="N",
+              help="Start with the last N events (default: all).")
+@click.option("--timeout", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="With --follow: stop after SECONDS without a new event.")
+@click.pass_context
+def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | None, timeout: float | None) -> None:
+    """Show a session (or, without SESSION_ID, every session) the way a chat UI does.
+
+    Streamed assistant/chunk deltas appear as they arrive; with --follow, new events from
+    any process are shown as they are committed.
+    """
+    from .tailview import TailView
+
+    if timeout is not None and not follow:
+        raise click.UsageError("--timeout goes with --follow")
+    store = _store(ctx)
+    out = _out()
+    color = out.isatty() and not os.environ.get("NO_COLOR")
+
+    def write(text: str, style: str | None) -> None:
+        if color and style and text.strip():
+            text = click.style(text, **_STYLES[style])
+        out.write(text.encode("utf-8", "backslashreplace"))
+
+    if session_id is not None:
+        s = store.session(session_id)
+        after = None if last is None else max(-1, s.next_seq() - last - 1)
+        events = s.follow(after, idle_timeout=timeout) if follow else s.events(after_seq=after)
+    else:
+        after = None if last is None else max(0, store.last_position() - last)
+        events = store.follow(after, idle_timeout=timeout if follow else 0)
+    view = TailView(write, show_session=session_id is None)
+    try:
+        for ev in events:
+            view.feed(ev)
+            if follow:
+                out.flush()
+    except KeyboardInterrupt:  # the usual way to stop --follow
+        pass
+    finally:
+        view.finish()
+        out.flush()
+
+
 def main() -> None:
     """Console entry point."""
     for stream in (sys.stdout, sys.stderr):

@@ -5,9 +5,12 @@ Every connection gets SQLAlchemy's recipe for SQLite transactions (the driver's 
 with ``BEGIN IMMEDIATE``, so the busy timeout applies when it starts instead of failing
 with ``database is locked`` when a read is upgraded to a write.
 
-Defaults (documented in the README): WAL journal, ``synchronous=NORMAL`` (an acknowledged
-append survives a crash of the process; ``durability="full"`` also survives power loss),
-``journal_size_limit`` 64 MiB, busy timeout 5 seconds.
+Defaults (documented in the README and docs/concurrency.md): WAL journal,
+``synchronous=NORMAL`` (an acknowledged append survives a crash of the process;
+``durability="full"`` also survives power loss), ``journal_size_limit`` 64 MiB, busy
+timeout 5 seconds. An :class:`~eventstore.EventStore` also queues its writers on a lock
+file and checkpoints the WAL itself (see :mod:`eventstore.writelock` and the constants
+below).
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ from .schema import SCHEMA_REVISION
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
+# WAL checkpoints with the write queue (see EventStore._wrote and _checkpoint):
+CHECKPOINT_EVENTS = 500  # events (of all processes) between two checkpoints
+CHECKPOINT_BYTES = 4 * 1024 * 1024  # or payload bytes appended by one store
+WAL_RESET_FRAMES = 4000  # WAL frames (pages) past which a checkpoint makes sure the WAL starts over
 DURABILITY = {"normal": "NORMAL", "full": "FULL"}
 
 

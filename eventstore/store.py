@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import engine as _engine
+from . import follow as _follow
 from . import projection
 from .errors import (
     AppendOnlyViolation,
@@ -42,6 +44,7 @@ from .jsonl import (
     payload_json,
     sql_chain_hash,
 )
+from .writelock import open_write_lock
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
 
@@ -146,6 +149,11 @@ def _check_session_id(session_id: Any) -> str:
     return session_id
 
 
+def _event_from_row(row: tuple) -> Event:
+    position, session_id, seq, type_, ts, payload = row
+    return Event(session_id, seq, position, type_, ts, json.loads(payload))
+
+
 class Session:
     """A handle on one stored session: append to it, read it, project it.
 
@@ -199,6 +207,7 @@ class Session:
             if stored is None:
                 raise
             return stored
+        self._store._wrote(position, position, len(pj))
         return Event(self.id, seq, position, type, ts, dict(payload) if payload else {})
 
     def _stored_for_key(self, key: Any, type_: str, pj: str) -> Event | None:
@@ -245,6 +254,7 @@ class Session:
                 prev = chain_hash(prev, event_line(t, seq0 + i, ts, pj))
                 rows.append((pos0 + i, sid, seq0 + i, t, ts, pj, prev))
             cur.executemany(_INSERT, rows)
+        self._store._wrote(pos0, pos0 + len(rows) - 1, sum(len(r[5]) for r in rows))
         return [Event(sid, seq0 + i, pos0 + i, t, ts, dict(p) if p else {})
                 for i, (t, p, ts, _pj) in enumerate(prepared)]
 
@@ -279,16 +289,31 @@ class Session:
                 return
             last = rows[-1][0]
 
+    def follow(self, after_seq: int | None = None, *, poll_interval: float = _follow.DEFAULT_POLL_INTERVAL,
+               idle_timeout: float | None = None) -> Iterator[Event]:
+        """Yield the session's events with ``seq > after_seq`` (all when None) in seq order,
+        then each new one as it is committed, by any process: each exactly once, in order.
+
+        Waits ``poll_interval`` seconds between looks when nothing changed; stops after
+        ``idle_timeout`` seconds without a new event (None: follows until the caller stops
+        iterating). Holds no read transaction between looks (see :mod:`eventstore.follow`).
+        Raises :class:`DatabaseError` when the database cannot be read.
+        """
+        after = -1 if after_seq is None else _check_seq(after_seq, "after_seq")
+        return _follow.follow_rows(self._store, _follow.SESSION_SQL, (self.id,), after, 2,
+                                   poll_interval=poll_interval, idle_timeout=idle_timeout,
+                                   make_event=_event_from_row)
+
     def derive_messages(self) -> list[dict]:
         """The projection: the chat ``messages`` array (list of dicts) for this session,
         read from the ``messages`` view (see :mod:`eventstore.projection`)."""
         with self._store._lock:
-            return projection.derive_messages(self._store._conn, self.id)
+            return projection.derive_messages(self._store._connection(), self.id)
 
     def messages_json(self) -> str:
         """The projection as JSON array text, as ``JSON.stringify`` would write it."""
         with self._store._lock:
-            return projection.messages_json(self._store._conn, self.id)
+            return projection.messages_json(self._store._connection(), self.id)
 
     def repair(self) -> list[Event]:
         """Append what an interrupted session needs for its projection to be valid for a
@@ -310,31 +335,72 @@ class EventStore:
     """An append-only store of agent sessions in one SQLite database.
 
     Open with :meth:`open`. One ``EventStore`` holds one connection; it may be shared by
-    threads (calls are serialized) but not across ``fork`` (open a new one in the child).
-    Several processes may open the same file at once.
+    threads (calls are serialized). Several processes may open the same file at once (see
+    docs/concurrency.md). After ``os.fork()`` the child does not share the parent's
+    connection: its first call opens a connection of its own.
     """
 
-    def __init__(self, engine, busy_timeout: float):
+    def __init__(self, engine, busy_timeout: float, write_queue: bool = True):
         self.engine = engine
         self.busy_timeout = busy_timeout
         self._lock = threading.RLock()
+        self._forked = False
+        self._fairy = None
+        self._wlock = None
+        database = engine.url.database
+        self._file = None if database in (None, "", ":memory:") else database
+        self._write_queue = write_queue
+        self._connect()
+        _live_stores.add(self)
+
+    def _connect(self) -> None:
         try:
-            self._fairy = engine.raw_connection()
+            self._fairy = self.engine.raw_connection()
         except Exception as e:  # pragma: no cover - reported with the file name
-            raise DatabaseError(f"cannot open {engine.url.database}: {e}") from None
+            raise DatabaseError(f"cannot open {self.engine.url.database}: {e}") from None
         self._conn: sqlite3.Connection = self._fairy.driver_connection
         self._conn.create_function("eventstore_chain", 6, sql_chain_hash, deterministic=True)
         self._cur = self._conn.cursor()
+        self._unchecked_bytes = 0  # payload bytes this store appended since its last checkpoint
+        self._unchecked_rows = 0
+        if self._write_queue and self._file is not None:
+            self._wlock = open_write_lock(self._file)
+        if self._wlock is not None:
+            # SQLite's automatic checkpoint runs inside COMMIT, so it would keep the write
+            # lock held (and every queued writer waiting) through its fsyncs; the store
+            # checkpoints itself after letting the lock go (see _wrote).
+            self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+
+    def _reopen_after_fork(self) -> None:
+        """In a forked child: leave the parent's connection alone (closing it here could
+        disturb the parent's locks and WAL) and open one for this process."""
+        _inherited.append((self._fairy, self._conn, self._cur))
+        self._fairy = None
+        self._forked = False
+        self.engine.dispose(close=False)
+        self._connect()
+
+    def _connection(self) -> sqlite3.Connection:
+        """The connection of this process (reopened after a fork). Call under ``_lock``."""
+        if self._forked:
+            self._reopen_after_fork()
+        if self._fairy is None:
+            raise DatabaseError("the store is closed")
+        return self._conn
 
     @classmethod
     def open(cls, target: str | os.PathLike = "eventstore.db", *,
-             busy_timeout: float = _engine.DEFAULT_BUSY_TIMEOUT, durability: str = "normal") -> EventStore:
+             busy_timeout: float = _engine.DEFAULT_BUSY_TIMEOUT, durability: str = "normal",
+             write_queue: bool = True) -> EventStore:
         """Open (creating and migrating if needed) the database at ``target``.
 
         ``target`` is a file path or an SQLAlchemy ``sqlite://`` URL; ``busy_timeout`` is how
         long (seconds) a write waits for another writer; ``durability`` is ``"normal"``
         (WAL + ``synchronous=NORMAL``: an acknowledged append survives a process crash) or
-        ``"full"`` (also survives power loss). Raises :class:`DatabaseError`.
+        ``"full"`` (also survives power loss). With ``write_queue`` (the default) writers
+        wait for each other on a lock file beside the database (``FILE-lock``, see
+        :mod:`eventstore.writelock`) instead of in SQLite's sleep-and-retry busy handler.
+        Raises :class:`DatabaseError`.
         """
         try:
             engine = _engine.make_engine(target, busy_timeout=busy_timeout, durability=durability)
@@ -348,11 +414,19 @@ class EventStore:
             if isinstance(orig, sqlite3.DatabaseError):
                 raise DatabaseError(f"cannot open {os.fspath(target)}: {orig}") from None
             raise
-        return cls(engine, busy_timeout)
+        return cls(engine, busy_timeout, write_queue)
 
     def close(self) -> None:
         """Close the connection. The store cannot be used afterwards."""
         with self._lock:
+            if self._forked:  # the connection is the parent's: leave it open
+                _inherited.append((self._fairy, self._conn, self._cur))
+                self._fairy = None
+            if self._fairy is not None and self._wlock is not None and self._unchecked_rows:
+                self._checkpoint()  # what this store wrote since its last checkpoint
+            if self._wlock is not None:
+                self._wlock.close()
+                self._wlock = None
             if self._fairy is not None:
                 self._cur.close()
                 self._fairy.close()
@@ -372,25 +446,84 @@ class EventStore:
         """A write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``; rolled back on any error,
         with sqlite3 errors translated to the store's exceptions."""
         with self._lock:
-            cur = self._cur
+            if self._forked or self._fairy is None:
+                self._connection()
+            wlock = self._wlock
+            locked = False
             try:
-                cur.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as e:
-                raise self._translate(e, session_id, expected_seq) from None
-            try:
-                yield cur
-                cur.execute("COMMIT")
-            except BaseException as e:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                if isinstance(e, sqlite3.Error):
+                if wlock is not None:
+                    wlock.acquire(self.busy_timeout)
+                    locked = True
+                cur = self._cur
+                try:
+                    cur.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as e:
                     raise self._translate(e, session_id, expected_seq) from None
-                if isinstance(e, UnicodeEncodeError):
-                    raise InvalidEvent(f"text holds a lone UTF-16 surrogate outside a payload: {e.reason}") from None
-                raise
+                try:
+                    yield cur
+                    cur.execute("COMMIT")
+                except BaseException as e:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    if isinstance(e, sqlite3.Error):
+                        raise self._translate(e, session_id, expected_seq) from None
+                    if isinstance(e, UnicodeEncodeError):
+                        raise InvalidEvent("text holds a lone UTF-16 surrogate outside a payload: "
+                                           f"{e.reason}") from None
+                    raise
+            finally:
+                if locked:
+                    wlock.release()
+
+    def _wrote(self, first_position: int, last_position: int, payload_bytes: int) -> None:
+        """After committing the events at positions ``first_position..last_position``
+        (``payload_bytes`` of payload): checkpoint the WAL when due, outside the write lock.
+
+        Due when those positions cross a multiple of ``CHECKPOINT_EVENTS`` (positions are
+        global, so exactly one writer of all processes sees each crossing), or when this
+        store appended ``CHECKPOINT_BYTES`` of payload since its last checkpoint (a few
+        big events). Only with the write queue: otherwise SQLite checkpoints by itself.
+        """
+        if self._wlock is None:
+            return
+        self._unchecked_rows += last_position - first_position + 1
+        self._unchecked_bytes += payload_bytes
+        n = _engine.CHECKPOINT_EVENTS
+        if last_position // n != (first_position - 1) // n or self._unchecked_bytes >= _engine.CHECKPOINT_BYTES:
+            with self._lock:
+                if self._fairy is not None and not self._forked:
+                    self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database file (see :meth:`_wrote`; also on close).
+
+        ``PRAGMA wal_checkpoint(PASSIVE)`` waits for no one and no one waits for it, but
+        while other processes keep committing it never copies the frames they commit
+        meanwhile, and the WAL only starts over from its beginning when a writer finds it
+        all copied: under steady writing from several processes it would grow without end.
+        So when the WAL holds ``WAL_RESET_FRAMES`` frames or more, a second passive
+        checkpoint runs while holding the write lock (it only has the frames committed
+        during the first one to copy); the next writer then starts the WAL over, and it is
+        truncated to ``journal_size_limit``. Errors are ignored: the next checkpoint tries
+        again.
+        """
+        conn = self._conn
+        try:
+            _busy, log, _done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
+            if log >= _engine.WAL_RESET_FRAMES and self._wlock is not None:
+                self._wlock.acquire(self.busy_timeout)
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                finally:
+                    self._wlock.release()
+        except (sqlite3.Error, DatabaseError):
+            pass
+        self._unchecked_rows = self._unchecked_bytes = 0
 
     def _read(self, sql: str, params: tuple = ()) -> list:
         with self._lock:
+            if self._forked or self._fairy is None:
+                self._connection()
             try:
                 return self._cur.execute(sql, params).fetchall()
             except sqlite3.Error as e:
@@ -414,6 +547,28 @@ class EventStore:
             return DatabaseError(f"database is busy: another writer held it longer than the busy "
                                  f"timeout ({self.busy_timeout:g} s)")
         return DatabaseError(msg)
+
+    # --- live tailing --------------------------------------------------------------------
+
+    def follow(self, after_position: int | None = None, *, poll_interval: float = _follow.DEFAULT_POLL_INTERVAL,
+               idle_timeout: float | None = None) -> Iterator[Event]:
+        """Yield every event with ``position > after_position`` (all when None), of every
+        session, in position (= commit) order, then each new one as any process commits it:
+        each exactly once, in order.
+
+        Waits ``poll_interval`` seconds between looks when nothing changed; stops after
+        ``idle_timeout`` seconds without a new event (None: follows until the caller stops
+        iterating). Holds no read transaction between looks (see :mod:`eventstore.follow`).
+        Raises :class:`DatabaseError` when the database cannot be read.
+        """
+        after = 0 if after_position is None else _check_seq(after_position, "after_position")
+        return _follow.follow_rows(self, _follow.STORE_SQL, (), after, 0, poll_interval=poll_interval,
+                                   idle_timeout=idle_timeout, make_event=_event_from_row)
+
+    def last_position(self) -> int:
+        """The global position of the newest event (0 when the store is empty): pass it to
+        :meth:`follow` to see only events committed from now on."""
+        return self._read("SELECT coalesce(max(position), 0) FROM events")[0][0]
 
     # --- sessions ----------------------------------------------------------------------
 
@@ -483,13 +638,17 @@ class EventStore:
                 pos0 = cur.execute(_NEXT_POSITION).fetchone()[0]
                 prev = genesis_hash(sid)
                 batch = []
+                nbytes = 0
                 for seq, t, ts, pj, line in itertools.chain((first,), rows):
+                    nbytes += len(pj)
                     prev = chain_hash(prev, line)
                     batch.append((pos0 + seq, sid, seq, t, ts, pj, prev))
                     if len(batch) >= 5000:
                         cur.executemany(_INSERT, batch)
                         batch.clear()
                 cur.executemany(_INSERT, batch)
+        if first is not None:
+            self._wrote(pos0, pos0 + seq, nbytes)
         return sid
 
     def export_jsonl(self, session_id: str, dest: str | os.PathLike | IO) -> int:
@@ -532,3 +691,23 @@ class EventStore:
                 return
             yield "".join([event_line(t, seq, ts, p) + "\n" for seq, t, ts, p in page])
             last = page[-1][0]
+
+
+# Stores alive in this process, and connections inherited from a parent process that must
+# stay open (unused) in a forked child: see EventStore._reopen_after_fork.
+_live_stores: weakref.WeakSet[EventStore] = weakref.WeakSet()
+_inherited: list = []
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_live_stores):
+        store._lock = threading.RLock()  # another thread may have held it at the fork
+        if store._fairy is not None:
+            store._forked = True
+        if store._wlock is not None:
+            store._wlock.forget()
+            store._wlock = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

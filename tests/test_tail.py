@@ -1,0 +1,141 @@
+"""``eventstore tail``: a session rendered like a chat UI, and --follow in a real process
+showing streamed deltas while they are being committed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore import EventStore
+from eventstore.cli import cli
+
+
+def tail(db, *args):
+    return CliRunner().invoke(cli, ["--db", str(db), "tail", *args])
+
+
+def fill(store, sid="s1"):
+    s = store.create_session(sid)
+    s.append("turn/start", {"agent": sid})
+    s.append("user/message", {"content": "What is 1+1?"})
+    s.append("step/start", {"step": 0})
+    for piece in ("Let me ", "check."):
+        s.append("assistant/chunk", {"delta": {"content": piece}})
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "run_bash", "arguments": '{"command":"expr 1 + 1"}'}}
+    s.append("assistant/message", {"content": "Let me check.", "tool_calls": [call]})
+    s.append("tool/result", {"tool_call_id": "call_1", "content": "2"})
+    s.append("step/end", {"step": 0, "tool_calls": 1})
+    s.append("assistant/message", {"content": "It is 2.", "tool_calls": []})
+    s.append("skill/inject", {"name": "math"})
+    s.append("turn/end", {})
+    return s
+
+
+def test_tail_renders_a_session_like_a_chat_ui(store, db_path):
+    fill(store)
+    r = tail(db_path, "s1")
+    assert r.exit_code == 0, r.output
+    assert r.output == (
+        "--- turn ---\n"
+        "user: What is 1+1?\n"
+        "assistant: Let me check.\n"  # the streamed chunks, not repeated by the message
+        '  -> run_bash({"command":"expr 1 + 1"})\n'
+        "  <- call_1: 2\n"
+        "assistant: It is 2.\n"  # not streamed: printed from the message
+        '[skill/inject] {"name": "math"}\n'
+        "--- end of turn ---\n"
+    )
+
+
+def test_tail_shows_the_final_text_when_it_differs_from_the_stream(store, db_path):
+    s = store.create_session("s")
+    s.append("assistant/chunk", {"delta": {"content": "Draft"}})
+    s.append("assistant/message", {"content": "Final"})
+    s.append("assistant/chunk", {"delta": {"content": "cut off"}})  # interrupted: no message follows
+    assert tail(db_path, "s").output == "assistant: Draft\nassistant: Final\nassistant: cut off\n"
+
+
+def test_tail_of_every_session_prefixes_lines_and_interleaves_streams(store, db_path):
+    a, b = store.create_session("a"), store.create_session("b")
+    a.append("assistant/chunk", {"delta": {"content": "one "}})
+    b.append("user/message", {"content": "hello"})
+    a.append("assistant/chunk", {"delta": {"content": "two"}})
+    a.append("assistant/message", {"content": "one two"})
+    r = tail(db_path)
+    assert r.exit_code == 0, r.output
+    assert r.output == "[a] assistant: one \n[b] user: hello\n[a] assistant: ...two\n"
+    assert tail(db_path, "-n", "1").output == "[a] assistant: one two\n"
+    # starting mid-stream: the final text differs from the part seen, so it is shown whole
+    assert tail(db_path, "a", "-n", "2").output == "assistant: two\nassistant: one two\n"
+
+
+def test_tail_neutralizes_terminal_control_characters(store, db_path):
+    s = store.create_session("s")
+    s.append("tool/result", {"tool_call_id": "c", "content": "\x1b[2J\x07gone\ud83d"})
+    r = tail(db_path, "s")
+    assert "\x1b" not in r.output and "\x07" not in r.output
+    assert r.output == "  <- c: \\x1b[2J\\x07gone\\ud83d\n"
+
+
+def test_tail_errors(store, db_path):
+    r = tail(db_path, "nope")
+    assert r.exit_code == 1 and "error: session 'nope' not found" in r.output
+    r = tail(db_path, "--timeout", "1")
+    assert r.exit_code == 2 and "--timeout goes with --follow" in r.output
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child process")
+def test_tail_follow_prints_deltas_as_another_process_commits_them(store, db_path):
+    s = store.create_session("live")
+    s.append("user/message", {"content": "go"})
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore.cli", "--db", str(db_path), "tail", "live",
+                             "--follow", "--timeout", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    output = bytearray()
+
+    def read():
+        while chunk := os.read(proc.stdout.fileno(), 4096):
+            output.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def shows(text: str) -> None:
+        deadline = time.monotonic() + 60
+        while not output.decode().endswith(text):
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, f"tail printed {output.decode()!r}, waiting for {text!r}"
+            time.sleep(0.01)
+
+    try:
+        shows("user: go\n")
+        s.append("assistant/chunk", {"delta": {"content": "Hel"}})
+        shows("assistant: Hel")  # on screen while the message is still streaming
+        s.append("assistant/chunk", {"delta": {"content": "lo"}})
+        shows("assistant: Hello")
+        s.append("assistant/message", {"content": "Hello"})
+        shows("assistant: Hello\n")
+        s.append("tool/result", {"tool_call_id": "c1", "content": "done"})
+        shows("  <- c1: done\n")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        reader.join(10)
+    assert proc.returncode == 0, proc.stderr.read().decode()
+    assert output.decode() == "user: go\nassistant: Hello\n  <- c1: done\n"
+
+
+def test_follow_stops_after_the_idle_timeout(store, db_path):
+    fill(store)
+    r = tail(db_path, "s1", "--follow", "--timeout", "0.2")
+    assert r.exit_code == 0
+    assert r.output.endswith("--- end of turn ---\n")
+    assert [ev.seq for ev in EventStore.open(db_path).session("s1").follow(after_seq=8, idle_timeout=0.1)] == [9, 10]

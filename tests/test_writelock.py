@@ -1,0 +1,147 @@
+"""The write queue's lock (eventstore.writelock): exclusion, the bounded wait, abandoned
+waits, and closing. Each WriteLock is its own open file, so two of them in one process
+exclude each other exactly as two processes would."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from eventstore import DatabaseError, EventStore
+from eventstore.writelock import WriteLock, lock_path, open_write_lock
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock is POSIX")
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "x.db-lock")
+
+
+def settle(lock: WriteLock) -> None:
+    """Wait until the lock's helper thread is done with every request handed to it, so
+    that another lock cannot slip in before the helper has acted."""
+    deadline = time.monotonic() + 30
+    while lock._pending:
+        assert time.monotonic() < deadline, "the helper thread never finished"
+        time.sleep(0.005)
+
+
+def test_the_lock_excludes_and_the_wait_is_bounded(path):
+    a, b = WriteLock(path), WriteLock(path)
+    a.acquire(1)
+    with pytest.raises(DatabaseError, match=r"busy.*0\.05 s"):
+        b.acquire(0.05)
+    a.release()
+    b.acquire(1)
+    with pytest.raises(DatabaseError, match="busy"):
+        a.acquire(0)
+    b.release()
+    a.close()
+    b.close()
+
+
+def test_a_waiter_gets_the_lock_when_the_holder_lets_go(path):
+    a, b = WriteLock(path), WriteLock(path)
+    a.acquire(1)
+    got = threading.Event()
+
+    def wait():
+        b.acquire(30)
+        got.set()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    assert not got.wait(0.1)
+    a.release()
+    assert got.wait(30)
+    t.join()
+    with pytest.raises(DatabaseError):
+        a.acquire(0.01)  # b holds it now
+    b.release()
+    a.acquire(1)
+    a.release()
+    a.close()
+    b.close()
+
+
+def test_an_abandoned_wait_does_not_keep_the_lock(path):
+    a, b, c = WriteLock(path), WriteLock(path), WriteLock(path)
+    a.acquire(1)
+    with pytest.raises(DatabaseError):
+        b.acquire(0.02)  # b's helper thread stays blocked in flock()
+    a.release()  # the helper gets the lock for nobody and must let it go
+    settle(b)
+    c.acquire(0.5)
+    c.release()
+    b.acquire(30)  # and b itself still works, with the helper's late grant behind it
+    with pytest.raises(DatabaseError):
+        c.acquire(0.02)
+    b.release()
+    c.acquire(30)
+    c.release()
+    for lock in (a, b, c):
+        lock.close()
+
+
+def test_closing_while_a_wait_is_abandoned_releases_everything(path):
+    a, b, c = WriteLock(path), WriteLock(path), WriteLock(path)
+    a.acquire(1)
+    with pytest.raises(DatabaseError):
+        b.acquire(0.02)
+    b.close()
+    b.close()  # idempotent
+    a.release()
+    settle(b)
+    c.acquire(0.5)  # b's helper got the lock after b was closed, then dropped it with the file
+    c.release()
+    with pytest.raises(DatabaseError):
+        b.acquire(0)
+    a.close()
+    c.close()
+
+
+def test_the_store_puts_its_lock_file_beside_the_database(db_path):
+    with EventStore.open(db_path) as store:
+        store.create_session("s").append("turn/start", {})
+        assert store._wlock is not None and store._wlock.path == lock_path(str(db_path))
+    assert os.path.exists(str(db_path) + "-lock")
+
+
+def test_without_the_write_queue_there_is_no_lock_file(db_path):
+    with EventStore.open(db_path, write_queue=False) as store:
+        store.create_session("s").append("turn/start", {})
+        assert store._wlock is None
+    assert not os.path.exists(str(db_path) + "-lock")
+
+
+def test_no_lock_file_where_none_can_be_made(tmp_path):
+    assert open_write_lock(str(tmp_path / "missing" / "x.db")) is None
+
+
+def test_an_in_memory_store_needs_no_lock():
+    with EventStore.open(":memory:") as store:
+        assert store._wlock is None
+        assert store.create_session("s").append("turn/start", {}).seq == 0
+
+
+def test_ctrl_c_while_waiting_gives_the_place_up(path):
+    import signal
+
+    a, b, c = WriteLock(path), WriteLock(path), WriteLock(path)
+    a.acquire(1)
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.1, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        b.acquire(30)
+    timer.join()
+    a.release()
+    settle(b)
+    c.acquire(0.5)  # b's helper got the lock for nobody and let it go
+    c.release()
+    for lock in (a, b, c):
+        lock.close()
