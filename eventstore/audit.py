@@ -24,11 +24,11 @@ import json
 import os
 import re
 import sqlite3
-import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .engine import open_read_only
 from .errors import DatabaseError, QueryError, SeqConflict, SessionNotFound
 from .jsonl import event_line, genesis_hash
 from .schema import GUARDS
@@ -147,10 +147,8 @@ def connect_readonly(target: str | os.PathLike, *, authorizer: bool = True,
     The connection is in autocommit mode. Raises :class:`DatabaseError`.
     """
     path = database_path(target)
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
-                               timeout=busy_timeout, factory=_ReadOnlyConnection)
+        conn = open_read_only(path, busy_timeout, isolation_level=None, factory=_ReadOnlyConnection)
         conn.text_factory = _decode_text
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA query_only = ON")

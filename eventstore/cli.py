@@ -67,10 +67,12 @@ class _Utf8Text(click.ParamType):
 TEXT = _Utf8Text()
 
 
-def _store(ctx: click.Context) -> EventStore:
+def _store(ctx: click.Context, readonly: bool = False) -> EventStore:
+    """The store of ``--db``. Commands that only read open an existing file read-only: they
+    work on a file the user may only read, and never create a database at a mistyped path."""
     obj = ctx.find_root().obj
     if obj.get("store") is None:
-        obj["store"] = EventStore.open(obj["db"])
+        obj["store"] = EventStore.open(obj["db"], readonly=readonly)
         ctx.call_on_close(obj["store"].close)
     return obj["store"]
 
@@ -187,10 +189,12 @@ def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None) 
 @click.pass_context
 def export(ctx: click.Context, session_id: str | None, output: str | None, all_: bool, out_dir: str | None) -> None:
     """Export a session as JSONL, byte-identical to the reference format."""
-    store = _store(ctx)
+    if all_ and (session_id or output):
+        raise click.UsageError("--all takes --out DIR, not a session id or -o")
+    if not all_ and not session_id:
+        raise click.UsageError("give a SESSION_ID, or --all --out DIR")
+    store = _store(ctx, readonly=True)
     if all_:
-        if session_id or output:
-            raise click.UsageError("--all takes --out DIR, not a session id or -o")
         if not out_dir:
             raise click.UsageError("--all needs --out DIR")
         from .jsonl import file_name_for
@@ -219,7 +223,7 @@ def export(ctx: click.Context, session_id: str | None, output: str | None, all_:
 @click.pass_context
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List stored sessions: id, events, created, last event (UTC)."""
-    infos = _store(ctx).sessions()
+    infos = _store(ctx, readonly=True).sessions()
     if as_json:
         click.echo(json.dumps([{"id": i.id, "events": i.events, "created_at": i.created_at,
                                 "last_ts": i.last_ts} for i in infos], ensure_ascii=False))
@@ -244,7 +248,7 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def events(ctx: click.Context, session_id: str, types: tuple[str, ...], after_seq: int | None) -> None:
     """Print a session's events as JSONL lines, in seq order."""
-    s = _store(ctx).session(session_id)
+    s = _store(ctx, readonly=True).session(session_id)
     out = _out()
     for ev in s.events(after_seq=after_seq, types=types or None):
         out.write((ev.to_jsonl() + "\n").encode("utf-8"))
@@ -257,7 +261,7 @@ def events(ctx: click.Context, session_id: str, types: tuple[str, ...], after_se
 @click.pass_context
 def messages(ctx: click.Context, session_id: str, pretty: bool) -> None:
     """Print the derived chat messages (the projection) as a JSON array."""
-    s = _store(ctx).session(session_id)
+    s = _store(ctx, readonly=True).session(session_id)
     text = s.messages_json()
     if pretty:
         text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
@@ -475,7 +479,7 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
 
     if timeout is not None and not follow:
         raise click.UsageError("--timeout goes with --follow")
-    store = _store(ctx)
+    store = _store(ctx, readonly=True)
     out = _out()
     color = out.isatty() and not os.environ.get("NO_COLOR")
 

@@ -15,10 +15,12 @@ below).
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
@@ -77,15 +79,37 @@ def ensure_wal(dbapi_conn: sqlite3.Connection, busy_timeout: float) -> None:
     cur.close()
 
 
+def open_read_only(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **connect_args) -> sqlite3.Connection:
+    """Open the database file ``path`` read-only (``mode=ro``), falling back to
+    ``immutable=1`` when SQLite cannot create the ``-shm`` file beside a WAL database (a
+    folder the user may only read) and no ``-wal`` file shows a writer at work.
+    ``connect_args`` go to ``sqlite3.connect``. Raises ``sqlite3.Error``."""
+    uri = "file:" + quote(os.path.abspath(path)) + "?mode=ro"
+    args = {"timeout": busy_timeout, "check_same_thread": False, **connect_args}
+    conn = sqlite3.connect(uri, uri=True, **args)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if not ("unable to open" in str(e) or "readonly" in str(e)) or os.path.exists(path + "-wal"):
+            raise
+        conn = sqlite3.connect(uri + "&immutable=1", uri=True, **args)
+    return conn
+
+
 def make_engine(target: str | os.PathLike, busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-                durability: str = "normal") -> Engine:
+                durability: str = "normal", readonly: bool = False) -> Engine:
     """Create the SQLAlchemy engine for ``target`` (a path or an ``sqlite://`` URL).
 
-    ``busy_timeout`` is in seconds; ``durability`` is ``"normal"`` or ``"full"``.
-    Raises :class:`DatabaseError` for an unsupported URL or option.
+    ``busy_timeout`` is in seconds; ``durability`` is ``"normal"`` or ``"full"``; with
+    ``readonly`` the file must exist and is opened read-only (``mode=ro``): nothing can be
+    written, not even by SQLite itself. Raises :class:`DatabaseError` for an unsupported URL
+    or option, a missing folder, or (read-only) a missing file.
     """
     if durability not in DURABILITY:
         raise DatabaseError(f"durability must be one of {sorted(DURABILITY)}, not {durability!r}")
+    if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or not 0 <= busy_timeout < 1e6:
+        raise DatabaseError(f"busy_timeout must be a number of seconds >= 0, not {busy_timeout!r}")
     url = make_url(database_url(target))
     if url.get_backend_name() != "sqlite":
         raise DatabaseError(f"{url.get_backend_name()} is not supported yet: eventstore runs on SQLite")
@@ -94,10 +118,17 @@ def make_engine(target: str | os.PathLike, busy_timeout: float = DEFAULT_BUSY_TI
         parent = Path(url.database).parent
         if not parent.is_dir():
             raise DatabaseError(f"cannot open database {url.database}: folder {parent} does not exist")
+    extra = {}
+    if readonly:
+        if memory or not os.path.isfile(url.database):
+            raise DatabaseError(f"no database at {url.database or ':memory:'} "
+                                f"(create one with 'eventstore init', 'import' or 'demo')")
+        extra["creator"] = functools.partial(open_read_only, url.database, busy_timeout)
     engine = create_engine(
         url,
         poolclass=StaticPool if memory else NullPool,
         connect_args={"timeout": busy_timeout, "check_same_thread": False},
+        **extra,
     )
 
     @event.listens_for(engine, "connect")
@@ -143,6 +174,22 @@ def _refuse_foreign(conn: sqlite3.Connection, revision: str | None, known: list[
         raise DatabaseError(f"{name} is at schema revision {revision!r}, which this eventstore does not know "
                             f"(its latest is {SCHEMA_REVISION!r}): it was written by a newer eventstore, "
                             f"or it is another application's database; eventstore leaves it unchanged")
+
+
+def check_revision(engine: Engine) -> None:
+    """For a read-only open: raise :class:`DatabaseError` unless the database is at
+    :data:`SCHEMA_REVISION` (an older one needs a writable open to be upgraded)."""
+    name = engine.url.database
+    with engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        revision = current_revision(raw)
+        if revision == SCHEMA_REVISION:
+            return
+        if revision is not None and revision < SCHEMA_REVISION:  # revisions are numbered 0001, 0002, ...
+            raise DatabaseError(f"{name} is at schema revision {revision!r}: open it once for writing "
+                                f"('eventstore init') to upgrade it to {SCHEMA_REVISION!r}")
+        _refuse_foreign(raw, revision, [], name)
+        raise DatabaseError(f"{name} is empty: not an eventstore database yet")
 
 
 def upgrade(engine: Engine, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> bool:

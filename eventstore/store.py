@@ -391,7 +391,7 @@ class EventStore:
     @classmethod
     def open(cls, target: str | os.PathLike = "eventstore.db", *,
              busy_timeout: float = _engine.DEFAULT_BUSY_TIMEOUT, durability: str = "normal",
-             write_queue: bool = True) -> EventStore:
+             write_queue: bool = True, readonly: bool = False) -> EventStore:
         """Open (creating and migrating if needed) the database at ``target``.
 
         ``target`` is a file path or an SQLAlchemy ``sqlite://`` URL; ``busy_timeout`` is how
@@ -400,11 +400,18 @@ class EventStore:
         ``"full"`` (also survives power loss). With ``write_queue`` (the default) writers
         wait for each other on a lock file beside the database (``FILE-lock``, see
         :mod:`eventstore.writelock`) instead of in SQLite's sleep-and-retry busy handler.
+        With ``readonly``, the file must exist at the latest schema and is opened read-only
+        (for auditors, or a file the user may only read): appends raise :class:`DatabaseError`.
         Raises :class:`DatabaseError`.
         """
         try:
-            engine = _engine.make_engine(target, busy_timeout=busy_timeout, durability=durability)
-            _engine.upgrade(engine, busy_timeout)
+            engine = _engine.make_engine(target, busy_timeout=busy_timeout, durability=durability,
+                                         readonly=readonly)
+            if readonly:
+                _engine.check_revision(engine)
+                write_queue = False
+            else:
+                _engine.upgrade(engine, busy_timeout)
         except DatabaseError:
             raise
         except sqlite3.DatabaseError as e:
@@ -543,6 +550,8 @@ class EventStore:
             if "session already exists" in msg and session_id is not None:
                 return SessionExists(session_id)
             return AppendOnlyViolation(msg)
+        if "readonly" in msg:
+            return DatabaseError(f"{self._file or 'the database'} is open read-only: {msg}")
         if "locked" in msg or "busy" in msg:
             return DatabaseError(f"database is busy: another writer held it longer than the busy "
                                  f"timeout ({self.busy_timeout:g} s)")

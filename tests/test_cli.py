@@ -79,7 +79,64 @@ def test_sessions_table_and_json(run, filled):
     assert re.match(r"s-1\s+5\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+2025-11-30 00:00:02", lines[1])
     data = json.loads(run("--db", filled, "sessions", "--json").output)
     assert [(d["id"], d["events"], d["last_ts"]) for d in data] == [("s-1", 5, 1764460802.0)]
+    run("init")
     assert run("sessions").output == "no sessions\n"
+
+
+@pytest.mark.parametrize("command", [["sessions"], ["events", "x"], ["messages", "x"], ["export", "x"], ["tail"]])
+def test_read_commands_never_create_a_database(run, tmp_path, command):
+    result = run("--db", "typo.db", *command)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: no database at ") and "typo.db" in result.stderr
+    assert not (tmp_path / "typo.db").exists()
+
+
+def test_a_database_the_user_may_only_read(filled, tmp_path):
+    """Auditors often get a copy they cannot write: reads work, nothing is created beside it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import eventstore
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    shutil.copy(filled, folder / "f.db")
+    before = (folder / "f.db").read_bytes()
+    with EventStore.open(folder / "f.db", readonly=True) as st:
+        assert [m["role"] for m in st.session("s-1").derive_messages()] == ["user", "assistant"]
+        with pytest.raises(eventstore.DatabaseError, match="read-only"):
+            st.session("s-1").append("x", {})
+    assert (folder / "f.db").read_bytes() == before
+    # SQLite's own WAL reader files may appear in a writable folder; eventstore's lock file not
+    assert {p.name for p in folder.iterdir()} <= {"f.db", "f.db-wal", "f.db-shm"}
+    for extra in ("f.db-wal", "f.db-shm"):
+        (folder / extra).unlink(missing_ok=True)
+    (folder / "f.db").chmod(0o444)
+    folder.chmod(0o555)
+    if os.geteuid() == 0:  # root ignores permissions: run the CLI as nobody
+        def demote():
+            os.setgid(65534)
+            os.setuid(65534)
+        try:
+            usable = subprocess.run([sys.executable, "-c", "import eventstore"], capture_output=True,
+                                    preexec_fn=demote).returncode == 0
+        except PermissionError:
+            usable = False
+        if not usable:
+            pytest.skip("this interpreter or checkout is not readable by an unprivileged user")
+    else:
+        demote = None
+    for args in (["sessions", "--json"], ["messages", "s-1"], ["export", "s-1"]):
+        proc = subprocess.run([sys.executable, "-m", "eventstore.cli", "--db", str(folder / "f.db"), *args],
+                              capture_output=True, preexec_fn=demote)
+        assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["f.db"]
+    proc = subprocess.run([sys.executable, "-m", "eventstore.cli", "--db", str(folder / "f.db"), "import", "-",
+                           "--session-id", "x"], input=b'{"type":"a","seq":0,"ts":1}\n', capture_output=True,
+                          preexec_fn=demote)
+    assert proc.returncode == 1 and b"Traceback" not in proc.stderr
 
 
 def test_export_one_and_all(run, filled, tmp_path):
@@ -111,12 +168,13 @@ def test_import_from_stdin_with_a_session_id(run):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["export", "nope"], "error: session 'nope' not found\n"),
-    (["messages", "nope"], "error: session 'nope' not found\n"),
-    (["events", "nope"], "error: session 'nope' not found\n"),
+    (["--db", "f.db", "export", "nope"], "error: session 'nope' not found\n"),
+    (["--db", "f.db", "messages", "nope"], "error: session 'nope' not found\n"),
+    (["--db", "f.db", "events", "nope"], "error: session 'nope' not found\n"),
     (["--db", "/no/such/folder/x.db", "init"], "error: cannot open database /no/such/folder/x.db: folder /no/such/folder does not exist\n"),
 ])
 def test_errors_are_one_line_without_traceback(run, args, message):
+    run("--db", "f.db", "init")
     result = run(*args)
     assert result.exit_code == 1
     assert result.stderr == message
