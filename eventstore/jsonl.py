@@ -82,16 +82,21 @@ def _js_float(f: float) -> str:
 def js_number(x: int | float) -> str:
     """Return the text JavaScript writes for the number ``x`` (``Number.prototype.toString``).
 
-    Raises :class:`InvalidEvent` for NaN, Infinity, and integers that an IEEE double cannot
-    hold exactly (JavaScript would silently round them).
+    Raises :class:`InvalidEvent` for NaN, Infinity, and integers that JavaScript would
+    silently change: those that an IEEE double cannot hold exactly, unless their digits are
+    already what JavaScript writes for the nearest double (``123456789012345680000``).
     """
     if type(x) is int or (isinstance(x, int) and not isinstance(x, bool)):
         if -9007199254740992 <= x <= 9007199254740992:
             return str(int(x))
         f = float(x) if abs(x) < 2**1024 else math.inf
-        if f == math.inf or int(f) != x:
-            raise InvalidEvent(f"integer {x} cannot be stored exactly as a JSON number (IEEE double)")
-        return _js_float(f)
+        if f != math.inf and f != -math.inf:
+            text = _js_float(f)
+            # The double's exact value, or the digits JavaScript writes for it (a reference
+            # file holds 123456789012345680000 for 1.2345678901234568e20): nothing is lost.
+            if int(f) == x or text == str(int(x)):
+                return text
+        raise InvalidEvent(f"integer {x} cannot be stored exactly as a JSON number (IEEE double)")
     return _js_float(float(x))
 
 
@@ -539,6 +544,8 @@ class JsonlReader:
             if not text.strip(_JS_SPACE):
                 return None  # the reference skips lines that trim() to nothing
             why = "nested too deeply" if isinstance(e, RecursionError) else _json_reason(e)
+            if text.startswith("\ufeff"):
+                why = "the line starts with a byte order mark (U+FEFF)"
             if unterminated:
                 raise self._err(lineno, f"truncated last line (no newline at the end; invalid JSON: {why})") from None
             raise self._err(lineno, f"invalid JSON: {why}") from None
@@ -629,7 +636,8 @@ def _json_kind(v: Any) -> str:
 
 def _json_reason(e: ValueError) -> str:
     if isinstance(e, json.JSONDecodeError):
-        return f"{e.msg} at column {e.colno}"
+        msg = e.msg[:-3] if e.msg.endswith(" at") else e.msg  # "Unterminated string starting at"
+        return f"{msg} at column {e.colno}"
     return str(e)
 
 
