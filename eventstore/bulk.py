@@ -185,8 +185,12 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
         sid = reader.session_id
         stored = cur.execute("SELECT meta FROM sessions WHERE id = ?", (sid,)).fetchone()
         if stored is None:
-            cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)",
-                        (sid, time.time(), reader.meta_json))
+            try:
+                cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)",
+                            (sid, time.time(), reader.meta_json))
+            except sqlite3.IntegrityError as e:
+                reason = f"the database refused session id {dumps(sid)}: {e}"
+                raise InvalidJSONL(name, reader.meta_line, reason) from None
             head = 0
         else:
             if reader.meta_line and stored[0] != reader.meta_json:

@@ -644,7 +644,10 @@ def _json_reason(e: ValueError) -> str:
 
 # --- file names ----------------------------------------------------------------------
 
-_NAME_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+_NAME_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-_")
+_NAME_BYTE = [chr(b) if b in _NAME_SAFE else f"%{b:02X}" for b in range(256)]
+# Names that Windows reserves for devices, whatever the extension ("con.jsonl" is the console).
+_WINDOWS_DEVICES = frozenset(["con", "prn", "aux", "nul"] + [f"{d}{i}" for d in ("com", "lpt") for i in range(1, 10)])
 MAX_NAME_BYTES = 200
 
 
@@ -652,27 +655,34 @@ def file_name_for(session_id: str) -> str:
     """A safe file name for a session's export: ``<encoded id>.jsonl``.
 
     Session ids come from files and are untrusted. Lower-case ASCII letters, digits, ``-``
-    and ``_`` stay as they are; every other character (``/``, ``.``, NUL, upper-case
-    letters, so that ids differing only in case never collide on a case-insensitive file
-    system) is written ``%XX`` per UTF-8 byte. The name can never leave its folder and maps
-    back with :func:`session_id_from_file_name`. An id whose name would pass 200 bytes is
-    cut and suffixed with ``~`` and 16 hex digits of its SHA-256 (the id is in the file's
-    ``session/meta`` line).
+    and ``_`` stay as they are; every other byte of the id's UTF-8 (``/``, ``\\``, ``.``,
+    ``:``, NUL, ``%``, upper-case letters) is written ``%XX`` (upper-case hex). So a name
+    never holds a separator, never is ``.`` or ``..``, never starts with a dot, and two ids
+    differing only in case get names that differ on a case-insensitive file system too (a
+    letter in a name is always lower case). A Windows device name (``con``, ``nul``,
+    ``com1``...) gets its first letter escaped. The name maps back with
+    :func:`session_id_from_file_name`. An id whose name would pass 200 bytes is cut and
+    suffixed with ``~`` and 16 hex digits of the id's SHA-256 (``~`` is never otherwise
+    in a name); such a file's id is read from its ``session/meta`` line.
     """
-    import hashlib
-
     data = session_id.encode("utf-8", "surrogatepass")
-    name = "".join(chr(b) if chr(b) in _NAME_SAFE else f"%{b:02X}" for b in data)
+    name = "".join([_NAME_BYTE[b] for b in data])
+    if name in _WINDOWS_DEVICES:
+        name = f"%{data[0]:02X}" + name[1:]
     if len(name) > MAX_NAME_BYTES:
         name = name[:MAX_NAME_BYTES - 17] + "~" + hashlib.sha256(data).hexdigest()[:16]
     return name + ".jsonl"
 
 
 def session_id_from_file_name(name: str) -> str | None:
-    """The session id encoded in a :func:`file_name_for` name, or None for a cut (hashed) name."""
+    """The session id that :func:`file_name_for` encoded in ``name``; None for a cut
+    (hashed) name, or for a name that :func:`file_name_for` does not write."""
     from urllib.parse import unquote_to_bytes
 
-    stem = name[:-6] if name.endswith(".jsonl") else name
-    if "~" in stem:
+    if not name.endswith(".jsonl") or "~" in name:
         return None
-    return unquote_to_bytes(stem).decode("utf-8", "surrogatepass")
+    try:
+        sid = unquote_to_bytes(name[:-6]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return sid if sid and file_name_for(sid) == name else None
