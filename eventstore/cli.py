@@ -208,7 +208,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None, 
         for f in files:
             try:
                 if f == "-":
-                    rep = import_jsonl(store, click.get_binary_stream("stdin"), name="-", session_id=session_id,
+                    rep = import_jsonl(store, sys.stdin.buffer, name="-", session_id=session_id,
                                        append=append, salvage=salvage, progress=bar.advance)
                 else:
                     rep = import_jsonl(store, f, session_id=session_id, append=append, salvage=salvage,
