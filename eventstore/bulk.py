@@ -33,8 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Dropped", "ImportReport", "export_session", "export_sessions", "import_jsonl"]
 
-BATCH_ROWS = 20000  # rows per executemany
-BATCH_BYTES = 8 << 20  # bytes of lines per executemany
+BATCH_ROWS = 5000  # rows per batch (several multi-row INSERTs)
+BATCH_BYTES = 4 << 20  # bytes of lines per batch
 EXPORT_PAGE = 5000  # events per read query of an export (one short read transaction each)
 EXPORT_BUFFER = 1 << 20  # bytes gathered before each write
 
@@ -294,8 +294,15 @@ def _refused(cur: sqlite3.Cursor, name: str, line: int, sid: str, row: tuple,
 
 # --- export ------------------------------------------------------------------------------
 
-_EXPORT = ("SELECT seq, type, ts, CAST(CASE payload WHEN '{}' THEN '}' ELSE ',' || substr(payload, 2) END AS BLOB) "
-           "FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq")
+# SQLite writes the end of each line (payload minus its "{", newline) as bytes, in C; a
+# long payload (BIG_PAYLOAD characters and more) comes whole instead, and Python writes a
+# view of it, so that no line is copied more than it must be.
+BIG_PAYLOAD = 1 << 16
+_EXPORT = (f"SELECT type, seq, ts, "
+           f"CASE WHEN length(payload) < {BIG_PAYLOAD} THEN CAST(CASE payload WHEN '{{}}' THEN '}}' "
+           f"ELSE ',' || substr(payload, 2) END || char(10) AS BLOB) END, "
+           f"CASE WHEN length(payload) >= {BIG_PAYLOAD} THEN CAST(payload AS BLOB) END "
+           f"FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq")
 
 
 def export_session(store: EventStore, session_id: str, dest: str | os.PathLike | IO,
@@ -321,24 +328,25 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
             raise
         return n
     binary = not hasattr(dest, "encoding")
-    write = dest.write
+    writelines = dest.writelines
     n = 0
-    for chunk, events in _export_chunks(store, session_id):
-        write(chunk if binary else chunk.decode("utf-8"))
+    for pieces, nbytes, events in _export_chunks(store, session_id):
+        writelines(pieces if binary else [bytes(p).decode("utf-8") for p in pieces])
         n += events
         if progress is not None:
-            progress(len(chunk), events)
+            progress(nbytes, events)
     return n
 
 
 def _export_chunks(store: EventStore, session_id: str):
-    """Yield ``(bytes, events)``: the session's lines in pieces of about EXPORT_BUFFER bytes."""
+    """Yield ``(pieces, bytes, events)``: the session's lines as a list of byte strings (and
+    memoryviews of stored payloads, not copied), about EXPORT_BUFFER bytes at a time."""
     rows = store._read("SELECT meta FROM sessions WHERE id = ?", (session_id,))
     if not rows:
         raise SessionNotFound(session_id)
-    out = [(meta_line(session_id, rows[0][0]) + "\n").encode("utf-8")]
+    out: list = [(meta_line(session_id, rows[0][0]) + "\n").encode("utf-8")]
     size = len(out[0])
-    heads: dict[str, bytes] = {}
+    heads: dict[str, str] = {}
     js_float = _js_float
     last = -1
     while True:
@@ -347,30 +355,41 @@ def _export_chunks(store: EventStore, session_id: str):
             cur = store._conn.cursor()
             try:
                 cur.execute(_EXPORT, (session_id, last, last + EXPORT_PAGE))
-                for seq, t, ts, tail in cur:
-                    head = heads.get(t)
-                    if head is None:
-                        head = heads[t] = ('{"type":' + dumps(t) + ',"seq":').encode("utf-8")
-                    line = b"".join((head, str(seq).encode(), b',"ts":', js_float(ts).encode(), tail, b"\n"))
-                    out.append(line)
-                    size += len(line)
+                app = out.append
+                for t, seq, ts, tail, big in cur:
+                    try:
+                        head = heads[t]
+                    except KeyError:
+                        head = heads[t] = '{"type":' + dumps(t) + ',"seq":'
+                    r = repr(ts)  # JavaScript's text too, but for 1e+16, 5.0 and the like
+                    if "e" in r or r[-2:] == ".0":
+                        r = js_float(ts)
+                    app(f'{head}{seq},"ts":{r}'.encode())
+                    if tail is not None:
+                        app(tail)
+                        size += len(tail) + 40
+                    else:
+                        app(b",")
+                        app(memoryview(big)[1:])
+                        app(b"\n")
+                        size += len(big) + 40
                     got += 1
                     if size >= EXPORT_BUFFER:
-                        yield b"".join(out), got - done
+                        yield out, size, got - done
                         done = got
-                        out.clear()
+                        out = []
+                        app = out.append
                         size = 0
             finally:
                 cur.close()
         last += EXPORT_PAGE
-        unsent = got - done
         if got < EXPORT_PAGE:
             break
         if out:
-            yield b"".join(out), unsent
-            out.clear()
+            yield out, size, got - done
+            out = []
             size = 0
-    yield b"".join(out), unsent
+    yield out, size, got - done
 
 
 def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: Iterable[str] | None = None,

@@ -285,25 +285,22 @@ except ImportError:  # pragma: no cover
 _JS_SPACE = " \t\n\v\f\r\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
             "\u2028\u2029\u202f\u205f\u3000\ufeff"
 _DIGITS = frozenset(b"0123456789")
+_DOT0 = re.compile(rb"\.0[,}\]]").search  # literal prefixes: fast searches
+_EXP = re.compile(rb"e[-+][0-9]").search
 
 
 def _odd_numbers(raw: bytes) -> bool:
     """True if ``raw`` (orjson's own output) may hold a float that JavaScript writes otherwise:
     an integer-valued one (``5.0``) or one in exponent form (``1e+16``, ``1e-7``). False
     hits (``"v1.0,"`` or ``"re-3"`` inside a string) only send the line down the slow path."""
-    if b".0" in raw:
-        i = raw.find(b".0")
-        while i >= 0:
-            if raw[i + 2:i + 3] in (b",", b"}", b"]"):
-                return True
-            i = raw.find(b".0", i + 2)
-    for mark in (b"e+", b"e-"):
-        if mark in raw:
-            i = raw.find(mark)
-            while i >= 0:
-                if i > 0 and raw[i - 1] in _DIGITS and raw[i + 2:i + 3].isdigit():
-                    return True
-                i = raw.find(mark, i + 2)
+    if _DOT0(raw) is not None:
+        return True
+    m = _EXP(raw)
+    while m is not None:
+        i = m.start()
+        if i and raw[i - 1] in _DIGITS:
+            return True
+        m = _EXP(raw, i + 1)
     return False
 
 
@@ -318,18 +315,20 @@ def _fast_line(raw: bytes) -> tuple[str, int, int | float, int] | None:
         t = obj["type"]
         seq = obj["seq"]
         ts = obj["ts"]
-        if type(t) is not str or not t or type(seq) is not int or (type(ts) is not float and type(ts) is not int):
+        if (type(t) is not str or not t or t == "session/meta" or type(seq) is not int
+                or (type(ts) is not float and type(ts) is not int)):
             return None
         if _orjson.dumps(obj, option=_orjson.OPT_STRICT_INTEGER) != raw:
             return None
     except (ValueError, TypeError, KeyError):
         return None
+    # raw is orjson's own text of obj: the keys' positions follow from the values' lengths
     p = 8 + len(_orjson.dumps(t))
     q = p + 7 + len(str(seq))
-    end = q + 6 + len(_orjson.dumps(ts))
     if raw[p:p + 7] != b',"seq":' or raw[q:q + 6] != b',"ts":' or _odd_numbers(raw):
         return None
-    return t, seq, ts, end
+    end = raw.find(b",", q + 6)  # a number holds no comma
+    return t, seq, ts, len(raw) - 1 if end < 0 else end
 
 
 def parse_line(text: str | bytes) -> tuple[Any, str | None]:
@@ -465,7 +464,7 @@ class JsonlReader:
                 if not raw:
                     continue
                 got = fast(raw) if prevnl is not None else None
-                if got is not None and got[1] == expected and got[0] != "session/meta":
+                if got is not None and got[1] == expected:
                     t, seq, ts, end = got
                     payload = b"{}" if end == len(raw) - 1 else b"{" + raw[end + 1:]
                     line = raw

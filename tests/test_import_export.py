@@ -367,8 +367,8 @@ def test_export_streams_in_pages(store, monkeypatch):
     s = store.create_session("p")
     s.append_many([("t", {"i": i}, float(i)) for i in range(10)])
     chunks = list(bulk._export_chunks(store, "p"))
-    assert len(chunks) > 4 and sum(n for _c, n in chunks) == 10
-    assert b"".join(c for c, _n in chunks) == export_bytes(store, "p")
+    assert len(chunks) > 4 and sum(n for _c, _b, n in chunks) == 10
+    assert b"".join(b"".join(c) for c, _b, _n in chunks) == export_bytes(store, "p")
     assert export_session(store, "p", io.BytesIO()) == 10
 
 
