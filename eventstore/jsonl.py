@@ -60,8 +60,9 @@ def _js_float(f: float) -> str:
     r = repr(f)
     if "e" not in r:
         # Python writes fixed notation only for 1e-4 <= |f| < 1e16, inside JavaScript's
-        # fixed range, and with the same shortest round-trip digits.
-        return r
+        # fixed range, and with the same shortest round-trip digits; an integer-valued
+        # double above 2**53 (9007199254740994.0) loses its ".0", as in JavaScript.
+        return r[:-2] if r.endswith(".0") else r
     mantissa, _, exp = r.partition("e")
     neg = mantissa.startswith("-")
     digits = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
