@@ -11,11 +11,13 @@ The public API::
 See the README for the whole tour and ``shared/spec/session-log.md`` for the format.
 """
 
+from .bulk import Dropped, ImportReport
 from .errors import (
     AppendOnlyViolation,
     DatabaseError,
     EventStoreError,
     IdempotencyConflict,
+    ImportConflict,
     InvalidEvent,
     InvalidJSONL,
     QueryError,
@@ -30,6 +32,8 @@ __all__ = [
     "Session",
     "Event",
     "SessionInfo",
+    "ImportReport",
+    "Dropped",
     "EventStoreError",
     "SessionNotFound",
     "SessionExists",
@@ -37,6 +41,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidEvent",
     "InvalidJSONL",
+    "ImportConflict",
     "AppendOnlyViolation",
     "DatabaseError",
     "QueryError",

@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import EventStoreError, InvalidJSONL, SessionExists
+from .errors import EventStoreError, InvalidJSONL
 from .store import EventStore
 
 EXIT_ERROR = 1
@@ -128,6 +128,7 @@ def demo(ctx: click.Context) -> None:
 
 
 def _jsonl_files(paths: tuple[str, ...]) -> list[str]:
+    """Expand the import arguments: a folder means its ``*.jsonl`` files, recursively, sorted."""
     files: list[str] = []
     for p in paths:
         if p == "-":
@@ -144,78 +145,185 @@ def _jsonl_files(paths: tuple[str, ...]) -> list[str]:
     return files
 
 
+def _stderr_is_terminal() -> bool:
+    try:
+        return os.isatty(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+class _Bar:
+    """A rich progress bar on stderr when it is a terminal (events/s, files done); otherwise
+    nothing at all. Messages go through :meth:`note` so they do not break the bar."""
+
+    def __init__(self, what: str, files: int, total_bytes: int | None):
+        self.what = what
+        self.files = files
+        self.events = 0
+        self.done = 0
+        self.progress = None
+        if not _stderr_is_terminal():
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(),
+            TextColumn("{task.fields[done]}/{task.fields[files]} files"),
+            TextColumn("{task.fields[events]:,} events"),
+            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=True)
+        self.task = self.progress.add_task(what, total=total_bytes, done=0, files=files, events=0, rate="")
+        self.progress.start()
+
+    def advance(self, nbytes: int, events: int) -> None:
+        self.events += events
+        if self.progress is None:
+            return
+        task = self.progress.tasks[0]
+        elapsed = task.elapsed or 0.0
+        rate = f"{self.events / elapsed:,.0f} events/s" if elapsed > 0.2 else ""
+        self.progress.update(self.task, advance=nbytes, events=self.events, rate=rate)
+
+    def file_done(self) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress.update(self.task, done=self.done)
+
+    def note(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(message, markup=False, highlight=False, soft_wrap=True)
+        else:
+            click.echo(message, err=True)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
 @cli.command("import")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("--session-id", help="Session id for a single file that has no session/meta line.")
+@click.option("--session-id", metavar="ID", help="The session id of a single file that has no session/meta line.")
+@click.option("--append", is_flag=True,
+              help="Add a file's events past the head of its stored session (the stored ones must match).")
+@click.option("--salvage", is_flag=True,
+              help="Keep the valid prefix of a file whose tail is bad (truncated, corrupt); report what was dropped.")
+@click.option("-v", "--verbose", is_flag=True, help="One line per file, not only for problems.")
 @click.pass_context
-def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None) -> None:
+def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None, append: bool, salvage: bool,
+            verbose: bool) -> None:
     """Import JSONL session files; a folder means every *.jsonl below it, - is stdin.
 
-    Each file is atomic: all its events or none. The other files still land when one fails.
+    Each file is atomic: all its events or none (with --salvage, its valid prefix). A bad
+    file is reported as FILE:LINE: reason and the other files still land; the exit status
+    is then 1. A session already stored with the same events is skipped; with other events
+    it is a conflict. Ends with a summary on stdout: files, sessions, events, skipped, failed.
+    A progress bar shows on a terminal.
     """
+    from .bulk import import_jsonl
+
     files = _jsonl_files(paths)
     if session_id is not None and len(files) != 1:
-        raise click.UsageError("--session-id goes with exactly one file")
+        raise click.UsageError(f"--session-id goes with exactly one file ({len(files)} given)")
+    if files.count("-") > 1:
+        raise click.UsageError("- (stdin) can be read only once")
     store = _store(ctx)
-    done = failed = events = 0
-    for f in files:
-        try:
-            if f == "-":
-                sid = store.import_jsonl(sys.stdin.buffer, name="-", session_id=session_id)
-            else:
-                sid = store.import_jsonl(f, session_id=session_id)
-        except InvalidJSONL as e:
-            click.echo(str(e), err=True)
-            failed += 1
-            continue
-        except SessionExists as e:
-            click.echo(f"{f}: {e}", err=True)
-            failed += 1
-            continue
-        n = store.session(sid).next_seq()
-        events += n
-        done += 1
-        click.echo(f"{f}: session {sid}, {n} events")
-    click.echo(f"imported {done} file(s), {events} events; {failed} failed")
-    if failed:
+    sizes = [0 if f == "-" else os.path.getsize(f) for f in files]
+    bar = _Bar("import", len(files), None if "-" in files else sum(sizes))
+    counts = {"imported": 0, "appended": 0, "skipped": 0, "failed": 0, "salvaged": 0}
+    events = normalized = 0
+    try:
+        for f in files:
+            try:
+                if f == "-":
+                    rep = import_jsonl(store, sys.stdin.buffer, name="-", session_id=session_id,
+                                       append=append, salvage=salvage, progress=bar.advance)
+                else:
+                    rep = import_jsonl(store, f, session_id=session_id, append=append, salvage=salvage,
+                                       progress=bar.advance)
+            except InvalidJSONL as e:
+                bar.note(str(e))
+                counts["failed"] += 1
+                continue
+            except (EventStoreError, OSError) as e:
+                reason = f"{e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
+                bar.note(f"{f}: {reason}")
+                counts["failed"] += 1
+                continue
+            finally:
+                bar.file_done()
+            counts[rep.status] += 1
+            events += rep.events
+            normalized += rep.normalized
+            sid = json.dumps(rep.session_id, ensure_ascii=False)
+            if rep.dropped is not None:
+                counts["salvaged"] += 1
+                bar.note(f"{f}: salvaged {rep.events} events of session {sid}; {rep.dropped}")
+            elif rep.status == "skipped":
+                bar.note(f"{f}: skipped: session {sid} is already stored ({rep.note})")
+            elif verbose:
+                bar.note(f"{f}: {rep.status} session {sid}: {rep.events} events")
+            if verbose and rep.normalized:
+                bar.note(f"{f}: {rep.normalized} lines stored in canonical form (export writes them that way)")
+    finally:
+        bar.close()
+    stored = counts["imported"] + counts["appended"]
+    parts = [f"files: {len(files)}", f"sessions: {stored} ({counts['imported']} new, {counts['appended']} appended)",
+             f"events: {events}", f"skipped: {counts['skipped']}", f"failed: {counts['failed']}"]
+    if counts["salvaged"]:
+        parts.append(f"salvaged: {counts['salvaged']}")
+    if normalized:
+        parts.append(f"normalized lines: {normalized}")
+    click.echo(", ".join(parts))
+    if counts["failed"]:
         sys.exit(EXIT_ERROR)
 
 
 @cli.command()
-@click.argument("session_id", required=False, type=TEXT)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file (default: stdout).")
-@click.option("--all", "all_", is_flag=True, help="Export every session, one file each, into --out.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder for --all.")
+@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID]...", type=TEXT)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="One session to this file (default: stdout).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write each session to DIR/<name>.jsonl (the name encodes the id safely).")
+@click.option("--all", "all_", is_flag=True, help="Every stored session (with --out).")
 @click.pass_context
-def export(ctx: click.Context, session_id: str | None, output: str | None, all_: bool, out_dir: str | None) -> None:
-    """Export a session as JSONL, byte-identical to the reference format."""
-    if all_ and (session_id or output):
-        raise click.UsageError("--all takes --out DIR, not a session id or -o")
-    if not all_ and not session_id:
-        raise click.UsageError("give a SESSION_ID, or --all --out DIR")
-    store = _store(ctx, readonly=True)
-    if all_:
-        if not out_dir:
-            raise click.UsageError("--all needs --out DIR")
-        from .jsonl import file_name_for
+def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None, out_dir: str | None,
+           all_: bool) -> None:
+    """Export sessions as JSONL, byte-identical to the reference format.
 
-        os.makedirs(out_dir, exist_ok=True)
-        infos = store.sessions()
-        for info in infos:
-            store.export_jsonl(info.id, os.path.join(out_dir, file_name_for(info.id)))
-        click.echo(f"exported {len(infos)} session(s) to {out_dir}", err=True)
+    One session goes to stdout or -o FILE; several (or --all) go to a folder with --out DIR,
+    one file each, named from the session id so that no id can write outside DIR and each
+    name maps back to its id (see docs/import-export.md).
+    """
+    from .bulk import export_session, export_sessions
+
+    if out_dir is None:
+        if all_:
+            raise click.UsageError("--all needs --out DIR")
+        if len(session_ids) != 1:
+            raise click.UsageError("give one SESSION_ID (for several, or --all, use --out DIR)")
+    elif output:
+        raise click.UsageError("-o FILE is for one session; --out DIR takes the files")
+    elif all_ == bool(session_ids):
+        raise click.UsageError("with --out DIR, give SESSION_IDs or --all (not both)")
+    store = _store(ctx, readonly=True)
+    if out_dir is None:
+        if output:
+            n = export_session(store, session_ids[0], output)
+            click.echo(f"{output}: {n} events", err=True)
+        else:
+            out = _out()
+            export_session(store, session_ids[0], out)
+            out.flush()
         return
-    if not session_id:
-        raise click.UsageError("give a SESSION_ID, or --all --out DIR")
-    if out_dir:
-        raise click.UsageError("--out goes with --all; use -o FILE for one session")
-    if output:
-        n = store.export_jsonl(session_id, output)
-        click.echo(f"{output}: {n} events", err=True)
-    else:
-        out = _out()
-        store.export_jsonl(session_id, out)
-        out.flush()
+    ids = [i.id for i in store.sessions()] if all_ else list(session_ids)
+    bar = _Bar("export", len(ids), None)
+    try:
+        written = export_sessions(store, out_dir, ids, progress=bar.advance,
+                                  done=lambda *_: bar.file_done())
+    finally:
+        bar.close()
+    click.echo(f"exported {len(written)} session(s), {sum(n for _s, _p, n in written)} events, to {out_dir}",
+               err=True)
 
 
 @cli.command()

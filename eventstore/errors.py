@@ -68,6 +68,19 @@ class InvalidJSONL(InvalidEvent):
         super().__init__(f"{path}:{line}: {reason}")
 
 
+class ImportConflict(InvalidJSONL):
+    """A file names a session that is already stored with other content (``FILE:LINE: reason``).
+
+    Extra attribute: ``session_id``. Raised by import when the file's events differ from
+    the stored ones (the line is the first that differs) or continue them without
+    ``append=True`` (the line is the first event past the stored head).
+    """
+
+    def __init__(self, path: str, line: int, reason: str, session_id: str):
+        self.session_id = session_id
+        super().__init__(path, line, reason)
+
+
 class AppendOnlyViolation(EventStoreError):
     """The database refused a write because it would change, remove, overwrite or gap the log."""
 

@@ -48,12 +48,6 @@ MAX_SAFE_INTEGER = 2**53 - 1
 RESERVED_KEYS = ("type", "seq", "ts")
 
 _SURROGATES = re.compile("[\ud800-\udfff]+")
-# C encoder used to check that a parsed line is already in canonical form.
-_c_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-# Texts on which Python's and JavaScript's number forms may differ (or that a double cannot
-# hold exactly): long digit runs, exponents, floats ending in ".0". A false hit only sends
-# the line down the slower, exact path.
-_NUMBER_SUSPECT = re.compile(r"[0-9]{16}|[0-9][eE]|\.0(?=[,}\]]|$)|[{,]\"[0-9]")
 
 
 # --- numbers -------------------------------------------------------------------------
@@ -68,8 +62,9 @@ def _js_float(f: float) -> str:
     r = repr(f)
     if "e" not in r:
         # Python writes fixed notation only for 1e-4 <= |f| < 1e16, inside JavaScript's
-        # fixed range, and with the same shortest round-trip digits.
-        return r
+        # fixed range, and with the same shortest round-trip digits; an integer-valued
+        # double above 2**53 (9007199254740994.0) loses its ".0", as in JavaScript.
+        return r[:-2] if r.endswith(".0") else r
     mantissa, _, exp = r.partition("e")
     neg = mantissa.startswith("-")
     digits = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
@@ -90,22 +85,22 @@ def _js_float(f: float) -> str:
 def js_number(x: int | float) -> str:
     """Return the text JavaScript writes for the number ``x`` (``Number.prototype.toString``).
 
-    Raises :class:`InvalidEvent` for NaN, Infinity, and integers that would not read back
-    equal: beyond 2**53 an integer is kept only when JavaScript's text for it reads back as
-    the same value (``66773554652564690``, ``10**21`` as ``1e+21``); ``2**60`` would come
-    back as ``1152921504606847000`` and is refused rather than rounded.
+    JSON numbers in this format are IEEE doubles, as in JavaScript. Raises
+    :class:`InvalidEvent` for NaN, Infinity, and integers that a double cannot hold: an
+    integer beyond 2**53 is kept when it is exactly a double's value (``2**60`` is written
+    ``1152921504606847000``, as JavaScript does) or already JavaScript's digits for the
+    nearest double (``123456789012345680000``); ``2**53 + 1`` would be rounded and is refused.
     """
     if type(x) is int or (isinstance(x, int) and not isinstance(x, bool)):
         x = int(x)
         if -9007199254740992 <= x <= 9007199254740992:
             return str(x)
-        try:
-            text = _js_float(float(x))
-        except (OverflowError, InvalidEvent):
-            text = None
-        if text is None or json.loads(text) != x:
-            raise InvalidEvent(f"integer {x} cannot be stored exactly as a JSON number (IEEE double)")
-        return text
+        f = float(x) if abs(x) < 2**1024 else math.inf
+        if f != math.inf and f != -math.inf:
+            text = _js_float(f)
+            if int(f) == x or text == str(x):
+                return text
+        raise InvalidEvent(f"integer {x} cannot be stored exactly as a JSON number (IEEE double)")
     return _js_float(float(x))
 
 
@@ -222,13 +217,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_std_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def loads(text: str) -> Any:
     """Parse JSON text; NaN/Infinity are refused (JavaScript never writes them).
 
     Lone surrogate escapes (``\\ud83d``) are kept as lone surrogates in the ``str``.
     Raises ``ValueError`` (``json.JSONDecodeError``) on invalid input.
     """
-    return json.loads(text, parse_constant=_reject_constant)
+    return _std_decoder.decode(text)
 
 
 # --- lines ---------------------------------------------------------------------------
@@ -255,6 +253,17 @@ def event_line(type_: str, seq: int, ts: float, payload_json: str) -> str:
     if _SURROGATES.search(head):
         head = _fix_surrogates(head)
     return head + ("}" if payload_json == "{}" else "," + payload_json[1:])
+
+
+def encodable(text: Any) -> bool:
+    """True for a str that UTF-8 (and so SQLite) can hold: no lone UTF-16 surrogates."""
+    if type(text) is not str:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def genesis_hash(session_id: str) -> str:
@@ -297,164 +306,362 @@ def payload_json(payload: dict) -> str:
     return dumps(payload)
 
 
-def parse_line(text: str) -> tuple[dict, str | None]:
-    """Parse one JSONL line into ``(object, canonical_payload_or_None)``.
+# --- reading -------------------------------------------------------------------------
+#
+# The fast path: a line that is already exactly what JSON.stringify writes (the reference
+# writes nothing else) is stored as sliced from the file: its bytes are the canonical line,
+# hashed as they are, and the payload is the line's text after "ts". orjson (C) parses the
+# line and writes it back; when the two agree byte for byte, the line is canonical except
+# for a few number forms that orjson and JavaScript write differently (an integer-valued
+# float "5.0", exponents "1e+16", integers beyond 2**53), which _odd_numbers() detects.
+# Every other line (and every line when orjson is missing) takes the slow path: the
+# standard library parses it and dumps() writes the canonical form; that path also gives
+# every error its message.
 
-    When the line is already exactly what ``JSON.stringify`` writes and starts with the keys
-    ``type``, ``seq``, ``ts``, the second item is the payload's canonical text sliced from the
-    line (no re-encoding); otherwise it is None and the caller re-encodes.
-    Raises ``ValueError`` for invalid JSON (NaN and Infinity included).
-    """
-    obj = json.loads(text, parse_constant=_reject_constant)
-    if type(obj) is not dict or _NUMBER_SUSPECT.search(text):
-        return obj, None
+try:  # pragma: no cover - exercised by both settings in the tests
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
+# JavaScript's String.prototype.trim() whitespace: the reference skips lines made of it.
+_JS_SPACE = " \t\n\v\f\r\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+            "\u2028\u2029\u202f\u205f\u3000\ufeff"
+_DIGITS = frozenset(b"0123456789")
+_DOT0 = re.compile(rb"\.0[,}\]]").search  # literal prefixes: fast searches
+# A key that may be an array index: JavaScript writes those first, so the line's order may
+# not be JSON.stringify's (false hits, a string like ',"0' inside a value, only cost speed).
+_INDEX_KEY = re.compile(rb'[{,]"[0-9]').search
+_EXP = re.compile(rb"e[-+][0-9]").search
+
+
+def _odd_numbers(raw: bytes) -> bool:
+    """True if ``raw`` (orjson's own output) may hold a float that JavaScript writes otherwise:
+    an integer-valued one (``5.0``) or one in exponent form (``1e+16``, ``1e-7``). False
+    hits (``"v1.0,"`` or ``"re-3"`` inside a string) only send the line down the slow path."""
+    if _DOT0(raw) is not None:
+        return True
+    m = _EXP(raw)
+    while m is not None:
+        i = m.start()
+        if i and raw[i - 1] in _DIGITS:
+            return True
+        m = _EXP(raw, i + 1)
+    return False
+
+
+def _fast_line(raw: bytes) -> tuple[str, int, int | float, int] | None:
+    """``(type, seq, ts, payload_start)`` when ``raw`` is a canonical event line whose first
+    keys are ``type``, ``seq``, ``ts`` (the payload is ``"{" + raw[payload_start + 1:]``,
+    or ``{}`` when ``raw[payload_start:]`` is ``"}"``); None when the slow path must decide."""
+    if _orjson is None or not raw.startswith(b'{"type":"'):
+        return None
     try:
-        if _c_dumps(obj) != text:
-            return obj, None
-    except ValueError:  # 1e999 parses to inf: the exact path says where
-        return obj, None
-    it = iter(obj)
-    if next(it, None) != "type" or next(it, None) != "seq" or next(it, None) != "ts":
-        return obj, None
-    t, seq, ts = obj["type"], obj["seq"], obj["ts"]
-    if type(t) is not str or type(seq) is not int or type(ts) not in (int, float):
-        return obj, None
-    cut = 8 + len(_c_encode_str(t)) + 7 + len(str(seq)) + 6 + len(repr(ts))
-    if text[cut] == "}":
-        return obj, "{}"
-    return obj, "{" + text[cut + 1:]
+        obj = _orjson.loads(raw)
+        t = obj["type"]
+        seq = obj["seq"]
+        ts = obj["ts"]
+        if (type(t) is not str or not t or t == "session/meta" or type(seq) is not int
+                or (type(ts) is not float and type(ts) is not int)):
+            return None
+        if _orjson.dumps(obj, option=_orjson.OPT_STRICT_INTEGER) != raw:
+            return None
+    except (ValueError, TypeError, KeyError):
+        return None
+    # raw is orjson's own text of obj: the keys' positions follow from the values' lengths
+    p = 8 + len(_orjson.dumps(t))
+    q = p + 7 + len(str(seq))
+    if raw[p:p + 7] != b',"seq":' or raw[q:q + 6] != b',"ts":' or _odd_numbers(raw) or _INDEX_KEY(raw):
+        return None
+    end = raw.find(b",", q + 6)  # a number holds no comma
+    return t, seq, ts, len(raw) - 1 if end < 0 else end
+
+
+def parse_line(text: str | bytes) -> tuple[Any, str | None]:
+    """Parse one JSONL line into ``(value, canonical_payload_or_None)``.
+
+    When the line is an object exactly as ``JSON.stringify`` writes it, starting with the
+    keys ``type``, ``seq``, ``ts``, the second item is the payload's canonical JSON text
+    (the line's keys after ``ts``), sliced from the line; otherwise it is None and the
+    caller re-encodes (:func:`dumps`). Raises ``ValueError`` for invalid JSON (NaN and
+    Infinity included) or invalid UTF-8.
+    """
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    fast = _fast_line(raw)
+    if isinstance(text, bytes):
+        text = raw.decode("utf-8")
+    value = _std_decoder.decode(text)
+    if fast is None:
+        return value, None
+    end = fast[3]
+    return value, "{}" if end == len(raw) - 1 else "{" + raw[end + 1:].decode("utf-8")
 
 
 class JsonlReader:
-    """Stream a JSONL session file into validated rows, strictly.
+    """Read a JSONL session file as a stream of validated, canonical event rows, strictly.
 
-    ``JsonlReader(fileobj, name)``: ``fileobj`` is a binary file; ``name`` is what errors
-    call it. Iterating yields ``(seq, type, ts, payload_json)`` tuples in file order; the
-    ``session/meta`` line is consumed and exposed as ``session_id`` and ``meta_json`` (the
-    JSON text of its other keys). ``session_id`` is known once the first event has been
-    yielded (the meta line must come before the first event, as the reference writes it)
-    or, for a file with no events, once iteration ends.
+    ``JsonlReader(fileobj, name, session_id=None)``: ``fileobj`` is a binary file read in
+    1 MiB chunks (memory stays bounded by the longest line, not the file); ``name`` is what
+    errors call it (``-`` for stdin); ``session_id``, when given, is the session's id for a
+    file without a ``session/meta`` line (a meta line naming another id is then an error).
 
-    Every problem raises :class:`InvalidJSONL` (``FILE:LINE: reason``): invalid UTF-8,
-    invalid JSON (a truncated last line says so), a line that is not an object, ``type``
-    missing or not a string, ``seq`` missing, not an integer, not the next one (starting at
-    0) or above 2**53-1, ``ts`` missing or not a finite number, NaN/Infinity anywhere, a
-    reserved key problem, a second ``session/meta`` naming another id, or no meta at all
-    (unless ``session_id`` was given).
+    :meth:`batches` yields lists of rows ``(seq, type, ts, payload, hash)``: ``payload`` is
+    the JSON object text of the event's other keys in canonical form and ``hash`` the
+    event's chained hash (:func:`chain_hash`, from :func:`genesis_hash` of the session id),
+    both as UTF-8 ``bytes`` or ``str``. Iterating the reader yields ``(seq, type, ts,
+    payload)`` with ``str`` payloads and raises the first error.
+
+    Rules (the reference loader made strict; see docs/import-export.md): lines split on
+    ``\\n`` only, a trailing ``\\r`` dropped, blank lines skipped; the ``session/meta`` line
+    anywhere before the first event (exposed as ``session_id``, ``meta_json``, the JSON
+    text of its other keys, and ``meta_line``). Everything else is an
+    :class:`~eventstore.errors.InvalidJSONL` ``FILE:LINE: reason``: invalid UTF-8, invalid
+    JSON (NaN and Infinity included; ``truncated last line`` when the last line has no
+    newline), a line that is not an object, ``type`` missing or not a non-empty string,
+    ``seq`` missing, not an integer, not starting at 0, gapped, duplicated or above
+    2**53-1, ``ts`` missing or not a finite number, a payload value that is not exact JSON
+    (an integer a double cannot hold), a second ``session/meta`` naming another id (or
+    other keys), a ``session/meta`` after the first event, no ``session/meta`` at all.
+
+    :meth:`batches` does not raise: it stops at the first error, yields the rows before it
+    and leaves the error in ``error`` (its byte offset in ``error_offset``), so an importer
+    can keep the valid prefix; :meth:`drain` then counts what is left (``lines``,
+    ``bytes``). ``normalized`` counts the event lines whose canonical form differs from
+    their bytes in the file (spaces, escapes, number forms, key order): they are stored in
+    canonical form and export that way.
     """
+
+    CHUNK = 1 << 20  # bytes read at a time
 
     def __init__(self, fileobj: IO[bytes], name: str, session_id: str | None = None):
         self.fileobj = fileobj
         self.name = name
+        self._forced_id = session_id
         self.session_id = session_id
-        self._forced_id = session_id is not None
         self.meta_json = "{}"
-        self._meta_seen = False
+        self.meta_line = 0
         self.events = 0
         self.lines = 0
+        self.normalized = 0
+        self._read = 0
+        self._newlines = 0
+        self._last = b""
+        self.error: InvalidJSONL | None = None
+        self.error_offset = 0
+        self.batch_lines: list[int] = []
+        self.batch_offsets: list[int] = []
+        self._pending: list[bytes] = []
 
     def _err(self, line: int, reason: str) -> InvalidJSONL:
         return InvalidJSONL(self.name, line, reason)
 
-    def _lines(self) -> Iterator[tuple[int, bytes, bool]]:
-        """Yield (line number, line bytes without \\n or trailing \\r, is_last_unterminated)."""
-        buf = b""
-        lineno = 0
+    def __iter__(self) -> Iterator[tuple[int, str, float, str]]:
+        for batch in self.batches():
+            for seq, t, ts, payload, _h in batch:
+                yield seq, t, float(ts), payload if type(payload) is str else payload.decode("utf-8")
+        if self.error is not None:
+            raise self.error
+
+    def batches(self, max_rows: int = 20000, max_bytes: int = 16 << 20) -> Iterator[list[tuple]]:
+        """Yield the file's event rows in lists of at most ``max_rows`` rows (or about
+        ``max_bytes`` bytes of lines); see the class docstring. Stops at the first error."""
         read = self.fileobj.read
+        pending = self._pending
+        lineno = 0
+        offset = 0  # byte offset of the next line
+        batch: list[tuple] = []
+        blines = self.batch_lines
+        boffs = self.batch_offsets
+        size = 0
+        expected = 0
+        sha = hashlib.sha256
+        fast = _fast_line
+        slow = self._slow
+        prevnl = self._genesis() if self.session_id is not None else None  # previous hash + "\n"
+        unterminated = False
         while True:
-            chunk = read(1 << 20)
-            if not chunk:
+            chunk = read(self.CHUNK)
+            if chunk:
+                self._read += len(chunk)
+                self._last = chunk[-1:]
+                parts = chunk.split(b"\n")
+                self._newlines += len(parts) - 1
+                cr = b"\r" in chunk
+                if pending:
+                    pending.append(parts[0])
+                    parts[0] = b"".join(pending)
+                    pending.clear()
+                    cr = True
+                tail = parts.pop()
+                if tail:
+                    pending.append(tail)
+            elif pending:  # the last line has no newline
+                parts = [b"".join(pending)]
+                pending.clear()
+                unterminated = cr = True
+            else:
                 break
-            buf += chunk
-            parts = buf.split(b"\n")
-            buf = parts.pop()
             for raw in parts:
                 lineno += 1
-                yield lineno, raw[:-1] if raw.endswith(b"\r") else raw, False
-        if buf:
-            lineno += 1
-            yield lineno, buf[:-1] if buf.endswith(b"\r") else buf, True
-        self.lines = lineno
-
-    def __iter__(self) -> Iterator[tuple[int, str, float, str, str]]:
-        expected = 0
-        for lineno, raw, unterminated in self._lines():
-            if not raw.strip():
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise self._err(lineno, f"invalid UTF-8 at byte {e.start + 1} of the line") from None
-            try:
-                obj, payload = parse_line(text)
-            except ValueError as e:
-                if unterminated:
-                    reason = f"truncated last line (no newline, invalid JSON: {_json_reason(e)})"
-                    raise self._err(lineno, reason) from None
-                raise self._err(lineno, f"invalid JSON: {_json_reason(e)}") from None
-            if type(obj) is not dict:
-                raise self._err(lineno, f"not a JSON object but {_json_kind(obj)}")
-            t = obj.get("type")
-            if "type" not in obj:
-                raise self._err(lineno, "'type' is missing")
-            if type(t) is not str or not t:
-                raise self._err(lineno, f"'type' must be a non-empty string, not {_json_kind(t)}")
-            if t == "session/meta":
-                self._meta(lineno, obj)
-                continue
-            if self.session_id is None:
-                raise self._err(lineno, "event before any session/meta line "
-                                        "(no session id; give one with --session-id)")
-            if "seq" not in obj:
-                raise self._err(lineno, "'seq' is missing")
-            seq = obj["seq"]
-            if type(seq) is float and seq.is_integer():
-                seq = int(seq)  # JavaScript writes 3, but 3.0 is the same number
-            if type(seq) is not int:
-                raise self._err(lineno, f"'seq' must be an integer, not {_json_kind(seq)}")
-            if seq > MAX_SAFE_INTEGER or seq < 0:
-                raise self._err(lineno, f"'seq' {seq} is out of range (0 to 2**53-1)")
-            if seq != expected:
-                if expected == 0:
-                    raise self._err(lineno, f"'seq' must start at 0, found {seq}")
-                what = "duplicated" if seq < expected else "gap"
-                raise self._err(lineno, f"'seq' {seq} is not the next one ({expected} expected: {what})")
-            if "ts" not in obj:
-                raise self._err(lineno, "'ts' is missing")
-            ts = obj["ts"]
-            if type(ts) not in (int, float) or not math.isfinite(ts):
-                raise self._err(lineno, f"'ts' must be a finite number (seconds), not {_json_kind(ts)}")
-            if payload is None:
-                rest = {k: v for k, v in obj.items() if k not in RESERVED_KEYS}
-                try:
-                    payload = dumps(rest)
-                    text = event_line(t, seq, float(ts), payload)
-                except InvalidEvent as e:
-                    raise self._err(lineno, str(e)) from None
-            expected += 1
-            self.events = expected
-            yield seq, t, float(ts), payload, text
+                start = offset
+                offset += len(raw) + 1
+                if cr and raw.endswith(b"\r"):
+                    raw = raw[:-1]
+                if not raw:
+                    continue
+                got = fast(raw) if prevnl is not None else None
+                if got is not None and got[1] == expected:
+                    t, seq, ts, end = got
+                    payload = b"{}" if end == len(raw) - 1 else b"{" + raw[end + 1:]
+                    line = raw
+                else:
+                    try:
+                        row = slow(lineno, raw, unterminated, expected)
+                    except InvalidJSONL as e:
+                        self.error = e
+                        self.error_offset = start
+                        self.lines, self.events = lineno, expected
+                        if batch:
+                            yield batch
+                        return
+                    if row is None:  # a blank or session/meta line
+                        if prevnl is None and self.session_id is not None:
+                            prevnl = self._genesis()
+                        continue
+                    seq, t, ts, payload, line = row
+                if len(line) < 65536:
+                    h = sha(prevnl + line).hexdigest().encode()
+                else:  # no copy of a long line
+                    hs = sha(prevnl)
+                    hs.update(line)
+                    h = hs.hexdigest().encode()
+                prevnl = h + b"\n"
+                batch.append((seq, t, ts, payload, h))
+                blines.append(lineno)
+                boffs.append(start)
+                expected += 1
+                size += len(line)
+                if len(batch) >= max_rows or size >= max_bytes:
+                    self.lines, self.events = lineno, expected
+                    yield batch
+                    batch = []
+                    blines.clear()
+                    boffs.clear()
+                    size = 0
+        self.lines, self.events = lineno, expected
         if self.session_id is None:
-            raise self._err(self.lines, "no session/meta line (no session id; give one with --session-id)")
+            self.error = self._err(0, "no session/meta line and no events (give the id with --session-id)")
+        if batch:
+            yield batch
 
-    def _meta(self, lineno: int, obj: dict) -> None:
-        sid = obj.get("id")
-        if type(sid) is not str or not sid:
-            raise self._err(lineno, "session/meta needs a non-empty string 'id'")
-        if self._meta_seen:
-            if sid != self.session_id:
-                raise self._err(lineno, f"second session/meta names another id ({sid!r}, not {self.session_id!r})")
-            return
-        if self.events:
-            raise self._err(lineno, "session/meta after the first event")
-        self._meta_seen = True
-        if not self._forced_id:
-            self.session_id = sid
-        rest = {k: v for k, v in obj.items() if k not in ("type", "id")}
+    def _genesis(self) -> bytes:
+        return genesis_hash(self.session_id).encode() + b"\n"
+
+    @property
+    def bytes(self) -> int:
+        """Bytes read so far (the file's size once read to the end)."""
+        return self._read
+
+    def drain(self) -> None:
+        """Read the rest of the file, only counting it: afterwards ``lines`` is the file's
+        number of lines and ``bytes`` its size (after an error, to say what was dropped)."""
+        read = self.fileobj.read
+        while True:
+            chunk = read(self.CHUNK)
+            if not chunk:
+                break
+            self._read += len(chunk)
+            self._last = chunk[-1:]
+            self._newlines += chunk.count(b"\n")
+        self._pending.clear()
+        self.lines = self._newlines + (1 if self._read and self._last != b"\n" else 0)
+
+    def _slow(self, lineno: int, raw: bytes, unterminated: bool, expected: int) -> tuple | None:
+        """Check one line the exact way; return the row ``(seq, type, ts, payload, line)``
+        (``line`` = canonical line as UTF-8 bytes) or None for a blank or meta line."""
         try:
-            self.meta_json = dumps(rest)
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self._err(lineno, f"invalid UTF-8 at byte {e.start + 1} of the line") from None
+        try:
+            obj = _std_decoder.decode(text)
+        except (ValueError, RecursionError) as e:
+            if not text.strip(_JS_SPACE):
+                return None  # the reference skips lines that trim() to nothing
+            why = "nested too deeply" if isinstance(e, RecursionError) else _json_reason(e)
+            if text.startswith("\ufeff"):
+                why = "the line starts with a byte order mark (U+FEFF)"
+            if unterminated:
+                raise self._err(lineno, f"truncated last line (no newline at the end; invalid JSON: {why})") from None
+            raise self._err(lineno, f"invalid JSON: {why}") from None
+        if type(obj) is not dict:
+            raise self._err(lineno, f"not a JSON object but {_json_kind(obj)}")
+        if "type" not in obj:
+            raise self._err(lineno, "'type' is missing")
+        t = obj["type"]
+        if type(t) is not str or not t:
+            raise self._err(lineno, f"'type' must be a non-empty string, not {_json_kind(t)}")
+        if _SURROGATES.search(t):
+            raise self._err(lineno, f"'type' {dumps(t)} holds a lone UTF-16 surrogate")
+        if t == "session/meta":
+            self._meta(lineno, obj, expected)
+            return None
+        if self.session_id is None:
+            raise self._err(lineno, "event before any session/meta line (no session id; give one with --session-id)")
+        if "seq" not in obj:
+            raise self._err(lineno, "'seq' is missing")
+        seq = obj["seq"]
+        if type(seq) is float and seq.is_integer() and abs(seq) < 2**63:
+            seq = int(seq)  # JavaScript writes 3, but 3.0 (or 3e0) is the same number
+        if type(seq) is not int:
+            raise self._err(lineno, f"'seq' must be an integer, not {_json_kind(seq)}")
+        if seq > MAX_SAFE_INTEGER or seq < 0:
+            raise self._err(lineno, f"'seq' {seq} is out of range (0 to 2**53-1)")
+        if seq != expected:
+            if expected == 0:
+                raise self._err(lineno, f"'seq' must start at 0, found {seq}")
+            what = "duplicated" if seq < expected else "gap"
+            raise self._err(lineno, f"'seq' {seq} is not the next one ({expected} expected: {what})")
+        if "ts" not in obj:
+            raise self._err(lineno, "'ts' is missing")
+        ts = obj["ts"]
+        if type(ts) is int and abs(ts) < 2**1024:
+            ts = float(ts)
+        if type(ts) is not float or not math.isfinite(ts):
+            raise self._err(lineno, f"'ts' must be a finite number (seconds), not {_json_kind(ts)}")
+        try:
+            payload = dumps({k: v for k, v in obj.items() if k not in RESERVED_KEYS})
+            line = event_line(t, seq, ts, payload).encode("utf-8")
         except InvalidEvent as e:
             raise self._err(lineno, str(e)) from None
+        if line != raw:
+            self.normalized += 1
+        return seq, t, ts, payload, line
+
+    def _meta(self, lineno: int, obj: dict, events: int) -> None:
+        sid = obj.get("id")
+        if type(sid) is not str or not sid:
+            raise self._err(lineno, f"session/meta needs a non-empty string 'id', not {_json_kind(sid)}")
+        if _SURROGATES.search(sid):
+            raise self._err(lineno, f"session id {dumps(sid)} holds a lone UTF-16 surrogate")
+        if events:
+            raise self._err(lineno, "session/meta after the first event")
+        try:
+            meta_json = dumps({k: v for k, v in obj.items() if k not in ("type", "id")})
+        except InvalidEvent as e:
+            raise self._err(lineno, str(e)) from None
+        if self.meta_line:
+            if sid != self.session_id:
+                raise self._err(lineno, f"second session/meta names another id ({dumps(sid)}, "
+                                        f"line {self.meta_line} named {dumps(self.session_id)})")
+            if meta_json != self.meta_json:
+                raise self._err(lineno, f"second session/meta with other keys than line {self.meta_line}")
+            return
+        if self._forced_id is not None and sid != self._forced_id:
+            raise self._err(lineno, f"session/meta names session {dumps(sid)}, "
+                                    f"not the given session id {dumps(self._forced_id)}")
+        self.session_id = sid
+        self.meta_json = meta_json
+        self.meta_line = lineno
 
 
 def _json_kind(v: Any) -> str:
@@ -463,7 +670,7 @@ def _json_kind(v: Any) -> str:
     if isinstance(v, bool):
         return "a boolean"
     if isinstance(v, (int, float)):
-        return f"the number {v}"
+        return f"the number {js_number(v) if isinstance(v, int) and abs(v) < 10**20 else repr(v)}"
     if isinstance(v, str):
         return "a string" if v else "an empty string"
     if isinstance(v, list):
@@ -477,9 +684,13 @@ def _json_reason(e: ValueError) -> str:
     return str(e)
 
 
+
 # --- file names ----------------------------------------------------------------------
 
-_NAME_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+_NAME_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-_")
+_NAME_BYTE = [chr(b) if b in _NAME_SAFE else f"%{b:02X}" for b in range(256)]
+# Names that Windows reserves for devices, whatever the extension ("con.jsonl" is the console).
+_WINDOWS_DEVICES = frozenset(["con", "prn", "aux", "nul"] + [f"{d}{i}" for d in ("com", "lpt") for i in range(1, 10)])
 MAX_NAME_BYTES = 200
 
 
@@ -487,27 +698,34 @@ def file_name_for(session_id: str) -> str:
     """A safe file name for a session's export: ``<encoded id>.jsonl``.
 
     Session ids come from files and are untrusted. Lower-case ASCII letters, digits, ``-``
-    and ``_`` stay as they are; every other character (``/``, ``.``, NUL, upper-case
-    letters, so that ids differing only in case never collide on a case-insensitive file
-    system) is written ``%XX`` per UTF-8 byte. The name can never leave its folder and maps
-    back with :func:`session_id_from_file_name`. An id whose name would pass 200 bytes is
-    cut and suffixed with ``~`` and 16 hex digits of its SHA-256 (the id is in the file's
-    ``session/meta`` line).
+    and ``_`` stay as they are; every other byte of the id's UTF-8 (``/``, ``\\``, ``.``,
+    ``:``, NUL, ``%``, upper-case letters) is written ``%XX`` (upper-case hex). So a name
+    never holds a separator, never is ``.`` or ``..``, never starts with a dot, and two ids
+    differing only in case get names that differ on a case-insensitive file system too (a
+    letter in a name is always lower case). A Windows device name (``con``, ``nul``,
+    ``com1``...) gets its first letter escaped. The name maps back with
+    :func:`session_id_from_file_name`. An id whose name would pass 200 bytes is cut and
+    suffixed with ``~`` and 16 hex digits of the id's SHA-256 (``~`` is never otherwise
+    in a name); such a file's id is read from its ``session/meta`` line.
     """
-    import hashlib
-
     data = session_id.encode("utf-8", "surrogatepass")
-    name = "".join(chr(b) if chr(b) in _NAME_SAFE else f"%{b:02X}" for b in data)
+    name = "".join([_NAME_BYTE[b] for b in data])
+    if name in _WINDOWS_DEVICES:
+        name = f"%{data[0]:02X}" + name[1:]
     if len(name) > MAX_NAME_BYTES:
         name = name[:MAX_NAME_BYTES - 17] + "~" + hashlib.sha256(data).hexdigest()[:16]
     return name + ".jsonl"
 
 
 def session_id_from_file_name(name: str) -> str | None:
-    """The session id encoded in a :func:`file_name_for` name, or None for a cut (hashed) name."""
+    """The session id that :func:`file_name_for` encoded in ``name``; None for a cut
+    (hashed) name, or for a name that :func:`file_name_for` does not write."""
     from urllib.parse import unquote_to_bytes
 
-    stem = name[:-6] if name.endswith(".jsonl") else name
-    if "~" in stem:
+    if not name.endswith(".jsonl") or "~" in name:
         return None
-    return unquote_to_bytes(stem).decode("utf-8", "surrogatepass")
+    try:
+        sid = unquote_to_bytes(name[:-6]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return sid if sid and file_name_for(sid) == name else None

@@ -68,12 +68,7 @@ events = Table(
     CheckConstraint("typeof(seq) = 'integer' AND seq >= 0", name="events_seq_integer"),
     CheckConstraint("typeof(type) = 'text' AND type <> '' AND type <> 'session/meta'", name="events_type_text"),
     CheckConstraint("typeof(ts) = 'real' AND abs(ts) <= 1.7976931348623157e308", name="events_ts_finite"),
-    # A JSON object, minified (as the store writes it), without the keys that the line's own
-    # columns hold: raw SQL cannot store a payload that would corrupt the exported line.
-    CheckConstraint("json_valid(payload) AND json_type(payload) = 'object' AND json(payload) = payload"
-                    " AND json_type(payload, '$.type') IS NULL AND json_type(payload, '$.seq') IS NULL"
-                    " AND json_type(payload, '$.ts') IS NULL", name="events_payload_object"),
-    CheckConstraint("coalesce(json_type(payload, '$.event_id'), 'text') = 'text'", name="events_event_id_text"),
+    CheckConstraint("json_valid(payload) AND json_type(payload) = 'object'", name="events_payload_object"),
     CheckConstraint("length(hash) = 64", name="events_hash_sha256"),
 )
 
@@ -108,6 +103,9 @@ BEGIN
     WHERE NEW.seq IS NOT (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = NEW.session_id);
   {_REFUSE.format("position must be greater than every stored position")}
     WHERE NEW.position <= (SELECT max(position) FROM events);
+  {_REFUSE.format("payload holds a key of the line itself (type, seq, ts) or a non-string event_id")}
+    WHERE EXISTS (SELECT 1 FROM json_each(NEW.payload)
+                  WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
 END""",
     "events_guard_update": f"""
 CREATE TRIGGER events_guard_update BEFORE UPDATE ON events

@@ -7,7 +7,6 @@ connection up and Alembic migrates the file (see :mod:`eventstore.engine`).
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -19,7 +18,6 @@ import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 from . import engine as _engine
@@ -35,12 +33,11 @@ from .errors import (
     SessionNotFound,
 )
 from .jsonl import (
-    JsonlReader,
     chain_hash,
     dumps,
+    encodable,
     event_line,
     genesis_hash,
-    meta_line,
     payload_json,
     sql_chain_hash,
 )
@@ -126,17 +123,6 @@ def _check_seq(seq: Any, what: str = "expected_seq") -> int:
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         raise InvalidEvent(f"{what} must be an integer >= 0, not {seq!r}")
     return seq
-
-
-def _encodable(text: Any) -> bool:
-    """True for a str that SQLite can store (no lone UTF-16 surrogates)."""
-    if type(text) is not str:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_session_id(session_id: Any) -> str:
@@ -601,7 +587,7 @@ class EventStore:
 
     def session(self, session_id: str) -> Session:
         """The handle of a stored session. Raises :class:`SessionNotFound`."""
-        if not _encodable(session_id) or not self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+        if not encodable(session_id) or not self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
             raise SessionNotFound(session_id)
         return Session(self, session_id)
 
@@ -617,89 +603,37 @@ class EventStore:
     # --- JSONL ---------------------------------------------------------------------------
 
     def import_jsonl(self, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
-                     session_id: str | None = None) -> str:
+                     session_id: str | None = None, append: bool = False, salvage: bool = False) -> str:
         """Import one JSONL session file atomically and return its session id.
 
         ``source`` is a path or a binary file object (``name`` is what errors call it).
-        The format is the reference's (``shared/spec/session-log.md``); ``session_id``
-        overrides the id of the ``session/meta`` line (required when the file has none).
-        Raises :class:`InvalidJSONL` (``FILE:LINE: reason``) and stores nothing when any
-        line is bad; :class:`SessionExists` if the session is already stored.
+        The format is the reference's (``shared/spec/session-log.md``); ``session_id`` is
+        the id of a file that has no ``session/meta`` line. A session already stored with
+        the same events is left as it is; ``append`` adds the file's events past a stored
+        session's head; ``salvage`` keeps the valid prefix of a file with a bad tail.
+        For what happened (skipped, appended, dropped lines), call
+        :func:`eventstore.bulk.import_jsonl`, which this wraps and which documents the rules.
+
+        Raises :class:`InvalidJSONL` (``FILE:LINE: reason``; nothing of the file is
+        stored), :class:`ImportConflict` (stored with other events, or continued without
+        ``append``), :class:`InvalidEvent`, :class:`DatabaseError`, ``OSError``.
         """
-        if isinstance(source, (str, os.PathLike)):
-            with open(source, "rb") as f:
-                return self.import_jsonl(f, name=name or os.fspath(source), session_id=session_id)
-        if session_id is not None:
-            _check_session_id(session_id)
-        reader = JsonlReader(source, name or getattr(source, "name", "<stream>"), session_id)
-        rows = iter(reader)
-        with self._write(session_id) as cur:
-            first = next(rows, None)
-            sid = _check_session_id(reader.session_id)
-            try:
-                cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)",
-                            (sid, time.time(), reader.meta_json))
-            except sqlite3.IntegrityError as e:
-                if "session already exists" in str(e):
-                    raise SessionExists(sid) from None
-                raise
-            if first is not None:
-                pos0 = cur.execute(_NEXT_POSITION).fetchone()[0]
-                prev = genesis_hash(sid)
-                batch = []
-                nbytes = 0
-                for seq, t, ts, pj, line in itertools.chain((first,), rows):
-                    nbytes += len(pj)
-                    prev = chain_hash(prev, line)
-                    batch.append((pos0 + seq, sid, seq, t, ts, pj, prev))
-                    if len(batch) >= 5000:
-                        cur.executemany(_INSERT, batch)
-                        batch.clear()
-                cur.executemany(_INSERT, batch)
-        if first is not None:
-            self._wrote(pos0, pos0 + seq, nbytes)
-        return sid
+        from .bulk import import_jsonl
+
+        return import_jsonl(self, source, name=name, session_id=session_id, append=append,
+                            salvage=salvage).session_id
 
     def export_jsonl(self, session_id: str, dest: str | os.PathLike | IO) -> int:
         """Write one session as JSONL, byte-identical to what the reference ``save()``
         writes, and return the number of events written.
 
         ``dest`` is a path (written to a temporary file, then renamed into place) or a file
-        object (text or binary). Raises :class:`SessionNotFound`.
+        object (binary, or text). Streams: memory does not grow with the session.
+        Raises :class:`SessionNotFound`, ``OSError``.
         """
-        if isinstance(dest, (str, os.PathLike)):
-            path = Path(dest)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            try:
-                with open(tmp, "wb") as f:
-                    n = self.export_jsonl(session_id, f)
-                os.replace(tmp, path)
-            finally:
-                if tmp.exists():
-                    tmp.unlink()
-            return n
-        binary = not hasattr(dest, "encoding")
-        write = dest.write
-        n = 0
-        for chunk in self._export_chunks(session_id):
-            n += chunk.count("\n")
-            write(chunk.encode("utf-8") if binary else chunk)
-        return n - 1
+        from .bulk import export_session
 
-    def _export_chunks(self, session_id: str) -> Iterator[str]:
-        rows = self._read("SELECT meta FROM sessions WHERE id = ?", (session_id,)) if _encodable(session_id) else []
-        if not rows:
-            raise SessionNotFound(session_id)
-        yield meta_line(session_id, rows[0][0]) + "\n"
-        last = -1
-        sql = ("SELECT seq, type, ts, payload FROM events WHERE session_id = ? AND seq > ? "
-               f"ORDER BY seq LIMIT {_PAGE * 10}")
-        while True:
-            page = self._read(sql, (session_id, last))
-            if not page:
-                return
-            yield "".join([event_line(t, seq, ts, p) + "\n" for seq, t, ts, p in page])
-            last = page[-1][0]
+        return export_session(self, session_id, dest)
 
 
 # Stores alive in this process, and connections inherited from a parent process that must

@@ -155,8 +155,7 @@ def test_import_reports_each_file_and_a_summary(run, tmp_path):
     bad.write_bytes(b'{"type":"session/meta","id":"b"}\n{"type":"x","seq":1,"ts":1}\n')
     result = run("import", str(DATA / "demo.jsonl"), str(bad))
     assert result.exit_code == 1
-    assert result.stdout == (f"{DATA / 'demo.jsonl'}: session 5a1b896f-beb, 15 events\n"
-                             "imported 1 file(s), 15 events; 1 failed\n")
+    assert result.stdout == "files: 2, sessions: 1 (1 new, 0 appended), events: 15, skipped: 0, failed: 1\n"
     assert result.stderr == f"{bad}:2: 'seq' must start at 0, found 1\n"
     assert "b" not in [s.id for s in EventStore.open(tmp_path / "eventstore.db").sessions()]
 

@@ -37,7 +37,7 @@ def test_fixtures_through_the_cli(tmp_path):
     runner = CliRunner()
     result = runner.invoke(cli, ["--db", db, "import", str(DATA)])
     assert result.exit_code == 0, result.output
-    assert f"imported {len(FIXTURES)} file(s)" in result.output
+    assert result.output.startswith(f"files: {len(FIXTURES)}, sessions: {len(FIXTURES)} ({len(FIXTURES)} new")
     for name in FIXTURES:
         path = DATA / f"{name}.jsonl"
         sid = json.loads(path.read_bytes().split(b"\n", 1)[0])["id"]

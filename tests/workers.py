@@ -137,12 +137,16 @@ def append_many_forever(db: str, session_id: str, side: str, batch: int) -> None
 def import_forever(db: str, source: str, side: str) -> None:
     """Import the JSONL file ``source`` again and again under new session ids, until
     killed; record each session id after its import returned."""
+    import io
+
     from eventstore import EventStore
 
+    # the events without the meta line, so that each import can name its own session
+    body = open(source, "rb").read().split(b"\n", 1)[1]
     with EventStore.open(db, busy_timeout=30) as store, open(side, "a", buffering=1) as log:
         n = 0
         while True:
-            sid = store.import_jsonl(source, session_id=f"imp-{n}")
+            sid = store.import_jsonl(io.BytesIO(body), name=source, session_id=f"imp-{n}")
             log.write(sid + "\n")
             n += 1
 

@@ -1,0 +1,433 @@
+"""Bulk JSONL import and export: whole files in, whole sessions out, streaming.
+
+Import (:func:`import_jsonl`) reads a file with :class:`~eventstore.jsonl.JsonlReader`
+and stores it in one ``BEGIN IMMEDIATE`` transaction: all of its events or none (with
+``salvage``, all of its valid prefix). A file naming a session that is already stored is
+compared event by event with it: identical means skipped, different is an
+:class:`~eventstore.errors.ImportConflict` naming the first line that differs, and events
+past the stored head are added only with ``append``. Export (:func:`export_session`,
+:func:`export_sessions`) writes sessions as the reference ``save()`` does, byte for byte,
+reading the database page by page and writing as it goes.
+
+Memory is bounded by the longest line (a few copies of it), never by the file: rows go to
+the database in batches (:data:`BATCH_ROWS` rows or :data:`BATCH_BYTES` bytes of lines).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from .errors import ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound
+from .jsonl import JsonlReader, _js_float, dumps, encodable, file_name_for, meta_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import EventStore
+
+__all__ = ["Dropped", "ImportReport", "export_session", "export_sessions", "import_jsonl"]
+
+BATCH_ROWS = 5000  # rows per batch (several multi-row INSERTs)
+BATCH_BYTES = 4 << 20  # bytes of lines per batch
+EXPORT_PAGE = 5000  # events per read query of an export (one short read transaction each)
+EXPORT_BUFFER = 1 << 20  # bytes gathered before each write
+
+GROUP = 50  # rows per INSERT statement (multi-row VALUES)
+
+# The session id and the first position go into the statement as constants (a hex blob
+# literal holds any id, NUL included), so each row binds only its own five values; payload
+# and hash may come as UTF-8 bytes (the reader's fast path), CAST keeps them TEXT. One
+# statement inserts GROUP rows: SQLite's per-statement work (the guard trigger's setup,
+# the partial indexes' WHERE) is then paid once per GROUP rows instead of once per row.
+_VALUES = "(?{a} + {base}, {sid}, ?{a}, ?{b}, ?{c}, CAST(?{d} AS TEXT), CAST(?{e} AS TEXT))"
+_INSERT_HEAD = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
+
+
+def _insert_sql(base: int, sid: str, rows: int) -> str:
+    sid_sql = f"CAST(x'{sid.encode('utf-8').hex()}' AS TEXT)"
+    return _INSERT_HEAD + ",".join(_VALUES.format(a=5 * i + 1, b=5 * i + 2, c=5 * i + 3, d=5 * i + 4, e=5 * i + 5,
+                                                  base=base, sid=sid_sql) for i in range(rows))
+
+
+class _Inserter:
+    """Insert reader rows ``(seq, type, ts, payload, hash)`` of one session, GROUP at a time."""
+
+    def __init__(self, cur: sqlite3.Cursor, sid: str, base: int):
+        self.cur = cur
+        self.sid = sid
+        self.one = _insert_sql(base, sid, 1)
+        self.many = _insert_sql(base, sid, GROUP)
+
+    def insert(self, rows: list[tuple]) -> tuple[int, sqlite3.IntegrityError] | None:
+        """Insert ``rows``; on a refused row, return ``(its index, the error)`` with the rows
+        before it stored and none after it."""
+        cur = self.cur
+        full = len(rows) - len(rows) % GROUP
+        start = 0
+        try:
+            if full:
+                flat = itertools.chain.from_iterable
+                cur.executemany(self.many, [tuple(flat(rows[i:i + GROUP])) for i in range(0, full, GROUP)])
+            start = full
+            cur.executemany(self.one, rows[full:])
+            return None
+        except sqlite3.IntegrityError as e:
+            stored = self._head() - rows[0][0]
+            if start:  # a single row failed: it is the next one
+                return stored, e
+        for i in range(stored, len(rows)):  # a group failed: find the row one at a time
+            try:
+                cur.execute(self.one, rows[i])
+            except sqlite3.IntegrityError as e:
+                return i, e
+        raise AssertionError("a refused group of rows was accepted row by row")  # pragma: no cover
+
+    def _head(self) -> int:
+        return self.cur.execute("SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?",
+                                (self.sid,)).fetchone()[0]
+_STORED = ("SELECT seq, type, ts, payload, hash FROM events "
+           "WHERE session_id = ? AND seq >= ? AND seq <= ? ORDER BY seq")
+
+Progress = Callable[[int, int], None]
+"""``progress(bytes, events)``: called as an import or export goes, with the bytes read
+(or written) and events stored (or written) since the previous call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """What ``salvage`` left out of a file: lines ``first_line`` to ``last_line`` (1-based,
+    ``lines`` of them, ``bytes`` bytes, from the first bad line to the end of the file)
+    and ``reason``, the ``FILE:LINE: reason`` of the first bad line."""
+
+    first_line: int
+    last_line: int
+    lines: int
+    bytes: int
+    reason: str
+
+    def __str__(self) -> str:
+        span = f"line {self.first_line}" if self.lines == 1 else f"lines {self.first_line}-{self.last_line}"
+        return f"dropped {span} ({self.lines} line{'s' if self.lines != 1 else ''}, {self.bytes} bytes): {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What one import did.
+
+    ``status`` is ``"imported"`` (a new session), ``"appended"`` (events added past the
+    head of a stored session) or ``"skipped"`` (the stored session already holds every
+    event of the file); ``events`` is the number of events this import stored, ``total``
+    the session's number of events afterwards, ``lines``/``bytes`` what was read,
+    ``normalized`` the number of event lines stored in a canonical form that differs from
+    their bytes in the file (export writes the canonical form), ``dropped`` what
+    ``salvage`` left out (None when nothing was), ``note`` a remark (empty or one sentence).
+    """
+
+    name: str
+    session_id: str
+    status: str
+    events: int
+    total: int
+    lines: int
+    bytes: int
+    normalized: int = 0
+    dropped: Dropped | None = None
+    note: str = ""
+
+
+def _check_id(session_id: str) -> str:
+    if type(session_id) is not str or not session_id:
+        raise InvalidEvent(f"session id must be a non-empty string, not {session_id!r}")
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidEvent(f"session id {session_id!r} holds a lone UTF-16 surrogate") from None
+    return session_id
+
+
+def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
+                 session_id: str | None = None, append: bool = False, salvage: bool = False,
+                 progress: Progress | None = None) -> ImportReport:
+    """Import one JSONL session file (the reference format) into ``store``, atomically.
+
+    ``source`` is a path or a binary file object (``name`` is what messages call it; a
+    path's own name by default). ``session_id`` gives the id of a file that has no
+    ``session/meta`` line (a meta line naming another id is an error). ``append`` lets a
+    file whose first events equal a stored session's add the events past the stored head;
+    ``salvage`` keeps the valid prefix of a file whose tail is bad (truncated by a crash,
+    corrupt) and reports what was dropped in :attr:`ImportReport.dropped`.
+
+    Returns an :class:`ImportReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
+    (``FILE:LINE: reason``; nothing of the file is stored), its subclass
+    :class:`~eventstore.errors.ImportConflict` (the session is stored with other events, or
+    the file continues it and ``append`` is off), :class:`~eventstore.errors.InvalidEvent`
+    for a bad ``session_id``, :class:`~eventstore.errors.DatabaseError`, ``OSError``.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            return import_jsonl(store, f, name=name or os.fspath(source), session_id=session_id,
+                                append=append, salvage=salvage, progress=progress)
+    if session_id is not None:
+        _check_id(session_id)
+    name = name or str(getattr(source, "name", "<stream>"))
+    reader = JsonlReader(source, name, session_id)
+    batches = reader.batches(BATCH_ROWS, BATCH_BYTES)
+    with store._write(session_id) as cur:
+        batch = next(batches, None)
+        if reader.session_id is None or (reader.error is not None and not salvage):
+            raise reader.error
+        sid = reader.session_id
+        stored = cur.execute("SELECT meta FROM sessions WHERE id = ?", (sid,)).fetchone()
+        if stored is None:
+            try:
+                cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)",
+                            (sid, time.time(), reader.meta_json))
+            except sqlite3.IntegrityError as e:
+                reason = f"the database refused session id {dumps(sid)}: {e}"
+                raise InvalidJSONL(name, reader.meta_line, reason) from None
+            head = 0
+        else:
+            if reader.meta_line and stored[0] != reader.meta_json:
+                raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} is already stored with other "
+                                     f"session/meta keys ({stored[0]})", sid)
+            head = cur.execute("SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?",
+                               (sid,)).fetchone()[0]
+        position = cur.execute("SELECT coalesce(max(position), 0) + 1 FROM events").fetchone()[0]
+        inserter = _Inserter(cur, sid, position - head)
+        added = 0
+        failed: tuple[InvalidJSONL, int] | None = None
+        done_bytes = 0
+        while batch is not None:
+            if reader.error is not None and not salvage:
+                raise reader.error
+            rows = batch
+            lines = reader.batch_lines
+            if rows[0][0] < head:  # these events are stored: they must be the same
+                k = min(len(rows), head - rows[0][0])
+                _compare(cur, name, sid, rows[:k], lines)
+                if k < len(rows) and not append:
+                    raise _continues(name, lines[k], sid, head)
+                rows = rows[k:]
+                lines = lines[k:]
+                offsets = reader.batch_offsets[k:]
+            else:
+                offsets = reader.batch_offsets
+            if rows:
+                if stored is not None and not append:
+                    raise _continues(name, lines[0], sid, head)
+                refused = inserter.insert(rows)
+                if refused is not None:
+                    i, e = refused
+                    err = _refused(cur, name, lines[i], sid, rows[i], e)
+                    if not salvage:
+                        raise err from None
+                    added += i
+                    failed = (err, offsets[i])
+                    break
+                added += len(rows)
+            if progress is not None:
+                progress(reader.bytes - done_bytes, len(rows))
+                done_bytes = reader.bytes
+            batch = next(batches, None)
+        dropped = None
+        error = failed or ((reader.error, reader.error_offset) if reader.error is not None else None)
+        if error is not None:  # salvage: keep what came before the first bad line
+            err, offset = error
+            reader.drain()
+            first = err.line
+            dropped = Dropped(first, reader.lines, reader.lines - first + 1, reader.bytes - offset, str(err))
+        elif progress is not None and reader.bytes > done_bytes:
+            progress(reader.bytes - done_bytes, 0)
+    if added:  # let the write queue checkpoint the WAL (see EventStore._wrote)
+        store._wrote(position, position + added - 1, reader.bytes)
+    note = ""
+    if stored is None:
+        status = "imported"
+    elif added:
+        status = "appended"
+    else:
+        status = "skipped"
+        seen = reader.events
+        note = ("the stored session holds the same events" if seen == head else
+                f"the stored session holds the file's {seen} events and {head - seen} more")
+    return ImportReport(name, sid, status, added, head + added, reader.lines, reader.bytes,
+                        reader.normalized, dropped, note)
+
+
+def _continues(name: str, line: int, sid: str, head: int) -> ImportConflict:
+    return ImportConflict(name, line, f"session {dumps(sid)} is already stored with {head} events; this file "
+                          f"continues it from seq {head} (use --append to add the rest)", sid)
+
+
+def _compare(cur: sqlite3.Cursor, name: str, sid: str, rows: list[tuple], lines: list[int]) -> None:
+    """Check that ``rows`` (file rows of a stored session) equal the stored events."""
+    stored = cur.execute(_STORED, (sid, rows[0][0], rows[-1][0])).fetchall()
+    for (seq, t, ts, payload, h), (_s, st, sts, sp, sh), line in zip(rows, stored, lines, strict=False):
+        if type(payload) is bytes:
+            payload = payload.decode("utf-8")
+        what = ("type" if t != st else "ts" if float(ts) != sts else "payload" if payload != sp else
+                "hash" if h.decode() != sh else None)
+        if what == "hash":
+            raise ImportConflict(name, line, f"session {dumps(sid)} is already stored with the same event at seq "
+                                 f"{seq} but another hash: the stored hash chain is broken (run verify)", sid)
+        if what is not None:
+            raise ImportConflict(name, line, f"session {dumps(sid)} is already stored with other events: "
+                                 f"seq {seq} differs ({what})", sid)
+
+
+def _refused(cur: sqlite3.Cursor, name: str, line: int, sid: str, row: tuple,
+             e: sqlite3.IntegrityError) -> InvalidJSONL:
+    """Explain why the database refused the file's row ``row`` at ``line``."""
+    payload = row[3].decode("utf-8") if type(row[3]) is bytes else row[3]
+    if "events_event_id" in str(e) or "event_id" in str(e):
+        key = cur.execute("SELECT ? ->> '$.event_id'", (payload,)).fetchone()[0]
+        other = cur.execute("SELECT seq FROM events WHERE session_id = ? AND event_id = ?", (sid, key)).fetchone()
+        where = f"seq {other[0]}" if other else "another event"
+        return InvalidJSONL(name, line, f"event_id {dumps(key)} is already used by {where} of session {dumps(sid)} "
+                                        f"(event_id is an idempotency key, unique per session)")
+    return InvalidJSONL(name, line, f"the database refused this event: {e}")
+
+
+# --- export ------------------------------------------------------------------------------
+
+# SQLite writes the end of each line (payload minus its "{", newline) as bytes, in C; a
+# long payload (BIG_PAYLOAD characters and more) comes whole instead, and Python writes a
+# view of it, so that no line is copied more than it must be.
+BIG_PAYLOAD = 1 << 16
+_EXPORT = (f"SELECT type, seq, ts, "
+           f"CASE WHEN length(payload) < {BIG_PAYLOAD} THEN CAST(CASE payload WHEN '{{}}' THEN '}}' "
+           f"ELSE ',' || substr(payload, 2) END || char(10) AS BLOB) END, "
+           f"CASE WHEN length(payload) >= {BIG_PAYLOAD} THEN CAST(payload AS BLOB) END "
+           f"FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq")
+
+
+def export_session(store: EventStore, session_id: str, dest: str | os.PathLike | IO,
+                   progress: Progress | None = None) -> int:
+    """Write one session as JSONL, byte-identical to what the reference ``save()`` writes
+    for it, and return the number of events written.
+
+    ``dest`` is a path (written to a temporary file beside it, then renamed into place, so
+    a reader never sees half a file) or a file object (binary, or text with an
+    ``encoding``). Reads :data:`EXPORT_PAGE` events per query and writes about every
+    :data:`EXPORT_BUFFER` bytes: memory does not grow with the session.
+    Raises :class:`~eventstore.errors.SessionNotFound`, ``OSError``.
+    """
+    if isinstance(dest, (str, os.PathLike)):
+        path = Path(dest)
+        if not encodable(session_id) or not store._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+            raise SessionNotFound(session_id)  # before creating anything
+        path.parent.mkdir(parents=True, exist_ok=True)  # as the reference save() does
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".export-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                n = export_session(store, session_id, f, progress)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return n
+    binary = not hasattr(dest, "encoding")
+    write = dest.write
+    n = 0
+    for pieces, nbytes, events in _export_chunks(store, session_id):
+        chunk = b"".join(pieces)
+        write(chunk if binary else chunk.decode("utf-8"))
+        n += events
+        if progress is not None:
+            progress(nbytes, events)
+    return n
+
+
+def _export_chunks(store: EventStore, session_id: str):
+    """Yield ``(pieces, bytes, events)``: the session's lines as a list of byte strings (and
+    memoryviews of stored payloads, not copied), about EXPORT_BUFFER bytes at a time."""
+    rows = store._read("SELECT meta FROM sessions WHERE id = ?", (session_id,))
+    if not rows:
+        raise SessionNotFound(session_id)
+    out: list = [(meta_line(session_id, rows[0][0]) + "\n").encode("utf-8")]
+    size = len(out[0])
+    heads: dict[str, str] = {}
+    js_float = _js_float
+    last = -1
+    while True:
+        got = done = 0
+        with store._lock:  # one short read transaction per page
+            cur = store._conn.cursor()
+            try:
+                cur.execute(_EXPORT, (session_id, last, last + EXPORT_PAGE))
+                app = out.append
+                for t, seq, ts, tail, big in cur:
+                    try:
+                        head = heads[t]
+                    except KeyError:
+                        head = heads[t] = '{"type":' + dumps(t) + ',"seq":'
+                    r = repr(ts)  # JavaScript's text too, but for 1e+16, 5.0 and the like
+                    if "e" in r or r[-2:] == ".0":
+                        r = js_float(ts)
+                    app(f'{head}{seq},"ts":{r}'.encode())
+                    if tail is not None:
+                        app(tail)
+                        size += len(tail) + 40
+                    else:
+                        app(b",")
+                        app(memoryview(big)[1:])
+                        app(b"\n")
+                        size += len(big) + 40
+                    got += 1
+                    if size >= EXPORT_BUFFER:
+                        yield out, size, got - done
+                        done = got
+                        out = []
+                        app = out.append
+                        size = 0
+            finally:
+                cur.close()
+        last += EXPORT_PAGE
+        if got < EXPORT_PAGE:
+            break
+        if out:
+            yield out, size, got - done
+            out = []
+            size = 0
+    yield out, size, got - done
+
+
+def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: Iterable[str] | None = None,
+                    progress: Progress | None = None,
+                    done: Callable[[str, Path, int], None] | None = None) -> list[tuple[str, Path, int]]:
+    """Export sessions to ``folder`` (created if missing), one file each, and return
+    ``(session_id, path, events)`` per session.
+
+    ``session_ids`` selects sessions (default: every stored one). File names come from
+    :func:`~eventstore.jsonl.file_name_for`: whatever an id holds (``/``, ``..``, NUL, a
+    drive letter, upper case), its file lands inside ``folder`` under a name that maps back
+    to it alone; an existing file of that name is replaced. ``done(session_id, path,
+    events)`` is called after each file. Raises :class:`~eventstore.errors.SessionNotFound`
+    (before writing anything) and ``OSError``.
+    """
+    base = Path(folder)
+    ids = [i.id for i in store.sessions()] if session_ids is None else list(dict.fromkeys(session_ids))
+    for sid in ids:
+        if not store._read("SELECT 1 FROM sessions WHERE id = ?", (sid,)):
+            raise SessionNotFound(sid)
+    base.mkdir(parents=True, exist_ok=True)
+    taken: dict[str, str] = {}
+    result = []
+    for sid in ids:
+        name = file_name_for(sid)
+        key = name.lower()
+        if key in taken or os.path.basename(name) != name or name in (".", ".."):  # pragma: no cover - by design
+            raise InvalidEvent(f"session {sid!r}: export name {name!r} is not unique or not a plain file name")
+        taken[key] = sid
+        path = base / name
+        n = export_session(store, sid, path, progress)
+        result.append((sid, path, n))
+        if done is not None:
+            done(sid, path, n)
+    return result

@@ -1,0 +1,224 @@
+"""The ``import`` and ``export`` commands: summary, exit status, messages (no traceback),
+salvage, re-import, stdin, usage errors, export folders, and the progress bar (a real
+process on a pseudo-terminal; nothing when stderr is not a terminal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA, FIXTURES
+
+from eventstore import EventStore
+from eventstore.cli import cli
+from eventstore.jsonl import dumps, event_line, file_name_for
+
+META = b'{"type":"session/meta","id":"s1"}'
+
+
+def ev(seq: int, type_: str = "a", **payload) -> bytes:
+    return event_line(type_, seq, 1764460800 + seq / 8, dumps(payload)).encode()
+
+
+def lines(*parts: bytes, end: bytes = b"\n") -> bytes:
+    return b"\n".join(parts) + end
+
+
+def run(db: Path, *args: str, input: bytes | None = None):
+    result = CliRunner().invoke(cli, ["--db", str(db), *args], input=input, catch_exceptions=False)
+    return result
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "cli.db"
+
+
+def test_import_folder_summary(db, tmp_path):
+    r = run(db, "import", str(DATA))
+    assert r.exit_code == 0, r.output
+    total = sum((DATA / f"{n}.jsonl").read_bytes().count(b"\n") - 1 for n in FIXTURES)
+    n = len(FIXTURES)
+    assert r.stdout == f"files: {n}, sessions: {n} ({n} new, 0 appended), events: {total}, skipped: 0, failed: 0\n"
+    assert r.stderr == ""
+
+
+def test_failed_file_is_reported_others_land_and_exit_status_is_1(db, tmp_path):
+    folder = tmp_path / "logs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.jsonl").write_bytes(lines(META, ev(0), ev(1)))
+    bad = folder / "sub" / "b.jsonl"
+    bad.write_bytes(lines(b'{"type":"session/meta","id":"s2"}', ev(0), ev(2)))
+    (folder / "c.jsonl").write_bytes(lines(b'{"type":"session/meta","id":"s3"}', ev(0)))
+    (folder / "notes.txt").write_text("not a log")
+    r = run(db, "import", str(folder))
+    assert r.exit_code == 1
+    assert r.stderr == f"{bad}:3: 'seq' 2 is not the next one (1 expected: gap)\n"
+    assert "Traceback" not in r.output
+    assert r.stdout == "files: 3, sessions: 2 (2 new, 0 appended), events: 3, skipped: 0, failed: 1\n"
+    with EventStore.open(db) as st:
+        assert sorted(i.id for i in st.sessions()) == ["s1", "s3"]
+
+
+def test_reimport_is_skipped_conflict_fails_append_continues(db, tmp_path):
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(lines(META, ev(0), ev(1)))
+    assert run(db, "import", str(a)).exit_code == 0
+    r = run(db, "import", str(a))
+    assert r.exit_code == 0
+    assert r.stderr == f'{a}: skipped: session "s1" is already stored (the stored session holds the same events)\n'
+    assert r.stdout == "files: 1, sessions: 0 (0 new, 0 appended), events: 0, skipped: 1, failed: 0\n"
+    longer = tmp_path / "longer.jsonl"
+    longer.write_bytes(lines(META, ev(0), ev(1), ev(2)))
+    r = run(db, "import", str(longer))
+    assert r.exit_code == 1
+    assert r.stderr == (f'{longer}:4: session "s1" is already stored with 2 events; this file continues it '
+                        f'from seq 2 (use --append to add the rest)\n')
+    r = run(db, "import", "--append", "-v", str(longer))
+    assert r.exit_code == 0
+    assert r.stderr == f'{longer}: appended session "s1": 1 events\n'
+    assert r.stdout == "files: 1, sessions: 1 (0 new, 1 appended), events: 1, skipped: 0, failed: 0\n"
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(lines(META, ev(0), ev(1, x=1)))
+    r = run(db, "import", "--append", str(other))
+    assert r.exit_code == 1
+    assert r.stderr == f'{other}:3: session "s1" is already stored with other events: seq 1 differs (payload)\n'
+
+
+def test_salvage_reports_what_was_dropped(db, tmp_path):
+    f = tmp_path / "crash.jsonl"
+    tail = b'{"type":"a","seq":2,"ts":17'
+    f.write_bytes(lines(META, ev(0), ev(1), tail, end=b""))
+    r = run(db, "import", str(f))
+    assert r.exit_code == 1
+    assert r.stderr == f"{f}:4: truncated last line (no newline at the end; invalid JSON: Expecting ',' delimiter " \
+                       f"at column 28)\n"
+    r = run(db, "import", "--salvage", str(f))
+    assert r.exit_code == 0
+    assert r.stderr == (f'{f}: salvaged 2 events of session "s1"; dropped line 4 (1 line, {len(tail)} bytes): '
+                        f"{f}:4: truncated last line (no newline at the end; invalid JSON: Expecting ',' delimiter "
+                        f"at column 28)\n")
+    assert r.stdout == "files: 1, sessions: 1 (1 new, 0 appended), events: 2, skipped: 0, failed: 0, salvaged: 1\n"
+
+
+def test_stdin_and_session_id(db, tmp_path):
+    data = lines(ev(0), ev(1))
+    r = run(db, "import", "--session-id", "piped", "-", input=data)
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "files: 1, sessions: 1 (1 new, 0 appended), events: 2, skipped: 0, failed: 0\n"
+    r = run(db, "import", "-", input=data)
+    assert r.exit_code == 1
+    assert r.stderr == "-:1: event before any session/meta line (no session id; give one with --session-id)\n"
+    r = run(db, "export", "piped")
+    assert r.stdout_bytes == lines(b'{"type":"session/meta","id":"piped"}', ev(0), ev(1))
+
+
+def test_usage_errors(db, tmp_path):
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(lines(META, ev(0)))
+    for args, message in [
+        (["import", "--session-id", "x", str(a), str(a)], "--session-id goes with exactly one file (2 given)"),
+        (["import", "-", "-"], "- (stdin) can be read only once"),
+        (["import", str(tmp_path / "missing.jsonl")], "no such file or folder"),
+        (["export"], "give one SESSION_ID"),
+        (["export", "a", "b"], "give one SESSION_ID (for several, or --all, use --out DIR)"),
+        (["export", "--all"], "--all needs --out DIR"),
+        (["export", "--all", "x", "--out", str(tmp_path / "o")], "give SESSION_IDs or --all (not both)"),
+        (["export", "--out", str(tmp_path / "o")], "give SESSION_IDs or --all (not both)"),
+        (["export", "x", "-o", "f", "--out", str(tmp_path / "o")], "-o FILE is for one session"),
+    ]:
+        r = run(db, *args)
+        assert r.exit_code == 2, (args, r.output)
+        assert message in r.stderr, (args, r.stderr)
+
+
+def test_export_one_all_and_selected(db, tmp_path):
+    assert run(db, "import", str(DATA)).exit_code == 0
+    r = run(db, "export", "5a1b896f-beb")
+    assert r.exit_code == 0 and r.stdout_bytes == (DATA / "demo.jsonl").read_bytes()
+    out = tmp_path / "one.jsonl"
+    r = run(db, "export", "num-0001", "-o", str(out))
+    n = (DATA / "numbers.jsonl").read_bytes().count(b"\n") - 1
+    assert r.exit_code == 0 and r.stderr == f"{out}: {n} events\n"
+    assert out.read_bytes() == (DATA / "numbers.jsonl").read_bytes()
+    r = run(db, "export", "--all", "--out", str(tmp_path / "all"))
+    assert r.exit_code == 0
+    with EventStore.open(db) as st:
+        ids = [i.id for i in st.sessions()]
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == sorted(file_name_for(i) for i in ids)
+    for name in FIXTURES:
+        data = (DATA / f"{name}.jsonl").read_bytes()
+        sid = json.loads(data.split(b"\n")[0])["id"]
+        assert (tmp_path / "all" / file_name_for(sid)).read_bytes() == data
+    r = run(db, "export", "--out", str(tmp_path / "sel"), "big-0001", "num-0001")
+    assert r.exit_code == 0
+    assert sorted(p.name for p in (tmp_path / "sel").iterdir()) == ["big-0001.jsonl", "num-0001.jsonl"]
+    r = run(db, "export", "nope")
+    assert r.exit_code == 1 and r.stderr == "error: session 'nope' not found\n"
+
+
+def test_export_hostile_id_through_the_cli(db, tmp_path):
+    with EventStore.open(db) as st:
+        st.create_session("../../evil").append("x", {}, ts=1.0)
+    out = tmp_path / "deep" / "out"
+    r = run(db, "export", "--out", str(out), "../../evil")
+    assert r.exit_code == 0
+    assert [p.name for p in out.iterdir()] == ["%2E%2E%2F%2E%2E%2Fevil.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("cli.db")) == ["deep"]
+
+
+# --- real processes: exit status, no progress without a terminal, a bar on one ---------------
+
+def cli_process(db: Path, *args: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100"}
+    return subprocess.Popen([sys.executable, "-m", "eventstore.cli", "--db", str(db), *args], env=env, **kw)
+
+
+def big_folder(tmp_path: Path, files: int = 4, events: int = 6000) -> Path:
+    folder = tmp_path / "big"
+    folder.mkdir()
+    for i in range(files):
+        meta = f'{{"type":"session/meta","id":"big-{i}"}}'.encode()
+        (folder / f"{i}.jsonl").write_bytes(lines(meta, *(ev(s, "assistant/chunk", delta={"content": "tok"})
+                                                          for s in range(events))))
+    return folder
+
+
+def test_no_progress_output_when_stderr_is_not_a_terminal(db, tmp_path):
+    folder = big_folder(tmp_path)
+    p = cli_process(db, "import", str(folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0
+    assert err == b""
+    assert out == b"files: 4, sessions: 4 (4 new, 0 appended), events: 24000, skipped: 0, failed: 0\n"
+
+
+def test_progress_bar_on_a_terminal(db, tmp_path):
+    pty = pytest.importorskip("pty")
+    folder = big_folder(tmp_path)
+    master, slave = pty.openpty()
+    p = cli_process(db, "import", str(folder), stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 120)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the pty closes when the process ends
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out = p.stdout.read()
+    assert p.wait(timeout=60) == 0
+    os.close(master)
+    assert b"files" in seen and b"events" in seen and b"import" in seen
+    assert out == b"files: 4, sessions: 4 (4 new, 0 appended), events: 24000, skipped: 0, failed: 0\n"

@@ -1,0 +1,380 @@
+"""Bulk import and export through the library: conformance fixtures, salvage, re-import
+(skip, conflict, --append), export to a folder with hostile session ids, and the hash
+chain an import writes (the same as the append path's)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import DATA, FIXTURES
+
+from eventstore import EventStore, ImportConflict, InvalidJSONL, SessionNotFound
+from eventstore.bulk import Dropped, export_session, export_sessions, import_jsonl
+from eventstore.jsonl import chain_hash, dumps, event_line, file_name_for, genesis_hash, session_id_from_file_name
+
+META = b'{"type":"session/meta","id":"s1"}'
+
+
+def ev(seq: int, type_: str = "a", **payload) -> bytes:
+    """An event line as the reference writes it."""
+    return event_line(type_, seq, 1764460800 + seq / 8, dumps(payload)).encode()
+
+
+def lines(*parts: bytes, end: bytes = b"\n") -> bytes:
+    return b"\n".join(parts) + end
+
+
+def export_bytes(store: EventStore, sid: str) -> bytes:
+    out = io.BytesIO()
+    store.export_jsonl(sid, out)
+    return out.getvalue()
+
+
+def stored_hashes(store: EventStore, sid: str) -> list[str]:
+    return [h for (h,) in store._read("SELECT hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))]
+
+
+def chain_of(sid: str, exported: bytes) -> list[str]:
+    """The hash chain recomputed from an exported file's event lines."""
+    prev = genesis_hash(sid)
+    out = []
+    for line in exported.decode().split("\n")[1:-1]:
+        prev = chain_hash(prev, line)
+        out.append(prev)
+    return out
+
+
+# --- conformance ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixture_imports_exports_byte_identical_and_projects(store, name):
+    path = DATA / f"{name}.jsonl"
+    rep = import_jsonl(store, path)
+    assert (rep.status, rep.normalized, rep.dropped) == ("imported", 0, None)
+    data = path.read_bytes()
+    assert rep.bytes == len(data) and rep.lines == data.count(b"\n")
+    assert export_bytes(store, rep.session_id) == data
+    expected = json.loads((DATA / f"{name}.messages.json").read_text(encoding="utf-8"))
+    assert store.session(rep.session_id).derive_messages() == expected
+    # the import wrote the same hash chain as the append path computes for these lines
+    assert stored_hashes(store, rep.session_id) == chain_of(rep.session_id, data)
+
+
+def test_import_chain_equals_append_chain(store, tmp_path):
+    s = store.create_session("chain")
+    s.append_many([("a", {"x": 1}, 1.5), ("b", {"y": "é\ud83d", "z": [1.0, 1e21]}, 2.0), ("c", {}, 3.25)])
+    s.append("d", {"event_id": "k1"}, ts=4.0)
+    data = export_bytes(store, "chain")
+    with EventStore.open(tmp_path / "other.db") as other:
+        other.import_jsonl(io.BytesIO(data), name="chain.jsonl")
+        assert stored_hashes(other, "chain") == stored_hashes(store, "chain")
+        assert export_bytes(other, "chain") == data
+        # and appending after an import continues the same chain
+        other.session("chain").append("e", {"n": 5}, ts=5.0)
+        store.session("chain").append("e", {"n": 5}, ts=5.0)
+        assert stored_hashes(other, "chain") == stored_hashes(store, "chain")
+
+
+def test_export_unknown_session(store):
+    with pytest.raises(SessionNotFound):
+        store.export_jsonl("nope", io.BytesIO())
+
+
+def test_export_to_a_text_stream_and_a_path(store, tmp_path):
+    store.import_jsonl(DATA / "unicode.jsonl")
+    sid = "u-2026-0001"
+    text = io.StringIO()
+    store.export_jsonl(sid, text)
+    data = (DATA / "unicode.jsonl").read_bytes()
+    assert text.getvalue().encode("utf-8") == data
+    target = tmp_path / "out.jsonl"
+    target.write_bytes(b"old content")
+    assert store.export_jsonl(sid, target) == data.count(b"\n") - 1
+    assert target.read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("events.db")) == ["out.jsonl"]
+
+
+# --- salvage -------------------------------------------------------------------------------------
+
+def test_salvage_keeps_the_prefix_of_a_truncated_file(store, tmp_path):
+    tail = b'{"type":"assistant/chunk","seq":3,"ts":1764460800.4,"delta":{"content":"he'
+    content = lines(META, ev(0), ev(1), ev(2), tail, end=b"")
+    path = tmp_path / "crash.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(InvalidJSONL):
+        store.import_jsonl(path)
+    assert store.sessions() == []
+    rep = import_jsonl(store, path, salvage=True)
+    reason = (f"{path}:5: truncated last line (no newline at the end; invalid JSON: "
+              f"Unterminated string starting at column 72)")
+    assert rep.dropped == Dropped(5, 5, 1, len(tail), reason)
+    assert str(rep.dropped) == f"dropped line 5 (1 line, {len(tail)} bytes): {reason}"
+    assert (rep.status, rep.events, rep.total, rep.lines, rep.bytes) == ("imported", 3, 3, 5, len(content))
+    assert export_bytes(store, "s1") == lines(META, ev(0), ev(1), ev(2))
+
+
+def test_salvage_drops_everything_from_the_first_bad_line(store, tmp_path):
+    bad = b'{"type":"a","seq":2,"ts":1,"x":"\xff"}'
+    rest = [ev(3), b"", ev(4)]
+    content = lines(META, ev(0), ev(1), bad, *rest)
+    path = tmp_path / "corrupt.jsonl"
+    path.write_bytes(content)
+    rep = import_jsonl(store, path, salvage=True)
+    dropped_bytes = len(lines(bad, *rest))
+    assert rep.dropped == Dropped(4, 7, 4, dropped_bytes, f"{path}:4: invalid UTF-8 at byte 33 of the line")
+    assert export_bytes(store, "s1") == lines(META, ev(0), ev(1))
+
+
+def test_salvage_with_a_bad_meta_line_keeps_nothing(store, tmp_path):
+    path = tmp_path / "nometa.jsonl"
+    path.write_bytes(lines(b'{"type":"session/meta"', ev(0)))
+    with pytest.raises(InvalidJSONL, match=r":1: invalid JSON"):
+        import_jsonl(store, path, salvage=True)
+    assert store.sessions() == []
+
+
+def test_salvage_when_the_database_refuses_a_row(store, tmp_path):
+    # the refused row is in the middle of a multi-row INSERT: the rows before it stay
+    evs = [ev(i, event_id=f"k{i}") for i in range(120)]
+    evs[77] = ev(77, event_id="k3")
+    path = tmp_path / "dup.jsonl"
+    content = lines(META, *evs)
+    path.write_bytes(content)
+    with pytest.raises(InvalidJSONL) as info:
+        store.import_jsonl(path)
+    assert str(info.value) == (f'{path}:79: event_id "k3" is already used by seq 3 of session "s1" '
+                               f'(event_id is an idempotency key, unique per session)')
+    rep = import_jsonl(store, path, salvage=True)
+    assert rep.events == 77
+    assert rep.dropped == Dropped(79, 121, 43, len(lines(*evs[77:])), str(info.value))
+    assert export_bytes(store, "s1") == lines(META, *evs[:77])
+    assert stored_hashes(store, "s1") == chain_of("s1", lines(META, *evs[:77]))
+
+
+def test_salvaged_prefix_reimported_with_salvage_is_skipped(store, tmp_path):
+    path = tmp_path / "crash.jsonl"
+    path.write_bytes(lines(META, ev(0), ev(1), b'{"type":"a","se', end=b""))
+    import_jsonl(store, path, salvage=True)
+    rep = import_jsonl(store, path, salvage=True)
+    assert (rep.status, rep.events, rep.note) == ("skipped", 0, "the stored session holds the same events")
+    assert rep.dropped is not None and rep.dropped.first_line == 4
+
+
+# --- re-import ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def stored(store, tmp_path):
+    """Session s1 stored with events 0..2 from s1.jsonl."""
+    path = tmp_path / "s1.jsonl"
+    path.write_bytes(lines(META, ev(0), ev(1, "b", x=1), ev(2)))
+    store.import_jsonl(path)
+    return path
+
+
+def write(tmp_path: Path, name: str, content: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+def test_reimport_identical_is_skipped(store, stored):
+    before = store._read("SELECT position, hash FROM events ORDER BY position")
+    rep = import_jsonl(store, stored)
+    assert (rep.status, rep.events, rep.total) == ("skipped", 0, 3)
+    assert rep.note == "the stored session holds the same events"
+    assert store._read("SELECT position, hash FROM events ORDER BY position") == before
+
+
+def test_reimport_noncanonical_spelling_of_the_same_events_is_skipped(store, stored, tmp_path):
+    path = write(tmp_path, "spaced.jsonl", lines(META, b"", ev(0), b'{"seq":1,"type":"b","ts":1764460800.125,"x":1.0}',
+                                                   ev(2) + b"\r"))
+    assert import_jsonl(store, path).status == "skipped"
+
+
+@pytest.mark.parametrize(("changed", "what"), [
+    (ev(1, "b", x=2), "payload"), (ev(1, "c", x=1), "type"),
+    (b'{"type":"b","seq":1,"ts":5,"x":1}', "ts"), (ev(1, "b", x=1, y=None), "payload"),
+])
+def test_reimport_with_other_events_is_a_conflict_naming_the_first_differing_line(store, stored, tmp_path,
+                                                                                   changed, what):
+    path = write(tmp_path, "other.jsonl", lines(META, ev(0), changed, ev(2, "zzz"), ev(3)))
+    with pytest.raises(ImportConflict) as info:
+        import_jsonl(store, path, append=True)
+    assert str(info.value) == f'{path}:3: session "s1" is already stored with other events: seq 1 differs ({what})'
+    assert info.value.session_id == "s1"
+    assert store.session("s1").next_seq() == 3
+
+
+def test_reimport_of_a_longer_file_needs_append(store, stored, tmp_path):
+    path = write(tmp_path, "more.jsonl", lines(META, ev(0), ev(1, "b", x=1), ev(2), ev(3), ev(4)))
+    with pytest.raises(ImportConflict) as info:
+        import_jsonl(store, path)
+    assert str(info.value) == (f'{path}:5: session "s1" is already stored with 3 events; this file continues it '
+                               f'from seq 3 (use --append to add the rest)')
+    assert store.session("s1").next_seq() == 3
+    rep = import_jsonl(store, path, append=True)
+    assert (rep.status, rep.events, rep.total) == ("appended", 2, 5)
+    data = export_bytes(store, "s1")
+    assert data == path.read_bytes()
+    # the appended events continue the stored hash chain
+    assert stored_hashes(store, "s1") == chain_of("s1", data)
+    assert import_jsonl(store, path, append=True).status == "skipped"
+
+
+def test_append_across_batches_and_after_other_sessions(store, tmp_path, monkeypatch):
+    from eventstore import bulk
+
+    monkeypatch.setattr(bulk, "BATCH_ROWS", 7)
+    evs = [ev(i, x="y" * (i % 5)) for i in range(60)]
+    store.import_jsonl(write(tmp_path, "p.jsonl", lines(META, *evs[:23])))
+    store.import_jsonl(DATA / "demo.jsonl")  # other positions in between
+    rep = import_jsonl(store, write(tmp_path, "all.jsonl", lines(META, *evs)), append=True)
+    assert (rep.events, rep.total) == (37, 60)
+    data = export_bytes(store, "s1")
+    assert data == lines(META, *evs)
+    assert stored_hashes(store, "s1") == chain_of("s1", data)
+    positions = [p for (p,) in store._read("SELECT position FROM events WHERE session_id='s1' ORDER BY seq")]
+    assert positions == sorted(positions) and len(set(positions)) == 60
+
+
+def test_reimport_of_a_shorter_file_is_skipped_with_a_note(store, stored, tmp_path):
+    path = write(tmp_path, "short.jsonl", lines(META, ev(0), ev(1, "b", x=1)))
+    rep = import_jsonl(store, path, append=True)
+    assert (rep.status, rep.note) == ("skipped", "the stored session holds the file's 2 events and 1 more")
+
+
+def test_append_when_the_store_went_on_differently_is_a_conflict(store, stored, tmp_path):
+    store.session("s1").append("live", {"n": 1}, ts=9.0)
+    path = write(tmp_path, "more.jsonl", lines(META, ev(0), ev(1, "b", x=1), ev(2), ev(3)))
+    with pytest.raises(ImportConflict, match=r":5: session \"s1\" is already stored with other events: seq 3 differs"):
+        import_jsonl(store, path, append=True)
+
+
+def test_reimport_with_other_meta_keys_is_a_conflict(store, stored, tmp_path):
+    path = write(tmp_path, "meta.jsonl", lines(b'{"type":"session/meta","id":"s1","agent":"x"}', ev(0)))
+    with pytest.raises(ImportConflict) as info:
+        import_jsonl(store, path)
+    assert str(info.value) == f'{path}:1: session "s1" is already stored with other session/meta keys ({{}})'
+
+
+def test_reimport_detects_a_broken_stored_chain(store, stored, tmp_path, raw):
+    raw.execute("DROP TRIGGER events_guard_update")
+    raw.execute("UPDATE events SET hash = ? WHERE seq = 1", ("0" * 64,))
+    with pytest.raises(ImportConflict, match=r":3: .* same event at seq 1 but another hash: the stored hash chain"):
+        import_jsonl(store, stored)
+
+
+def test_meta_keys_survive_import_and_export(store, tmp_path):
+    content = lines(b'{"type":"session/meta","id":"m","agent":"coder","tags":["a",1]}', ev(0))
+    store.import_jsonl(write(tmp_path, "m.jsonl", content))
+    assert export_bytes(store, "m") == content
+
+
+# --- export to a folder: hostile ids ---------------------------------------------------------------
+
+HOSTILE = [
+    "../escape", "..", ".", "/etc/passwd", "/", "a/b/c", "a\\b", "C:\\Windows\\evil", "c:evil", "\\\\server\\share",
+    "a\x00b", "a\x00", "x" * 300, "é" * 150, "y" * 183 + "%", "Abc", "abc", "ABC", "aBc", "%41bc", "%2E%2E",
+    "con", "CON", "nul", "com1", "lpt9", "aux.txt", " lead", "trail.", "trail ", ".hidden", "-", "--all", "~",
+    "a~b", "日本語", "\n", "a\tb", "emoji 😀", "\u202e reversed", "*?<>|\"", "x.jsonl", "~" + "z" * 250,
+]
+
+
+def test_export_folder_with_hostile_ids_stays_inside_and_maps_back(tmp_path):
+    parent = tmp_path / "parent"
+    out = parent / "out"
+    with EventStore.open(tmp_path / "h.db") as st:
+        for i, sid in enumerate(HOSTILE):
+            st.create_session(sid).append("user/message", {"content": f"session {i}"}, ts=float(i))
+        written = export_sessions(st, out)
+    assert [p.name for p in parent.iterdir()] == ["out"]  # nothing written beside the folder
+    entries = sorted(out.iterdir())
+    assert len(entries) == len(HOSTILE) == len(written)
+    assert all(e.is_file() and not e.is_symlink() and e.parent == out for e in entries)
+    names = [e.name for e in entries]
+    assert len({n.lower() for n in names}) == len(names)  # distinct on a case-insensitive file system
+    assert all(len(n.encode()) <= 255 and not n.startswith(".") and n.endswith(".jsonl") for n in names)
+    for sid, path, n in written:
+        assert path.parent == out and n == 1
+        first = json.loads(path.read_bytes().split(b"\n")[0])
+        assert first == {"type": "session/meta", "id": sid}
+        back = session_id_from_file_name(path.name)
+        assert back == sid or (back is None and "~" in path.name and len(file_name_for(sid)) > 200)
+    # and the folder imports back to the same sessions, byte for byte
+    with EventStore.open(tmp_path / "back.db") as st2:
+        reps = [import_jsonl(st2, p) for p in sorted(out.iterdir())]
+        assert sorted(r.session_id for r in reps) == sorted(HOSTILE)
+        for sid, path, _n in written:
+            assert export_bytes(st2, sid) == path.read_bytes()
+
+
+def test_a_session_id_starting_with_nul_round_trips(store, tmp_path):
+    # SQLite's length() stops at NUL: the schema's not-empty CHECK compares with '' instead
+    path = write(tmp_path, "nul.jsonl", lines(b'{"type":"session/meta","id":"\\u0000x"}', ev(0)))
+    assert store.import_jsonl(path) == "\x00x"
+    out = io.BytesIO()
+    store.export_jsonl("\x00x", out)
+    assert out.getvalue() == path.read_bytes()
+
+
+def test_file_names_are_a_one_to_one_map():
+    names = [file_name_for(s) for s in HOSTILE]
+    assert len(set(names)) == len(names)
+    assert file_name_for("Abc") == "%41bc.jsonl" and file_name_for("abc") == "abc.jsonl"
+    assert file_name_for("../x") == "%2E%2E%2Fx.jsonl"
+    assert file_name_for("con") == "%63on.jsonl"
+    assert session_id_from_file_name("abc.jsonl") == "abc"
+    assert session_id_from_file_name("ABC.jsonl") is None  # not a name file_name_for writes
+    assert session_id_from_file_name("%63on.jsonl") == "con"
+    assert session_id_from_file_name("con.jsonl") is None
+
+
+def test_export_selected_sessions_and_unknown_ids(store, tmp_path):
+    for sid in ("a", "b", "c"):
+        store.create_session(sid).append("x", {}, ts=1.0)
+    written = export_sessions(store, tmp_path / "sel", ["c", "a", "c"])
+    assert [(s, p.name, n) for s, p, n in written] == [("c", "c.jsonl", 1), ("a", "a.jsonl", 1)]
+    with pytest.raises(SessionNotFound):
+        export_sessions(store, tmp_path / "none", ["a", "missing"])
+    assert not (tmp_path / "none").exists()  # checked before writing anything
+
+
+def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path, monkeypatch):
+    store.create_session("a").append("x", {"n": 1}, ts=1.0)
+    target = tmp_path / "a.jsonl"
+    target.write_bytes(b"previous")
+
+    def boom(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    from eventstore import bulk
+    monkeypatch.setattr(bulk, "_export_chunks", boom)
+    with pytest.raises(OSError):
+        export_session(store, "a", target)
+    assert target.read_bytes() == b"previous"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_export_streams_in_pages(store, monkeypatch):
+    from eventstore import bulk
+
+    monkeypatch.setattr(bulk, "EXPORT_PAGE", 3)
+    monkeypatch.setattr(bulk, "EXPORT_BUFFER", 50)
+    s = store.create_session("p")
+    s.append_many([("t", {"i": i}, float(i)) for i in range(10)])
+    chunks = list(bulk._export_chunks(store, "p"))
+    assert len(chunks) > 4 and sum(n for _c, _b, n in chunks) == 10
+    assert b"".join(b"".join(c) for c, _b, _n in chunks) == export_bytes(store, "p")
+    assert export_session(store, "p", io.BytesIO()) == 10
+
+
+def test_stdin_like_stream_import(store):
+    data = (DATA / "demo.jsonl").read_bytes()
+    assert store.import_jsonl(io.BytesIO(data), name="-") == "5a1b896f-beb"
+    with pytest.raises(InvalidJSONL, match=r"^-:2: "):
+        store.import_jsonl(io.BytesIO(META + b"\n{\n"), name="-")
+    assert os.path.basename("-") == "-"
