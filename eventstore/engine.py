@@ -35,6 +35,7 @@ JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
 CHECKPOINT_EVENTS = 500  # events (of all processes) between two checkpoints
 CHECKPOINT_BYTES = 4 * 1024 * 1024  # or payload bytes appended by one store
 WAL_RESET_FRAMES = 4000  # WAL frames (pages) past which a checkpoint makes sure the WAL starts over
+RESTART_WAIT = 0.05  # seconds that checkpoint waits, holding the write lock, for readers to leave the WAL
 DURABILITY = {"normal": "NORMAL", "full": "FULL"}
 
 

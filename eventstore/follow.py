@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["follow_rows", "DEFAULT_POLL_INTERVAL", "PAGE"]
 
 DEFAULT_POLL_INTERVAL = 0.02  # seconds between two looks when nothing changed
-PAGE = 1000  # rows per query
+PAGE = 256  # rows per query: each query is a read transaction, kept short so checkpoints can finish
 
 STORE_SQL = ("SELECT position, session_id, seq, type, ts, payload FROM events "
              "WHERE position > ? ORDER BY position LIMIT ?")

@@ -493,12 +493,14 @@ class EventStore:
         ``PRAGMA wal_checkpoint(PASSIVE)`` waits for no one and no one waits for it, but
         while other processes keep committing it never copies the frames they commit
         meanwhile, and the WAL only starts over from its beginning when a writer finds it
-        all copied: under steady writing from several processes it would grow without end.
-        So when the WAL holds ``WAL_RESET_FRAMES`` frames or more, a second passive
-        checkpoint runs while holding the write lock (it only has the frames committed
-        during the first one to copy); the next writer then starts the WAL over, and it is
-        truncated to ``journal_size_limit``. Errors are ignored: the next checkpoint tries
-        again.
+        all copied and no reader still in it: under steady writing from several processes
+        (and a follower reading all the time) it would grow without end. So when the WAL
+        holds ``WAL_RESET_FRAMES`` frames or more, a ``RESTART`` checkpoint runs while
+        holding the write lock: it copies the frames committed during the passive one,
+        then waits (at most ``RESTART_WAIT`` seconds) for readers still in the WAL to
+        finish; the next writer then starts the WAL over, and it is truncated to
+        ``journal_size_limit``. Errors and a wait that ran out are ignored: the next
+        checkpoint tries again.
         """
         conn = self._conn
         try:
@@ -506,7 +508,11 @@ class EventStore:
             if log >= _engine.WAL_RESET_FRAMES and self._wlock is not None:
                 self._wlock.acquire(self.busy_timeout)
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    conn.execute(f"PRAGMA busy_timeout = {int(_engine.RESTART_WAIT * 1000)}")
+                    try:
+                        conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                    finally:
+                        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
                 finally:
                     self._wlock.release()
         except (sqlite3.Error, DatabaseError):
