@@ -69,4 +69,8 @@ def test_errors_have_no_traceback(installed):
     exe, cwd = installed
     result = sh(exe, cwd, "--db", "x.db", "export", "missing")
     assert result.returncode == 1
+    assert result.stderr.startswith(b"error: no database at ") and b"x.db" in result.stderr
+    assert sh(exe, cwd, "--db", "x.db", "init").returncode == 0
+    result = sh(exe, cwd, "--db", "x.db", "export", "missing")
+    assert result.returncode == 1
     assert result.stderr == b"error: session 'missing' not found\n"
