@@ -21,6 +21,10 @@ a plain table, so the difference between two neighbours is the cost of that one 
 ``no-messages-index``  ... and without the ``events_messages`` partial index
 ``raw``                ``tools/bench.py``'s raw sqlite3 baseline (same pragmas, plain table
                        with the same columns and ``UNIQUE(session_id, seq)``)
+``values-or-index``    not in the chain: ``values`` with the ``events_messages`` predicate
+                       written ``type = 'a' OR type = 'b' OR type = 'c'`` instead of
+                       ``type IN ('a', 'b', 'c')`` (an IN list of 3+ constants makes every
+                       INSERT build an ephemeral b-tree to test it; see ``EXPLAIN``)
 =====================  ======================================================================
 
 Usage (from the repository root)::
@@ -53,7 +57,7 @@ from eventstore import store as _store  # noqa: E402
 from eventstore.jsonl import chain_hash, event_line, genesis_hash, payload_json  # noqa: E402
 
 VARIANTS = ("api", "sql", "values", "no-trigger", "no-fk", "no-check", "no-event-id-index",
-            "no-messages-index", "raw")
+            "no-messages-index", "raw", "values-or-index")
 SID = "bench-session"
 
 
@@ -92,6 +96,13 @@ class Variant:
         self.conn, self.cur = conn, conn.cursor()
 
     def _degrade(self, conn: sqlite3.Connection) -> None:
+        if self.name == "values-or-index":
+            sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events_messages'").fetchone()[0]
+            where = sql.split(" WHERE ", 1)[1]
+            types = re.findall(r"'([^']+)'", where)
+            conn.execute("DROP INDEX events_messages")
+            conn.execute(sql.split(" WHERE ", 1)[0] + " WHERE " + " OR ".join(f"type = '{t}'" for t in types))
+            return
         steps = VARIANTS.index(self.name)
         if steps >= VARIANTS.index("no-trigger"):
             conn.execute("DROP TRIGGER events_guard_insert")

@@ -15,8 +15,10 @@ repetition so background load hits them alike; each figure is the **minimum** ov
   WAL, ``synchronous=NORMAL``, ``BEGIN IMMEDIATE``; a plain table with the same columns and
   ``UNIQUE(session_id, seq)``, seq and hash kept by the caller; no SQLAlchemy); the
   reference persistence pattern (the reference ``Session`` of ``shared/reference``: append,
-  then ``save()`` rewrites the whole file; O(n) per append, so only a sample of appends is
-  timed at each size); the OpenAI Agents SDK ``SQLiteSession.add_items`` (one item per
+  then ``save()`` rewrites the whole file; O(n) per append, so only a sample of size/10
+  appends at most is timed at each size, from a file reset to the size each repetition;
+  ``ref.mjs bench-append N`` itself is run at the smallest size as a cross-check); the
+  OpenAI Agents SDK ``SQLiteSession.add_items`` (one item per
   call); the ``eventsourcing`` library's ``SQLiteApplicationRecorder.insert_events`` (one
   event per call).
 * ``batch``: ``Session.append_many`` of 100 events vs raw ``executemany`` of 100 in one
@@ -60,7 +62,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from eventstore import EventStore  # noqa: E402
-from eventstore.jsonl import dumps, event_line, meta_line  # noqa: E402
+from eventstore.jsonl import event_line, meta_line  # noqa: E402
 
 
 def find_shared() -> Path:
@@ -89,6 +91,7 @@ AGENTS = "openai-agents SQLiteSession"
 EVSRC = "eventsourcing SQLite recorder"
 PEER_HINT = "not installed: pip install -e '.[bench]'"
 T0 = 1764460800.0  # seconds since the epoch of the generated events (2025-11-30)
+_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # C encoder
 
 # The reference persistence pattern at a given size: load the file, then time K appends,
 # each followed by the reference's save() of the whole file.
@@ -150,15 +153,25 @@ class Report:
                 r.ratio = r.seconds / base
 
 
-def best_of(repeat: int, systems: dict[str, Callable[[], float]]) -> dict[str, float]:
+def best_of(repeat: int, systems: dict[str, Callable[[], float]], budget: float | None = None) -> dict[str, float]:
     """Run each system's block ``repeat`` times, interleaved (the starting system rotates
-    each round); each block returns the mean seconds of one operation. Keep the minimum."""
+    each round); each block returns the mean seconds of one operation. Keep the minimum.
+
+    With ``budget`` (seconds), a system stops repeating once its blocks took that long in
+    all, after at least 3 of them (so one slow peer cannot hold up the whole run)."""
     names = list(systems)
     best = dict.fromkeys(names, float("inf"))
+    spent = dict.fromkeys(names, 0.0)
+    runs = dict.fromkeys(names, 0)
     for rep in range(repeat):
         k = rep % len(names)
         for name in names[k:] + names[:k]:
+            if budget is not None and runs[name] >= 3 and spent[name] > budget:
+                continue
+            t0 = time.perf_counter()
             best[name] = min(best[name], systems[name]())
+            spent[name] += time.perf_counter() - t0
+            runs[name] += 1
     return best
 
 
@@ -209,13 +222,17 @@ def chunk(i: int) -> dict:
 
 
 def write_jsonl(path: Path, session_id: str, events) -> int:
-    """Write ``(type, payload)`` events as the reference ``save()`` would; return the count."""
+    """Write ``(type, payload)`` events as the reference ``save()`` would; return the count.
+
+    Payloads go through Python's C encoder: for the generated data (ASCII text, integers,
+    no floats) its output is ``JSON.stringify``'s (the bulk workload's byte-identical
+    export check would show otherwise)."""
     n = 0
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write(meta_line(session_id) + "\n")
         lines = []
         for n, (type_, payload) in enumerate(events, 1):
-            lines.append(event_line(type_, n - 1, T0 + (n - 1) * 0.001 + 0.0005, dumps(payload)) + "\n")
+            lines.append(event_line(type_, n - 1, T0 + (n - 1) * 0.001 + 0.0005, _compact(payload)) + "\n")
             if len(lines) >= 10_000:
                 f.writelines(lines)
                 lines.clear()
@@ -310,7 +327,6 @@ RAW_SCHEMA = """CREATE TABLE IF NOT EXISTS events (
   position INTEGER PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL,
   ts REAL NOT NULL, payload TEXT NOT NULL, hash TEXT NOT NULL, UNIQUE (session_id, seq))"""
 RAW_INSERT = "INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES (?, ?, ?, ?, ?, ?)"
-_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def raw_connect(path: Path) -> sqlite3.Connection:
@@ -544,13 +560,15 @@ def _append_at(rep: Report, a, work: Path, loop, size: int) -> None:
     systems: dict[str, Callable[[], float]] = {ES: es_block, RAW: raw_block}
     notes = {ES: f"{k} appends timed per repetition", RAW: "same pragmas, plain table, no SQLAlchemy"}
 
-    ref_k = max(10, min(k, int(a.ref_budget / max(size, 1))))
+    # O(n) per append: a sample only, and the file is reset to ``size`` events before each
+    # repetition so that every sample is taken between size and size * 1.1 events.
+    ref_k = max(10, min(k, int(a.ref_budget / max(size, 1)), size // 10))
     ref_file = folder / "reference.jsonl"
     if a.peers and reference_available():
-        shutil.copyfile(jsonl, ref_file)
         url = SESSION_MJS.as_uri()
 
         def ref_block() -> float:
+            shutil.copyfile(jsonl, ref_file)
             out = node_json(["--input-type=module", "-e", REF_APPEND_JS, "--", url, str(ref_file), str(ref_k)])
             return out["ms"] / 1000 / ref_k
 
@@ -863,7 +881,7 @@ def _projection_case(rep: Report, a, session, case: str, chunks: int, path: Path
                      agents: AgentsPeer | None, evsrc: EventsourcingPeer | None) -> None:
     """Time every system's projection of one session (``n`` events, ``chunks`` of them chunks)."""
     section = "Projection (derive the chat messages)"
-    reps = max(a.repeat, 3)
+    reps = a.projection_repeat
     sid = session.id
     got = {}
 
@@ -912,7 +930,7 @@ def _projection_case(rep: Report, a, session, case: str, chunks: int, path: Path
     else:
         notes[EVSRC] = "skipped: --no-peers" if not a.peers else EventsourcingPeer.note
 
-    best = best_of(reps, systems)
+    best = best_of(reps, systems, budget=a.budget)
     for name in (ES, REF, AGENTS, EVSRC):
         rep.add(section, case, name, best.get(name), "projection", notes[name])
     for name, count in got.items():
@@ -1098,9 +1116,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--peer-defaults", action="store_true",
                     help="leave the peers' pragmas as shipped (synchronous=FULL) instead of NORMAL")
     ap.add_argument("--only", default=",".join(WORKLOADS), help=f"comma list of workloads ({', '.join(WORKLOADS)})")
-    ap.add_argument("--repeat", type=int, help="repetitions per figure, minimum kept (default 5; quick 2)")
+    ap.add_argument("--repeat", type=int, help="repetitions per figure, minimum kept (default 7; quick 2)")
     ap.add_argument("--sizes", help="comma list of session sizes for single appends (default 1000,10000,100000)")
-    ap.add_argument("--samples", type=int, help="appends timed per repetition and size (default 1000)")
+    ap.add_argument("--samples", type=int, help="appends timed per repetition and size (default 500)")
     ap.add_argument("--ref-budget", type=int, default=2_000_000,
                     help="reference appends sampled per repetition = budget / size, at least 10 (default 2e6)")
     ap.add_argument("--batch", type=int, default=100, help="events per append_many (default 100)")
@@ -1108,6 +1126,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--corpus", type=int, help="events in the bulk corpus (default 1000000)")
     ap.add_argument("--sessions", type=int, help="files in the bulk corpus (default 100)")
     ap.add_argument("--bulk-repeat", type=int, help="repetitions of the bulk workloads (default 3)")
+    ap.add_argument("--projection-repeat", type=int,
+                    help="repetitions of each projection (cheap: default 20; quick 3)")
+    ap.add_argument("--budget", type=float, default=30.0,
+                    help="seconds after which a slow system stops repeating a projection (after 3; default 30)")
     ap.add_argument("--messages", type=int, help="messages in the projection sessions (default 1000)")
     ap.add_argument("--chunks", type=int, help="chunks in the projection session with chunks (default 100000)")
     ap.add_argument("--writers", type=int, default=8, help="contention: writer processes (default 8)")
@@ -1116,9 +1138,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     a = ap.parse_args(argv)
     quick = a.quick
     defaults = {
-        "repeat": (2, 5), "sizes": ("200", "1000,10000,100000"), "samples": (100, 1000), "batches": (5, 50),
+        "repeat": (2, 7), "sizes": ("200", "1000,10000,100000"), "samples": (100, 500), "batches": (5, 50),
         "corpus": (2000, 1_000_000), "sessions": (2, 100), "bulk_repeat": (1, 3), "messages": (40, 1000),
-        "chunks": (4000, 100_000), "writer_events": (50, 2000),
+        "chunks": (4000, 100_000), "projection_repeat": (3, 20), "writer_events": (50, 2000),
     }
     for key, (q, full) in defaults.items():
         if getattr(a, key) is None:
