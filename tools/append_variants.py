@@ -31,6 +31,7 @@ Usage (from the repository root)::
 
     python tools/append_variants.py                       # all variants, interleaved, min of 5
     python tools/append_variants.py --only values -n 2000 # one variant (e.g. under callgrind)
+    python tools/append_variants.py --batch 100 -n 20     # transactions of 100 events (append_many)
 
 Under ``valgrind --tool=callgrind`` run one variant with ``-n N`` and with ``-n 0``: the
 difference of the two instruction totals divided by N is the load-independent cost of one
@@ -72,8 +73,9 @@ def _strip_checks(sql: str) -> str:
 class Variant:
     """One way of appending; ``append(i)`` writes event i in its own transaction."""
 
-    def __init__(self, name: str, folder: Path, prefill: int):
+    def __init__(self, name: str, folder: Path, prefill: int, batch: int = 1):
         self.name = name
+        self.batch = batch
         path = folder / f"{name}.db"
         if name == "raw":
             self._open_raw(path)
@@ -137,27 +139,40 @@ class Variant:
         return row[0], row[1], row[2] or genesis_hash(SID)
 
     def append(self, i: int) -> None:
+        """Write event i (or, with ``batch`` > 1, events i*batch ...) in one transaction."""
+        ids = range(i * self.batch, (i + 1) * self.batch)
         if self.name == "api":
-            self.session.append("assistant/chunk", payload(i))
+            if self.batch == 1:
+                self.session.append("assistant/chunk", payload(i))
+            else:
+                self.session.append_many([("assistant/chunk", payload(j)) for j in ids])
             return
         cur = self.cur
-        pj = payload_json(payload(i)) if self.name != "raw" else json.dumps(
-            payload(i), separators=(",", ":"), ensure_ascii=False)
         ts = time.time()
         if self.name == "sql":
             cur.execute("BEGIN IMMEDIATE")
-            cur.execute(_store._APPEND, (SID, None, "assistant/chunk", ts, pj)).fetchall()
+            for j in ids:
+                cur.execute(_store._APPEND, (SID, None, "assistant/chunk", ts, payload_json(payload(j)))).fetchall()
             cur.execute("COMMIT")
             return
-        seq, position = self.seq, self.position
-        if self.name == "raw":
-            h = hashlib.sha256((self.prev + "\n" + pj).encode()).hexdigest()
-        else:
-            h = chain_hash(self.prev, event_line("assistant/chunk", seq, ts, pj))
+        rows = []
+        seq, position, prev = self.seq, self.position, self.prev
+        for j in ids:
+            if self.name == "raw":
+                pj = json.dumps(payload(j), separators=(",", ":"), ensure_ascii=False)
+                prev = hashlib.sha256((prev + "\n" + pj).encode()).hexdigest()
+            else:
+                pj = payload_json(payload(j))
+                prev = chain_hash(prev, event_line("assistant/chunk", seq, ts, pj))
+            rows.append((position, SID, seq, "assistant/chunk", ts, pj, prev))
+            seq, position = seq + 1, position + 1
         cur.execute("BEGIN IMMEDIATE")
-        cur.execute(_store._INSERT, (position, SID, seq, "assistant/chunk", ts, pj, h))
+        if len(rows) == 1:
+            cur.execute(_store._INSERT, rows[0])
+        else:
+            cur.executemany(_store._INSERT, rows)
         cur.execute("COMMIT")
-        self.seq, self.position, self.prev = seq + 1, position + 1, h
+        self.seq, self.position, self.prev = seq, position, prev
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,10 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="repetitions; the minimum is kept (default 5)")
     ap.add_argument("--prefill", type=int, default=10_000, help="events already in the session (default 10000)")
     ap.add_argument("--only", choices=VARIANTS, help="run one variant once (for callgrind)")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="events per transaction (default 1; >1 uses append_many / executemany)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="append-variants-") as tmp:
         names = [args.only] if args.only else list(VARIANTS)
-        variants = [Variant(name, Path(tmp), args.prefill) for name in names]
+        variants = [Variant(name, Path(tmp), args.prefill, args.batch) for name in names]
         if args.only:
             for i in range(args.n):
                 variants[0].append(i)
@@ -183,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(args.n):
                     v.append(counter)
                     counter += 1
-                best[v.name] = min(best[v.name], (time.perf_counter() - t0) / args.n)
-        print(f"{'variant':<20} {'us/append':>10} {'vs raw':>8}   (min of {args.repeat} x {args.n} appends, "
+                best[v.name] = min(best[v.name], (time.perf_counter() - t0) / args.n / args.batch)
+        print(f"{'variant':<20} {'us/event':>10} {'vs raw':>8}   (min of {args.repeat} x {args.n} transactions "
+              f"of {args.batch} event(s), "
               f"{args.prefill} events prefilled; load {os.getloadavg()[0]:.1f})")
         for name in names:
             print(f"{name:<20} {best[name] * 1e6:>10.1f} {best[name] / best['raw']:>7.2f}x")
