@@ -1,0 +1,47 @@
+"""tools/bench.py must keep running: its quickest mode, peers skipped, as a real process.
+
+No timing is asserted (speed is the benchmark's business, not a test's): only that every
+workload produced a figure and that the tool's own correctness checks passed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "tools" / "bench.py"
+
+
+def test_bench_quick_runs_every_workload(tmp_path: Path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--no-peers", "--markdown", "--json", str(out),
+         "--workdir", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+
+    measured = {(r["section"].split(" (")[0], r["system"]) for r in result["rows"] if r["seconds"]}
+    for section in ("Single appends", "Batched appends", "Bulk import and export", "Projection"):
+        assert (section, "eventstore") in measured, section
+    for section in ("Single appends", "Batched appends", "Bulk import and export"):
+        assert (section, "raw sqlite3") in measured, section
+    # --no-peers: the peers are listed as skipped, never measured
+    peers = [r for r in result["rows"] if r["system"] not in ("eventstore", "raw sqlite3")]
+    assert peers and all(r["seconds"] is None and "skipped" in r["note"] for r in peers)
+
+    checks = {c["check"]: c["ok"] for c in result["checks"]}
+    assert any("byte-identical" in name for name in checks)
+    assert all(checks.values()), checks
+    assert {t["target"].split(" (")[0] for t in result["targets"]} >= {
+        "single append >= 0.6x raw sqlite3 throughput"}
+    assert result["contention"]["status"]  # the loadgen hook ran (or said n/a)
+    assert result["machine"]["sqlite"]
+
+    # the Markdown tables are what docs/benchmarks.md pastes
+    assert "| case | system | time / op |" in proc.stdout
+    assert "### Targets" in proc.stdout
