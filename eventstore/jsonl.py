@@ -208,7 +208,7 @@ def dumps(obj: Any) -> str:
     except RecursionError:
         raise InvalidEvent("value is nested too deeply (or contains itself)") from None
     s = "".join(out)
-    if _SURROGATES.search(s):
+    if not s.isascii() and _SURROGATES.search(s):
         s = _fix_surrogates(s)
     return s
 
@@ -250,7 +250,7 @@ def event_line(type_: str, seq: int, ts: float, payload_json: str) -> str:
     if payload_json[2:3].isdigit():  # index keys go before type, seq and ts in JavaScript
         return dumps({"type": type_, "seq": seq, "ts": ts, **loads(payload_json)})
     head = '{"type":' + _c_encode_str(type_) + ',"seq":' + str(seq) + ',"ts":' + _js_float(ts)
-    if _SURROGATES.search(head):
+    if not head.isascii() and _SURROGATES.search(head):
         head = _fix_surrogates(head)
     return head + ("}" if payload_json == "{}" else "," + payload_json[1:])
 
@@ -280,12 +280,6 @@ def chain_hash(prev_hash: str, line: str) -> str:
     came before it: an edit, a deleted or reordered event breaks every later hash.
     """
     return hashlib.sha256((prev_hash + "\n" + line).encode("utf-8")).hexdigest()
-
-
-def sql_chain_hash(prev_hash: str | None, session_id: str, type_: str, seq: int, ts: float, payload: str) -> str:
-    """:func:`chain_hash` as the SQL function ``eventstore_chain`` used by the append path."""
-    return chain_hash(genesis_hash(session_id) if prev_hash is None else prev_hash,
-                      event_line(type_, seq, ts, payload))
 
 
 def payload_json(payload: dict) -> str:
