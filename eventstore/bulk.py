@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from .errors import ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound
-from .jsonl import JsonlReader, _js_float, dumps, encodable, file_name_for, meta_line
+from .jsonl import JsonlReader, _js_float, dumps, encodable, event_line, file_name_for, meta_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import EventStore
@@ -363,6 +363,14 @@ def _export_chunks(store: EventStore, session_id: str):
                 cur.execute(_EXPORT, (session_id, last, last + EXPORT_PAGE))
                 app = out.append
                 for t, seq, ts, tail, big in cur:
+                    payload_head = tail if tail is not None else big
+                    if payload_head[2:3].isdigit():  # an array-index key: JavaScript writes it first
+                        text = "{" + bytes(tail[1:-1]).decode() if tail is not None else bytes(big).decode()
+                        line = (event_line(t, seq, ts, text) + "\n").encode("utf-8")
+                        app(line)
+                        size += len(line)
+                        got += 1
+                        continue
                     try:
                         head = heads[t]
                     except KeyError:

@@ -279,3 +279,14 @@ def test_an_empty_file_becomes_a_store(tmp_path):
     path.write_bytes(b"")
     with EventStore.open(path) as st:
         assert st.create_session("a").append("x", {}).seq == 0
+
+
+@pytest.mark.parametrize("size", [10, 100_000])  # the export's small and large payload branches
+def test_export_writes_index_keys_first_as_javascript_does(store, size):
+    import io
+
+    store.create_session("k").append("tool/result", {"content": "x" * size, "0": "line zero"}, ts=1.0)
+    out = io.BytesIO()
+    store.export_jsonl("k", out)
+    line = out.getvalue().split(b"\n")[1]
+    assert line.startswith(b'{"0":"line zero","type":"tool/result","seq":0,"ts":1,"content":"xxx')
