@@ -196,7 +196,10 @@ def query(conn: sqlite3.Connection, sql: str, params: Iterable[Any] = ()) -> tup
         except sqlite3.Error as e:
             raise QueryError(_query_error(e)) from None
         finally:
-            cur.close()
+            try:
+                cur.close()
+            except sqlite3.ProgrammingError:  # the connection went first (the reader of | head left)
+                pass
 
     return columns, rows()
 

@@ -521,6 +521,7 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool) -> None
     """
     from . import audit
 
+    _store(ctx, readonly=True)  # refuses, in one line, a file that is not an eventstore database
     conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
     ctx.call_on_close(conn.close)
     report = audit.verify(conn, session_ids or None)

@@ -248,3 +248,29 @@ def test_a_non_utf8_locale_gets_no_traceback(tmp_path):
     assert b"-session" in results["sessions"][1]
     assert results["export"][2].startswith(b"error: session '") and results["export"][2].endswith(b"-nope' not found\n")
     assert results["messages"][1] == '[{"role":"user","content":"é"}]\n'.encode()
+
+
+@pytest.mark.parametrize("command", [["verify"], ["verify", "--head"], ["repair", "x"]])
+def test_audit_commands_refuse_a_foreign_database_in_one_line(run, tmp_path, command):
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "theirs.db")
+    conn.execute("CREATE TABLE events (x)")
+    conn.close()
+    before = (tmp_path / "theirs.db").read_bytes()
+    result = run("--db", "theirs.db", *command)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ") and "not an eventstore database" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert (tmp_path / "theirs.db").read_bytes() == before
+
+
+@pytest.mark.parametrize("fmt", ["--json", "--csv"])
+def test_sql_into_a_closed_pipe_ends_quietly(tmp_path, fmt):
+    with EventStore.open(tmp_path / "q.db") as st:
+        st.create_session("s").append_many([("x", {"i": i}) for i in range(20000)])
+    proc = _run_module(["--db", str(tmp_path / "q.db"), "sql", "SELECT * FROM events", fmt])
+    proc.stdout.readline()
+    proc.stdout.close()
+    proc.wait(timeout=60)
+    assert b"Traceback" not in proc.stderr.read()
