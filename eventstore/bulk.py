@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING
 
 from .errors import ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound
 from .jsonl import JsonlReader, _js_float, dumps, encodable, event_line, file_name_for, meta_line
+from .store import _check_session_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import EventStore
@@ -141,15 +142,6 @@ class ImportReport:
     note: str = ""
 
 
-def _check_id(session_id: str) -> str:
-    if type(session_id) is not str or not session_id:
-        raise InvalidEvent(f"session id must be a non-empty string, not {session_id!r}")
-    try:
-        session_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidEvent(f"session id {session_id!r} holds a lone UTF-16 surrogate") from None
-    return session_id
-
 
 def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
                  session_id: str | None = None, append: bool = False, salvage: bool = False,
@@ -174,7 +166,7 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
             return import_jsonl(store, f, name=name or os.fspath(source), session_id=session_id,
                                 append=append, salvage=salvage, progress=progress)
     if session_id is not None:
-        _check_id(session_id)
+        _check_session_id(session_id)
     name = name or str(getattr(source, "name", "<stream>"))
     reader = JsonlReader(source, name, session_id)
     batches = reader.batches(BATCH_ROWS, BATCH_BYTES)
