@@ -5,11 +5,13 @@ fresh database; they differ by one thing at a time, from the full ``Session.appe
 a plain table, so the difference between two neighbours is the cost of that one thing:
 
 =====================  ======================================================================
-``api``                ``Session.append`` as shipped (validation, payload encoding, the
-                       ``INSERT ... SELECT ... RETURNING`` with the ``eventstore_chain`` SQL
-                       function, guard trigger, foreign key, CHECKs, both partial indexes)
-``sql``                the same ``_APPEND`` statement on the store's own cursor, payload
-                       already encoded: the Python API's share is ``api`` minus this
+``api``                ``Session.append`` as shipped (validation, payload encoding, write
+                       queue, head read, ``INSERT ... VALUES``, guard trigger, foreign key,
+                       CHECKs, both partial indexes)
+``sql``                the store's own statements on its cursor (head read, chained hash,
+                       ``INSERT ... VALUES``) without the Python API around them
+                       (validation, write queue, checkpoints): the API's share is ``api``
+                       minus this
 ``values``             a plain ``INSERT ... VALUES`` whose seq, position and hash Python
                        computed from a head it holds (what ``append_many`` does): drops the
                        three sub-selects and the SQL-function callback
@@ -151,8 +153,15 @@ class Variant:
         ts = time.time()
         if self.name == "sql":
             cur.execute("BEGIN IMMEDIATE")
+            seq, position, prev = cur.execute(_store._HEAD, (SID,)).fetchone()
+            prev = prev or genesis_hash(SID)
+            rows = []
             for j in ids:
-                cur.execute(_store._APPEND, (SID, None, "assistant/chunk", ts, payload_json(payload(j)))).fetchall()
+                pj = payload_json(payload(j))
+                prev = chain_hash(prev, event_line("assistant/chunk", seq, ts, pj))
+                rows.append((position, SID, seq, "assistant/chunk", ts, pj, prev))
+                seq, position = seq + 1, position + 1
+            cur.executemany(_store._INSERT, rows)
             cur.execute("COMMIT")
             return
         rows = []
