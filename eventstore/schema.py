@@ -17,6 +17,12 @@ Tables (see docs/schema.md for the column-by-column description):
 :data:`GUARDS` are the triggers that make the tables append-only for every SQL statement
 (UPDATE, DELETE, INSERT with any conflict clause, an INSERT that gaps or repeats a seq);
 the migrations install them and a test checks that they exist at head.
+
+The payload check of ``events_guard_insert`` parses the payload only when its text holds
+one of ``"type"``, ``"seq"``, ``"ts"``, ``"event_id"`` or a backslash: a key can only be
+one of those four if it is written out as such or with an escape, so the ``instr`` test
+skips no payload that could break the rule, and skips the JSON parse for most that can't
+(about 3 microseconds an insert; migration 0003).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from sqlalchemy import (
 )
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0002"
+SCHEMA_REVISION = "0003"
 
 #: Event types that the projection turns into chat messages.
 MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")
@@ -104,7 +110,9 @@ BEGIN
   {_REFUSE.format("position must be greater than every stored position")}
     WHERE NEW.position <= (SELECT max(position) FROM events);
   {_REFUSE.format("payload holds a key of the line itself (type, seq, ts) or a non-string event_id")}
-    WHERE EXISTS (SELECT 1 FROM json_each(NEW.payload)
+    WHERE (instr(NEW.payload, '"type"') OR instr(NEW.payload, '"seq"') OR instr(NEW.payload, '"ts"')
+           OR instr(NEW.payload, '"event_id"') OR instr(NEW.payload, '\\'))
+      AND EXISTS (SELECT 1 FROM json_each(NEW.payload)
                   WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
 END""",
     "events_guard_update": f"""

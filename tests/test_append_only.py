@@ -109,6 +109,8 @@ def test_a_correct_plain_sql_append_is_accepted(filled):
     ("payload", "'not json'"), ("payload", "'[1,2]'"), ("ts", "'soon'"), ("ts", "9e999"),
     ("payload", "'{\"type\":\"evil\"}'"), ("payload", "'{\"seq\":99}'"), ("payload", "'{\"ts\":1}'"),
     ("payload", "'{\"event_id\":1}'"), ("payload", "'{\"event_id\":{}}'"), ("payload", "'{\"type\":null}'"), ("payload", "'{\"typ\\u0065\":1}'"),
+    ("payload", "'{\"\\u0073eq\":1}'"), ("payload", "'{\"a\":1,\"\\u0074s\":2}'"), ("payload", "'{\"event_\\u0069d\":5}'"),
+    ("payload", "'{\"a\":\"\\\"\",\"ts\":0}'"),
     ("type", "''"), ("type", "x'00'"), ("type", "'session/meta'"), ("seq", "'1'"), ("seq", "1.5"), ("hash", "'short'"),
 ])
 def test_check_constraints_refuse_malformed_rows(filled, column, value):
@@ -119,6 +121,55 @@ def test_check_constraints_refuse_malformed_rows(filled, column, value):
     with pytest.raises(sqlite3.DatabaseError):  # a CHECK failure, or "malformed JSON"
         filled.execute(f"INSERT INTO events ({', '.join(values)}) VALUES ({', '.join(values.values())})")
     assert snapshot(filled) == before
+
+
+@pytest.mark.parametrize("payload", [
+    '{"tool_calls":[{"type":"function","seq":1}]}', '{"note":"the \\"type\\" key","ts_ms":5}',
+    '{"event_id":"k1"}', '{"a":{"ts":1,"event_id":2}}', '{"\\u0061":1}',
+])
+def test_insert_guard_accepts_reserved_names_that_are_not_top_level_keys(filled, payload):
+    """The guard's cheap text test only decides whether to parse; nested keys, keys that
+    merely contain a reserved name, and escapes of other keys are still accepted."""
+    filled.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                   "VALUES (100, 'a', 2, 'x', 1, ?, ?)", (payload, H))
+    assert filled.execute("SELECT payload FROM events WHERE position = 100").fetchone() == (payload,)
+
+
+def test_upgrade_from_0002_replaces_the_insert_guard_and_keeps_the_events(db_path):
+    """A database written at revision 0002 (json_each over every payload) gets the 0003
+    guard on open, in place, with its events untouched; the new guard refuses the same."""
+    from alembic import command
+    from alembic.config import Config
+
+    from eventstore.engine import make_engine, migrations_path
+
+    engine = make_engine(db_path)
+    with engine.begin() as conn:
+        cfg = Config()
+        cfg.set_main_option("script_location", migrations_path())
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")
+    engine.dispose()
+    old_guard = GUARDS["events_guard_insert"].split("    WHERE (instr(")[0] + """    WHERE EXISTS (SELECT 1 FROM json_each(NEW.payload)
+                  WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
+END"""
+    raw = sqlite3.connect(db_path, isolation_level=None)
+    raw.execute("DROP TRIGGER events_guard_insert")
+    raw.execute(old_guard)
+    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
+    raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                f"VALUES (1, 'a', 0, 'x', 1, '{{\"k\":1}}', '{H}')")
+    before = snapshot(raw)
+    with EventStore.open(db_path) as store:
+        store.session("a").append("y", {"k": 2})
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
+    installed = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events_guard_insert'").fetchone()[0]
+    assert installed.strip() == GUARDS["events_guard_insert"].strip()
+    assert snapshot(raw)[0][:1] == before[0]
+    with pytest.raises(sqlite3.IntegrityError, match="payload holds a key"):
+        raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                    f"VALUES (9, 'a', 2, 'x', 1, '{{\"\\u0074ype\":1}}', '{H}')")
+    raw.close()
 
 
 def test_store_reports_a_refused_write_as_append_only_violation(store):
