@@ -9,6 +9,8 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
@@ -150,7 +152,7 @@ def test_upgrade_from_0002_replaces_the_insert_guard_and_keeps_the_events(db_pat
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0002")
     engine.dispose()
-    old_guard = GUARDS["events_guard_insert"].split("    WHERE (instr(")[0] + """    WHERE EXISTS (SELECT 1 FROM json_each(NEW.payload)
+    old_guard = GUARDS["events_guard_insert"].split("    WHERE NEW.payload GLOB")[0] + """    WHERE EXISTS (SELECT 1 FROM json_each(NEW.payload)
                   WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
 END"""
     raw = sqlite3.connect(db_path, isolation_level=None)
@@ -225,3 +227,64 @@ def test_position_survives_vacuum(store, raw):
     before = raw.execute("SELECT session_id, seq, position FROM events ORDER BY position").fetchall()
     raw.execute("VACUUM")
     assert raw.execute("SELECT session_id, seq, position FROM events ORDER BY position").fetchall() == before
+
+
+# --- the insert guard's text pre-check, against its definition ------------------------------
+
+_KEYS = ["type", "seq", "ts", "event_id", "t", "ty", "types", "se", "sequence", "tsx", "event", "event_ids",
+         "e", "s", "content", "delta", "Type", "TS", ""]
+
+
+def _encode_key(key: str, escapes: list[bool]) -> str:
+    """JSON string text for ``key``, with the characters chosen by ``escapes`` written as \\uXXXX."""
+    return '"' + "".join(f"\\u{ord(c):04{'x' if i % 2 else 'X'}}" if escapes[i % len(escapes)] else c
+                         for i, c in enumerate(key)) + '"'
+
+
+@st.composite
+def _payload_texts(draw):
+    members = []
+    for _ in range(draw(st.integers(0, 4))):
+        key = draw(st.sampled_from(_KEYS))
+        escapes = draw(st.lists(st.booleans(), min_size=1, max_size=4))
+        value = draw(st.sampled_from(['1', '"x"', '"tsunami"', 'null', '{"type":"function"}', '["seq"]', '"\\u0074"']))
+        members.append((key, _encode_key(key, escapes), value))
+    text = "{" + ",".join(f"{k}:{v}" for _key, k, v in members) + "}"
+    # json_each yields every member, duplicates too: one reserved member is enough
+    refused = any(key in ("type", "seq", "ts") or (key == "event_id" and not value.startswith('"'))
+                  for key, _t, value in members)
+    return text, refused
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=_payload_texts())
+def test_insert_guard_refuses_exactly_the_payloads_with_reserved_top_level_keys(tmp_path_factory, case):
+    """Whatever escapes a key is written with, the guard's cheap GLOB pre-check never lets a
+    reserved top-level key through, and never refuses a payload without one."""
+    text, refused = case
+    conn = _guard_db(tmp_path_factory)
+    conn.execute("SAVEPOINT t")
+    try:
+        if refused:
+            with pytest.raises(sqlite3.IntegrityError, match="payload holds a key"):
+                conn.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                             "VALUES (1, 'a', 0, 'x', 1, ?, ?)", (text, H))
+        else:
+            conn.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                         "VALUES (1, 'a', 0, 'x', 1, ?, ?)", (text, H))
+    finally:
+        conn.execute("ROLLBACK TO t")
+        conn.execute("RELEASE t")
+
+
+_GUARD_DB: dict = {}
+
+
+def _guard_db(tmp_path_factory) -> sqlite3.Connection:
+    if "conn" not in _GUARD_DB:
+        path = tmp_path_factory.mktemp("guard") / "guard.db"
+        EventStore.open(path).close()
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
+        _GUARD_DB["conn"] = conn
+    return _GUARD_DB["conn"]
