@@ -31,7 +31,7 @@ from .schema import SCHEMA_REVISION
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
-# WAL checkpoints with the write queue (see EventStore._wrote and _checkpoint):
+# WAL checkpoints with the write queue (see EventStore._wrote and eventstore.checkpoint):
 CHECKPOINT_EVENTS = 500  # events (of all processes) between two checkpoints
 CHECKPOINT_BYTES = 4 * 1024 * 1024  # or payload bytes appended by one store
 WAL_RESET_FRAMES = 4000  # WAL frames (pages) past which a checkpoint makes sure the WAL starts over

@@ -23,6 +23,7 @@ from typing import IO, Any
 from . import engine as _engine
 from . import follow as _follow
 from . import projection
+from .checkpoint import Checkpointer, checkpoint
 from .errors import (
     AppendOnlyViolation,
     DatabaseError,
@@ -175,14 +176,27 @@ class Session:
         ts = time.time() if ts is None else _check_ts(ts)
         if expected_seq is not None:
             _check_seq(expected_seq)
+        store = self._store
+        sid = self.id
         try:
-            with self._store._write(self.id, expected_seq) as cur:
-                seq, position, prev = cur.execute(_HEAD, (self.id,)).fetchone()
-                if expected_seq is not None and expected_seq != seq:
-                    raise SeqConflict(self.id, expected_seq, seq)
-                line = event_line(type, seq, ts, pj)
-                cur.execute(_INSERT, (position, self.id, seq, type, ts, pj,
-                                      chain_hash(genesis_hash(self.id) if prev is None else prev, line)))
+            with store._write(sid, expected_seq) as cur:
+                head = store._cached_head(sid)
+                while True:
+                    seq, position, prev = head if head is not None else cur.execute(_HEAD, (sid,)).fetchone()
+                    if expected_seq is not None and expected_seq != seq:
+                        if head is None:
+                            raise SeqConflict(sid, expected_seq, seq)
+                        head = None  # the cache may be behind: read the head
+                        continue
+                    hash_ = chain_hash(genesis_hash(sid) if prev is None else prev, event_line(type, seq, ts, pj))
+                    try:
+                        cur.execute(_INSERT, (position, sid, seq, type, ts, pj, hash_))
+                    except sqlite3.IntegrityError as e:
+                        if head is None or not store._head_was_stale(e):
+                            raise
+                        head = None  # another writer appended since: read the head
+                        continue
+                    break
         except (SeqConflict, AppendOnlyViolation):
             # A retry of an append that did land (its answer was lost) meets its own event.
             key = (payload or {}).get("event_id")
@@ -190,7 +204,8 @@ class Session:
             if stored is None:
                 raise
             return stored
-        self._store._wrote(position, position, len(pj))
+        store._remember(sid, seq + 1, position + 1, hash_, optimistic=head is not None)
+        store._wrote(position, position, len(pj))
         return Event(self.id, seq, position, type, ts, dict(payload) if payload else {})
 
     def _stored_for_key(self, key: Any, type_: str, pj: str) -> Event | None:
@@ -237,6 +252,7 @@ class Session:
                 prev = chain_hash(prev, event_line(t, seq0 + i, ts, pj))
                 rows.append((pos0 + i, sid, seq0 + i, t, ts, pj, prev))
             cur.executemany(_INSERT, rows)
+        self._store._remember(sid, seq0 + len(rows), pos0 + len(rows), prev)
         self._store._wrote(pos0, pos0 + len(rows) - 1, sum(len(r[5]) for r in rows))
         return [Event(sid, seq0 + i, pos0 + i, t, ts, dict(p) if p else {})
                 for i, (t, p, ts, _pj) in enumerate(prepared)]
@@ -330,6 +346,13 @@ class EventStore:
         self._forked = False
         self._fairy = None
         self._wlock = None
+        self._checkpointer: Checkpointer | None = None
+        # The head of each session this store appended to: {session id: (next seq, last
+        # hash)}, and the next position; see _cached_head.
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._next_position: int | None = None
+        self._stale_backoff = 0  # appends that read the head after the cache was found stale
+        self._stale_skip = 0
         database = engine.url.database
         self._file = None if database in (None, "", ":memory:") else database
         self._write_queue = write_queue
@@ -350,8 +373,15 @@ class EventStore:
         if self._wlock is not None:
             # SQLite's automatic checkpoint runs inside COMMIT, so it would keep the write
             # lock held (and every queued writer waiting) through its fsyncs; the store
-            # checkpoints itself after letting the lock go (see _wrote).
+            # checkpoints on a thread of its own instead (see _wrote).
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+            self._checkpointer = Checkpointer(self._file, self._checkpoint_connection, self.busy_timeout)
+
+    def _checkpoint_connection(self) -> sqlite3.Connection:
+        """A connection of the checkpointer's own (opened on its thread)."""
+        conn = sqlite3.connect(self._file, isolation_level=None, check_same_thread=False)
+        _engine.configure_connection(conn, self.busy_timeout, "normal")
+        return conn
 
     def _reopen_after_fork(self) -> None:
         """In a forked child: leave the parent's connection alone (closing it here could
@@ -411,8 +441,11 @@ class EventStore:
             if self._forked:  # the connection is the parent's: leave it open
                 _inherited.append((self._fairy, self._conn, self._cur))
                 self._fairy = None
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+                self._checkpointer = None
             if self._fairy is not None and self._wlock is not None and self._unchecked_rows:
-                self._checkpoint()  # what this store wrote since its last checkpoint
+                checkpoint(self._conn, self._wlock, self.busy_timeout)  # what this store wrote since
             if self._wlock is not None:
                 self._wlock.close()
                 self._wlock = None
@@ -429,6 +462,49 @@ class EventStore:
         self.close()
 
     # --- transactions ------------------------------------------------------------------
+
+    def _cached_head(self, session_id: str) -> tuple[int, int, str] | None:
+        """``(next seq, next position, last hash)`` of ``session_id`` as this store left it
+        after its own last append, or None (unknown, or backing off). Call in a write
+        transaction.
+
+        Reading the head costs a query per append; a process that appends alone can skip
+        it. The cache is never trusted: the guard trigger refuses an INSERT whose seq is
+        not its session's next or whose position is not above every stored one, which is
+        exactly what happens when another writer appended since (to this session, or to
+        any session). The caller then reads the head and tries again
+        (:meth:`_head_was_stale`). A seq and position that pass both checks prove that
+        nothing was appended since this store's own last event, so its hash is the last.
+        Where other processes keep writing, the cache would be stale nearly every time:
+        after each stale find, it sits out twice as many appends as before (up to 64).
+        """
+        if self._stale_skip:
+            self._stale_skip -= 1
+            return None
+        head = self._heads.get(session_id)
+        if head is None or self._next_position is None:
+            return None
+        return head[0], self._next_position, head[1]
+
+    def _head_was_stale(self, e: sqlite3.IntegrityError) -> bool:
+        """Whether ``e`` is the guard trigger refusing a seq or position from the cache."""
+        message = str(e)
+        if "seq is not the next seq" in message or "position must be greater" in message:
+            self._stale_backoff = min(64, 2 * self._stale_backoff or 1)
+            self._stale_skip = self._stale_backoff
+            return True
+        return False
+
+    def _remember(self, session_id: str, next_seq: int, next_position: int, last_hash: str,
+                  optimistic: bool = False) -> None:
+        """After a commit: the session's new head, for :meth:`_cached_head`."""
+        if len(self._heads) >= 4096 and session_id not in self._heads:
+            self._heads.clear()
+        self._heads[session_id] = (next_seq, last_hash)
+        self._next_position = next_position
+        if optimistic:
+            self._stale_backoff = 0
+
 
     @contextmanager
     def _write(self, session_id: str | None = None, expected_seq: int | None = None) -> Iterator[sqlite3.Cursor]:
@@ -466,7 +542,8 @@ class EventStore:
 
     def _wrote(self, first_position: int, last_position: int, payload_bytes: int) -> None:
         """After committing the events at positions ``first_position..last_position``
-        (``payload_bytes`` of payload): checkpoint the WAL when due, outside the write lock.
+        (``payload_bytes`` of payload): ask the background checkpointer for a checkpoint of
+        the WAL when one is due (see :mod:`eventstore.checkpoint`).
 
         Due when those positions cross a multiple of ``CHECKPOINT_EVENTS`` (positions are
         global, so exactly one writer of all processes sees each crossing), or when this
@@ -479,41 +556,8 @@ class EventStore:
         self._unchecked_bytes += payload_bytes
         n = _engine.CHECKPOINT_EVENTS
         if last_position // n != (first_position - 1) // n or self._unchecked_bytes >= _engine.CHECKPOINT_BYTES:
-            with self._lock:
-                if self._fairy is not None and not self._forked:
-                    self._checkpoint()
-
-    def _checkpoint(self) -> None:
-        """Copy the WAL into the database file (see :meth:`_wrote`; also on close).
-
-        ``PRAGMA wal_checkpoint(PASSIVE)`` waits for no one and no one waits for it, but
-        while other processes keep committing it never copies the frames they commit
-        meanwhile, and the WAL only starts over from its beginning when a writer finds it
-        all copied and no reader still in it: under steady writing from several processes
-        (and a follower reading all the time) it would grow without end. So when the WAL
-        holds ``WAL_RESET_FRAMES`` frames or more, a ``RESTART`` checkpoint runs while
-        holding the write lock: it copies the frames committed during the passive one,
-        then waits (at most ``RESTART_WAIT`` seconds) for readers still in the WAL to
-        finish; the next writer then starts the WAL over, and it is truncated to
-        ``journal_size_limit``. Errors and a wait that ran out are ignored: the next
-        checkpoint tries again.
-        """
-        conn = self._conn
-        try:
-            _busy, log, _done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
-            if log >= _engine.WAL_RESET_FRAMES and self._wlock is not None:
-                self._wlock.acquire(self.busy_timeout)
-                try:
-                    conn.execute(f"PRAGMA busy_timeout = {int(_engine.RESTART_WAIT * 1000)}")
-                    try:
-                        conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
-                    finally:
-                        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-                finally:
-                    self._wlock.release()
-        except (sqlite3.Error, DatabaseError):
-            pass
-        self._unchecked_rows = self._unchecked_bytes = 0
+            self._unchecked_rows = self._unchecked_bytes = 0
+            self._checkpointer.request()
 
     def _read(self, sql: str, params: tuple = ()) -> list:
         with self._lock:
@@ -652,6 +696,9 @@ def _after_fork_in_child() -> None:
         if store._wlock is not None:
             store._wlock.forget()
             store._wlock = None
+        if store._checkpointer is not None:
+            store._checkpointer.forget()
+            store._checkpointer = None
 
 
 if hasattr(os, "register_at_fork"):

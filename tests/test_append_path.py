@@ -1,0 +1,136 @@
+"""The hot append path: the cached session head and the background checkpointer.
+
+The cache is an optimization the guard trigger checks on every insert; these tests make
+other writers (other stores, with their own connections, as other processes would) append
+behind a store's back and check that what ends up stored is still gapless and chained.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+
+import pytest
+from test_concurrency import check_session, integrity_ok
+
+from eventstore import EventStore, SeqConflict
+from eventstore import engine as _engine
+
+
+def test_appends_interleaved_from_two_stores_stay_gapless_and_chained(db_path):
+    a = EventStore.open(db_path)
+    b = EventStore.open(db_path)
+    sa, sb = a.create_session("s"), b.session("s")
+    other = b.create_session("t")
+    for i in range(30):
+        writer = (sa, sb, sa, sa, sb)[i % 5]  # runs of appends from one store, then the other
+        writer.append("x", {"i": i})
+        if i % 7 == 0:
+            other.append("y", {"i": i})  # moves the global position behind a's back
+    a.close()
+    b.close()
+    conn = sqlite3.connect(db_path)
+    rows = check_session(conn, "s")
+    assert [r[3] for r in rows] == [f'{{"i":{i}}}' for i in range(30)]
+    check_session(conn, "t")
+    conn.close()
+    integrity_ok(db_path)
+
+
+def test_expected_seq_is_checked_against_the_stored_head_not_the_cache(db_path):
+    a = EventStore.open(db_path)
+    b = EventStore.open(db_path)
+    sa = a.create_session("s")
+    sa.append("x", {})  # a's cache: next seq 1
+    b.session("s").append("x", {})  # the session is at 2 now
+    with pytest.raises(SeqConflict) as e:
+        sa.append("x", {}, expected_seq=1)
+    assert e.value.actual_seq == 2
+    assert sa.append("x", {}, expected_seq=2).seq == 2
+    assert sa.next_seq() == 3
+    a.close()
+    b.close()
+
+
+def test_a_stale_cache_after_another_writer_is_retried_not_stored(db_path):
+    """The guard refuses the cached seq/position; the store reads the head and retries in
+    the same transaction, so the event lands once, at the right place."""
+    a = EventStore.open(db_path)
+    b = EventStore.open(db_path)
+    sa = a.create_session("s")
+    first = sa.append("x", {"n": 1})
+    b.session("s").append_many([("x", {"n": 2}), ("x", {"n": 3})])
+    ev = sa.append("x", {"n": 4})
+    assert (ev.seq, ev.position) == (3, first.position + 3)
+    assert [e.payload["n"] for e in sa.events()] == [1, 2, 3, 4]
+    a.close()
+    b.close()
+    conn = sqlite3.connect(db_path)
+    check_session(conn, "s")
+    conn.close()
+
+
+def test_threads_of_one_store_and_a_second_store_append_without_gaps(db_path):
+    a = EventStore.open(db_path)
+    b = EventStore.open(db_path)
+    a.create_session("s")
+    errors = []
+
+    def work(store, tag):
+        try:
+            s = store.session("s")
+            for i in range(100):
+                s.append("x", {"who": tag, "i": i})
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(st, f"{n}{k}")) for n, st in (("a", a), ("b", b)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    a.close()
+    b.close()
+    assert not errors
+    conn = sqlite3.connect(db_path)
+    assert len(check_session(conn, "s")) == 400
+    conn.close()
+
+
+def test_checkpoints_run_on_a_background_thread_and_keep_the_wal_bounded(db_path, monkeypatch):
+    monkeypatch.setattr(_engine, "CHECKPOINT_EVENTS", 50)
+    monkeypatch.setattr(_engine, "WAL_RESET_FRAMES", 300)
+    store = EventStore.open(db_path)
+    s = store.create_session("s")
+    for i in range(1000):
+        s.append("assistant/chunk", {"delta": {"content": "x" * 200}})
+    checkpointer = store._checkpointer
+    assert checkpointer is not None and checkpointer._thread is not None
+    assert checkpointer._thread.name == "eventstore-checkpoint"
+    assert checkpointer.wait_idle(timeout=30)
+    assert checkpointer.done >= 2  # several requests; ones that came while one ran merge
+    # The last checkpoint copied the WAL up to some recent commit: the file holds events.
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    assert conn.execute("SELECT count(*) FROM events").fetchone() == (1000,)
+    conn.close()
+    # Without checkpoints the WAL would hold every page of 1,000 commits (about 9 MB here).
+    # Passive checkpoints on the side never catch up with a writer that keeps appending,
+    # so past WAL_RESET_FRAMES frames one checkpoint makes the WAL start over.
+    assert os.path.getsize(f"{db_path}-wal") < 2 * 300 * 4096 + 32
+    thread = checkpointer._thread
+    store.close()
+    assert not thread.is_alive()  # close() stops it
+
+
+def test_closing_while_a_checkpoint_is_due_loses_nothing(db_path, monkeypatch):
+    monkeypatch.setattr(_engine, "CHECKPOINT_EVENTS", 10)
+    for round_ in range(5):
+        with EventStore.open(db_path) as store:
+            s = store.session("s") if round_ else store.create_session("s")
+            s.append_many([("x", {"i": i}) for i in range(25)])
+            s.append("x", {})
+    conn = sqlite3.connect(db_path)
+    assert len(check_session(conn, "s")) == 5 * 26
+    conn.close()
+    integrity_ok(db_path)
