@@ -9,10 +9,10 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
 from eventstore import AppendOnlyViolation, EventStore

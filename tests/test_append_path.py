@@ -103,7 +103,7 @@ def test_checkpoints_run_on_a_background_thread_and_keep_the_wal_bounded(db_path
     monkeypatch.setattr(_engine, "WAL_RESET_FRAMES", 300)
     store = EventStore.open(db_path)
     s = store.create_session("s")
-    for i in range(1000):
+    for _ in range(1000):
         s.append("assistant/chunk", {"delta": {"content": "x" * 200}})
     checkpointer = store._checkpointer
     assert checkpointer is not None and checkpointer._thread is not None
