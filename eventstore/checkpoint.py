@@ -130,13 +130,14 @@ class Checkpointer:
             if conn is not None:
                 conn.close()
 
-    def close(self) -> None:
-        """Stop the thread, after the checkpoint it is running (if any). Idempotent."""
+    def close(self, wait: bool = True) -> None:
+        """Stop the thread, after the checkpoint it is running (if any); with ``wait``,
+        return once it has stopped. Idempotent."""
         with self._wanted:
             self._closed = True
             self._wanted.notify_all()
             thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
+        if wait and thread is not None and thread is not threading.current_thread():
             thread.join()
 
     def forget(self) -> None:

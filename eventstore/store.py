@@ -7,6 +7,7 @@ connection up and Alembic migrates the file (see :mod:`eventstore.engine`).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -375,13 +376,12 @@ class EventStore:
             # lock held (and every queued writer waiting) through its fsyncs; the store
             # checkpoints on a thread of its own instead (see _wrote).
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
-            self._checkpointer = Checkpointer(self._file, self._checkpoint_connection, self.busy_timeout)
-
-    def _checkpoint_connection(self) -> sqlite3.Connection:
-        """A connection of the checkpointer's own (opened on its thread)."""
-        conn = sqlite3.connect(self._file, isolation_level=None, check_same_thread=False)
-        _engine.configure_connection(conn, self.busy_timeout, "normal")
-        return conn
+            # The thread must not keep the store alive: it gets a plain function, and a
+            # store dropped without close() stops it.
+            self._checkpointer = Checkpointer(
+                self._file, functools.partial(_checkpoint_connection, self._file, self.busy_timeout),
+                self.busy_timeout)
+            weakref.finalize(self, self._checkpointer.close, False)
 
     def _reopen_after_fork(self) -> None:
         """In a forked child: leave the parent's connection alone (closing it here could
@@ -680,6 +680,13 @@ class EventStore:
         from .bulk import export_session
 
         return export_session(self, session_id, dest)
+
+
+def _checkpoint_connection(database: str, busy_timeout: float) -> sqlite3.Connection:
+    """A connection for a store's checkpointer (opened on its thread)."""
+    conn = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
+    _engine.configure_connection(conn, busy_timeout, "normal")
+    return conn
 
 
 # Stores alive in this process, and connections inherited from a parent process that must

@@ -134,3 +134,19 @@ def test_closing_while_a_checkpoint_is_due_loses_nothing(db_path, monkeypatch):
     assert len(check_session(conn, "s")) == 5 * 26
     conn.close()
     integrity_ok(db_path)
+
+
+def test_a_store_dropped_without_close_stops_its_checkpointer(db_path, monkeypatch):
+    import gc
+
+    monkeypatch.setattr(_engine, "CHECKPOINT_EVENTS", 10)
+    store = EventStore.open(db_path)
+    store.create_session("s").append_many([("x", {})] * 20)
+    checkpointer = store._checkpointer
+    assert checkpointer.wait_idle(timeout=30)
+    thread = checkpointer._thread
+    assert thread.is_alive()
+    del store
+    gc.collect()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
