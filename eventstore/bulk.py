@@ -264,7 +264,7 @@ def _compare(cur: sqlite3.Cursor, name: str, sid: str, rows: list[tuple], lines:
         if type(payload) is bytes:
             payload = payload.decode("utf-8")
         what = ("type" if t != st else "ts" if float(ts) != sts else "payload" if payload != sp else
-                "hash" if h.decode() != sh else None)
+                "hash" if (h.decode() if type(h) is bytes else h) != sh else None)
         if what == "hash":
             raise ImportConflict(name, line, f"session {dumps(sid)} is already stored with the same event at seq "
                                  f"{seq} but another hash: the stored hash chain is broken (run verify)", sid)
