@@ -581,7 +581,8 @@ class JsonlReader:
             i = 0
             nparts = len(parts)
             while i < nparts:
-                room = min(RUN_LINES, max_rows - len(batch))
+                # before the session id is known (the meta line), one line at a time
+                room = min(RUN_LINES, max_rows - len(batch)) if prevnl is not None else 1
                 run = parts[i:i + room]
                 i += len(run)
                 got = (fast_rows(run, expected, prevnl, heads)
