@@ -300,10 +300,10 @@ def _refused(cur: sqlite3.Cursor, name: str, line: int, sid: str, row: tuple,
 # key) goes row by row (_EXPORT), which streams long payloads.
 FAST_PAYLOAD = 8192  # characters: a longer payload goes row by row (memory: EXPORT_PAGE of these)
 _FAST_OK = f"length(payload) < {FAST_PAYLOAD}"
-_EXPORT_FAST = (f"SELECT CAST(group_concat(line, char(10, 2, 123)) AS BLOB), group_concat(m), count(*), count(m) "
+_EXPORT_FAST = (f"SELECT CAST(group_concat(line, char(10, 2, 123)) AS BLOB), group_concat(m), count(*), "
+                f"count(line), count(m) "
                 f"FROM (SELECT CASE WHEN {_FAST_OK} THEN type || char(2) || payload END AS line, "
-                f"CASE WHEN {_FAST_OK} AND ts >= 1073741824.0 AND ts < 2199023255552.0 "
-                f"THEN CAST(ts * 4194304.0 AS INTEGER) END AS m "
+                f"CASE WHEN ts >= 1073741824.0 AND ts < 2199023255552.0 THEN CAST(ts * 4194304.0 AS INTEGER) END AS m "
                 f"FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq)")
 _TS_SCALE = 4194304.0  # 2**22
 _LINE_FMT = b'{"type":"%s","seq":%s,"ts":%s%s'
@@ -420,10 +420,11 @@ def _export_chunks(store: EventStore, session_id: str):
             try:
                 data = None
                 if fast:
-                    blob, mtext, n, nfast = cur.execute(_EXPORT_FAST, (session_id, last, last + EXPORT_PAGE)).fetchone()
+                    blob, mtext, n, nline, nm = cur.execute(
+                        _EXPORT_FAST, (session_id, last, last + EXPORT_PAGE)).fetchone()
                     if n == 0:
                         break
-                    if nfast == n:
+                    if nline == nm == n:
                         data = _fast_page(blob, mtext, last + 1, n, plain_types)
                 if data is not None:
                     got = n
