@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import truediv
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from .errors import ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound
-from .jsonl import JsonlReader, _js_float, dumps, encodable, event_line, file_name_for, meta_line
+from .jsonl import JsonlReader, _js_float, _orjson, dumps, encodable, event_line, file_name_for, meta_line
 from .store import _check_session_id
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +38,7 @@ __all__ = ["Dropped", "ImportReport", "export_session", "export_sessions", "impo
 
 BATCH_ROWS = 5000  # rows per batch (several multi-row INSERTs)
 BATCH_BYTES = 4 << 20  # bytes of lines per batch
-EXPORT_PAGE = 5000  # events per read query of an export (one short read transaction each)
+EXPORT_PAGE = 500  # events per read query of an export (one short read transaction each)
 EXPORT_BUFFER = 1 << 20  # bytes gathered before each write
 
 GROUP = 50  # rows per INSERT statement (multi-row VALUES)
@@ -264,7 +266,7 @@ def _compare(cur: sqlite3.Cursor, name: str, sid: str, rows: list[tuple], lines:
         if type(payload) is bytes:
             payload = payload.decode("utf-8")
         what = ("type" if t != st else "ts" if float(ts) != sts else "payload" if payload != sp else
-                "hash" if h.decode() != sh else None)
+                "hash" if (h.decode() if type(h) is bytes else h) != sh else None)
         if what == "hash":
             raise ImportConflict(name, line, f"session {dumps(sid)} is already stored with the same event at seq "
                                  f"{seq} but another hash: the stored hash chain is broken (run verify)", sid)
@@ -287,6 +289,64 @@ def _refused(cur: sqlite3.Cursor, name: str, line: int, sid: str, row: tuple,
 
 
 # --- export ------------------------------------------------------------------------------
+
+# The fast export of a page: one query gathers the page's lines in SQLite, type and payload
+# of each (``TYPE \x02 PAYLOAD``, joined by ``\n\x02{``: a control character never stands
+# unescaped in a JSON text, so splitting at ``\x02{`` gives types and payloads without their
+# "{"), and the exact bits of each ts (ts * 2**22 is an integer below 2**63 for
+# 2**30 <= ts < 2**41, that is from 2004 on); Python then writes seqs and ts with orjson
+# and puts the pieces together (_fast_page). A page holding anything else (an older or odd
+# ts, a payload of FAST_PAYLOAD characters or more, a type that needs escapes, an array-index
+# key) goes row by row (_EXPORT), which streams long payloads.
+FAST_PAYLOAD = 8192  # characters: a longer payload goes row by row (memory: EXPORT_PAGE of these)
+_FAST_OK = f"length(payload) < {FAST_PAYLOAD}"
+_EXPORT_FAST = (f"SELECT CAST(group_concat(line, char(10, 2, 123)) AS BLOB), group_concat(m), count(*), "
+                f"count(line), count(m) "
+                f"FROM (SELECT CASE WHEN {_FAST_OK} THEN type || char(2) || payload END AS line, "
+                f"CASE WHEN ts >= 1073741824.0 AND ts < 2199023255552.0 THEN CAST(ts * 4194304.0 AS INTEGER) END AS m "
+                f"FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq)")
+_TS_SCALE = 4194304.0  # 2**22
+_LINE_FMT = b'{"type":"%s","seq":%s,"ts":%s%s'
+_EMPTY = b"}\n"  # what is left of "{}"
+# A first key that may be an array index (JavaScript writes those first; a false hit, a
+# type starting with '{"' and a digit, only costs speed).
+_INDEX_FIRST = re.compile(rb'\x02\{"[0-9]').search
+
+
+def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[bytes]) -> bytes | None:
+    """The JSONL text of ``n`` events from seq ``first`` (see _EXPORT_FAST), or None when
+    the row-by-row path must write them."""
+    ts = list(map(truediv, _orjson.loads("[" + mtext + "]"), itertools.repeat(_TS_SCALE)))  # exact: a power of 2
+    ts_text = _orjson.dumps(ts)
+    # orjson writes a finite double as JavaScript does, but for integer values (5.0) and
+    # exponents (1e+16); JSON.stringify writes 1764460800 for 1764460800.0
+    if b"e" in ts_text or b".0," in ts_text or ts_text.endswith(b".0]"):
+        return None
+    parts = blob.split(b"\x02{")
+    if len(parts) != 2 * n or _INDEX_FIRST(blob) is not None:
+        return None
+    parts[-1] += b"\n"
+    types = parts[0::2]
+    for t in set(types).difference(plain_types):
+        text = t.decode("utf-8", "surrogatepass")
+        if not encodable(text) or dumps(text) != '"' + text + '"':
+            return None  # a type that JSON writes with escapes (and \x02 in a type)
+        plain_types.add(t)
+    rests = parts[1::2]
+    flat: list = [None] * (4 * n)
+    flat[0::4] = types
+    flat[1::4] = _orjson.dumps(list(range(first, first + n)))[1:-1].split(b",")
+    flat[2::4] = (ts_text[1:-1] + b",").replace(b",", b",\x00").split(b"\x00")[:-1]  # "ts,": the payload's comma
+    flat[3::4] = rests
+    i = -1
+    try:
+        while True:  # an empty payload: no comma after ts
+            i = rests.index(_EMPTY, i + 1)
+            flat[4 * i + 2] = flat[4 * i + 2][:-1]
+    except ValueError:
+        pass
+    return (_LINE_FMT * n) % tuple(flat)
+
 
 # SQLite writes the end of each line (payload minus its "{", newline) as bytes, in C; a
 # long payload (BIG_PAYLOAD characters and more) comes whole instead, and Python writes a
@@ -338,64 +398,85 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
 
 def _export_chunks(store: EventStore, session_id: str):
     """Yield ``(pieces, bytes, events)``: the session's lines as a list of byte strings (and
-    memoryviews of stored payloads, not copied), about EXPORT_BUFFER bytes at a time."""
+    memoryviews of stored payloads, not copied), about EXPORT_BUFFER bytes at a time.
+
+    Pages of EXPORT_PAGE events, each one short read transaction: _fast_page writes a page in
+    one piece when it can, else the page goes row by row."""
     rows = store._read("SELECT meta FROM sessions WHERE id = ?", (session_id,))
     if not rows:
         raise SessionNotFound(session_id)
     out: list = [(meta_line(session_id, rows[0][0]) + "\n").encode("utf-8")]
     size = len(out[0])
+    pending = 0  # events in out
     heads: dict[str, str] = {}
+    plain_types: set[bytes] = set()
     js_float = _js_float
+    fast = _orjson is not None
     last = -1
     while True:
-        got = done = 0
+        got = 0
         with store._lock:  # one short read transaction per page
             cur = store._conn.cursor()
             try:
-                cur.execute(_EXPORT, (session_id, last, last + EXPORT_PAGE))
-                app = out.append
-                for t, seq, ts, tail, big in cur:
-                    payload_head = tail if tail is not None else big
-                    if payload_head[2:3].isdigit():  # an array-index key: JavaScript writes it first
-                        text = "{" + bytes(tail[1:-1]).decode() if tail is not None else bytes(big).decode()
-                        line = (event_line(t, seq, ts, text) + "\n").encode("utf-8")
-                        app(line)
-                        size += len(line)
+                data = None
+                if fast:
+                    blob, mtext, n, nline, nm = cur.execute(
+                        _EXPORT_FAST, (session_id, last, last + EXPORT_PAGE)).fetchone()
+                    if n == 0:
+                        break
+                    if nline == nm == n:
+                        data = _fast_page(blob, mtext, last + 1, n, plain_types)
+                if data is not None:
+                    got = n
+                    out.append(data)
+                    size += len(data)
+                    pending += n
+                else:
+                    cur.execute(_EXPORT, (session_id, last, last + EXPORT_PAGE))
+                    app = out.append
+                    for t, seq, ts, tail, big in cur:
+                        payload_head = tail if tail is not None else big
+                        if payload_head[2:3].isdigit():  # an array-index key: JavaScript writes it first
+                            text = "{" + bytes(tail[1:-1]).decode() if tail is not None else bytes(big).decode()
+                            line = (event_line(t, seq, ts, text) + "\n").encode("utf-8")
+                            app(line)
+                            size += len(line)
+                            got += 1
+                            pending += 1
+                            continue
+                        try:
+                            head = heads[t]
+                        except KeyError:
+                            head = heads[t] = '{"type":' + dumps(t) + ',"seq":'
+                        r = repr(ts)  # JavaScript's text too, but for 1e+16, 5.0 and the like
+                        if "e" in r or r[-2:] == ".0":
+                            r = js_float(ts)
+                        app(f'{head}{seq},"ts":{r}'.encode())
+                        if tail is not None:
+                            app(tail)
+                            size += len(tail) + 40
+                        else:
+                            app(b",")
+                            app(memoryview(big)[1:])
+                            app(b"\n")
+                            size += len(big) + 40
                         got += 1
-                        continue
-                    try:
-                        head = heads[t]
-                    except KeyError:
-                        head = heads[t] = '{"type":' + dumps(t) + ',"seq":'
-                    r = repr(ts)  # JavaScript's text too, but for 1e+16, 5.0 and the like
-                    if "e" in r or r[-2:] == ".0":
-                        r = js_float(ts)
-                    app(f'{head}{seq},"ts":{r}'.encode())
-                    if tail is not None:
-                        app(tail)
-                        size += len(tail) + 40
-                    else:
-                        app(b",")
-                        app(memoryview(big)[1:])
-                        app(b"\n")
-                        size += len(big) + 40
-                    got += 1
-                    if size >= EXPORT_BUFFER:
-                        yield out, size, got - done
-                        done = got
-                        out = []
-                        app = out.append
-                        size = 0
+                        pending += 1
+                        if size >= EXPORT_BUFFER:
+                            yield out, size, pending
+                            out = []
+                            app = out.append
+                            size = pending = 0
             finally:
                 cur.close()
         last += EXPORT_PAGE
+        if size >= EXPORT_BUFFER:
+            yield out, size, pending
+            out = []
+            size = pending = 0
         if got < EXPORT_PAGE:
             break
-        if out:
-            yield out, size, got - done
-            out = []
-            size = 0
-    yield out, size, got - done
+    yield out, size, pending
 
 
 def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: Iterable[str] | None = None,

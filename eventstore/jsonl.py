@@ -26,7 +26,9 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from itertools import accumulate
 from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
+from operator import add
 from typing import IO, Any
 
 from .errors import InvalidEvent, InvalidJSONL
@@ -370,6 +372,85 @@ def _fast_line(raw: bytes) -> tuple[str, int, int | float, int] | None:
     return t, seq, ts, len(raw) - 1 if end < 0 else end
 
 
+RUN_LINES = 500  # lines per run of the batch fast path
+_STRICT = 0 if _orjson is None else _orjson.OPT_STRICT_INTEGER
+# orjson writes exponents with a sign (1e+16, 1e-7); if a version did not, _odd_run would
+# miss its exponents: then no run takes the fast path.
+_SIGNED_EXP = _orjson is not None and _orjson.dumps([1e16, 1e300, 1e-7, 2.5e-300]) == b"[1e+16,1e+300,1e-7,2.5e-300]"
+# Digits become \x01, the bytes before a key ({ ,) \x03, signs (+ -) \x04: control
+# characters never stand unescaped in a JSON text, so these bytes mean what they replace.
+_MARK = bytes.maketrans(b"0123456789{,+-", b"\x01" * 10 + b"\x03" * 2 + b"\x04" * 2)
+_DOT0_SEARCH = re.compile(rb"\.0[,}\]]").search
+_EXP_SEARCH = re.compile(rb"\x01e\x04").search
+
+
+def _odd_run(text: bytes) -> bool:
+    """True if ``text`` (JSON lines as orjson writes them) may hold a float that JavaScript
+    writes otherwise (``5.0``, ``1e+16``, ``1e-7``) or an array-index key (``{"0":``,
+    ``,"7":``), which JavaScript writes first. A false hit (``"v1.0,"`` or ``"x,\\"0"`` in a
+    string) only sends the lines one by one. Made of one translation and searches whose
+    needles start with rare bytes, which C does fast (no regex alternation: with no fixed
+    first byte the engine tries every position)."""
+    if _DOT0_SEARCH(text) is not None:
+        return True
+    t = text.translate(_MARK)
+    return b'\x03"\x01' in t or (b"\x04" in t and _EXP_SEARCH(t) is not None)
+
+
+_sha256 = hashlib.sha256
+
+
+def _fast_rows(lines: list[bytes], expected: int, prevnl: bytes,
+               heads: dict[str, bytes]) -> tuple[list[tuple], bytes] | None:
+    """The fast path for a run of event lines (no ``\\r``): the rows
+    ``(seq, type, ts, payload, hash)`` (payload and hash as ``str``) and the last hash +
+    ``"\\n"``, when every line is exactly what JSON.stringify writes for it, with the keys
+    ``type``, ``seq`` (= ``expected``, ``expected + 1``, ...), ``ts`` first; None as soon as
+    one line is not (the caller then takes the lines one by one, the slow path saying why).
+
+    A line is taken when orjson parses it and writes it back byte for byte, and no search
+    of _odd_run (made once for the whole run) finds what orjson and JavaScript write
+    differently. ``heads`` caches, per type, the line's text up to its seq.
+    """
+    if _odd_run(b",".join(lines)):
+        return None
+    loads = _orjson.loads
+    dumps_ = _orjson.dumps
+    strict = _STRICT
+    rows = []
+    append = rows.append
+    sha = _sha256
+    seq = expected
+    try:
+        for raw in lines:
+            obj = loads(raw)
+            if dumps_(obj, option=strict) != raw:
+                return None
+            t = obj["type"]
+            head = heads.get(t)
+            if head is None:
+                if type(t) is not str or not t or t == "session/meta":
+                    return None
+                head = heads[t] = b'{"type":' + dumps_(t) + b',"seq":'
+            s = obj["seq"]
+            if s != seq or type(s) is not int or not raw.startswith(head):
+                return None
+            q = len(head) + len(str(seq))
+            ts = obj["ts"]
+            if raw[q:q + 6] != b',"ts":' or (type(ts) is not float and type(ts) is not int):
+                return None
+            h = sha(prevnl + raw).hexdigest()
+            prevnl = h.encode() + b"\n"
+            end = raw.find(b",", q + 6)  # a number holds no comma
+            append((seq, t, ts, "{}" if end < 0 else "{" + raw[end + 1:].decode(), h))
+            seq += 1
+    except (ValueError, TypeError, KeyError):
+        # invalid JSON, an integer beyond 2**53 (orjson's JSONEncodeError is a TypeError),
+        # not an object, a key missing
+        return None
+    return rows, prevnl
+
+
 def parse_line(text: str | bytes) -> tuple[Any, str | None]:
     """Parse one JSONL line into ``(value, canonical_payload_or_None)``.
 
@@ -469,6 +550,8 @@ class JsonlReader:
         expected = 0
         sha = hashlib.sha256
         fast = _fast_line
+        fast_rows = _fast_rows if _orjson is not None and _SIGNED_EXP else None
+        heads: dict[str, bytes] = {}
         slow = self._slow
         prevnl = self._genesis() if self.session_id is not None else None  # previous hash + "\n"
         unterminated = False
@@ -484,7 +567,7 @@ class JsonlReader:
                     pending.append(parts[0])
                     parts[0] = b"".join(pending)
                     pending.clear()
-                    cr = True
+                    cr = cr or b"\r" in parts[0]
                 tail = parts.pop()
                 if tail:
                     pending.append(tail)
@@ -494,53 +577,84 @@ class JsonlReader:
                 unterminated = cr = True
             else:
                 break
-            for raw in parts:
-                lineno += 1
-                start = offset
-                offset += len(raw) + 1
-                if cr and raw.endswith(b"\r"):
-                    raw = raw[:-1]
-                if not raw:
-                    continue
-                got = fast(raw) if prevnl is not None else None
-                if got is not None and got[1] == expected:
-                    t, seq, ts, end = got
-                    payload = b"{}" if end == len(raw) - 1 else b"{" + raw[end + 1:]
-                    line = raw
-                else:
-                    try:
-                        row = slow(lineno, raw, unterminated, expected)
-                    except InvalidJSONL as e:
-                        self.error = e
-                        self.error_offset = start
+            # Runs of lines go through _fast_rows; a run it refuses (a line not canonical, a
+            # blank line, an error) and every line of a chunk holding "\r" go line by line.
+            i = 0
+            nparts = len(parts)
+            while i < nparts:
+                # before the session id is known (the meta line), one line at a time
+                room = min(RUN_LINES, max_rows - len(batch)) if prevnl is not None else 1
+                run = parts[i:i + room]
+                i += len(run)
+                got = (fast_rows(run, expected, prevnl, heads)
+                       if prevnl is not None and not cr and fast_rows is not None else None)
+                if got is not None:
+                    rows, prevnl = got
+                    n = len(rows)
+                    batch += rows
+                    blines.extend(range(lineno + 1, lineno + n + 1))
+                    lens = list(map(len, run))
+                    boffs.extend(map(add, accumulate(lens, initial=offset), range(n)))
+                    nbytes = sum(lens)
+                    lineno += n
+                    offset += nbytes + n
+                    expected += n
+                    size += nbytes
+                    if len(batch) >= max_rows or size >= max_bytes:
                         self.lines, self.events = lineno, expected
-                        if batch:
-                            yield batch
-                        return
-                    if row is None:  # a blank or session/meta line
-                        if prevnl is None and self.session_id is not None:
-                            prevnl = self._genesis()
+                        yield batch
+                        batch = []
+                        blines.clear()
+                        boffs.clear()
+                        size = 0
+                    continue
+                for raw in run:
+                    lineno += 1
+                    start = offset
+                    offset += len(raw) + 1
+                    if cr and raw.endswith(b"\r"):
+                        raw = raw[:-1]
+                    if not raw:
                         continue
-                    seq, t, ts, payload, line = row
-                if len(line) < 65536:
-                    h = sha(prevnl + line).hexdigest().encode()
-                else:  # no copy of a long line
-                    hs = sha(prevnl)
-                    hs.update(line)
-                    h = hs.hexdigest().encode()
-                prevnl = h + b"\n"
-                batch.append((seq, t, ts, payload, h))
-                blines.append(lineno)
-                boffs.append(start)
-                expected += 1
-                size += len(line)
-                if len(batch) >= max_rows or size >= max_bytes:
-                    self.lines, self.events = lineno, expected
-                    yield batch
-                    batch = []
-                    blines.clear()
-                    boffs.clear()
-                    size = 0
+                    got = fast(raw) if prevnl is not None else None
+                    if got is not None and got[1] == expected:
+                        t, seq, ts, end = got
+                        payload = b"{}" if end == len(raw) - 1 else b"{" + raw[end + 1:]
+                        line = raw
+                    else:
+                        try:
+                            row = slow(lineno, raw, unterminated, expected)
+                        except InvalidJSONL as e:
+                            self.error = e
+                            self.error_offset = start
+                            self.lines, self.events = lineno, expected
+                            if batch:
+                                yield batch
+                            return
+                        if row is None:  # a blank or session/meta line
+                            if prevnl is None and self.session_id is not None:
+                                prevnl = self._genesis()
+                            continue
+                        seq, t, ts, payload, line = row
+                    if len(line) < 65536:
+                        h = sha(prevnl + line).hexdigest().encode()
+                    else:  # no copy of a long line
+                        hs = sha(prevnl)
+                        hs.update(line)
+                        h = hs.hexdigest().encode()
+                    prevnl = h + b"\n"
+                    batch.append((seq, t, ts, payload, h))
+                    blines.append(lineno)
+                    boffs.append(start)
+                    expected += 1
+                    size += len(line)
+                    if len(batch) >= max_rows or size >= max_bytes:
+                        self.lines, self.events = lineno, expected
+                        yield batch
+                        batch = []
+                        blines.clear()
+                        boffs.clear()
+                        size = 0
         self.lines, self.events = lineno, expected
         if self.session_id is None:
             self.error = self._err(0, "no session/meta line and no events (give the id with --session-id)")

@@ -1,0 +1,209 @@
+"""The fast paths of import (``jsonl._fast_rows``) and export (``bulk._fast_page``) against
+the exact paths they shortcut: same stored rows (payload text, hash chain, normalized
+count), same exported bytes, on canonical files and on every kind of line the fast paths
+must leave to the slow ones (non-canonical spellings, integer-valued and exponent floats,
+-0, big integers, escapes, lone surrogates, array-index keys, odd ts, long payloads).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore import EventStore
+from eventstore import bulk as bulk_mod
+from eventstore import jsonl as jsonl_mod
+from eventstore.bulk import import_jsonl
+from eventstore.jsonl import dumps, event_line, meta_line
+
+orjson = pytest.importorskip("orjson")
+_ids = itertools.count()
+
+ODD_TEXT = ["", "é", "😀", "\ud83d", "\ude00x", "\x00", "\x1f", "\x7f", "\u2028", '"', "\\", "/", "1.0,", "re-3",
+            "e+5", ',"0":', '{"7":', "\x01", "\x02{", "\n", "\r"]
+TEXT = st.text(max_size=8) | st.sampled_from(ODD_TEXT)
+NUMBER = (st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
+          | st.sampled_from([0.0, -0.0, 5.0, 1e21, 1e20, 1e16, 1e-5, 1e-6, 1e-7, 5e-324, 1.7976931348623157e308,
+                             0.1, 2**53, -(2**53), 2.0**60, 123456789012345680000, 1764460800.0]))
+JSON = st.recursive(st.none() | st.booleans() | NUMBER | TEXT,
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+                    max_leaves=8)
+KEY = TEXT.filter(lambda k: k not in ("type", "seq", "ts")) | st.sampled_from(["0", "7", "10", "01", "4294967295"])
+PAYLOAD = st.dictionaries(KEY, JSON, max_size=4)
+TYPE = st.sampled_from(["user/message", "assistant/chunk", "tool/result", "turn/end", 'a"b', "ü", "x\x02{y", "t\n"])
+TS = (st.floats(min_value=1073741824.0, max_value=2199023255551.0)
+      | st.sampled_from([1764460800.0005, 1764460800.0, 1764460800.0084999, 1e9, 1073741824.0, 2199023255552.5,
+                         1.5, 0.0, -5.5, 1e16, 1e-7, 1764460800])
+      | st.floats(min_value=-1e20, max_value=1e20, allow_nan=False))
+
+
+def rows(store: EventStore, sid: str) -> list:
+    return store._read("SELECT seq, type, ts, payload, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))
+
+
+def export_bytes(store: EventStore, sid: str) -> bytes:
+    out = io.BytesIO()
+    store.export_jsonl(sid, out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def stores(tmp_path):
+    with EventStore.open(tmp_path / "a.db") as a, EventStore.open(tmp_path / "b.db") as b, \
+            EventStore.open(tmp_path / "c.db") as c:
+        yield a, b, c
+
+
+def import_three_ways(stores, data: bytes, monkeypatch) -> list:
+    """Import ``data`` with the fast paths, without _fast_rows, and without orjson at all."""
+    a, b, c = stores
+    reports = [import_jsonl(a, io.BytesIO(data), name="f.jsonl")]
+    with monkeypatch.context() as m:
+        m.setattr(jsonl_mod, "_fast_rows", lambda *args: None)
+        reports.append(import_jsonl(b, io.BytesIO(data), name="f.jsonl"))
+    with monkeypatch.context() as m:
+        m.setattr(jsonl_mod, "_orjson", None)
+        reports.append(import_jsonl(c, io.BytesIO(data), name="f.jsonl"))
+    return reports
+
+
+def spelled(type_: str, seq: int, ts, payload: dict, how: int) -> str:
+    """One line: canonical (how 0), or with the keys in another order, spaces, a 5.0-style ts."""
+    line = event_line(type_, seq, float(ts), dumps(payload))
+    if how == 1:
+        return line.replace('","seq":', '", "seq":', 1)
+    if how == 2:
+        return dumps({"seq": seq, "type": type_, "ts": ts, **payload})
+    if how == 3:
+        return line.replace(f',"ts":{jsonl_mod.js_number(float(ts))}', f',"ts":{float(ts)!r}', 1)
+    return line
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=st.lists(st.tuples(TYPE, PAYLOAD, TS, st.sampled_from([0, 0, 0, 1, 2, 3])), max_size=12),
+       copies=st.integers(1, 3))
+def test_import_fast_and_slow_paths_store_the_same_rows(stores, monkeypatch, events, copies):
+    sid = f"s{next(_ids)}"
+    events = events * copies  # runs longer than one line, canonical and not, side by side
+    lines = [meta_line(sid)] + [spelled(t, i, ts, p, how) for i, (t, p, ts, how) in enumerate(events)]
+    data = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+    reports = import_three_ways(stores, data, monkeypatch)
+    assert len({(r.events, r.normalized) for r in reports}) == 1
+    got = [rows(s, sid) for s in stores]
+    assert got[0] == got[1] == got[2]
+    assert export_bytes(stores[0], sid) == export_bytes(stores[2], sid)
+
+
+def test_the_batch_fast_path_takes_canonical_runs(stores, monkeypatch):
+    taken = []
+    real = jsonl_mod._fast_rows
+
+    def spy(*args):
+        got = real(*args)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(jsonl_mod, "_fast_rows", spy)
+    sid = "runs"
+    n = 1200
+    lines = [meta_line(sid)] + [event_line("assistant/chunk", i, 1764460800.0005 + i, dumps({"delta": {"content": f"t{i}"}}))
+                                for i in range(n)]
+    rep = import_jsonl(stores[0], io.BytesIO(("\n".join(lines) + "\n").encode()), name="f.jsonl")
+    assert (rep.events, rep.normalized) == (n, 0)
+    assert taken and all(taken) and len(taken) == math.ceil(n / jsonl_mod.RUN_LINES) + 0
+
+
+@pytest.mark.parametrize("line, why", [
+    (b'{"type":"a","seq":0,"ts":1764460800.0,"x":1}', "integer-valued float"),
+    (b'{"type":"a","seq":0,"ts":1,"x":1e+16}', "exponent"),
+    (b'{"type":"a","seq":0,"ts":1,"x":1e-7}', "exponent"),
+    (b'{"type":"a","seq":0,"ts":1,"x":-0.0}', "minus zero"),
+    (b'{"type":"a","seq":0,"ts":1,"1":2}', "index key"),
+    (b'{"type":"a","seq":0,"ts":1,"x":{"0":1}}', "nested index key"),
+    (b'{"type":"a","seq":0,"ts":1,"x":9007199254740993}', "integer beyond 2**53"),
+    (b'{"type":"a","seq":0,"ts":1,"x":"\\u00e9"}', "escape JavaScript does not write"),
+    (b'{"type":"a","seq":0,"ts":1,"x":"\\ud83d"}', "lone surrogate"),
+    (b'{"seq":0,"type":"a","ts":1}', "key order"),
+    (b'{"type":"a","seq":0,"ts":1,"ts":2}', "duplicate key"),
+    (b'{"type":"a","seq":true,"ts":1}', "seq not an integer"),
+    (b'{"type":"a","seq":0,"ts":"1"}', "ts not a number"),
+])
+def test_fast_rows_leaves_odd_lines_to_the_slow_path(line, why):
+    assert jsonl_mod._fast_rows([line], 0, b"x\n", {}) is None, why
+
+
+def test_fast_rows_matches_the_line_by_line_rows():
+    lines = [b'{"type":"a","seq":%d,"ts":1764460800.%d5,"k":"v\\n%d"}' % (i, i, i) for i in range(5)]
+    lines.append(b'{"type":"turn/end","seq":5,"ts":1764460801.5}')
+    got, prevnl = jsonl_mod._fast_rows(lines, 0, b"g\n", {})
+    h = b"g\n"
+    for raw, (seq, t, ts, payload, hsh) in zip(lines, got, strict=True):
+        obj = jsonl_mod.loads(raw.decode())
+        assert (seq, t, ts) == (obj["seq"], obj["type"], obj["ts"])
+        assert payload == dumps({k: v for k, v in obj.items() if k not in ("type", "seq", "ts")})
+        h = jsonl_mod.hashlib.sha256(h + raw).hexdigest().encode() + b"\n"
+        assert hsh.encode() + b"\n" == h
+    assert prevnl == h
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([1e16, 1e20, 1e21, 1e-6, 1e-7, 5e-324]))
+def test_orjson_writes_floats_as_javascript_but_for_what_the_fast_paths_rule_out(x):
+    """The invariant both fast paths rest on: orjson's text of a double is JSON.stringify's
+    unless it holds an exponent or ends in ".0" (checked here against the store's own
+    JavaScript number formatting, itself checked against node in test_jsonl_codec)."""
+    text = orjson.dumps(x).decode()
+    if "e" not in text and not text.endswith(".0"):
+        assert text == jsonl_mod.js_number(x)
+    if "e" in text:
+        assert "e+" in text or "e-" in text  # what _odd_run searches for
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=st.lists(st.tuples(TYPE, PAYLOAD, TS), max_size=12), copies=st.integers(1, 3))
+def test_export_fast_and_row_by_row_pages_write_the_same_bytes(stores, monkeypatch, events, copies):
+    a = stores[0]
+    sid = f"e{next(_ids)}"
+    a.create_session(sid).append_many([(t, p, float(ts)) for t, p, ts in events * copies])
+    monkeypatch.setattr(bulk_mod, "EXPORT_PAGE", 7)  # several pages, fast and not, in one file
+    fast = export_bytes(a, sid)
+    monkeypatch.setattr(bulk_mod, "_orjson", None)
+    assert export_bytes(a, sid) == fast
+
+
+def test_export_fast_page_is_taken_and_exact(stores, monkeypatch):
+    a = stores[0]
+    taken = []
+    real = bulk_mod._fast_page
+    monkeypatch.setattr(bulk_mod, "_fast_page", lambda *args: taken.append(real(*args)) or taken[-1])
+    s = a.create_session("p")
+    events = [("turn/end", {}, 1764460800.0005)] + [
+        ("assistant/chunk", {"delta": {"content": f"tok{i} é\n\"x\""}}, 1764460800.0005 + i * 0.001) for i in range(1200)]
+    s.append_many(events)
+    data = export_bytes(a, "p")
+    assert taken and all(t is not None for t in taken)
+    expected = [meta_line("p")] + [event_line(t, i, ts, dumps(p)) for i, (t, p, ts) in enumerate(events)]
+    assert data == ("\n".join(expected) + "\n").encode()
+
+
+@pytest.mark.parametrize("payload, ts, type_", [
+    ({"big": "x" * bulk_mod.FAST_PAYLOAD}, 1764460800.5, "a"),  # a long payload: row by row
+    ({"0": 1, "a": 2}, 1764460800.5, "a"),  # an index key
+    ({"a": 1}, 1764460800.0, "a"),  # an integer-valued ts
+    ({"a": 1}, 1e9, "a"),  # before 2004
+    ({"a": 1}, 2199023255552.5, "a"),  # beyond 2**41
+    ({"a": 1}, 1764460800.5, 'q"uote'),  # a type with an escape
+    ({"a": 1}, 1764460800.5, "x\x02{y"),  # a type with the separator
+])
+def test_export_pages_the_fast_path_refuses_are_still_exact(stores, payload, ts, type_):
+    a = stores[0]
+    s = a.create_session("o")
+    events = [("a", {"i": 1}, 1764460800.25), (type_, payload, ts), ("turn/end", {}, 1764460801.75)]
+    s.append_many(events)
+    expected = [meta_line("o")] + [event_line(t, i, t_s, dumps(p)) for i, (t, p, t_s) in enumerate(events)]
+    assert export_bytes(a, "o") == ("\n".join(expected) + "\n").encode()
