@@ -141,3 +141,9 @@ def test_every_edge_value_in_every_key(both, key):
             rows.append((t, f'{{"{key}":{v}}}'))
             rows.append((t, f'{{"x":1,"{key}" : {v},"content":"c"}}' if key != "content" else f'{{"{key}":{v},"tool_calls":[1]}}'))
     compare(both, rows)
+
+
+def test_the_store_keeps_a_chunky_sessions_message_pages_cached(store):
+    from eventstore.engine import CACHE_SIZE_KIB
+
+    assert store._conn.execute("PRAGMA cache_size").fetchone() == (-CACHE_SIZE_KIB,)
