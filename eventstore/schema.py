@@ -43,7 +43,7 @@ from sqlalchemy import (
 )
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0003"
+SCHEMA_REVISION = "0004"
 
 #: Event types that the projection turns into chat messages.
 MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")

@@ -164,7 +164,7 @@ END"""
     before = snapshot(raw)
     with EventStore.open(db_path) as store:
         store.session("a").append("y", {"k": 2})
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == (SCHEMA_REVISION,)
     installed = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events_guard_insert'").fetchone()[0]
     assert installed.strip() == GUARDS["events_guard_insert"].strip()
     assert snapshot(raw)[0][:1] == before[0]

@@ -58,7 +58,7 @@ def check(db: Path, session_ids=None) -> audit.VerifyReport:
 # --- the views -----------------------------------------------------------------------------
 
 def test_views_exist_at_head_with_their_documented_columns(store, raw):
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0003"
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0004"
     doc = DOCS.read_text(encoding="utf-8")
     for view, columns in VIEW_COLUMNS.items():
         assert [r[1] for r in raw.execute(f"PRAGMA table_info({view})")] == columns
@@ -195,7 +195,7 @@ def test_a_database_at_0001_is_upgraded_to_the_views(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'tool_calls'").fetchone() == (0,)
     r = run(db, "sql", "SELECT count(*) AS n FROM messages")  # reads, does not upgrade, says so
-    assert r.exit_code == 0 and "schema revision 0001, not 0003" in r.stderr
+    assert r.exit_code == 0 and f"schema revision 0001, not {SCHEMA_REVISION}" in r.stderr
     assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
     with EventStore.open(db):
         pass
