@@ -60,7 +60,7 @@ SELECT
       || coalesce(',"content":' || (payload -> '$.content'), '') || '}'
   END AS message
 FROM events
-WHERE type IN ('user/message', 'assistant/message', 'tool/result')
+WHERE (type = 'user/message' OR type = 'assistant/message' OR type = 'tool/result')
 """
 
 _SELECT = "SELECT message FROM messages WHERE session_id = ? ORDER BY seq"

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
+
+from eventstore import EventStore
+from eventstore.schema import SCHEMA_REVISION
 
 
 def project(store, *events):
@@ -99,3 +103,55 @@ def test_projection_reads_only_message_events(store, raw):
     plan = " ".join(r[3] for r in raw.execute(
         "EXPLAIN QUERY PLAN SELECT message FROM messages WHERE session_id = 'a' ORDER BY seq"))
     assert "events_messages" in plan and "TEMP B-TREE" not in plan
+
+
+def test_an_insert_builds_no_temporary_b_tree_for_the_messages_index(store, raw):
+    """The index predicate is an OR of three comparisons (migration 0005): an IN list of
+    three constants made every INSERT build a temporary b-tree to test it. Only the guard
+    trigger's JSON branch (run for payloads that could hold a reserved key) may build one."""
+    program = list(raw.execute("EXPLAIN INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                               "VALUES (1, 'a', 0, 'user/message', 1, '{}', 'h')"))
+    main = program[:next(i for i, r in enumerate(program) if i and r[1] == "Init")]
+    assert "OpenEphemeral" not in [r[1] for r in main]
+
+
+def test_upgrade_to_0005_rewrites_the_views_and_keeps_their_rows(db_path):
+    """A database at 0004 (IN-list index) upgraded in place: same rows from every view,
+    each now reading message events through the OR-predicate index."""
+    from alembic import command
+    from alembic.config import Config
+
+    from eventstore.engine import make_engine, migrations_path
+
+    engine = make_engine(db_path)
+    with engine.begin() as conn:
+        cfg = Config()
+        cfg.set_main_option("script_location", migrations_path())
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0004")
+    engine.dispose()
+    raw = sqlite3.connect(db_path, isolation_level=None)
+    raw.execute("DROP INDEX events_messages")  # as 0001 made it, before 0005
+    raw.execute("CREATE INDEX events_messages ON events (session_id, seq) "
+                "WHERE type IN ('user/message', 'assistant/message', 'tool/result')")
+    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
+    rows = [("turn/start", "{}"), ("user/message", '{"content":"q"}'),
+            ("assistant/message", '{"content":"","tool_calls":[{"id":"c1","type":"function",'
+                                  '"function":{"name":"sh","arguments":"{}"}}]}'),
+            ("tool/result", '{"tool_call_id":"c1","content":"ok"}'), ("assistant/message", '{"content":"done"}'),
+            ("turn/end", "{}")]
+    for seq, (type_, payload) in enumerate(rows):
+        raw.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                    "VALUES (?, 'a', ?, ?, 1, ?, ?)", (seq + 1, seq, type_, payload, "0" * 64))
+    views = ("messages", "tool_calls", "turns", "session_summary")
+    before = {v: raw.execute(f"SELECT * FROM {v} ORDER BY 1, 2").fetchall() for v in views}
+    EventStore.open(db_path).close()
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == (SCHEMA_REVISION,)
+    assert {v: raw.execute(f"SELECT * FROM {v} ORDER BY 1, 2").fetchall() for v in views} == before
+    for v in views:
+        sql = raw.execute("SELECT sql FROM sqlite_master WHERE name = ?", (v,)).fetchone()[0]
+        assert "IN ('user/message'" not in sql
+        plan = " ".join(r[3] for r in raw.execute(f"EXPLAIN QUERY PLAN SELECT * FROM {v} WHERE session_id = 'a'"))
+        if v != "turns":
+            assert "events_messages" in plan, v
+    raw.close()

@@ -35,8 +35,18 @@ OLD_VIEW = _revision("0001").CREATE_MESSAGES_VIEW
 NEW_VIEW = _revision("0004").CREATE_MESSAGES_VIEW
 
 
-def test_the_package_and_the_migration_hold_the_same_view():
-    assert NEW_VIEW == projection.CREATE_MESSAGES_VIEW
+def test_the_package_and_the_migrations_hold_the_same_view(tmp_path):
+    """0004's view with 0005's WHERE (an OR term, for the index) is the package's, and
+    what a new database stores."""
+    m5 = _revision("0005")
+    assert m5._IN_LIST.sub(m5._or_term, NEW_VIEW) == projection.CREATE_MESSAGES_VIEW
+    from eventstore import EventStore
+
+    EventStore.open(tmp_path / "v.db").close()
+    conn = sqlite3.connect(tmp_path / "v.db")
+    stored = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages'").fetchone()[0]
+    conn.close()
+    assert stored.strip() == projection.CREATE_MESSAGES_VIEW.strip()
 
 
 @pytest.fixture(scope="module")
