@@ -6,15 +6,14 @@ a plain table, so the difference between two neighbours is the cost of that one 
 
 =====================  ======================================================================
 ``api``                ``Session.append`` as shipped (validation, payload encoding, write
-                       queue, head read, ``INSERT ... VALUES``, guard trigger, foreign key,
-                       CHECKs, both partial indexes)
+                       queue, cached head, ``INSERT ... VALUES``, guard trigger, foreign key,
+                       CHECKs, both partial indexes, a checkpoint request every 500 events)
 ``sql``                the store's own statements on its cursor (head read, chained hash,
                        ``INSERT ... VALUES``) without the Python API around them
                        (validation, write queue, checkpoints): the API's share is ``api``
                        minus this
-``values``             a plain ``INSERT ... VALUES`` whose seq, position and hash Python
-                       computed from a head it holds (what ``append_many`` does): drops the
-                       three sub-selects and the SQL-function callback
+``values``             the same ``INSERT ... VALUES`` with the head kept by the caller: no
+                       head query (what the store's cached head saves when it appends alone)
 ``no-trigger``         ``values`` with the ``events_guard_insert`` trigger dropped
 ``no-fk``              ... and ``PRAGMA foreign_keys = OFF``
 ``no-check``           ... and the table rebuilt without its CHECK constraints
@@ -23,10 +22,6 @@ a plain table, so the difference between two neighbours is the cost of that one 
 ``no-messages-index``  ... and without the ``events_messages`` partial index
 ``raw``                ``tools/bench.py``'s raw sqlite3 baseline (same pragmas, plain table
                        with the same columns and ``UNIQUE(session_id, seq)``)
-``values-or-index``    not in the chain: ``values`` with the ``events_messages`` predicate
-                       written ``type = 'a' OR type = 'b' OR type = 'c'`` instead of
-                       ``type IN ('a', 'b', 'c')`` (an IN list of 3+ constants makes every
-                       INSERT build an ephemeral b-tree to test it; see ``EXPLAIN``)
 =====================  ======================================================================
 
 Usage (from the repository root)::
@@ -60,7 +55,7 @@ from eventstore import store as _store  # noqa: E402
 from eventstore.jsonl import chain_hash, event_line, genesis_hash, payload_json  # noqa: E402
 
 VARIANTS = ("api", "sql", "values", "no-trigger", "no-fk", "no-check", "no-event-id-index",
-            "no-messages-index", "raw", "values-or-index")
+            "no-messages-index", "raw")
 SID = "bench-session"
 
 
@@ -100,13 +95,6 @@ class Variant:
         self.conn, self.cur = conn, conn.cursor()
 
     def _degrade(self, conn: sqlite3.Connection) -> None:
-        if self.name == "values-or-index":
-            sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events_messages'").fetchone()[0]
-            where = sql.split(" WHERE ", 1)[1]
-            types = re.findall(r"'([^']+)'", where)
-            conn.execute("DROP INDEX events_messages")
-            conn.execute(sql.split(" WHERE ", 1)[0] + " WHERE " + " OR ".join(f"type = '{t}'" for t in types))
-            return
         steps = VARIANTS.index(self.name)
         if steps >= VARIANTS.index("no-trigger"):
             conn.execute("DROP TRIGGER events_guard_insert")
