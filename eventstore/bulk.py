@@ -279,6 +279,8 @@ def _refused(cur: sqlite3.Cursor, name: str, line: int, sid: str, row: tuple,
              e: sqlite3.IntegrityError) -> InvalidJSONL:
     """Explain why the database refused the file's row ``row`` at ``line``."""
     payload = row[3].decode("utf-8") if type(row[3]) is bytes else row[3]
+    if "non-string event_id" in str(e):
+        return InvalidJSONL(name, line, "event_id must be a string (it is the event's idempotency key)")
     if "events_event_id" in str(e) or "event_id" in str(e):
         key = cur.execute("SELECT ? ->> '$.event_id'", (payload,)).fetchone()[0]
         other = cur.execute("SELECT seq FROM events WHERE session_id = ? AND event_id = ?", (sid, key)).fetchone()

@@ -113,7 +113,8 @@ class TailView:
             if streamed is None or streamed != text:
                 if text or not p.get("tool_calls"):
                     self._line(sid, "assistant: ", text, "assistant")
-            for call in p.get("tool_calls") or []:
+            calls = p.get("tool_calls")
+            for call in calls if isinstance(calls, list) else []:  # anything else is no list of calls
                 fn = call.get("function") if isinstance(call, dict) else None
                 if isinstance(fn, dict):
                     args = fn.get("arguments")

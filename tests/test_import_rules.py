@@ -124,6 +124,10 @@ REJECTED = [
     # the idempotency key is unique per session (the database says so; the line is named)
     (lines(META, b'{"type":"a","seq":0,"ts":1,"event_id":"k"}', b'{"type":"b","seq":1,"ts":1,"event_id":"k"}'), 3,
      'event_id "k" is already used by seq 0 of session "s1" (event_id is an idempotency key, unique per session)'),
+    # ... and a string (the guard trigger refuses any other JSON type)
+    *[(lines(META, b'{"type":"a","seq":0,"ts":1,"event_id":' + v + b"}"), 2,
+       "event_id must be a string (it is the event's idempotency key)")
+      for v in (b"5", b"null", b"{}", b"[1]", b"1.5", b"true")],
 ]
 
 

@@ -139,3 +139,12 @@ def test_follow_stops_after_the_idle_timeout(store, db_path):
     assert r.exit_code == 0
     assert r.output.endswith("--- end of turn ---\n")
     assert [ev.seq for ev in EventStore.open(db_path).session("s1").follow(after_seq=8, idle_timeout=0.1)] == [9, 10]
+
+
+@pytest.mark.parametrize("tool_calls", [1.5, True, 7, "call", {"id": "c"}, None])
+def test_tail_shows_an_assistant_message_whose_tool_calls_are_not_a_list(store, db_path, tool_calls):
+    """Import, messages and verify accept such sessions; tail must not crash on them."""
+    store.create_session("odd").append("assistant/message", {"content": "hi", "tool_calls": tool_calls})
+    r = tail(db_path, "odd")
+    assert r.exit_code == 0, r.output
+    assert r.output == "assistant: hi\n"
