@@ -371,6 +371,8 @@ class EventStore:
         self._unchecked_rows = 0
         if self._write_queue and self._file is not None:
             self._wlock = open_write_lock(self._file)
+            if self._wlock is not None:  # a store dropped without close() frees its lock file
+                weakref.finalize(self, self._wlock.close)
         if self._wlock is not None:
             # SQLite's automatic checkpoint runs inside COMMIT, so it would keep the write
             # lock held (and every queued writer waiting) through its fsyncs; the store
@@ -416,6 +418,10 @@ class EventStore:
         (for auditors, or a file the user may only read): appends raise :class:`DatabaseError`.
         Raises :class:`DatabaseError`.
         """
+        if _forked_mid_write and not readonly:
+            path = _engine.database_url(target).removeprefix("sqlite:///")
+            if path in _forked_mid_write:
+                raise _forked_mid_write_error(path)
         try:
             engine = _engine.make_engine(target, busy_timeout=busy_timeout, durability=durability,
                                          readonly=readonly)
@@ -513,6 +519,8 @@ class EventStore:
         with self._lock:
             if self._forked or self._fairy is None:
                 self._connection()
+            if self._file in _forked_mid_write:
+                raise _forked_mid_write_error(self._file)
             wlock = self._wlock
             locked = False
             try:
@@ -695,8 +703,31 @@ _live_stores: weakref.WeakSet[EventStore] = weakref.WeakSet()
 _inherited: list = []
 
 
+# Database files that a thread of the parent was writing to (in a transaction) when this
+# process was forked from it. SQLite keeps its file locks per process, in memory shared by
+# all connections to a file; the child inherits that memory with the parent's write lock
+# counted as held, though the child holds no lock: no connection of the child can ever
+# write to the file (it would wait for its busy timeout, every time). Writes to them are
+# refused at once instead.
+_forked_mid_write: set[str] = set()
+
+
+def _forked_mid_write_error(path: str) -> DatabaseError:
+    return DatabaseError(
+        f"{path}: this process was forked while another thread of its parent was writing to this "
+        "database; SQLite's locks in this process still count that write, so no connection of this "
+        "process can write to the file. Fork before starting threads that write, or write from a "
+        "process started without fork (multiprocessing's 'spawn' or 'forkserver')")
+
+
 def _after_fork_in_child() -> None:
     for store in list(_live_stores):
+        if store._fairy is not None and store._file is not None:
+            try:
+                if store._conn.in_transaction:  # only reads the inherited handle's state
+                    _forked_mid_write.add(store._file)
+            except Exception:  # pragma: no cover - a closed handle
+                pass
         store._lock = threading.RLock()  # another thread may have held it at the fork
         if store._fairy is not None:
             store._forked = True

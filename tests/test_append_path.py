@@ -150,3 +150,74 @@ def test_a_store_dropped_without_close_stops_its_checkpointer(db_path, monkeypat
     gc.collect()
     thread.join(timeout=30)
     assert not thread.is_alive()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_child_forked_while_another_thread_writes_is_refused_at_once(db_path):
+    """SQLite's per-process lock state is copied mid-write: the child could never write and
+    would stall every writer for the busy timeout on each try. It is refused at once, with
+    the reason, and the parent's writers are not held up."""
+    import time
+
+    store = EventStore.open(db_path, busy_timeout=5)
+    s = store.create_session("x")
+    inside, go = threading.Event(), threading.Event()
+
+    def writer():
+        with store._write("x"):
+            inside.set()
+            go.wait()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    inside.wait()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what each write attempt did, then leave
+        out = []
+        for attempt in (lambda: s.append("x", {}), lambda: EventStore.open(db_path).session("x").append("x", {})):
+            t0 = time.monotonic()
+            try:
+                attempt()
+                out.append("appended")
+            except Exception as e:
+                out.append(f"{type(e).__name__} {time.monotonic() - t0:.1f} {'forked while' in str(e)}")
+        os.write(w, "|".join(out).encode())
+        os._exit(0)
+    os.close(w)
+    go.set()
+    t.join()
+    t0 = time.monotonic()
+    s.append("x", {"from": "parent"})
+    parent_wait = time.monotonic() - t0
+    os.waitpid(pid, 0)
+    report = os.read(r, 4096).decode().split("|")
+    os.close(r)
+    assert [x.split()[0] for x in report] == ["DatabaseError", "DatabaseError"], report
+    assert all(float(x.split()[1]) < 1.0 and x.split()[2] == "True" for x in report), report
+    assert parent_wait < 2.0
+    assert [e.payload for e in s.events()] == [{"from": "parent"}]
+    store.close()
+
+
+def test_a_store_dropped_without_close_frees_its_lock_file(db_path):
+    import gc
+
+    def open_lock_fds():
+        lock = os.path.realpath(f"{db_path}-lock")
+        n = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                n += os.readlink(f"/proc/self/fd/{fd}") == lock
+            except OSError:
+                pass
+        return n
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc")
+    for _ in range(10):
+        store = EventStore.open(db_path)
+        store.create_session().append("x", {})
+        del store
+    gc.collect()
+    assert open_lock_fds() == 0
