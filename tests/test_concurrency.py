@@ -357,6 +357,9 @@ def test_follow_holds_no_read_transaction_between_polls(db_path):
         time.sleep(0.05)  # the follower is polling now
         s.append_many([("assistant/chunk", {"delta": {"content": "y" * 500}})] * 300)
         time.sleep(0.05)
+        # (the append crossed position 500: the store's own checkpointer may be running, and
+        # a second checkpoint meanwhile would be refused as busy; that is not a reader)
+        assert store._checkpointer.wait_idle(timeout=30)
         # the writes may or may not have been seen yet; either way nothing holds the WAL
         assert auditor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone() == (0, 0, 0)
         assert os.path.getsize(str(db_path) + "-wal") == 0
