@@ -52,3 +52,26 @@ def reference_available() -> bool:
 
 needs_reference = pytest.mark.skipif(not reference_available(),
                                      reason="node or the shared folder is absent (set EVENTSTORE_SHARED)")
+
+
+@pytest.fixture
+def migrate_to():
+    """``migrate_to(db_path, revision)``: create or upgrade the file to an older schema
+    revision with the project's own migrations (to test upgrades from it)."""
+    from alembic import command
+    from alembic.config import Config
+
+    from eventstore.engine import make_engine, migrations_path
+
+    def migrate(db_path, revision: str) -> None:
+        engine = make_engine(db_path)
+        try:
+            with engine.begin() as conn:
+                cfg = Config()
+                cfg.set_main_option("script_location", migrations_path())
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, revision)
+        finally:
+            engine.dispose()
+
+    return migrate

@@ -137,21 +137,10 @@ def test_insert_guard_accepts_reserved_names_that_are_not_top_level_keys(filled,
     assert filled.execute("SELECT payload FROM events WHERE position = 100").fetchone() == (payload,)
 
 
-def test_upgrade_from_0002_replaces_the_insert_guard_and_keeps_the_events(db_path):
+def test_upgrade_from_0002_replaces_the_insert_guard_and_keeps_the_events(db_path, migrate_to):
     """A database written at revision 0002 (json_each over every payload) gets the 0003
     guard on open, in place, with its events untouched; the new guard refuses the same."""
-    from alembic import command
-    from alembic.config import Config
-
-    from eventstore.engine import make_engine, migrations_path
-
-    engine = make_engine(db_path)
-    with engine.begin() as conn:
-        cfg = Config()
-        cfg.set_main_option("script_location", migrations_path())
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0002")
-    engine.dispose()
+    migrate_to(db_path, "0002")
     old_guard = GUARDS["events_guard_insert"].split("    WHERE NEW.payload GLOB")[0] + """    WHERE EXISTS (SELECT 1 FROM json_each(NEW.payload)
                   WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
 END"""

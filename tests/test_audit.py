@@ -178,20 +178,9 @@ def test_views_work_in_the_sqlite3_shell(store, db_path):
     assert len(shell("SELECT * FROM messages")) == 9
 
 
-def test_a_database_at_0001_is_upgraded_to_the_views(tmp_path):
-    from alembic import command
-    from alembic.config import Config
-
-    from eventstore.engine import make_engine, migrations_path
-
+def test_a_database_at_0001_is_upgraded_to_the_views(tmp_path, migrate_to):
     db = tmp_path / "old.db"
-    engine = make_engine(db)
-    with engine.connect() as conn, conn.begin():
-        cfg = Config()
-        cfg.set_main_option("script_location", migrations_path())
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0001")
-    engine.dispose()
+    migrate_to(db, "0001")
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'tool_calls'").fetchone() == (0,)
     r = run(db, "sql", "SELECT count(*) AS n FROM messages")  # reads, does not upgrade, says so

@@ -115,21 +115,10 @@ def test_an_insert_builds_no_temporary_b_tree_for_the_messages_index(store, raw)
     assert "OpenEphemeral" not in [r[1] for r in main]
 
 
-def test_upgrade_to_0005_rewrites_the_views_and_keeps_their_rows(db_path):
+def test_upgrade_to_0005_rewrites_the_views_and_keeps_their_rows(db_path, migrate_to):
     """A database at 0004 (IN-list index) upgraded in place: same rows from every view,
     each now reading message events through the OR-predicate index."""
-    from alembic import command
-    from alembic.config import Config
-
-    from eventstore.engine import make_engine, migrations_path
-
-    engine = make_engine(db_path)
-    with engine.begin() as conn:
-        cfg = Config()
-        cfg.set_main_option("script_location", migrations_path())
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0004")
-    engine.dispose()
+    migrate_to(db_path, "0004")
     raw = sqlite3.connect(db_path, isolation_level=None)
     raw.execute("DROP INDEX events_messages")  # as 0001 made it, before 0005
     raw.execute("CREATE INDEX events_messages ON events (session_id, seq) "

@@ -539,25 +539,22 @@ def _append_at(rep: Report, a, work: Path, loop, size: int) -> None:
     store.import_jsonl(jsonl)
     session = store.session(sid)
 
-    def es_block() -> float:
-        append = session.append
-        ids = next_items(k)
-        t0 = time.perf_counter()
-        for i in ids:
-            append("assistant/chunk", chunk(i))
-        return (time.perf_counter() - t0) / k
+    def timed_appends(append) -> Callable[[], float]:
+        """A block of ``k`` single appends through ``append(type, payload)``; seconds each."""
+        def block() -> float:
+            ids = next_items(k)
+            t0 = time.perf_counter()
+            for i in ids:
+                append("assistant/chunk", chunk(i))
+            return (time.perf_counter() - t0) / k
+        return block
+
+    es_block = timed_appends(session.append)
 
     raw_conn = raw_connect(folder / "raw.db")
     raw = RawLog(raw_conn, sid)
     raw.append_many(("assistant/chunk", chunk(-i - 1)) for i in range(size))
-
-    def raw_block() -> float:
-        append = raw.append
-        ids = next_items(k)
-        t0 = time.perf_counter()
-        for i in ids:
-            append("assistant/chunk", chunk(i))
-        return (time.perf_counter() - t0) / k
+    raw_block = timed_appends(raw.append)
 
     # eventstore checkpoints on a background thread, so its appends never wait for one;
     # raw sqlite3 checkpoints inside COMMIT (every 1000 pages, SQLite's default). For the
@@ -566,14 +563,7 @@ def _append_at(rep: Report, a, work: Path, loop, size: int) -> None:
     raw_nc_conn.execute("PRAGMA wal_autocheckpoint = 0")
     raw_nc = RawLog(raw_nc_conn, sid)
     raw_nc.append_many(("assistant/chunk", chunk(-i - 1)) for i in range(size))
-
-    def raw_nc_block() -> float:
-        append = raw_nc.append
-        ids = next_items(k)
-        t0 = time.perf_counter()
-        for i in ids:
-            append("assistant/chunk", chunk(i))
-        return (time.perf_counter() - t0) / k
+    raw_nc_block = timed_appends(raw_nc.append)
 
     systems: dict[str, Callable[[], float]] = {ES: es_block, RAW: raw_block, RAW_NO_CKPT: raw_nc_block}
     notes = {ES: f"{k} appends timed per repetition; checkpoints on a background thread",
