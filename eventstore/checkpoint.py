@@ -108,7 +108,7 @@ class Checkpointer:
             while True:
                 with self._wanted:
                     self._wanted.wait_for(lambda: self._pending or self._closed)
-                    if self._closed:
+                    if self._closed and not self._pending:  # a checkpoint asked for runs first
                         return
                     self._pending = False
                     self._running = True
@@ -131,8 +131,8 @@ class Checkpointer:
                 conn.close()
 
     def close(self, wait: bool = True) -> None:
-        """Stop the thread, after the checkpoint it is running (if any); with ``wait``,
-        return once it has stopped. Idempotent."""
+        """Stop the thread, after the checkpoint it is running or was asked for (if any);
+        with ``wait``, return once it has stopped. Idempotent."""
         with self._wanted:
             self._closed = True
             self._wanted.notify_all()

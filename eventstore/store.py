@@ -56,7 +56,6 @@ _HEAD = """SELECT coalesce(max(seq) + 1, 0), (SELECT coalesce(max(position), 0) 
            FROM events WHERE session_id = ?1"""
 _BY_EVENT_ID = "SELECT seq, position, type, ts, payload FROM events WHERE session_id = ? AND event_id = ?"
 _NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?"
-_NEXT_POSITION = "SELECT coalesce(max(position), 0) + 1 FROM events"
 _PAGE = 1000  # events per read query: reads never hold a transaction across pages
 
 

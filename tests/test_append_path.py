@@ -221,3 +221,13 @@ def test_a_store_dropped_without_close_frees_its_lock_file(db_path):
         del store
     gc.collect()
     assert open_lock_fds() == 0
+
+
+def test_a_checkpoint_asked_for_just_before_close_still_runs(db_path):
+    store = EventStore.open(db_path)
+    store.create_session("s").append("x", {})
+    checkpointer = store._checkpointer
+    checkpointer.request()
+    checkpointer.close()  # at once: the thread may not even have started
+    assert checkpointer.done == 1
+    store.close()

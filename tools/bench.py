@@ -817,10 +817,14 @@ def bench_bulk(rep: Report, a, work: Path) -> None:
 
     state = {}
 
-    def es_import() -> float:
-        db = folder / "eventstore.db"
+    def fresh(db: Path) -> Path:
+        """``db`` with no file, WAL or shared memory left from a previous repetition."""
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
+        return db
+
+    def es_import() -> float:
+        db = fresh(folder / "eventstore.db")
         store = EventStore.open(db)
         t0 = time.perf_counter()
         for _sid, path in files:
@@ -831,9 +835,7 @@ def bench_bulk(rep: Report, a, work: Path) -> None:
         return dt / total
 
     def raw_imp() -> float:
-        db = folder / "raw.db"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        db = fresh(folder / "raw.db")
         conn = raw_connect(db)
         t0 = time.perf_counter()
         n = 0
@@ -845,9 +847,7 @@ def bench_bulk(rep: Report, a, work: Path) -> None:
         return dt / total
 
     def raw_imp_plain() -> float:
-        db = folder / "raw-plain.db"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        db = fresh(folder / "raw-plain.db")
         conn = raw_connect(db)
         conn.execute(RAW_PLAIN_SCHEMA)
         t0 = time.perf_counter()
