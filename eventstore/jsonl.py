@@ -281,7 +281,48 @@ def chain_hash(prev_hash: str, line: str) -> str:
     the canonical form. The chain binds each event to its session, its seq and all that
     came before it: an edit, a deleted or reordered event breaks every later hash.
     """
-    return hashlib.sha256((prev_hash + "\n" + line).encode("utf-8")).hexdigest()
+    h = _SHA256.copy()  # quicker than hashlib.sha256(), which looks the digest up by name
+    h.update((prev_hash + "\n" + line).encode("utf-8"))
+    return h.hexdigest()
+
+
+_SHA256 = hashlib.sha256()
+
+
+def chain_hashes(prev_hash: str, first_seq: int, events: list[tuple]) -> list[str]:
+    """The hashes of consecutive events of one session: ``events`` holds ``(type, ts,
+    payload_json, ...)`` (more items are ignored) for seqs ``first_seq``, ``first_seq + 1``, ...; ``prev_hash`` is the hash
+    before the first (see :func:`chain_hash`). The same as calling :func:`chain_hash` on each
+    :func:`event_line` in turn, with each type and ts encoded once per run (a batch shares
+    its ts and a few types).
+    """
+    new_sha256 = _SHA256.copy
+    heads: dict[str, str] = {}
+    last_type = last_ts = head = tail = None
+    out = []
+    seq = first_seq
+    for event in events:
+        type_, ts, pj = event[0], event[1], event[2]
+        if type_ is not last_type:
+            head = heads.get(type_)
+            if head is None:
+                head = heads[type_] = _fix_surrogates('{"type":' + _c_encode_str(type_) + ',"seq":')
+            last_type = type_
+        if ts != last_ts or tail is None:
+            tail = ',"ts":' + _js_float(ts)
+            last_ts = ts
+        if pj[2:3].isdigit():  # index keys go first: event_line() orders them
+            data = f"{prev_hash}\n{event_line(type_, seq, ts, pj)}"
+        elif pj == "{}":
+            data = f"{prev_hash}\n{head}{seq}{tail}}}"
+        else:
+            data = f"{prev_hash}\n{head}{seq}{tail},{pj[1:]}"
+        h = new_sha256()
+        h.update(data.encode())
+        prev_hash = h.hexdigest()
+        out.append(prev_hash)
+        seq += 1
+    return out
 
 
 def payload_json(payload: dict) -> str:
@@ -291,6 +332,12 @@ def payload_json(payload: dict) -> str:
     (``type``, ``seq``, ``ts``), an ``event_id`` that is not a non-empty string, or anything
     that is not JSON.
     """
+    if (type(payload) is dict and _fast_dumps is not None
+            and "type" not in payload and "seq" not in payload and "ts" not in payload
+            and "event_id" not in payload):
+        text = _fast_dumps(payload)  # the common case: a plain dict of JSON values
+        if text is not None:
+            return text
     if not isinstance(payload, dict):
         raise InvalidEvent(f"payload must be a dict (a JSON object), not {type(payload).__name__}")
     for key in RESERVED_KEYS:
@@ -299,7 +346,37 @@ def payload_json(payload: dict) -> str:
     if "event_id" in payload and (type(payload["event_id"]) is not str or not payload["event_id"]):
         raise InvalidEvent(f"payload key 'event_id' (the idempotency key) must be a non-empty string, "
                            f"not {payload['event_id']!r:.60}")
+    if _fast_dumps is not None:
+        text = _fast_dumps(payload)
+        if text is not None:
+            return text
     return dumps(payload)
+
+
+def _refuse(_value: Any) -> Any:
+    raise TypeError
+
+
+def _fast_dumps(obj: dict) -> str | None:
+    """``dumps(obj)`` written by orjson (C) when that is provably the same text, else None.
+
+    orjson writes what ``JSON.stringify`` writes (the import fast path below relies on the
+    same fact) except where :func:`_orjson_odd` looks. Integers past 2**53 and every type ``dumps`` does not
+    take as it is (subclasses, dataclasses, datetimes) make orjson raise; reading the
+    text back and comparing catches what orjson writes for values ``dumps`` refuses (NaN
+    and Infinity as ``null``, UUIDs and enums as their values). Any doubt returns None:
+    :func:`dumps` then decides, and gives every error its message.
+    """
+    try:
+        raw = _orjson.dumps(obj, default=_refuse, option=_ORJSON_STRICT)
+    except (TypeError, _orjson.JSONEncodeError):
+        return None
+    text = raw.decode("utf-8")
+    # Substring tests on str first: a few hundred instructions (on bytes, several times that).
+    if ((".0" in text or "e+" in text or "e-" in text or _INDEX_KEY_TEXT(text) is not None)
+            and _orjson_odd(raw)) or _orjson.loads(raw) != obj:
+        return None
+    return text
 
 
 # --- reading -------------------------------------------------------------------------
@@ -318,6 +395,36 @@ try:  # pragma: no cover - exercised by both settings in the tests
     import orjson as _orjson
 except ImportError:  # pragma: no cover
     _orjson = None
+else:
+    _ORJSON_STRICT = (_orjson.OPT_STRICT_INTEGER | _orjson.OPT_PASSTHROUGH_SUBCLASS
+                      | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME)
+# _orjson_odd() finds exponents by their sign: orjson writes one since 3.11.7 (before that,
+# 1e16 came out as "1e16"). Without orjson, or with an older one, payloads take the slow path.
+if _orjson is None or _orjson.dumps([1e16, 1e21, 1e-7]) != b"[1e+16,1e+21,1e-7]":
+    _fast_dumps = None  # noqa: F811
+_EXP_AFTER_DIGIT = re.compile(rb"[0-9]e[-+]").search
+_DIGIT_AFTER_QUOTE = re.compile(rb'"[0-9]').search  # literal first: a quick scan
+_INDEX_KEY_TEXT = re.compile('[{,]"[0-9]').search
+
+
+def _orjson_odd(raw: bytes) -> bool:
+    """True if orjson's output ``raw`` (compact: a number is followed by ``,`` ``}`` or ``]``)
+    may differ from ``JSON.stringify``'s: it holds an integer-valued float (``5.0``), an
+    exponent (orjson writes ``1e+16`` where JavaScript writes ``10000000000000000``), or a
+    key that may be an array index (JavaScript writes those first). Substring tests first
+    (fast, in C); false hits inside strings (``"v1.0,"``, ``"re-run"``) only cost a regex
+    search, or send the value down the slow path."""
+    if b".0" in raw and _DOT0(raw) is not None:
+        return True
+    if (b"e+" in raw or b"e-" in raw) and _EXP_AFTER_DIGIT(raw) is not None:
+        return True
+    m = _DIGIT_AFTER_QUOTE(raw)
+    while m is not None:
+        i = m.start()
+        if raw[i - 1] in b"{,":
+            return True
+        m = _DIGIT_AFTER_QUOTE(raw, i + 1)
+    return False
 
 # JavaScript's String.prototype.trim() whitespace: the reference skips lines made of it.
 _JS_SPACE = " \t\n\v\f\r\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \

@@ -36,6 +36,7 @@ from .errors import (
 )
 from .jsonl import (
     chain_hash,
+    chain_hashes,
     dumps,
     encodable,
     event_line,
@@ -128,9 +129,69 @@ def _check_session_id(session_id: Any) -> str:
     return session_id
 
 
+_set = [Event.__dict__[f].__set__ for f in ("session_id", "seq", "position", "type", "ts", "payload")]
+
+
+def _new_event(session_id: str, seq: int, position: int, type_: str, ts: float, payload: dict,
+               _new=object.__new__, _cls=Event, _s=_set) -> Event:
+    """``Event(...)`` at half the cost: a frozen dataclass's ``__init__`` goes through
+    ``object.__setattr__`` for each field; the slots' own setters are quicker."""
+    e = _new(_cls)
+    _s[0](e, session_id)
+    _s[1](e, seq)
+    _s[2](e, position)
+    _s[3](e, type_)
+    _s[4](e, ts)
+    _s[5](e, payload)
+    return e
+
+
 def _event_from_row(row: tuple) -> Event:
     position, session_id, seq, type_, ts, payload = row
-    return Event(session_id, seq, position, type_, ts, json.loads(payload))
+    return _new_event(session_id, seq, position, type_, ts, json.loads(payload))
+
+
+# append_many inserts up to _GROUP rows per statement (sizes 1, 2, 4, ..., _GROUP: a few
+# statements to prepare once, whatever the batch sizes). SQLite's per-statement work (a
+# statement journal for the guard trigger's ABORT, the program's setup) is then paid once
+# per group instead of once per event. Position and seq are the first row's plus a
+# constant; each row binds its type, ts, payload and hash.
+_GROUP = 64
+_INSERT_ROWS = {
+    n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
+       + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?{4 * k + 4}, ?{4 * k + 5}, ?{4 * k + 6}, ?{4 * k + 7})"
+                  for k in range(n))
+    for n in (1 << i for i in range(_GROUP.bit_length()))
+}
+
+
+class _StaleHead(Exception):
+    """The first statement of a batch was refused: maybe a stale cached head."""
+
+    def __init__(self, error: sqlite3.IntegrityError):
+        self.error = error
+
+
+def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int,
+                 events: list[tuple], hashes: list[str]) -> None:
+    """Insert ``events`` (``(type, ts, payload_json, ...)``) at seqs ``seq0...`` and positions
+    ``pos0...``, with their ``hashes``. Raises :class:`_StaleHead` when the first statement
+    is refused (nothing of the batch is stored then), sqlite3 errors for any later one."""
+    done = 0
+    total = len(events)
+    while done < total:
+        n = min(_GROUP, 1 << ((total - done).bit_length() - 1))
+        params = [pos0 + done, sid, seq0 + done]
+        for (t, ts, pj, *_), h in zip(events[done:done + n], hashes[done:done + n]):
+            params += (t, ts, pj, h)
+        try:
+            cur.execute(_INSERT_ROWS[n], params)
+        except sqlite3.IntegrityError as e:
+            if done == 0:
+                raise _StaleHead(e) from None
+            raise
+        done += n
+
 
 
 class Session:
@@ -206,7 +267,7 @@ class Session:
             return stored
         store._remember(sid, seq + 1, position + 1, hash_, optimistic=head is not None)
         store._wrote(position, position, len(pj))
-        return Event(self.id, seq, position, type, ts, dict(payload) if payload else {})
+        return _new_event(sid, seq, position, type, ts, dict(payload) if payload else {})
 
     def _stored_for_key(self, key: Any, type_: str, pj: str) -> Event | None:
         """The event stored under idempotency key ``key`` (None if there is none).
@@ -226,36 +287,53 @@ class Session:
         ``expected_seq``, the first event must get that seq. Raises what :meth:`append`
         raises; on any error nothing is stored.
         """
-        prepared = []
         now = time.time()
+        prepared = []  # (type, ts, payload_json, payload)
+        append = prepared.append
+        types = set()  # the types checked so far: a batch holds a few
         for item in events:
-            if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
-                raise InvalidEvent(f"append_many takes (type, payload) or (type, payload, ts) tuples, not {item!r:.80}")
-            type_, payload = item[0], item[1]
-            _check_type(type_)
-            pj = payload_json(payload) if payload is not None else "{}"
-            ts = _check_ts(item[2]) if len(item) == 3 and item[2] is not None else now
-            prepared.append((type_, payload, ts, pj))
+            if type(item) is tuple and len(item) == 2:
+                type_, payload = item
+                ts = now
+            else:
+                if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+                    raise InvalidEvent("append_many takes (type, payload) or (type, payload, ts) tuples, "
+                                       f"not {item!r:.80}")
+                type_, payload = item[0], item[1]
+                ts = _check_ts(item[2]) if len(item) == 3 and item[2] is not None else now
+            if type(type_) is not str or type_ not in types:
+                _check_type(type_)
+                types.add(type_)
+            append((type_, ts, "{}" if payload is None else payload_json(payload), payload))
         if expected_seq is not None:
             _check_seq(expected_seq)
         if not prepared:
             return []
+        store = self._store
         sid = self.id
-        with self._store._write(sid, expected_seq) as cur:
-            seq0, pos0, prev = cur.execute(_HEAD, (sid,)).fetchone()
-            if expected_seq is not None and expected_seq != seq0:
-                raise SeqConflict(sid, expected_seq, seq0)
-            if prev is None:
-                prev = genesis_hash(sid)
-            rows = []
-            for i, (t, _p, ts, pj) in enumerate(prepared):
-                prev = chain_hash(prev, event_line(t, seq0 + i, ts, pj))
-                rows.append((pos0 + i, sid, seq0 + i, t, ts, pj, prev))
-            cur.executemany(_INSERT, rows)
-        self._store._remember(sid, seq0 + len(rows), pos0 + len(rows), prev)
-        self._store._wrote(pos0, pos0 + len(rows) - 1, sum(len(r[5]) for r in rows))
-        return [Event(sid, seq0 + i, pos0 + i, t, ts, dict(p) if p else {})
-                for i, (t, p, ts, _pj) in enumerate(prepared)]
+        with store._write(sid, expected_seq) as cur:
+            head = store._cached_head(sid)
+            while True:
+                seq0, pos0, prev = head if head is not None else cur.execute(_HEAD, (sid,)).fetchone()
+                if expected_seq is not None and expected_seq != seq0:
+                    if head is None:
+                        raise SeqConflict(sid, expected_seq, seq0)
+                    head = None  # the cache may be behind: read the head
+                    continue
+                hashes = chain_hashes(genesis_hash(sid) if prev is None else prev, seq0, prepared)
+                try:
+                    _insert_rows(cur, sid, seq0, pos0, prepared, hashes)
+                except _StaleHead as e:
+                    if head is None or not store._head_was_stale(e.error):
+                        raise e.error from None
+                    head = None  # another writer appended since: read the head
+                    continue
+                break
+        n = len(prepared)
+        store._remember(sid, seq0 + n, pos0 + n, hashes[-1], optimistic=head is not None)
+        store._wrote(pos0, pos0 + n - 1, sum(len(e[2]) for e in prepared))
+        return [_new_event(sid, seq0 + i, pos0 + i, t, ts, dict(p) if p else {})
+                for i, (t, ts, _pj, p) in enumerate(prepared)]
 
     def next_seq(self) -> int:
         """The seq the next appended event will get (= the number of events stored)."""
