@@ -291,10 +291,10 @@ _SHA256 = hashlib.sha256()
 
 def chain_hashes(prev_hash: str, first_seq: int, events: list[tuple]) -> list[str]:
     """The hashes of consecutive events of one session: ``events`` holds ``(type, ts,
-    payload_json, ...)`` (more items are ignored) for seqs ``first_seq``, ``first_seq + 1``, ...; ``prev_hash`` is the hash
-    before the first (see :func:`chain_hash`). The same as calling :func:`chain_hash` on each
-    :func:`event_line` in turn, with each type and ts encoded once per run (a batch shares
-    its ts and a few types).
+    payload_json, ...)`` (more items are ignored) for seqs ``first_seq``, ``first_seq + 1``,
+    ...; ``prev_hash`` is the hash before the first (see :func:`chain_hash`). The same as
+    calling :func:`chain_hash` on each :func:`event_line` in turn, with each type and ts
+    encoded once per run (a batch shares its ts and a few types).
     """
     new_sha256 = _SHA256.copy
     heads: dict[str, str] = {}

@@ -182,8 +182,8 @@ def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int,
     while done < total:
         n = min(_GROUP, 1 << ((total - done).bit_length() - 1))
         params = [pos0 + done, sid, seq0 + done]
-        for (t, ts, pj, *_), h in zip(events[done:done + n], hashes[done:done + n]):
-            params += (t, ts, pj, h)
+        for e, h in zip(events[done:done + n], hashes[done:done + n], strict=True):
+            params += (e[0], e[1], e[2], h)
         try:
             cur.execute(_INSERT_ROWS[n], params)
         except sqlite3.IntegrityError as e:

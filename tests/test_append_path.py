@@ -103,8 +103,12 @@ def test_checkpoints_run_on_a_background_thread_and_keep_the_wal_bounded(db_path
     monkeypatch.setattr(_engine, "WAL_RESET_FRAMES", 300)
     store = EventStore.open(db_path)
     s = store.create_session("s")
-    for _ in range(1000):
+    for i in range(1000):
         s.append("assistant/chunk", {"delta": {"content": "x" * 200}})
+        if i % 50 == 49 and store._checkpointer is not None:
+            # Let each checkpoint finish before the next 50 appends: how far a writer gets
+            # during one depends on this disk's fsync time, and the bound below should not.
+            assert store._checkpointer.wait_idle(timeout=30)
     checkpointer = store._checkpointer
     assert checkpointer is not None and checkpointer._thread is not None
     assert checkpointer._thread.name == "eventstore-checkpoint"
@@ -231,3 +235,51 @@ def test_a_checkpoint_asked_for_just_before_close_still_runs(db_path):
     checkpointer.close()  # at once: the thread may not even have started
     assert checkpointer.done == 1
     store.close()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 63, 64, 65, 100, 129, 200])
+def test_append_many_in_groups_stores_each_event_once_in_order_and_chained(db_path, n):
+    """append_many inserts up to 64 rows per statement (sizes 64, 32, ..., 1): every size
+    lands gapless, in order, with the chain a row-by-row append would give."""
+    with EventStore.open(db_path) as store:
+        s = store.create_session("s")
+        s.append("x", {"i": -1})
+        events = s.append_many([("x", {"i": i}) for i in range(n)])
+        assert [(e.seq, e.position) for e in events] == [(i + 1, events[0].position + i) for i in range(n)]
+        assert [e.payload["i"] for e in s.events()] == list(range(-1, n))
+    conn = sqlite3.connect(db_path)
+    check_session(conn, "s")
+    conn.close()
+
+
+def test_append_many_retries_a_stale_cached_head_and_stores_the_whole_batch_once(db_path):
+    a = EventStore.open(db_path)
+    b = EventStore.open(db_path)
+    sa = a.create_session("s")
+    sa.append_many([("x", {"n": i}) for i in range(3)])
+    b.session("s").append("x", {"n": 3})  # behind a's back: a's cached head is stale
+    events = sa.append_many([("x", {"n": i}) for i in range(4, 4 + 70)])
+    assert events[0].seq == 4 and events[-1].seq == 73
+    assert [e.payload["n"] for e in sa.events()] == list(range(74))
+    a.close()
+    b.close()
+    conn = sqlite3.connect(db_path)
+    check_session(conn, "s")
+    conn.close()
+
+
+def test_append_many_refused_in_a_later_group_stores_nothing(db_path):
+    """A row refused in the second statement of a batch (a duplicate idempotency key)
+    rolls back the rows the first statement stored: all or none."""
+    with EventStore.open(db_path) as store:
+        s = store.create_session("s")
+        s.append("x", {"event_id": "k"})
+        batch = [("x", {"i": i}) for i in range(64)] + [("x", {"event_id": "k"})]
+        with pytest.raises(Exception) as info:
+            s.append_many(batch)
+        assert "event_id" in str(info.value)
+        assert s.next_seq() == 1
+        assert len(s.append_many([("x", {"i": i}) for i in range(65)])) == 65
+    conn = sqlite3.connect(db_path)
+    check_session(conn, "s")
+    conn.close()

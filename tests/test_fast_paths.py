@@ -12,7 +12,7 @@ import itertools
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from eventstore import EventStore
@@ -207,3 +207,69 @@ def test_export_pages_the_fast_path_refuses_are_still_exact(stores, payload, ts,
     s.append_many(events)
     expected = [meta_line("o")] + [event_line(t, i, t_s, dumps(p)) for i, (t, p, t_s) in enumerate(events)]
     assert export_bytes(a, "o") == ("\n".join(expected) + "\n").encode()
+
+
+# --- append: payload_json's orjson path and chain_hashes -------------------------------
+
+class _Color(__import__("enum").Enum):
+    RED = 1
+
+
+@settings(max_examples=400, deadline=None)
+@given(payload=PAYLOAD)
+def test_payload_json_with_orjson_is_the_pure_python_text(payload):
+    """payload_json() hands plain dicts to orjson (_fast_dumps); whatever it returns must be
+    exactly what the pure-Python JSON.stringify encoder writes, or the same error."""
+    eid = payload.get("event_id", "k")
+    assume(type(eid) is str and eid)  # payload_json's own rule, checked in test_api
+    try:
+        slow = dumps(payload)
+    except Exception as e:  # noqa: BLE001 - compare the kind of refusal
+        slow = type(e)
+    fast = jsonl_mod._fast_dumps(payload) if jsonl_mod._fast_dumps else None
+    if fast is not None:
+        assert fast == slow
+    try:
+        got = jsonl_mod.payload_json(payload)
+    except Exception as e:  # noqa: BLE001
+        got = type(e)
+    assert got == slow
+
+
+@pytest.mark.parametrize("value", [
+    math.nan, math.inf, -math.inf, 5.0, -0.0, 1e16, 1e21, 1e-7, 2**53 + 2, 2**64, _Color.RED,
+    __import__("uuid").UUID(int=1), __import__("datetime").datetime(2026, 1, 1), (1, 2), {"0": 1, "a": 2},
+    {"a": 1, "7": 2}, {1: "x"}, "\ud800", orjson.Fragment(b'{"type":1}'),
+], ids=repr)
+def test_payload_json_leaves_what_orjson_writes_otherwise_to_the_exact_encoder(value):
+    """Each value orjson writes differently from JSON.stringify (or takes where the store
+    refuses) goes past _fast_dumps to dumps(), which writes it or refuses it."""
+    payload = {"v": value}
+    assert jsonl_mod._fast_dumps is None or jsonl_mod._fast_dumps(payload) is None
+    try:
+        expected = dumps(payload)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            jsonl_mod.payload_json(payload)
+    else:
+        assert jsonl_mod.payload_json(payload) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=st.lists(st.tuples(TYPE, TS, PAYLOAD), max_size=10), first=st.integers(0, 2**40))
+def test_chain_hashes_is_chain_hash_of_each_event_line(events, first):
+    rows = []
+    for t, ts, p in events:
+        try:
+            rows.append((t, float(ts), dumps(p)))
+        except Exception:  # noqa: BLE001 - payloads dumps() refuses are never chained
+            continue
+    prev = "0" * 64
+    expected = []
+    for i, (t, ts, pj) in enumerate(rows):
+        try:
+            prev = jsonl_mod.chain_hash(prev, event_line(t, first + i, ts, pj))
+        except UnicodeEncodeError:  # a type with a lone surrogate: the store refuses it
+            return
+        expected.append(prev)
+    assert jsonl_mod.chain_hashes("0" * 64, first, rows) == expected
