@@ -40,14 +40,15 @@ class SeqConflict(EventStoreError):
 
 
 class IdempotencyConflict(EventStoreError):
-    """An append's idempotency key (``event_id``) is already stored with other content."""
+    """An append's idempotency key (``event_id``) is already stored with other content (or,
+    for ``append_many``, without the rest of its batch)."""
 
-    def __init__(self, session_id: str, event_id: object, seq: int):
+    def __init__(self, session_id: str, event_id: object, seq: int,
+                 why: str = "with a different type or payload"):
         self.session_id = session_id
         self.event_id = event_id
         self.seq = seq
-        super().__init__(f"session {session_id!r}: event_id {event_id!r} is already stored at seq {seq} "
-                         f"with a different type or payload")
+        super().__init__(f"session {session_id!r}: event_id {event_id!r} is already stored at seq {seq} {why}")
 
 
 class InvalidEvent(EventStoreError, ValueError):

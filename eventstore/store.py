@@ -286,6 +286,12 @@ class Session:
         ``events`` holds ``(type, payload)`` or ``(type, payload, ts)`` tuples. With
         ``expected_seq``, the first event must get that seq. Raises what :meth:`append`
         raises; on any error nothing is stored.
+
+        Idempotent retries: when every event carries an ``event_id`` in its payload and the
+        whole batch is already stored, in order, with the same types and payloads (a retry
+        of a batch that landed), the stored events are returned. A key stored with other
+        content, or stored without the rest of its batch, raises
+        :class:`IdempotencyConflict`; a key twice in one batch raises :class:`InvalidEvent`.
         """
         now = time.time()
         prepared = []  # (type, ts, payload_json, payload)
@@ -311,6 +317,24 @@ class Session:
             return []
         store = self._store
         sid = self.id
+        try:
+            hashes, seq0, pos0, head = self._insert_batch(prepared, expected_seq)
+        except (SeqConflict, AppendOnlyViolation):
+            stored = self._stored_batch(prepared)
+            if stored is None:
+                raise
+            return stored
+        n = len(prepared)
+        store._remember(sid, seq0 + n, pos0 + n, hashes[-1], optimistic=head is not None)
+        store._wrote(pos0, pos0 + n - 1, sum(len(e[2]) for e in prepared))
+        return [_new_event(sid, seq0 + i, pos0 + i, t, ts, dict(p) if p else {})
+                for i, (t, ts, _pj, p) in enumerate(prepared)]
+
+    def _insert_batch(self, prepared: list[tuple], expected_seq: int | None) -> tuple:
+        """Store ``prepared`` (``(type, ts, payload_json, payload)``) in one transaction;
+        return ``(hashes, first seq, first position, cached head or None)``."""
+        store = self._store
+        sid = self.id
         with store._write(sid, expected_seq) as cur:
             head = store._cached_head(sid)
             while True:
@@ -329,11 +353,29 @@ class Session:
                     head = None  # another writer appended since: read the head
                     continue
                 break
-        n = len(prepared)
-        store._remember(sid, seq0 + n, pos0 + n, hashes[-1], optimistic=head is not None)
-        store._wrote(pos0, pos0 + n - 1, sum(len(e[2]) for e in prepared))
-        return [_new_event(sid, seq0 + i, pos0 + i, t, ts, dict(p) if p else {})
-                for i, (t, ts, _pj, p) in enumerate(prepared)]
+        return hashes, seq0, pos0, head
+
+    def _stored_batch(self, prepared: list[tuple]) -> list[Event] | None:
+        """After a refused batch: the stored events if the batch is a retry of one that
+        landed whole (see :meth:`append_many`); None when no key of the batch explains the
+        refusal. Raises :class:`IdempotencyConflict` or :class:`InvalidEvent` otherwise."""
+        keys = [p.get("event_id") if isinstance(p, dict) else None for _t, _ts, _pj, p in prepared]
+        seen: set = set()
+        for key in keys:
+            if key is not None and key in seen:
+                raise InvalidEvent(f"session {self.id!r}: event_id {key!r} appears twice in one append_many batch")
+            seen.add(key)
+        stored = []
+        for (t, _ts, pj, _p), key in zip(prepared, keys, strict=True):
+            stored.append(None if key is None else self._stored_for_key(key, t, pj))
+        found = [e for e in stored if e is not None]
+        if not found:
+            return None
+        if len(found) < len(stored) or [e.seq for e in found] != list(range(found[0].seq, found[0].seq + len(found))):
+            first = found[0]
+            raise IdempotencyConflict(self.id, first.payload.get("event_id"), first.seq,
+                                      "but not with the rest of this batch (append_many stores all of a batch or none)")
+        return found
 
     def next_seq(self) -> int:
         """The seq the next appended event will get (= the number of events stored)."""

@@ -14,7 +14,7 @@ import threading
 import pytest
 from test_concurrency import check_session, integrity_ok
 
-from eventstore import EventStore, SeqConflict
+from eventstore import EventStore, IdempotencyConflict, InvalidEvent, SeqConflict
 from eventstore import engine as _engine
 
 
@@ -283,3 +283,31 @@ def test_append_many_refused_in_a_later_group_stores_nothing(db_path):
     conn = sqlite3.connect(db_path)
     check_session(conn, "s")
     conn.close()
+
+
+def test_a_retried_append_many_batch_returns_the_stored_events(db_path):
+    """An agent that lost the answer to an append_many (a crash, a timeout) sends the same
+    batch again: when each event has an event_id, it gets the stored events back."""
+    with EventStore.open(db_path) as store:
+        s = store.create_session("s")
+        batch = [("x", {"event_id": f"k{i}", "i": i}) for i in range(70)]
+        first = s.append_many(batch)
+        again = s.append_many(batch)
+        assert [(e.seq, e.position, e.payload) for e in again] == [(e.seq, e.position, e.payload) for e in first]
+        assert s.next_seq() == 70
+
+
+@pytest.mark.parametrize("batch, error, words", [
+    ([("x", {"event_id": "k0", "i": 0}), ("x", {"event_id": "new"})], IdempotencyConflict, "rest of this batch"),
+    ([("x", {"event_id": "k0", "i": 0}), ("x", {"i": 1})], IdempotencyConflict, "rest of this batch"),
+    ([("x", {"event_id": "k0", "i": 99})], IdempotencyConflict, "different type or payload"),
+    ([("y", {"event_id": "k0", "i": 0})], IdempotencyConflict, "different type or payload"),
+    ([("x", {"event_id": "d"}), ("x", {"event_id": "d"})], InvalidEvent, "appears twice"),
+], ids=["stored-with-new", "stored-with-keyless", "other-payload", "other-type", "twice-in-batch"])
+def test_append_many_names_the_idempotency_key_it_cannot_honour(db_path, batch, error, words):
+    with EventStore.open(db_path) as store:
+        s = store.create_session("s")
+        s.append_many([("x", {"event_id": "k0", "i": 0}), ("x", {"event_id": "k1", "i": 1})])
+        with pytest.raises(error, match=words):
+            s.append_many(batch)
+        assert s.next_seq() == 2
