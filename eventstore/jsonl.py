@@ -504,9 +504,6 @@ def _odd_run(text: bytes) -> bool:
     return b'\x03"\x01' in t or (b"\x04" in t and _EXP_SEARCH(t) is not None)
 
 
-_sha256 = hashlib.sha256
-
-
 def _fast_rows(lines: list[bytes], expected: int, prevnl: bytes,
                heads: dict[str, bytes]) -> tuple[list[tuple], bytes] | None:
     """The fast path for a run of event lines (no ``\\r``): the rows
@@ -526,7 +523,7 @@ def _fast_rows(lines: list[bytes], expected: int, prevnl: bytes,
     strict = _STRICT
     rows = []
     append = rows.append
-    sha = _sha256
+    new_sha256 = _SHA256.copy
     seq = expected
     try:
         for raw in lines:
@@ -546,7 +543,9 @@ def _fast_rows(lines: list[bytes], expected: int, prevnl: bytes,
             ts = obj["ts"]
             if raw[q:q + 6] != b',"ts":' or (type(ts) is not float and type(ts) is not int):
                 return None
-            h = sha(prevnl + raw).hexdigest()
+            hs = new_sha256()
+            hs.update(prevnl + raw)
+            h = hs.hexdigest()
             prevnl = h.encode() + b"\n"
             end = raw.find(b",", q + 6)  # a number holds no comma
             append((seq, t, ts, "{}" if end < 0 else "{" + raw[end + 1:].decode(), h))
@@ -655,7 +654,7 @@ class JsonlReader:
         boffs = self.batch_offsets
         size = 0
         expected = 0
-        sha = hashlib.sha256
+        new_sha256 = _SHA256.copy
         fast = _fast_line
         fast_rows = _fast_rows if _orjson is not None and _SIGNED_EXP else None
         heads: dict[str, bytes] = {}
@@ -743,12 +742,13 @@ class JsonlReader:
                                 prevnl = self._genesis()
                             continue
                         seq, t, ts, payload, line = row
+                    hs = new_sha256()
                     if len(line) < 65536:
-                        h = sha(prevnl + line).hexdigest().encode()
+                        hs.update(prevnl + line)
                     else:  # no copy of a long line
-                        hs = sha(prevnl)
+                        hs.update(prevnl)
                         hs.update(line)
-                        h = hs.hexdigest().encode()
+                    h = hs.hexdigest().encode()
                     prevnl = h + b"\n"
                     batch.append((seq, t, ts, payload, h))
                     blines.append(lineno)
