@@ -157,7 +157,16 @@ def connect_readonly(target: str | os.PathLike, *, authorizer: bool = True,
     if authorizer:
         conn.guard = _ReadOnlyGuard()
         conn.set_authorizer(conn.guard)
+    # SQLite runs a statement without returning to Python, so Ctrl-C (SIGINT) would wait for
+    # the query to end, and an endless one never does. A Python callback every 100,000
+    # virtual-machine steps lets the interpreter run its signal handler; the
+    # KeyboardInterrupt it raises there makes SQLite stop the statement ("interrupted").
+    conn.set_progress_handler(_let_signals_in, 100_000)
     return conn
+
+
+def _let_signals_in() -> int:
+    return 0
 
 
 class _ReadOnlyConnection(sqlite3.Connection):
@@ -205,6 +214,8 @@ def query(conn: sqlite3.Connection, sql: str, params: Iterable[Any] = ()) -> tup
 
 def _query_error(e: Exception) -> str:
     msg = str(e)
+    if msg == "interrupted":
+        return "interrupted (Ctrl-C): the query was stopped"
     if "readonly" in msg or "read-only" in msg:
         return f"refused: the database is open read-only ({msg})"
     return msg

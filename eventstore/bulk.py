@@ -18,8 +18,8 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import secrets
 import sqlite3
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -361,6 +361,26 @@ _EXPORT = (f"SELECT type, seq, ts, "
            f"FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq")
 
 
+def _create_beside(path: Path) -> tuple[int, str]:
+    """Create an empty temporary file in ``path``'s folder, for writing, with the mode a new
+    file gets there (0666 less the umask, as the reference's writeFileSync gives it), or
+    ``path``'s own mode when it exists. ``tempfile.mkstemp`` would make it 0600: an export
+    that other users (auditors) could not read. Returns ``(fd, name)``."""
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = None
+    while True:
+        tmp = str(path.parent / f".export-{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:
+            continue
+        if mode is not None:
+            os.fchmod(fd, mode)
+        return fd, tmp
+
+
 def export_session(store: EventStore, session_id: str, dest: str | os.PathLike | IO,
                    progress: Progress | None = None) -> int:
     """Write one session as JSONL, byte-identical to what the reference ``save()`` writes
@@ -377,7 +397,7 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
         if not encodable(session_id) or not store._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
             raise SessionNotFound(session_id)  # before creating anything
         path.parent.mkdir(parents=True, exist_ok=True)  # as the reference save() does
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".export-", suffix=".tmp")
+        fd, tmp = _create_beside(path)
         try:
             with os.fdopen(fd, "wb") as f:
                 n = export_session(store, session_id, f, progress)

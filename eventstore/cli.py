@@ -14,7 +14,6 @@ import os
 import re
 import shlex
 import sys
-from pathlib import Path
 
 import click
 
@@ -127,22 +126,35 @@ def demo(ctx: click.Context) -> None:
     click.echo(f"\nNext: eventstore {db}messages {s.id}   |   eventstore {db}export {s.id}")
 
 
-def _jsonl_files(paths: tuple[str, ...]) -> list[str]:
-    """Expand the import arguments: a folder means its ``*.jsonl`` files, recursively, sorted."""
+def _jsonl_files(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Expand the import arguments: a folder means its ``*.jsonl`` files, recursively, sorted.
+
+    Returns ``(files, failures)``: ``failures`` holds ``PATH: reason`` for each path that
+    cannot be read (a missing path, a folder or subfolder without permission), so that the
+    import reports it and exits non-zero while the other files still land.
+    """
     files: list[str] = []
+    failures: list[str] = []
     for p in paths:
         if p == "-":
             files.append(p)
         elif os.path.isdir(p):
-            found = sorted(str(f) for f in Path(p).rglob("*.jsonl") if f.is_file())
-            if not found:
+            errors: list[OSError] = []
+            found = []
+            for folder, subfolders, names in os.walk(p, onerror=errors.append):
+                subfolders.sort()
+                found.extend(os.path.join(folder, n) for n in names
+                             if n.endswith(".jsonl") and os.path.isfile(os.path.join(folder, n)))
+            for e in errors:
+                failures.append(f"{e.filename}: cannot read this folder: {e.strerror or e}")
+            if not found and not errors:
                 click.echo(f"{p}: no *.jsonl files in this folder", err=True)
-            files.extend(found)
+            files.extend(sorted(found))
         elif os.path.exists(p):
             files.append(p)
         else:
-            raise click.BadParameter(f"{p}: no such file or folder", param_hint="PATH")
-    return files
+            failures.append(f"{p}: no such file or folder")
+    return files, failures
 
 
 def _stderr_is_terminal() -> bool:
@@ -222,16 +234,18 @@ def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None, 
     """
     from .bulk import import_jsonl
 
-    files = _jsonl_files(paths)
-    if session_id is not None and len(files) != 1:
+    files, unreadable = _jsonl_files(paths)
+    if session_id is not None and len(files) + len(unreadable) != 1:
         raise click.UsageError(f"--session-id goes with exactly one file ({len(files)} given)")
     if files.count("-") > 1:
         raise click.UsageError("- (stdin) can be read only once")
     store = _store(ctx)
     sizes = [0 if f == "-" else os.path.getsize(f) for f in files]
     bar = _Bar("import", len(files), None if "-" in files else sum(sizes))
-    counts = {"imported": 0, "appended": 0, "skipped": 0, "failed": 0, "salvaged": 0}
+    counts = {"imported": 0, "appended": 0, "skipped": 0, "failed": len(unreadable), "salvaged": 0}
     events = normalized = 0
+    for message in unreadable:
+        bar.note(message)
     try:
         for f in files:
             try:

@@ -274,3 +274,26 @@ def test_sql_into_a_closed_pipe_ends_quietly(tmp_path, fmt):
     proc.stdout.close()
     proc.wait(timeout=60)
     assert b"Traceback" not in proc.stderr.read()
+
+
+def test_ctrl_c_stops_an_endless_sql_query(tmp_path):
+    """SQLite runs a statement without returning to Python: without the read-only
+    connection's progress handler a SIGINT waits for the query to end, and this one never
+    does. A real process, a real SIGINT."""
+    import signal
+    import time
+
+    with EventStore.open(tmp_path / "q.db"):
+        pass
+    proc = _run_module(["--db", str(tmp_path / "q.db"), "sql",
+                        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"],
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(1.5)  # well into the query (imports take a fraction of that)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert b"interrupted" in proc.stderr.read()

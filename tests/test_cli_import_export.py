@@ -125,7 +125,6 @@ def test_usage_errors(db, tmp_path):
     for args, message in [
         (["import", "--session-id", "x", str(a), str(a)], "--session-id goes with exactly one file (2 given)"),
         (["import", "-", "-"], "- (stdin) can be read only once"),
-        (["import", str(tmp_path / "missing.jsonl")], "no such file or folder"),
         (["export"], "give one SESSION_ID"),
         (["export", "a", "b"], "give one SESSION_ID (for several, or --all, use --out DIR)"),
         (["export", "--all"], "--all needs --out DIR"),
@@ -222,3 +221,50 @@ def test_progress_bar_on_a_terminal(db, tmp_path):
     os.close(master)
     assert b"files" in seen and b"events" in seen and b"import" in seen
     assert out == b"files: 4, sessions: 4 (4 new, 0 appended), events: 24000, skipped: 0, failed: 0\n"
+
+
+def test_a_missing_path_or_an_unreadable_folder_fails_and_the_rest_still_lands(db, tmp_path, monkeypatch):
+    """A folder import must not skip a subfolder it cannot read and call that success (a
+    backup job would import nothing and exit 0)."""
+    import errno
+    import os
+
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "a.jsonl").write_bytes(lines(META, ev(0)))
+    locked = good / "locked"
+    locked.mkdir()
+    (locked / "b.jsonl").write_bytes(lines(b'{"type":"session/meta","id":"b"}', ev(0)))
+    real_scandir = os.scandir
+
+    def scandir(path="."):  # the tests run as root, whom chmod 000 does not stop
+        if os.fspath(path) == str(locked):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    r = run(db, "import", str(good), str(tmp_path / "missing.jsonl"))
+    assert r.exit_code == 1, r.output
+    assert f"{locked}: cannot read this folder: Permission denied" in r.stderr
+    assert f"{tmp_path / 'missing.jsonl'}: no such file or folder" in r.stderr
+    assert "files: 1, sessions: 1 (1 new, 0 appended), events: 1, skipped: 0, failed: 2" in r.stdout
+
+
+def test_exported_files_get_the_usual_mode_not_0600(db, tmp_path):
+    import os
+    import stat
+
+    assert run(db, "import", str(DATA)).exit_code == 0
+    old = os.umask(0o022)
+    try:
+        assert run(db, "export", "5a1b896f-beb", "-o", str(tmp_path / "one.jsonl")).exit_code == 0
+        assert run(db, "export", "--all", "--out", str(tmp_path / "all")).exit_code == 0
+        kept = tmp_path / "kept.jsonl"
+        kept.write_bytes(b"")
+        kept.chmod(0o640)
+        assert run(db, "export", "5a1b896f-beb", "-o", str(kept)).exit_code == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "one.jsonl").stat().st_mode) == 0o644
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "all").iterdir()} == {0o644}
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o640  # an existing file keeps its mode
