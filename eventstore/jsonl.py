@@ -398,10 +398,14 @@ except ImportError:  # pragma: no cover
 else:
     _ORJSON_STRICT = (_orjson.OPT_STRICT_INTEGER | _orjson.OPT_PASSTHROUGH_SUBCLASS
                       | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME)
-# _orjson_odd() finds exponents by their sign: orjson writes one since 3.11.7 (before that,
-# 1e16 came out as "1e16"). Without orjson, or with an older one, payloads take the slow path.
-if _orjson is None or _orjson.dumps([1e16, 1e21, 1e-7]) != b"[1e+16,1e+21,1e-7]":
+# Whether orjson writes exponents with their sign, as JavaScript does (since 3.11.7; before,
+# 1e16 came out as "1e16"): _orjson_odd() and _odd_run() find exponents by it. Without
+# orjson, or with an older one, payloads and lines take the slow paths.
+_SIGNED_EXP = _orjson is not None and _orjson.dumps([1e16, 1e300, 1e-7, 2.5e-300]) == b"[1e+16,1e+300,1e-7,2.5e-300]"
+if not _SIGNED_EXP:
     _fast_dumps = None  # noqa: F811
+
+
 _EXP_AFTER_DIGIT = re.compile(rb"[0-9]e[-+]").search
 _DIGIT_AFTER_QUOTE = re.compile(rb'"[0-9]').search  # literal first: a quick scan
 _INDEX_KEY_TEXT = re.compile('[{,]"[0-9]').search
@@ -481,9 +485,6 @@ def _fast_line(raw: bytes) -> tuple[str, int, int | float, int] | None:
 
 RUN_LINES = 500  # lines per run of the batch fast path
 _STRICT = 0 if _orjson is None else _orjson.OPT_STRICT_INTEGER
-# orjson writes exponents with a sign (1e+16, 1e-7); if a version did not, _odd_run would
-# miss its exponents: then no run takes the fast path.
-_SIGNED_EXP = _orjson is not None and _orjson.dumps([1e16, 1e300, 1e-7, 2.5e-300]) == b"[1e+16,1e+300,1e-7,2.5e-300]"
 # Digits become \x01, the bytes before a key ({ ,) \x03, signs (+ -) \x04: control
 # characters never stand unescaped in a JSON text, so these bytes mean what they replace.
 _MARK = bytes.maketrans(b"0123456789{,+-", b"\x01" * 10 + b"\x03" * 2 + b"\x04" * 2)
