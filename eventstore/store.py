@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
@@ -166,7 +166,8 @@ _INSERT_ROWS = {
 
 
 class _StaleHead(Exception):
-    """The first statement of a batch was refused: maybe a stale cached head."""
+    """An append's first statement was refused: maybe because the cached head was stale
+    (see :meth:`Session._at_head`)."""
 
     def __init__(self, error: sqlite3.IntegrityError):
         self.error = error
@@ -239,25 +240,17 @@ class Session:
             _check_seq(expected_seq)
         store = self._store
         sid = self.id
+
+        def insert(cur: sqlite3.Cursor, seq: int, position: int, prev: str) -> str:
+            hash_ = chain_hash(prev, event_line(type, seq, ts, pj))
+            try:
+                cur.execute(_INSERT, (position, sid, seq, type, ts, pj, hash_))
+            except sqlite3.IntegrityError as e:
+                raise _StaleHead(e) from None
+            return hash_
+
         try:
-            with store._write(sid, expected_seq) as cur:
-                head = store._cached_head(sid)
-                while True:
-                    seq, position, prev = head if head is not None else cur.execute(_HEAD, (sid,)).fetchone()
-                    if expected_seq is not None and expected_seq != seq:
-                        if head is None:
-                            raise SeqConflict(sid, expected_seq, seq)
-                        head = None  # the cache may be behind: read the head
-                        continue
-                    hash_ = chain_hash(genesis_hash(sid) if prev is None else prev, event_line(type, seq, ts, pj))
-                    try:
-                        cur.execute(_INSERT, (position, sid, seq, type, ts, pj, hash_))
-                    except sqlite3.IntegrityError as e:
-                        if head is None or not store._head_was_stale(e):
-                            raise
-                        head = None  # another writer appended since: read the head
-                        continue
-                    break
+            hash_, seq, position, cached = self._at_head(expected_seq, insert)
         except (SeqConflict, AppendOnlyViolation):
             # A retry of an append that did land (its answer was lost) meets its own event.
             key = (payload or {}).get("event_id")
@@ -265,7 +258,7 @@ class Session:
             if stored is None:
                 raise
             return stored
-        store._remember(sid, seq + 1, position + 1, hash_, optimistic=head is not None)
+        store._remember(sid, seq + 1, position + 1, hash_, optimistic=cached)
         store._wrote(position, position, len(pj))
         return _new_event(sid, seq, position, type, ts, dict(payload) if payload else {})
 
@@ -317,43 +310,57 @@ class Session:
             return []
         store = self._store
         sid = self.id
+
+        def insert(cur: sqlite3.Cursor, seq0: int, pos0: int, prev: str) -> list[str]:
+            hashes = chain_hashes(prev, seq0, prepared)
+            _insert_rows(cur, sid, seq0, pos0, prepared, hashes)
+            return hashes
+
         try:
-            hashes, seq0, pos0, head = self._insert_batch(prepared, expected_seq)
+            hashes, seq0, pos0, cached = self._at_head(expected_seq, insert)
         except (SeqConflict, AppendOnlyViolation):
             stored = self._stored_batch(prepared)
             if stored is None:
                 raise
             return stored
         n = len(prepared)
-        store._remember(sid, seq0 + n, pos0 + n, hashes[-1], optimistic=head is not None)
+        store._remember(sid, seq0 + n, pos0 + n, hashes[-1], optimistic=cached)
         store._wrote(pos0, pos0 + n - 1, sum(len(e[2]) for e in prepared))
         return [_new_event(sid, seq0 + i, pos0 + i, t, ts, dict(p) if p else {})
                 for i, (t, ts, _pj, p) in enumerate(prepared)]
 
-    def _insert_batch(self, prepared: list[tuple], expected_seq: int | None) -> tuple:
-        """Store ``prepared`` (``(type, ts, payload_json, payload)``) in one transaction;
-        return ``(hashes, first seq, first position, cached head or None)``."""
+    def _at_head(self, expected_seq: int | None, insert: Callable) -> tuple:
+        """In one write transaction, call ``insert(cursor, seq, position, prev_hash)`` with the
+        session's head: the next seq, the next global position and the last hash (the
+        genesis hash for an empty session). Returns ``(insert's result, seq, position,
+        whether the head came from the cache)``.
+
+        The head comes from the store's cache when it has one (see
+        :meth:`EventStore._cached_head`). ``insert`` raises :class:`_StaleHead` when its
+        first statement is refused; if the guard trigger refused a cached seq or position,
+        the head is read from the database and ``insert`` runs again, in the same
+        transaction. Raises :class:`SeqConflict` when ``expected_seq`` is not the stored
+        head, and the store's translation of any other refusal.
+        """
         store = self._store
         sid = self.id
         with store._write(sid, expected_seq) as cur:
             head = store._cached_head(sid)
             while True:
-                seq0, pos0, prev = head if head is not None else cur.execute(_HEAD, (sid,)).fetchone()
-                if expected_seq is not None and expected_seq != seq0:
+                seq, position, prev = head if head is not None else cur.execute(_HEAD, (sid,)).fetchone()
+                if expected_seq is not None and expected_seq != seq:
                     if head is None:
-                        raise SeqConflict(sid, expected_seq, seq0)
+                        raise SeqConflict(sid, expected_seq, seq)
                     head = None  # the cache may be behind: read the head
                     continue
-                hashes = chain_hashes(genesis_hash(sid) if prev is None else prev, seq0, prepared)
                 try:
-                    _insert_rows(cur, sid, seq0, pos0, prepared, hashes)
+                    result = insert(cur, seq, position, genesis_hash(sid) if prev is None else prev)
                 except _StaleHead as e:
                     if head is None or not store._head_was_stale(e.error):
                         raise e.error from None
                     head = None  # another writer appended since: read the head
                     continue
-                break
-        return hashes, seq0, pos0, head
+                return result, seq, position, head is not None
 
     def _stored_batch(self, prepared: list[tuple]) -> list[Event] | None:
         """After a refused batch: the stored events if the batch is a retry of one that

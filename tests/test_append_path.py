@@ -18,6 +18,15 @@ from eventstore import EventStore, IdempotencyConflict, InvalidEvent, SeqConflic
 from eventstore import engine as _engine
 
 
+def assert_gapless_and_chained(db_path, sid: str = "s") -> None:
+    """Read the session back through a connection of its own and check seqs and hashes."""
+    conn = sqlite3.connect(db_path)
+    try:
+        check_session(conn, sid)
+    finally:
+        conn.close()
+
+
 def test_appends_interleaved_from_two_stores_stay_gapless_and_chained(db_path):
     a = EventStore.open(db_path)
     b = EventStore.open(db_path)
@@ -66,9 +75,7 @@ def test_a_stale_cache_after_another_writer_is_retried_not_stored(db_path):
     assert [e.payload["n"] for e in sa.events()] == [1, 2, 3, 4]
     a.close()
     b.close()
-    conn = sqlite3.connect(db_path)
-    check_session(conn, "s")
-    conn.close()
+    assert_gapless_and_chained(db_path)
 
 
 def test_threads_of_one_store_and_a_second_store_append_without_gaps(db_path):
@@ -247,9 +254,7 @@ def test_append_many_in_groups_stores_each_event_once_in_order_and_chained(db_pa
         events = s.append_many([("x", {"i": i}) for i in range(n)])
         assert [(e.seq, e.position) for e in events] == [(i + 1, events[0].position + i) for i in range(n)]
         assert [e.payload["i"] for e in s.events()] == list(range(-1, n))
-    conn = sqlite3.connect(db_path)
-    check_session(conn, "s")
-    conn.close()
+    assert_gapless_and_chained(db_path)
 
 
 def test_append_many_retries_a_stale_cached_head_and_stores_the_whole_batch_once(db_path):
@@ -263,9 +268,7 @@ def test_append_many_retries_a_stale_cached_head_and_stores_the_whole_batch_once
     assert [e.payload["n"] for e in sa.events()] == list(range(74))
     a.close()
     b.close()
-    conn = sqlite3.connect(db_path)
-    check_session(conn, "s")
-    conn.close()
+    assert_gapless_and_chained(db_path)
 
 
 def test_append_many_refused_in_a_later_group_stores_nothing(db_path):
@@ -280,9 +283,7 @@ def test_append_many_refused_in_a_later_group_stores_nothing(db_path):
         assert "event_id" in str(info.value)
         assert s.next_seq() == 1
         assert len(s.append_many([("x", {"i": i}) for i in range(65)])) == 65
-    conn = sqlite3.connect(db_path)
-    check_session(conn, "s")
-    conn.close()
+    assert_gapless_and_chained(db_path)
 
 
 def test_a_retried_append_many_batch_returns_the_stored_events(db_path):
