@@ -44,7 +44,7 @@ from sqlalchemy import (
 )
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0006"
 
 #: Event types that the projection turns into chat messages.
 MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")
@@ -108,11 +108,12 @@ GUARDS = {
 CREATE TRIGGER events_guard_insert BEFORE INSERT ON events
 BEGIN
   {_REFUSE.format("unknown session")}
-    WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id);
+    WHERE NEW.seq = 0 AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id);
   {_REFUSE.format("seq is not the next seq of its session")}
-    WHERE NEW.seq IS NOT (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = NEW.session_id);
+    WHERE NEW.seq IS NOT coalesce((SELECT seq FROM events WHERE session_id = NEW.session_id
+                                   ORDER BY seq DESC LIMIT 1) + 1, 0);
   {_REFUSE.format("position must be greater than every stored position")}
-    WHERE NEW.position <= (SELECT max(position) FROM events);
+    WHERE NEW.position <= (SELECT position FROM events ORDER BY position DESC LIMIT 1);
   {_REFUSE.format("payload holds a key of the line itself (type, seq, ts) or a non-string event_id")}
     WHERE NEW.payload GLOB '*"[tse\\][ysev\\u]*'
       AND EXISTS (SELECT 1 FROM json_each(NEW.payload)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
-from eventstore import AppendOnlyViolation, EventStore
+from eventstore import AppendOnlyViolation, EventStore, SessionNotFound
 from eventstore.schema import GUARDS, SCHEMA_REVISION, metadata
 
 
@@ -64,6 +64,8 @@ ATTACKS = {
                              f"VALUES (0, 'a', 2, 'x', 1, '{{}}', '{H}')",
     "insert unknown session": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                               f"VALUES (100, 'nope', 0, 'x', 1, '{{}}', '{H}')",
+    "insert unknown session at a later seq": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                                             f"VALUES (100, 'nope', 3, 'x', 1, '{{}}', '{H}')",
     "insert two rows, second gapped": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                                       f"VALUES (100, 'a', 2, 'x', 1, '{{}}', '{H}'), "
                                       f"(101, 'a', 4, 'x', 1, '{{}}', '{H}')",
@@ -161,6 +163,39 @@ END"""
         raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                     f"VALUES (9, 'a', 2, 'x', 1, '{{\"\\u0074ype\":1}}', '{H}')")
     raw.close()
+
+
+def test_upgrade_from_0005_replaces_the_insert_guard_and_keeps_the_events(db_path, migrate_to):
+    """A database written at revision 0005 (max() in the guard, the session looked up for
+    every row) gets the 0006 guard on open, in place, with its events untouched."""
+    migrate_to(db_path, "0005")
+    raw = sqlite3.connect(db_path, isolation_level=None)
+    old = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events_guard_insert'").fetchone()[0]
+    assert "max(seq)" in old
+    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
+    raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                f"VALUES (1, 'a', 0, 'x', 1, '{{\"k\":1}}', '{H}')")
+    before = snapshot(raw)
+    with EventStore.open(db_path) as store:
+        store.session("a").append("y", {"k": 2})
+    installed = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events_guard_insert'").fetchone()[0]
+    assert installed.strip() == GUARDS["events_guard_insert"].strip()
+    assert snapshot(raw)[0][:1] == before[0]
+    with pytest.raises(sqlite3.IntegrityError, match="seq is not the next seq"):
+        raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                    f"VALUES (9, 'a', 5, 'x', 1, '{{}}', '{H}')")
+    raw.close()
+
+
+def test_the_store_leaves_the_session_check_to_the_guard(store):
+    """The store's connection does not enforce the foreign key (the guard checks the
+    session on every connection); an append to an unknown session is still refused."""
+    assert store._connection().execute("PRAGMA foreign_keys").fetchone() == (0,)
+    with pytest.raises(SessionNotFound):
+        store.session("nope").append("x", {})
+    with pytest.raises(AppendOnlyViolation, match="unknown session"), store._write() as cur:
+        cur.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                    f"VALUES (1, 'nope', 0, 'x', 1, '{{}}', '{H}')")
 
 
 def test_store_reports_a_refused_write_as_append_only_violation(store):

@@ -1,0 +1,57 @@
+"""A cheaper insert guard: index seeks instead of aggregates, the session looked up once.
+
+Revision ID: 0006
+Revises: 0005
+Create Date: 2026-11-30
+
+``events_guard_insert`` runs for every inserted row, so its cost is paid once per event by
+appends, batched appends and imports alike. Two changes, each measured in CPU instructions
+per row of a 64-row INSERT (callgrind; 47,400 before, 44,900 after):
+
+* The head of a session and the largest position are read with ``ORDER BY ... DESC
+  LIMIT 1`` (one seek to the end of the ``(session_id, seq)`` index or of the table)
+  instead of ``max()``, which went through an aggregate for a single row: 1,500 fewer.
+* The session's row is looked up only for seq 0. An event with seq > 0 is accepted only
+  when the session already holds seq - 1, and every stored event was checked against its
+  session when it went in (sessions cannot be deleted or renamed), so for seq > 0 the
+  lookup could never refuse: 1,000 fewer. A row with seq > 0 for an unknown session is
+  still refused, by the seq check (an unknown session's next seq is 0).
+
+It refuses exactly what the 0003 guard refused; tests/test_append_only.py runs every
+write path against it. The trigger is written out here, not imported, so that this
+revision means the same thing forever (eventstore.schema.GUARDS holds the same text:
+``verify`` compares them).
+"""
+from alembic import op
+
+revision = "0006"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+EVENTS_GUARD_INSERT = """
+CREATE TRIGGER events_guard_insert BEFORE INSERT ON events
+BEGIN
+  SELECT RAISE(ABORT, 'eventstore: unknown session')
+    WHERE NEW.seq = 0 AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id);
+  SELECT RAISE(ABORT, 'eventstore: seq is not the next seq of its session')
+    WHERE NEW.seq IS NOT coalesce((SELECT seq FROM events WHERE session_id = NEW.session_id
+                                   ORDER BY seq DESC LIMIT 1) + 1, 0);
+  SELECT RAISE(ABORT, 'eventstore: position must be greater than every stored position')
+    WHERE NEW.position <= (SELECT position FROM events ORDER BY position DESC LIMIT 1);
+  SELECT RAISE(ABORT, 'eventstore: payload holds a key of the line itself (type, seq, ts) or a non-string event_id')
+    WHERE NEW.payload GLOB '*"[tse\\][ysev\\u]*'
+      AND EXISTS (SELECT 1 FROM json_each(NEW.payload)
+                  WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
+END"""
+
+
+def upgrade() -> None:
+    # Both statements run in the migration's one transaction (BEGIN IMMEDIATE, see
+    # eventstore.engine.upgrade): no writer ever sees the table without its guard.
+    op.execute("DROP TRIGGER IF EXISTS events_guard_insert")
+    op.execute(EVENTS_GUARD_INSERT)
+
+
+def downgrade() -> None:
+    raise NotImplementedError("the event log is append-only: there is no downgrade")
