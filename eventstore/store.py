@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
 from typing import IO, Any
 
 from . import engine as _engine
@@ -41,7 +42,9 @@ from .jsonl import (
     encodable,
     event_line,
     genesis_hash,
+    loads,
     payload_json,
+    payload_jsons,
 )
 from .writelock import open_write_lock
 
@@ -213,7 +216,8 @@ class Session:
 
     def append(self, type: str, payload: dict | None = None, *, ts: float | None = None,
                expected_seq: int | None = None, event_id: str | None = None) -> Event:
-        """Append one event, in its own transaction, and return it as stored.
+        """Append one event, in its own transaction, and return it as stored (the payload is
+        the stored JSON read back: a tuple comes back a list, an IntEnum its number).
 
         ``payload`` is a JSON object (dict); ``ts`` is seconds since the epoch (default
         ``time.time()``); ``expected_seq``, when given, is the seq this event must get.
@@ -260,7 +264,7 @@ class Session:
             return stored
         store._remember(sid, seq + 1, position + 1, hash_, optimistic=cached)
         store._wrote(position, position, len(pj))
-        return _new_event(sid, seq, position, type, ts, dict(payload) if payload else {})
+        return _new_event(sid, seq, position, type, ts, loads(pj))
 
     def _stored_for_key(self, key: Any, type_: str, pj: str) -> Event | None:
         """The event stored under idempotency key ``key`` (None if there is none).
@@ -277,8 +281,9 @@ class Session:
         """Append several events atomically (all or none), with consecutive seqs.
 
         ``events`` holds ``(type, payload)`` or ``(type, payload, ts)`` tuples. With
-        ``expected_seq``, the first event must get that seq. Raises what :meth:`append`
-        raises; on any error nothing is stored.
+        ``expected_seq``, the first event must get that seq. Returns the events as stored
+        (as :meth:`append` does: each payload is its stored JSON read back). Raises what
+        :meth:`append` raises; on any error nothing is stored.
 
         Idempotent retries: when every event carries an ``event_id`` in its payload and the
         whole batch is already stored, in order, with the same types and payloads (a retry
@@ -287,9 +292,8 @@ class Session:
         :class:`IdempotencyConflict`; a key twice in one batch raises :class:`InvalidEvent`.
         """
         now = time.time()
-        prepared = []  # (type, ts, payload_json, payload)
-        append = prepared.append
-        types = set()  # the types checked so far: a batch holds a few
+        types, tss, payloads = [], [], []
+        checked = set()  # the types checked so far: a batch holds a few
         for item in events:
             if type(item) is tuple and len(item) == 2:
                 type_, payload = item
@@ -300,14 +304,18 @@ class Session:
                                        f"not {item!r:.80}")
                 type_, payload = item[0], item[1]
                 ts = _check_ts(item[2]) if len(item) == 3 and item[2] is not None else now
-            if type(type_) is not str or type_ not in types:
+            if type(type_) is not str or type_ not in checked:
                 _check_type(type_)
-                types.add(type_)
-            append((type_, ts, "{}" if payload is None else payload_json(payload), payload))
+                checked.add(type_)
+            types.append(type_)
+            tss.append(ts)
+            payloads.append(payload)
         if expected_seq is not None:
             _check_seq(expected_seq)
-        if not prepared:
+        if not payloads:
             return []
+        pjs, stored = payload_jsons(payloads)
+        prepared = list(zip(types, tss, pjs, strict=True))  # (type, ts, payload_json)
         store = self._store
         sid = self.id
 
@@ -319,15 +327,14 @@ class Session:
         try:
             hashes, seq0, pos0, cached = self._at_head(expected_seq, insert)
         except (SeqConflict, AppendOnlyViolation):
-            stored = self._stored_batch(prepared)
-            if stored is None:
+            found = self._stored_batch(prepared, stored)
+            if found is None:
                 raise
-            return stored
+            return found
         n = len(prepared)
         store._remember(sid, seq0 + n, pos0 + n, hashes[-1], optimistic=cached)
-        store._wrote(pos0, pos0 + n - 1, sum(len(e[2]) for e in prepared))
-        return [_new_event(sid, seq0 + i, pos0 + i, t, ts, dict(p) if p else {})
-                for i, (t, ts, _pj, p) in enumerate(prepared)]
+        store._wrote(pos0, pos0 + n - 1, sum(map(len, pjs)))
+        return list(map(_new_event, repeat(sid), range(seq0, seq0 + n), range(pos0, pos0 + n), types, tss, stored))
 
     def _at_head(self, expected_seq: int | None, insert: Callable) -> tuple:
         """In one write transaction, call ``insert(cursor, seq, position, prev_hash)`` with the
@@ -362,18 +369,19 @@ class Session:
                     continue
                 return result, seq, position, head is not None
 
-    def _stored_batch(self, prepared: list[tuple]) -> list[Event] | None:
-        """After a refused batch: the stored events if the batch is a retry of one that
+    def _stored_batch(self, prepared: list[tuple], payloads: list[dict]) -> list[Event] | None:
+        """After a refused batch of ``prepared`` ``(type, ts, payload_json)`` with the
+        ``payloads`` they encode: the stored events if the batch is a retry of one that
         landed whole (see :meth:`append_many`); None when no key of the batch explains the
         refusal. Raises :class:`IdempotencyConflict` or :class:`InvalidEvent` otherwise."""
-        keys = [p.get("event_id") if isinstance(p, dict) else None for _t, _ts, _pj, p in prepared]
+        keys = [p.get("event_id") for p in payloads]
         seen: set = set()
         for key in keys:
             if key is not None and key in seen:
                 raise InvalidEvent(f"session {self.id!r}: event_id {key!r} appears twice in one append_many batch")
             seen.add(key)
         stored = []
-        for (t, _ts, pj, _p), key in zip(prepared, keys, strict=True):
+        for (t, _ts, pj), key in zip(prepared, keys, strict=True):
             stored.append(None if key is None else self._stored_for_key(key, t, pj))
         found = [e for e in stored if e is not None]
         if not found:

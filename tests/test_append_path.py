@@ -312,3 +312,25 @@ def test_append_many_names_the_idempotency_key_it_cannot_honour(db_path, batch, 
         with pytest.raises(error, match=words):
             s.append_many(batch)
         assert s.next_seq() == 2
+
+
+def test_appends_return_their_payloads_as_stored(store):
+    """What append and append_many return is what a read gives back: the stored JSON, not
+    the caller's objects (a tuple is an array, an IntEnum its number, 2.0 the integer 2)
+    and not shared with them (changing the caller's dict later changes nothing)."""
+    import enum
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    nested = {"k": [1]}
+    odd = {"t": (1, 2), "level": Level.HIGH, "f": 2.0, "n": nested}
+    s = store.create_session("s")
+    one = s.append("x", odd)
+    many = s.append_many([("y", odd), ("z", {"plain": "a"}), ("w", None)])
+    nested["k"].append(2)
+    read = list(s.events())
+    assert [e.payload for e in [one, *many]] == [e.payload for e in read]
+    assert one.payload == {"t": [1, 2], "level": 3, "f": 2, "n": {"k": [1]}}
+    assert type(one.payload["level"]) is int and type(many[0].payload["t"]) is list
+    assert many[2].payload == {}

@@ -255,6 +255,50 @@ def test_payload_json_leaves_what_orjson_writes_otherwise_to_the_exact_encoder(v
         assert jsonl_mod.payload_json(payload) == expected
 
 
+def _payload_json_or_error(payload):
+    try:
+        return jsonl_mod.payload_json(payload) if payload is not None else "{}"
+    except Exception as e:  # noqa: BLE001 - compare the kind of refusal
+        return type(e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(payloads=st.lists(PAYLOAD | st.none(), min_size=1, max_size=6))
+def test_payload_jsons_is_payload_json_of_each(payloads):
+    """append_many's batch encoder (one screen and one read-back for the whole batch)
+    writes what payload_json() writes for each payload, refuses what it refuses, and
+    gives back each payload as its text reads."""
+    assume(all(p is None or type(p.get("event_id", "k")) is str and p.get("event_id", "k") for p in payloads))
+    each = [_payload_json_or_error(p) for p in payloads]
+    refused = next((e for e in each if isinstance(e, type)), None)
+    if refused is not None:
+        with pytest.raises(refused):
+            jsonl_mod.payload_jsons(payloads)
+        return
+    texts, stored = jsonl_mod.payload_jsons(payloads)
+    assert texts == each
+    assert stored == [jsonl_mod.loads(t) for t in texts]
+
+
+@pytest.mark.parametrize("value", [
+    math.nan, 5.0, 1e16, 2**64, _Color.RED, __import__("uuid").UUID(int=1), (1, 2), {"0": 1}, {"a": 1, "7": 2}, {1: "x"},
+    orjson.Fragment(b'{"type":1}'),
+], ids=repr)
+def test_payload_jsons_leaves_an_odd_value_anywhere_in_the_batch_to_the_exact_encoder(value):
+    """One odd value in the middle of a batch of plain payloads sends the batch past
+    orjson: its text and every other payload's are still exactly dumps()'s."""
+    payloads = [{"a": 1}, {"v": value}, {"b": "c"}]
+    try:
+        expected = [dumps(p) for p in payloads]
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            jsonl_mod.payload_jsons(payloads)
+    else:
+        texts, stored = jsonl_mod.payload_jsons(payloads)
+        assert texts == expected
+        assert stored == [jsonl_mod.loads(t) for t in expected]
+
+
 @settings(max_examples=200, deadline=None)
 @given(events=st.lists(st.tuples(TYPE, TS, PAYLOAD), max_size=10), first=st.integers(0, 2**40))
 def test_chain_hashes_is_chain_hash_of_each_event_line(events, first):
