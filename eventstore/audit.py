@@ -95,7 +95,9 @@ class _ReadOnlyGuard:
                 return sqlite3.SQLITE_OK
             what = f"PRAGMA {name}" + ("" if arg2 is None else f" = {arg2}")
         elif action == sqlite3.SQLITE_ATTACH:
-            what = "ATTACH (and VACUUM INTO, which attaches its target file)"
+            # VACUUM attaches a temporary database (an empty file name) to rebuild the file.
+            what = ("VACUUM (it rewrites the file)" if arg1 == ""
+                    else "ATTACH (and VACUUM INTO, which attaches its target file)")
         else:
             what = _ACTION_NAMES.get(action, f"authorizer action {action}")
             if arg1:
@@ -186,6 +188,8 @@ def query(conn: sqlite3.Connection, sql: str, params: Iterable[Any] = ()) -> tup
     guard = getattr(conn, "guard", None)
     if guard is not None:
         guard.refused = None
+    if not sql.strip():
+        raise QueryError("the query is empty")
     try:
         cur = conn.execute(sql, tuple(params))
     except (sqlite3.Error, sqlite3.Warning) as e:
@@ -218,6 +222,8 @@ def _query_error(e: Exception) -> str:
         return "interrupted (Ctrl-C): the query was stopped"
     if "readonly" in msg or "read-only" in msg:
         return f"refused: the database is open read-only ({msg})"
+    if "one statement at a time" in msg:  # sqlite3's ProgrammingError for "SELECT 1; SELECT 2"
+        return "the query holds more than one SQL statement: run them one at a time"
     return msg
 
 

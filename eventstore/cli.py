@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import errno
 import json
+import math
 import os
 import re
 import shlex
@@ -412,7 +413,13 @@ def _plain(value: object) -> object:
 
 
 def _json_value(value: object) -> object:
-    return value.hex() if isinstance(value, bytes) else value
+    """A query value as --json writes it: a BLOB as lower-case hex; a REAL that overflowed to
+    Infinity as null, as JSON.stringify writes it (JSON has no Infinity; SQLite has no NaN)."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _unique(columns: list[str]) -> list[str]:
@@ -435,7 +442,8 @@ def sql(ctx: click.Context, query: str, fmt: str | None) -> None:
     The database is opened read-only: writes, DDL, ATTACH and PRAGMAs that set something are
     refused. Tables and views: events, sessions, messages, tool_calls, turns, session_summary
     (docs/schema.md). Prints a table, or with --json a JSON array of objects, with --csv CSV;
-    NULL is null in JSON, empty in CSV; a BLOB is lower-case hex.
+    NULL is null in JSON, empty in CSV; a BLOB is lower-case hex; an infinite REAL (1e400)
+    is null in JSON, as JSON.stringify writes it.
     """
     from . import audit
     from .engine import current_revision

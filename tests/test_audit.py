@@ -292,6 +292,25 @@ def test_cli_sql_formats(store, db_path):
     assert run(db_path, "sql", "--json", "SELECT 1 WHERE 0").stdout == "[]\n"
 
 
+@pytest.mark.parametrize("query, message", [
+    ("SELECT 1; SELECT 2", "error: the query holds more than one SQL statement: run them one at a time\n"),
+    ("  \n", "error: the query is empty\n"),
+    ("VACUUM", "error: refused: the database is open read-only (VACUUM (it rewrites the file) is not allowed)\n"),
+])
+def test_cli_sql_explains_a_query_it_cannot_run(store, db_path, query, message):
+    r = run(db_path, "sql", query)
+    assert (r.exit_code, r.stderr) == (1, message)
+
+
+def test_cli_sql_json_writes_infinity_as_null(store, db_path):
+    """JSON has no Infinity: a REAL that overflowed is null, as JSON.stringify writes it."""
+    r = run(db_path, "sql", "--json", "SELECT 1e400 AS a, -1e400 AS b, 1.5 AS c")
+    assert r.exit_code == 0
+    assert r.stdout == '[\n{"a": null, "b": null, "c": 1.5}\n]\n'
+    assert json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON")) == [
+        {"a": None, "b": None, "c": 1.5}]
+
+
 def test_cli_sql_refusal_is_one_line(store, db_path):
     r = run(db_path, "sql", "DELETE FROM events")
     assert r.exit_code == 1
