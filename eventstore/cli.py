@@ -488,9 +488,16 @@ def sql(ctx: click.Context, query: str, fmt: str | None) -> None:
     out.flush()
 
 
-_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f]")  # shown escaped in a table cell (a newline is kept)
+# Shown escaped in a table cell (a newline is kept): control characters, and the
+# bidirectional-text controls that make a terminal show text in another order (U+202E).
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _CONTROL_SHOWN = {"\t": "\\t", "\r": "\\r"}
 TABLE_CELL_MAX = 300  # characters of a value shown in a table cell; --json and --csv show all
+
+
+def _shown(m: re.Match) -> str:
+    c = m.group()
+    return _CONTROL_SHOWN.get(c) or (f"\\x{ord(c):02x}" if c < "\u0100" else f"\\u{ord(c):04x}")
 
 
 def _print_table(columns: list[str], rows: list[tuple]) -> None:
@@ -512,7 +519,7 @@ def _print_table(columns: list[str], rows: list[tuple]) -> None:
                 cells.append(Text("NULL", style="dim"))
                 continue
             text = str(_plain(v) if isinstance(v, (str, bytes)) else v)
-            text = _CONTROL.sub(lambda m: _CONTROL_SHOWN.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+            text = _CONTROL.sub(_shown, text)
             if len(text) > TABLE_CELL_MAX:
                 text = text[:TABLE_CELL_MAX] + f"… ({len(text) - TABLE_CELL_MAX} more)"
                 cut += 1

@@ -56,7 +56,8 @@ class InvalidEvent(EventStoreError, ValueError):
 
 
 class InvalidJSONL(InvalidEvent):
-    """A JSONL file that cannot be imported; ``str()`` is ``FILE:LINE: reason``.
+    """A JSONL file that cannot be imported; ``str()`` is ``FILE:LINE: reason`` (``FILE:
+    reason`` when the problem is the file as a whole).
 
     Attributes: ``path`` (str, ``-`` for stdin), ``line`` (1-based line number, 0 when the
     problem is the file as a whole) and ``reason``.
@@ -66,7 +67,7 @@ class InvalidJSONL(InvalidEvent):
         self.path = path
         self.line = line
         self.reason = reason
-        super().__init__(f"{path}:{line}: {reason}")
+        super().__init__(f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
 
 
 class ImportConflict(InvalidJSONL):

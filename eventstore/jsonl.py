@@ -802,7 +802,8 @@ class JsonlReader:
                         size = 0
         self.lines, self.events = lineno, expected
         if self.session_id is None:
-            self.error = self._err(0, "no session/meta line and no events (give the id with --session-id)")
+            what = "the file is empty: " if lineno == 0 else ""
+            self.error = self._err(0, f"{what}no session/meta line and no events (give the id with --session-id)")
         if batch:
             yield batch
 
@@ -880,12 +881,15 @@ class JsonlReader:
         if type(ts) is int and abs(ts) < 2**1024:
             ts = float(ts)
         if type(ts) is not float or not math.isfinite(ts):
-            raise self._err(lineno, f"'ts' must be a finite number (seconds), not {_json_kind(ts)}")
+            big = _too_big(text) if type(ts) is float else None
+            why = f"not {_json_kind(ts)}" if big is None else f"not {_too_big_reason(big)}"
+            raise self._err(lineno, f"'ts' must be a finite number (seconds), {why}")
         try:
             payload = dumps({k: v for k, v in obj.items() if k not in RESERVED_KEYS})
             line = event_line(t, seq, ts, payload).encode("utf-8")
         except InvalidEvent as e:
-            raise self._err(lineno, str(e)) from None
+            big = _too_big(text) if "inf is not a JSON number" in str(e) else None
+            raise self._err(lineno, str(e) if big is None else f"not JSON: {_too_big_reason(big)}") from None
         if line != raw:
             self.normalized += 1
         return seq, t, ts, payload, line
@@ -915,6 +919,25 @@ class JsonlReader:
         self.session_id = sid
         self.meta_json = meta_json
         self.meta_line = lineno
+
+
+# A number literal that may be too big for a double: an exponent, or 309 digits and more.
+_BIG_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][-+]?[0-9]+|-?[1-9][0-9]{308,}(?:\.[0-9]+)?")
+
+
+def _too_big(text: str) -> str | None:
+    """The first number literal in the line ``text`` that no double holds (the standard
+    library and JavaScript both read it as Infinity), or None."""
+    for m in _BIG_NUMBER.finditer(text):
+        if math.isinf(float(m.group())):
+            return m.group()
+    return None
+
+
+def _too_big_reason(literal: str) -> str:
+    shown = literal if len(literal) <= 24 else f"{literal[:12]}...({len(literal)} characters)"
+    return (f"{shown}, a number beyond the largest double (about 1.8e308): JavaScript reads it "
+            f"as Infinity, which JSON cannot hold")
 
 
 def _json_kind(v: Any) -> str:

@@ -573,3 +573,10 @@ def test_every_sql_example_in_the_docs_runs_read_only(store, db_path):
             list(rows)
     finally:
         conn.close()
+
+
+def test_cli_sql_table_shows_bidirectional_controls_as_escapes(store, db_path):
+    """A table cell never carries U+202E to the terminal (it would reorder what is shown)."""
+    r = run(db_path, "sql", "SELECT char(97, 8238, 98, 1) AS x")
+    assert r.exit_code == 0 and "\u202e" not in r.stdout
+    assert r.stdout.splitlines()[1].strip() == "a\\u202eb\\x01"

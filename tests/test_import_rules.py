@@ -80,7 +80,7 @@ REJECTED = [
     (lines(META, b'{"type":"a","seq":0,"ts":null}'), 2, "'ts' must be a finite number (seconds), not null"),
     (lines(META, b'{"type":"a","seq":0,"ts":false}'), 2, "'ts' must be a finite number (seconds), not a boolean"),
     (lines(META, b'{"type":"a","seq":0,"ts":1e400}'), 2,
-     "'ts' must be a finite number (seconds), not the number inf"),
+     "'ts' must be a finite number (seconds), not 1e400, a number beyond the largest double (about 1.8e308): JavaScript reads it as Infinity, which JSON cannot hold"),
     # NaN and Infinity anywhere (JavaScript never writes them)
     (lines(META, b'{"type":"a","seq":0,"ts":NaN}'), 2, "invalid JSON: NaN is not valid JSON"),
     (lines(META, b'{"type":"a","seq":0,"ts":1,"x":[1,{"y":Infinity}]}'), 2,
@@ -88,7 +88,7 @@ REJECTED = [
     (lines(META, b'{"type":"a","seq":0,"ts":1,"x":-Infinity}'), 2, "invalid JSON: -Infinity is not valid JSON"),
     (lines(b'{"type":"session/meta","id":"s1","x":NaN}', E0), 1, "invalid JSON: NaN is not valid JSON"),
     (lines(META, b'{"type":"a","seq":0,"ts":1,"x":1e999}'), 2,
-     "inf is not a JSON number (NaN and Infinity are refused)"),
+     "not JSON: 1e999, a number beyond the largest double (about 1.8e308): JavaScript reads it as Infinity, which JSON cannot hold"),
     # numbers a double cannot hold exactly are refused, not rounded
     (lines(META, b'{"type":"a","seq":0,"ts":1,"n":12345678901234567890}'), 2,
      "integer 12345678901234567890 cannot be stored exactly as a JSON number (IEEE double)"),
@@ -116,7 +116,7 @@ REJECTED = [
      'session id "\\udc00" holds a lone UTF-16 surrogate'),
     (lines(E0, E1), 1, "event before any session/meta line (no session id; give one with --session-id)"),
     (lines(b"", b"  ", E0), 3, "event before any session/meta line (no session id; give one with --session-id)"),
-    (b"", 0, "no session/meta line and no events (give the id with --session-id)"),
+    (b"", 0, "the file is empty: no session/meta line and no events (give the id with --session-id)"),
     (b"\n\n \n", 0, "no session/meta line and no events (give the id with --session-id)"),
     # nesting deeper than any parser keeps
     (lines(META, b'{"type":"a","seq":0,"ts":1,"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"), 2,
@@ -138,7 +138,7 @@ def test_rejected_with_file_line_reason_and_nothing_stored(store, tmp_path, path
     path.write_bytes(content)
     with pytest.raises(InvalidJSONL) as info:
         store.import_jsonl(path)
-    assert str(info.value) == f"{path}:{line}: {reason}"
+    assert str(info.value) == (f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
     assert (info.value.path, info.value.line, info.value.reason) == (str(path), line, reason)
     assert store.sessions() == []
     assert store._read("SELECT count(*) FROM events") == [(0,)]

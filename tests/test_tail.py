@@ -85,6 +85,14 @@ def test_tail_neutralizes_terminal_control_characters(store, db_path):
     assert r.output == "  <- c: \\x1b[2J\\x07gone\\ud83d\n"
 
 
+def test_tail_shows_bidirectional_controls_as_escapes(store, db_path):
+    """U+202E and its kin would make the terminal show the text in another order."""
+    s = store.create_session("s")
+    s.append("tool/result", {"tool_call_id": "c", "content": "ok\u202eexe.txt\u2066x\u200f"})
+    r = tail(db_path, "s")
+    assert r.output == "  <- c: ok\\u202eexe.txt\\u2066x\\u200f\n"
+
+
 def test_tail_errors(store, db_path):
     r = tail(db_path, "nope")
     assert r.exit_code == 1 and "error: session 'nope' not found" in r.output
