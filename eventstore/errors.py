@@ -44,7 +44,8 @@ class IdempotencyConflict(EventStoreError):
     for ``append_many``, without the rest of its batch)."""
 
     def __init__(self, session_id: str, event_id: object, seq: int,
-                 why: str = "with a different type or payload"):
+                 why: str = "with a different type or payload (payloads are compared as their "
+                            "canonical JSON text, so key order counts)"):
         self.session_id = session_id
         self.event_id = event_id
         self.seq = seq

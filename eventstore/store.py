@@ -100,6 +100,9 @@ class SessionInfo:
 
 def _check_type(type_: Any) -> None:
     if type(type_) is not str or not type_:
+        if isinstance(type_, str) and type_:  # a StrEnum member, say: stored types are plain text
+            raise InvalidEvent(f"event type must be a plain str, not a {type(type_).__name__} "
+                               f"(a str subclass): pass str.__str__ of it, {str.__str__(type_)!r}")
         raise InvalidEvent(f"event type must be a non-empty string, not {type_!r}")
     if type_ == "session/meta":
         raise InvalidEvent("event type 'session/meta' is reserved for the first line of a JSONL file")

@@ -103,6 +103,19 @@ def test_bad_types_are_refused(store, type_):
         store.create_session("a").append(type_, {})
 
 
+def test_a_str_subclass_type_is_refused_with_the_plain_text_to_use(store):
+    import enum
+
+    class Kind(enum.StrEnum):
+        NOTE = "note"
+
+    s = store.create_session("a")
+    for append in (lambda: s.append(Kind.NOTE, {}), lambda: s.append_many([(Kind.NOTE, {})])):
+        with pytest.raises(InvalidEvent, match="plain str, not a Kind .a str subclass.: pass .* 'note'"):
+            append()
+    assert s.next_seq() == 0
+
+
 @pytest.mark.parametrize("ts", [math.nan, math.inf, "now", True])
 def test_bad_ts_is_refused(store, ts):
     with pytest.raises(InvalidEvent, match="ts"):
