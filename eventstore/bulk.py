@@ -410,14 +410,19 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
         path = Path(dest)
         if not encodable(session_id) or not store._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
             raise SessionNotFound(session_id)  # before creating anything
-        path.parent.mkdir(parents=True, exist_ok=True)  # as the reference save() does
-        fd, tmp = _create_beside(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # as the reference save() does
+            fd, tmp = _create_beside(path)
+        except OSError as e:  # named after the file asked for, not the temporary one
+            raise OSError(e.errno, e.strerror, os.fspath(dest)) from None
         try:
             with os.fdopen(fd, "wb") as f:
                 n = export_session(store, session_id, f, progress)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as e:
             os.unlink(tmp)
+            if isinstance(e, OSError) and e.filename == tmp:
+                raise OSError(e.errno, e.strerror, os.fspath(dest)) from None
             raise
         return n
     binary = not hasattr(dest, "encoding")

@@ -144,8 +144,14 @@ def _jsonl_files(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
             found = []
             for folder, subfolders, names in os.walk(p, onerror=errors.append):
                 subfolders.sort()
-                found.extend(os.path.join(folder, n) for n in names
-                             if n.endswith(".jsonl") and os.path.isfile(os.path.join(folder, n)))
+                for n in names:
+                    path = os.path.join(folder, n)
+                    if not n.endswith(".jsonl"):
+                        continue
+                    if os.path.isfile(path):
+                        found.append(path)
+                    elif os.path.islink(path) and not os.path.exists(path):
+                        failures.append(f"{path}: a symbolic link to nothing ({os.readlink(path)})")
             for e in errors:
                 failures.append(f"{e.filename}: cannot read this folder: {e.strerror or e}")
             if not found and not errors:
@@ -296,7 +302,8 @@ def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None, 
 
 @cli.command()
 @click.argument("session_ids", nargs=-1, metavar="[SESSION_ID]...", type=TEXT)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="One session to this file (default: stdout).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+              help="One session to this file (default, and -: stdout).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write each session to DIR/<name>.jsonl (the name encodes the id safely).")
 @click.option("--all", "all_", is_flag=True, help="Every stored session (with --out).")
@@ -322,7 +329,7 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
         raise click.UsageError("with --out DIR, give SESSION_IDs or --all (not both)")
     store = _store(ctx, readonly=True)
     if out_dir is None:
-        if output:
+        if output and output != "-":
             n = export_session(store, session_ids[0], output)
             click.echo(f"{output}: {n} events", err=True)
         else:
@@ -353,6 +360,7 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("SESSION")
@@ -360,7 +368,8 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     table.add_column("CREATED (UTC)")
     table.add_column("LAST EVENT (UTC)")
     for i in infos:
-        table.add_row(i.id, str(i.events), _when(i.created_at), _when(i.last_ts))
+        table.add_row(Text(_CONTROL.sub(_shown, _printable(i.id)).replace("\n", "\\n")), str(i.events),
+                      _when(i.created_at), _when(i.last_ts))
     Console(soft_wrap=True).print(table) if infos else click.echo("no sessions")
 
 
@@ -433,10 +442,10 @@ def _unique(columns: list[str]) -> list[str]:
 
 @cli.command()
 @click.argument("query", metavar="QUERY", type=TEXT)
-@click.option("--json", "fmt", flag_value="json", help="A JSON array of objects, one per row.")
-@click.option("--csv", "fmt", flag_value="csv", help="CSV with a header row.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of objects, one per row.")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row.")
 @click.pass_context
-def sql(ctx: click.Context, query: str, fmt: str | None) -> None:
+def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
     """Run one read-only SQL QUERY (- reads it from stdin) and print the rows.
 
     The database is opened read-only: writes, DDL, ATTACH and PRAGMAs that set something are
@@ -449,6 +458,9 @@ def sql(ctx: click.Context, query: str, fmt: str | None) -> None:
     from .engine import current_revision
     from .schema import SCHEMA_REVISION
 
+    if as_json and as_csv:
+        raise click.UsageError("give --json or --csv, not both")
+    fmt = "json" if as_json else "csv" if as_csv else None
     if query == "-":
         query = sys.stdin.read()
     conn = audit.connect_readonly(ctx.obj["db"])
@@ -599,12 +611,18 @@ _STYLES = {"user": {"fg": "cyan", "bold": True}, "assistant": {"fg": "green", "b
            "tool": {"fg": "yellow"}, "dim": {"dim": True}}
 
 
+def _finite_seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):  # FloatRange lets nan through
+        raise click.BadParameter(f"{value} is not a finite number of seconds")
+    return value
+
+
 @cli.command()
 @click.argument("session_id", required=False)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are committed (Ctrl-C stops).")
 @click.option("-n", "--last", type=click.IntRange(min=0), metavar="N",
               help="Start with the last N events (default: all).")
-@click.option("--timeout", type=click.FloatRange(min=0), metavar="SECONDS",
+@click.option("--timeout", type=click.FloatRange(min=0), metavar="SECONDS", callback=_finite_seconds,
               help="With --follow: stop after SECONDS without a new event.")
 @click.pass_context
 def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | None, timeout: float | None) -> None:

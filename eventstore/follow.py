@@ -19,12 +19,13 @@ generators built on :func:`follow_rows`. How they work:
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from .errors import DatabaseError
+from .errors import DatabaseError, InvalidEvent
 
 if TYPE_CHECKING:
     from .store import Event, EventStore
@@ -41,10 +42,12 @@ SESSION_SQL = ("SELECT position, session_id, seq, type, ts, payload FROM events 
 
 
 def _check_interval(value, what: str) -> float | None:
+    """``value`` as seconds (a finite number >= 0; None stays None). Raises
+    :class:`InvalidEvent` (the store's ValueError) otherwise."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"{what} must be a number of seconds >= 0, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise InvalidEvent(f"{what} must be a finite number of seconds >= 0, not {value!r}")
     return float(value)
 
 
@@ -55,10 +58,22 @@ def follow_rows(store: EventStore, sql: str, key: tuple, after: int, cursor_colu
     whose cursor column (``row[cursor_column]``) is greater than ``after``, forever, as
     rows are committed; stop after ``idle_timeout`` seconds with no new row (None: never).
 
-    Raises :class:`DatabaseError` when the database cannot be read.
+    Raises :class:`InvalidEvent` at once for a bad interval (not at the first event), and
+    :class:`DatabaseError` when the database cannot be read.
     """
-    poll_interval = _check_interval(poll_interval, "poll_interval")
-    idle_timeout = _check_interval(idle_timeout, "idle_timeout")
+    return _follow_rows(store, sql, key, min(after, MAX_CURSOR), cursor_column,
+                        _check_interval(poll_interval, "poll_interval"),
+                        _check_interval(idle_timeout, "idle_timeout"), make_event)
+
+
+#: The largest seq or position a query can bind (SQLite's integers are 64-bit); a cursor
+#: past it is the same as at it: nothing comes after.
+MAX_CURSOR = 2**63 - 1
+
+
+def _follow_rows(store: EventStore, sql: str, key: tuple, after: int, cursor_column: int,
+                 poll_interval: float, idle_timeout: float | None,
+                 make_event: Callable[[tuple], Event]) -> Iterator[Event]:
     conn, close = _reader(store)
     try:
         execute = conn.execute

@@ -325,6 +325,12 @@ def chain_hashes(prev_hash: str, first_seq: int, events: list[tuple]) -> list[st
     return out
 
 
+def good_event_id(key: Any) -> bool:
+    """Whether ``key`` can be an idempotency key: a non-empty ``str`` that UTF-8 can hold (a
+    lone surrogate could be stored, escaped in the payload, but never looked up again)."""
+    return type(key) is str and key != "" and (key.isascii() or encodable(key))
+
+
 def payload_json(payload: dict) -> str:
     """Validate an append's payload and return its canonical JSON object text.
 
@@ -343,8 +349,9 @@ def payload_json(payload: dict) -> str:
     for key in RESERVED_KEYS:
         if key in payload:
             raise InvalidEvent(f"payload key {key!r} is reserved: the store sets type, seq and ts")
-    if "event_id" in payload and (type(payload["event_id"]) is not str or not payload["event_id"]):
-        raise InvalidEvent(f"payload key 'event_id' (the idempotency key) must be a non-empty string, "
+    if "event_id" in payload and not good_event_id(payload["event_id"]):
+        raise InvalidEvent(f"payload key 'event_id' (the idempotency key) must be a non-empty string "
+                           f"without lone UTF-16 surrogates (it is looked up as SQLite text), "
                            f"not {payload['event_id']!r:.60}")
     if _fast_dumps is not None:
         text = _fast_dumps(payload)
@@ -396,7 +403,7 @@ def payload_jsons(payloads: list) -> tuple[list[str], list]:
         try:
             for p in payloads:
                 if type(p) is not dict or "type" in p or "seq" in p or "ts" in p or "event_id" in p and (
-                        type(p["event_id"]) is not str or not p["event_id"]):
+                        not good_event_id(p["event_id"])):
                     break  # None, a reserved key or something odd: payload_json() decides
                 raws.append(encode(p, default=_refuse, option=option))
             else:
@@ -897,7 +904,8 @@ class JsonlReader:
     def _meta(self, lineno: int, obj: dict, events: int) -> None:
         sid = obj.get("id")
         if type(sid) is not str or not sid:
-            raise self._err(lineno, f"session/meta needs a non-empty string 'id', not {_json_kind(sid)}")
+            what = "it has none" if "id" not in obj else f"not {_json_kind(sid)}"
+            raise self._err(lineno, f"session/meta needs a non-empty string 'id', {what}")
         if _SURROGATES.search(sid):
             raise self._err(lineno, f"session id {dumps(sid)} holds a lone UTF-16 surrogate")
         if events:

@@ -42,6 +42,7 @@ from .jsonl import (
     encodable,
     event_line,
     genesis_hash,
+    good_event_id,
     loads,
     payload_json,
     payload_jsons,
@@ -236,8 +237,9 @@ class Session:
         """
         _check_type(type)
         if event_id is not None:
-            if not isinstance(event_id, str) or not event_id:
-                raise InvalidEvent(f"event_id must be a non-empty string, not {event_id!r}")
+            if not isinstance(event_id, str) or not good_event_id(str(event_id)):
+                raise InvalidEvent(f"event_id must be a non-empty string without lone UTF-16 surrogates "
+                                   f"(it is looked up as SQLite text), not {event_id!r}")
             if payload and payload.get("event_id", event_id) != event_id:
                 raise InvalidEvent(f"event_id {event_id!r} differs from the payload's {payload['event_id']!r}")
             payload = {**(payload or {}), "event_id": event_id}
@@ -408,6 +410,8 @@ class Session:
         """
         if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int)):
             raise InvalidEvent(f"after_seq must be an integer, not {after_seq!r}")
+        if after_seq is not None:  # past what SQLite can bind there is nothing, as at its limit
+            after_seq = max(-1, min(after_seq, _follow.MAX_CURSOR))
         if isinstance(types, str):
             types = [types]
         types = list(types) if types is not None else None
@@ -632,7 +636,7 @@ class EventStore:
     def _head_was_stale(self, e: sqlite3.IntegrityError) -> bool:
         """Whether ``e`` is the guard trigger refusing a seq or position from the cache."""
         message = str(e)
-        if "seq is not the next seq" in message or "position must be greater" in message:
+        if "seq is not the next seq" in message or "position must be" in message:
             self._stale_backoff = min(64, 2 * self._stale_backoff or 1)
             self._stale_skip = self._stale_backoff
             return True

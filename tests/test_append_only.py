@@ -43,32 +43,38 @@ ATTACKS = {
     "delete one": "DELETE FROM events WHERE session_id = 'a' AND seq = 1",
     "delete all": "DELETE FROM events",
     "insert or replace same key": f"INSERT OR REPLACE INTO events (position, session_id, seq, type, ts, payload, hash) "
-                                  f"VALUES (100, 'a', 0, 'x', 1, '{{}}', '{H}')",
+                                  f"VALUES (4, 'a', 0, 'x', 1, '{{}}', '{H}')",
     "replace into same key": f"REPLACE INTO events (position, session_id, seq, type, ts, payload, hash) "
-                             f"VALUES (100, 'a', 1, 'x', 1, '{{}}', '{H}')",
+                             f"VALUES (4, 'a', 1, 'x', 1, '{{}}', '{H}')",
     "replace same position": f"REPLACE INTO events (position, session_id, seq, type, ts, payload, hash) "
                              f"VALUES (1, 'a', 2, 'x', 1, '{{}}', '{H}')",
     "upsert do update": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                        f"VALUES (100, 'a', 0, 'x', 1, '{{}}', '{H}') "
+                        f"VALUES (4, 'a', 0, 'x', 1, '{{}}', '{H}') "
                         f"ON CONFLICT (session_id, seq) DO UPDATE SET payload = excluded.payload",
     "upsert on position": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                           f"VALUES (1, 'a', 2, 'x', 1, '{{}}', '{H}') "
                           f"ON CONFLICT (position) DO UPDATE SET payload = '{{\"x\":1}}'",
     "insert or ignore duplicate": f"INSERT OR IGNORE INTO events (position, session_id, seq, type, ts, payload, hash) "
-                                  f"VALUES (100, 'a', 1, 'x', 1, '{{}}', '{H}')",
+                                  f"VALUES (4, 'a', 1, 'x', 1, '{{}}', '{H}')",
     "insert gap": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                  f"VALUES (100, 'a', 5, 'x', 1, '{{}}', '{H}')",
+                  f"VALUES (4, 'a', 5, 'x', 1, '{{}}', '{H}')",
     "insert negative seq": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                           f"VALUES (100, 'c', -1, 'x', 1, '{{}}', '{H}')",
+                           f"VALUES (4, 'c', -1, 'x', 1, '{{}}', '{H}')",
     "insert older position": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                              f"VALUES (0, 'a', 2, 'x', 1, '{{}}', '{H}')",
     "insert unknown session": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                              f"VALUES (100, 'nope', 0, 'x', 1, '{{}}', '{H}')",
+                              f"VALUES (4, 'nope', 0, 'x', 1, '{{}}', '{H}')",
     "insert unknown session at a later seq": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                                             f"VALUES (100, 'nope', 3, 'x', 1, '{{}}', '{H}')",
+                                             f"VALUES (4, 'nope', 3, 'x', 1, '{{}}', '{H}')",
+    "insert position ahead": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                             f"VALUES (100, 'a', 2, 'x', 1, '{{}}', '{H}')",
+    "insert the largest position": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                                   f"VALUES (9223372036854775807, 'a', 2, 'x', 1, '{{}}', '{H}')",
+    "insert without a position": f"INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+                                 f"VALUES ('a', 2, 'x', 1, '{{}}', '{H}')",
     "insert two rows, second gapped": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                                      f"VALUES (100, 'a', 2, 'x', 1, '{{}}', '{H}'), "
-                                      f"(101, 'a', 4, 'x', 1, '{{}}', '{H}')",
+                                      f"VALUES (4, 'a', 2, 'x', 1, '{{}}', '{H}'), "
+                                      f"(5, 'a', 4, 'x', 1, '{{}}', '{H}')",
     "copy rows onto themselves": "INSERT OR REPLACE INTO events (position, session_id, seq, type, ts, payload, hash) "
                                  "SELECT position, session_id, seq, 'forged', ts, payload, hash FROM events",
     "update session meta": "UPDATE sessions SET meta = '{\"x\":1}'",
@@ -93,6 +99,40 @@ def test_every_write_path_is_refused_and_changes_nothing(filled, name, pragmas):
     assert snapshot(filled) == before
 
 
+@pytest.mark.parametrize("name, reason", [
+    ("insert gap", "seq is not the next seq"),
+    ("insert negative seq", "seq is not the next seq"),
+    ("insert unknown session", "unknown session"),
+    ("insert unknown session at a later seq", "seq is not the next seq"),
+    ("insert older position", "position must be the next position"),
+    ("insert position ahead", "position must be the next position"),
+    ("insert the largest position", "position must be the next position"),
+    ("insert without a position", "position must be the next position"),
+    ("insert two rows, second gapped", "seq is not the next seq"),
+])
+def test_each_insert_is_refused_for_its_own_reason(filled, name, reason):
+    """Each insert attack meets the guard's check meant for it (not an earlier one)."""
+    with pytest.raises(sqlite3.IntegrityError, match=f"eventstore: {reason}"):
+        filled.execute(ATTACKS[name])
+
+
+@pytest.mark.parametrize("payload", ["x'7b7d'", "' {}'", "'{} '", "'{\"a\":1}' || char(10)"])
+def test_a_payload_that_export_could_not_write_is_refused(filled, payload):
+    """A BLOB, or whitespace around the object, passed the JSON CHECK and made export write
+    broken lines; the guard refuses them."""
+    with pytest.raises(sqlite3.IntegrityError, match="payload must be the text of a JSON object"):
+        filled.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                       f"VALUES (4, 'a', 2, 'x', 1, {payload}, '{H}')")
+
+
+def test_after_a_refused_far_position_the_store_still_appends(store, filled):
+    """One plain-SQL insert at position 2**63 - 1 used to leave no next position: every
+    later append failed. It is refused, and appends go on."""
+    with pytest.raises(sqlite3.IntegrityError):
+        filled.execute(ATTACKS["insert the largest position"])
+    assert store.session("a").append("x", {}).position == 4
+
+
 def test_refusal_inside_a_transaction_keeps_earlier_rows_intact(filled):
     before = snapshot(filled)
     filled.execute("BEGIN")
@@ -103,9 +143,9 @@ def test_refusal_inside_a_transaction_keeps_earlier_rows_intact(filled):
 
 
 def test_a_correct_plain_sql_append_is_accepted(filled):
-    """The guards refuse only what breaks the log: the next seq at a new position is fine."""
+    """The guards refuse only what breaks the log: the next seq at the next position is fine."""
     filled.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                   f"VALUES (100, 'a', 2, 'note', 1, '{{}}', '{H}')")
+                   f"VALUES (4, 'a', 2, 'note', 1, '{{}}', '{H}')")
     assert filled.execute("SELECT max(seq) FROM events WHERE session_id = 'a'").fetchone() == (2,)
 
 
@@ -115,10 +155,11 @@ def test_a_correct_plain_sql_append_is_accepted(filled):
     ("payload", "'{\"event_id\":1}'"), ("payload", "'{\"event_id\":{}}'"), ("payload", "'{\"type\":null}'"), ("payload", "'{\"typ\\u0065\":1}'"),
     ("payload", "'{\"\\u0073eq\":1}'"), ("payload", "'{\"a\":1,\"\\u0074s\":2}'"), ("payload", "'{\"event_\\u0069d\":5}'"),
     ("payload", "'{\"a\":\"\\\"\",\"ts\":0}'"),
+    ("payload", "x'7b7d'"), ("payload", "' {}'"), ("payload", "'{} '"), ("payload", "'{}' || char(10)"),
     ("type", "''"), ("type", "x'00'"), ("type", "'session/meta'"), ("seq", "'1'"), ("seq", "1.5"), ("hash", "'short'"),
 ])
 def test_check_constraints_refuse_malformed_rows(filled, column, value):
-    values = {"position": "100", "session_id": "'a'", "seq": "2", "type": "'x'", "ts": "1",
+    values = {"position": "4", "session_id": "'a'", "seq": "2", "type": "'x'", "ts": "1",
               "payload": "'{}'", "hash": f"'{H}'"}
     values[column] = value
     before = snapshot(filled)
@@ -135,8 +176,8 @@ def test_insert_guard_accepts_reserved_names_that_are_not_top_level_keys(filled,
     """The guard's cheap text test only decides whether to parse; nested keys, keys that
     merely contain a reserved name, and escapes of other keys are still accepted."""
     filled.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                   "VALUES (100, 'a', 2, 'x', 1, ?, ?)", (payload, H))
-    assert filled.execute("SELECT payload FROM events WHERE position = 100").fetchone() == (payload,)
+                   "VALUES (4, 'a', 2, 'x', 1, ?, ?)", (payload, H))
+    assert filled.execute("SELECT payload FROM events WHERE position = 4").fetchone() == (payload,)
 
 
 def test_upgrade_from_0002_replaces_the_insert_guard_and_keeps_the_events(db_path, migrate_to):
@@ -161,7 +202,7 @@ END"""
     assert snapshot(raw)[0][:1] == before[0]
     with pytest.raises(sqlite3.IntegrityError, match="payload holds a key"):
         raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                    f"VALUES (9, 'a', 2, 'x', 1, '{{\"\\u0074ype\":1}}', '{H}')")
+                    f"VALUES (3, 'a', 2, 'x', 1, '{{\"\\u0074ype\":1}}', '{H}')")
     raw.close()
 
 

@@ -334,3 +334,17 @@ def test_appends_return_their_payloads_as_stored(store):
     assert one.payload == {"t": [1, 2], "level": 3, "f": 2, "n": {"k": [1]}}
     assert type(one.payload["level"]) is int and type(many[0].payload["t"]) is list
     assert many[2].payload == {}
+
+
+@pytest.mark.parametrize("key", ["\ud800", "a\udfffb"])
+def test_an_event_id_that_could_not_be_looked_up_is_refused(store, key):
+    """A key with a lone surrogate could be stored (escaped in the payload) but never found
+    again, so a retry could not be recognised: it is refused up front, in both calls."""
+    s = store.create_session("s")
+    with pytest.raises(InvalidEvent, match="without lone UTF-16 surrogates"):
+        s.append("x", {}, event_id=key)
+    with pytest.raises(InvalidEvent, match="without lone UTF-16 surrogates"):
+        s.append_many([("x", {"event_id": "ok"}), ("x", {"event_id": key})])
+    assert s.next_seq() == 0
+    s.append("x", {}, event_id="é-1")
+    assert s.append("x", {}, event_id="é-1").seq == 0  # a plain non-ASCII key retries fine

@@ -268,3 +268,53 @@ def test_exported_files_get_the_usual_mode_not_0600(db, tmp_path):
     assert stat.S_IMODE((tmp_path / "one.jsonl").stat().st_mode) == 0o644
     assert {stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "all").iterdir()} == {0o644}
     assert stat.S_IMODE(kept.stat().st_mode) == 0o640  # an existing file keeps its mode
+
+
+def test_export_dash_is_stdout(db, tmp_path, monkeypatch):
+    run(db, "import", str(DATA / "parallel_tools.jsonl"))
+    sid = json.loads(run(db, "sessions", "--json").stdout)[0]["id"]
+    monkeypatch.chdir(tmp_path)
+    r = run(db, "export", sid, "-o", "-")
+    assert r.exit_code == 0 and r.stdout.startswith('{"type":"session/meta"')
+    assert not (tmp_path / "-").exists()
+
+
+def test_export_errors_name_the_file_asked_for(db, tmp_path):
+    """Not the temporary file written beside it; and that file is gone."""
+    store = EventStore.open(db)
+    store.create_session("s").append("x", {})
+    target = tmp_path / "taken"
+    target.mkdir()
+    from eventstore.bulk import export_session
+
+    with pytest.raises(OSError) as info:
+        export_session(store, "s", target)
+    assert info.value.filename == str(target)
+    assert not list(tmp_path.glob(".export-*"))
+    store.close()
+
+
+def test_sessions_table_escapes_control_characters_in_ids(db):
+    store = EventStore.open(db)
+    store.create_session("two\nlines\x00\u202e")
+    store.close()
+    r = run(db, "sessions")
+    assert r.exit_code == 0
+    assert "two\\nlines\\x00\\u202e" in r.stdout and "\x00" not in r.stdout
+
+
+def test_import_reports_a_broken_symlink_in_a_folder(db, tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "good.jsonl").write_bytes((DATA / "parallel_tools.jsonl").read_bytes())
+    (folder / "gone.jsonl").symlink_to(tmp_path / "missing.jsonl")
+    r = run(db, "import", str(folder))
+    assert r.exit_code == 1
+    assert f"{folder / 'gone.jsonl'}: a symbolic link to nothing" in r.stderr
+    assert "sessions: 1 (1 new" in r.stderr or "sessions: 1 (1 new" in r.stdout
+
+
+def test_sql_takes_one_output_format(db):
+    EventStore.open(db).close()
+    r = run(db, "sql", "--json", "--csv", "SELECT 1")
+    assert r.exit_code == 2 and "give --json or --csv, not both" in r.output

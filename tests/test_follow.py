@@ -62,3 +62,24 @@ def test_follow_checks_its_arguments(store):
         next(store.follow(poll_interval=-1))
     with pytest.raises(ValueError):
         next(s.follow(idle_timeout="soon"))
+
+
+@pytest.mark.parametrize("interval", [float("nan"), float("inf"), -1, "soon"])
+def test_a_bad_interval_is_refused_at_the_call_not_at_the_first_event(store, interval):
+    s = store.create_session("s")
+    s.append("x", {})
+    with pytest.raises(InvalidEvent, match="finite number of seconds"):
+        s.follow(poll_interval=interval)
+    with pytest.raises(InvalidEvent, match="finite number of seconds"):
+        store.follow(idle_timeout=interval)
+
+
+def test_a_cursor_past_what_sqlite_can_bind_means_nothing_after_it(store):
+    """An after_seq or after_position past 2**63 - 1 is not an OverflowError: nothing comes
+    after it, as after the largest one SQLite can hold."""
+    s = store.create_session("s")
+    s.append("x", {})
+    assert list(s.events(after_seq=2**70)) == []
+    assert list(s.events(after_seq=-(2**70))) == list(s.events())
+    assert list(s.follow(after_seq=2**70, idle_timeout=0)) == []
+    assert list(store.follow(after_position=2**70, idle_timeout=0)) == []

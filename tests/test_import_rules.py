@@ -110,7 +110,7 @@ REJECTED = [
     (lines(META, b'{"type":"session/meta","id":"s1","agent":"x"}', E0), 2,
      "second session/meta with other keys than line 1"),
     (lines(META, E0, META), 3, "session/meta after the first event"),
-    (lines(b'{"type":"session/meta"}', E0), 1, "session/meta needs a non-empty string 'id', not null"),
+    (lines(b'{"type":"session/meta"}', E0), 1, "session/meta needs a non-empty string 'id', it has none"),
     (lines(b'{"type":"session/meta","id":5}', E0), 1, "session/meta needs a non-empty string 'id', not the number 5"),
     (lines(b'{"type":"session/meta","id":"\\udc00"}', E0), 1,
      'session id "\\udc00" holds a lone UTF-16 surrogate'),

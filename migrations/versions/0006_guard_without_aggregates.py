@@ -1,4 +1,4 @@
-"""A cheaper insert guard: index seeks instead of aggregates, the session looked up once.
+"""The insert guard: index seeks instead of aggregates, dense positions, payload text checked.
 
 Revision ID: 0006
 Revises: 0005
@@ -17,8 +17,23 @@ per row of a 64-row INSERT (callgrind; 47,400 before, 44,900 after):
   lookup could never refuse: 1,000 fewer. A row with seq > 0 for an unknown session is
   still refused, by the seq check (an unknown session's next seq is 0).
 
-It refuses exactly what the 0003 guard refused; tests/test_append_only.py runs every
-write path against it. The trigger is written out here, not imported, so that this
+Two refusals are new (found by trying plain SQL writes against the store):
+
+* A position must be the next one, the largest stored + 1 (1 in an empty table), where it
+  had only to be larger. The store never writes anything else, but one plain-SQL INSERT
+  at position 2**63 - 1 left no next position: every later append and import failed
+  with "datatype mismatch". Positions are now 1, 2, 3, ... with no gap, in commit order.
+* A payload must be TEXT that starts with ``{`` and ends with ``}``. The CHECK
+  (``json_valid``, ``json_type``) let through a BLOB and a payload with whitespace around
+  it, which export then wrote into broken lines (``"ts":1,}``). The start is tested with
+  comparisons (``'{' <= payload < '|'``: a BLOB sorts after all text), which do not copy
+  the value; the end with one ``GLOB`` (a function call on ``NEW.payload`` copies it: a
+  20 MB payload costs 20 MB more while it is inserted). Whitespace inside, and other forms
+  JSON.stringify would not write, are still stored as they are (export writes them as
+  stored; ``verify`` reports the hash that does not match).
+
+Everything else is refused exactly as the 0003 guard refused it; tests/test_append_only.py
+runs every write path against it. The trigger is written out here, not imported, so that this
 revision means the same thing forever (eventstore.schema.GUARDS holds the same text:
 ``verify`` compares them).
 """
@@ -37,8 +52,10 @@ BEGIN
   SELECT RAISE(ABORT, 'eventstore: seq is not the next seq of its session')
     WHERE NEW.seq IS NOT coalesce((SELECT seq FROM events WHERE session_id = NEW.session_id
                                    ORDER BY seq DESC LIMIT 1) + 1, 0);
-  SELECT RAISE(ABORT, 'eventstore: position must be greater than every stored position')
-    WHERE NEW.position <= (SELECT position FROM events ORDER BY position DESC LIMIT 1);
+  SELECT RAISE(ABORT, 'eventstore: position must be the next position, the largest stored one + 1 (give it explicitly)')
+    WHERE NEW.position IS NOT coalesce((SELECT position FROM events ORDER BY position DESC LIMIT 1) + 1, 1);
+  SELECT RAISE(ABORT, 'eventstore: payload must be the text of a JSON object as JSON.stringify writes it')
+    WHERE NOT (NEW.payload >= '{' AND NEW.payload < '|') OR NEW.payload NOT GLOB '*}';
   SELECT RAISE(ABORT, 'eventstore: payload holds a key of the line itself (type, seq, ts) or a non-string event_id')
     WHERE NEW.payload GLOB '*"[tse\\][ysev\\u]*'
       AND EXISTS (SELECT 1 FROM json_each(NEW.payload)
