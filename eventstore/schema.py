@@ -115,7 +115,7 @@ BEGIN
   {_REFUSE.format("position must be the next position, the largest stored one + 1 (give it explicitly)")}
     WHERE NEW.position IS NOT coalesce((SELECT position FROM events ORDER BY position DESC LIMIT 1) + 1, 1);
   {_REFUSE.format("payload must be the text of a JSON object as JSON.stringify writes it")}
-    WHERE NOT (NEW.payload >= '{{' AND NEW.payload < '|') OR NEW.payload NOT GLOB '*}}';
+    WHERE NOT (NEW.payload >= '{{!' AND NEW.payload < '|') OR (NEW.payload > '{{}}' AND NEW.payload < '{{~');
   {_REFUSE.format("payload holds a key of the line itself (type, seq, ts) or a non-string event_id")}
     WHERE NEW.payload GLOB '*"[tse\\][ysev\\u]*'
       AND EXISTS (SELECT 1 FROM json_each(NEW.payload)

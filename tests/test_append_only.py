@@ -116,13 +116,31 @@ def test_each_insert_is_refused_for_its_own_reason(filled, name, reason):
         filled.execute(ATTACKS[name])
 
 
-@pytest.mark.parametrize("payload", ["x'7b7d'", "' {}'", "'{} '", "'{\"a\":1}' || char(10)"])
+@pytest.mark.parametrize("payload", ["x'7b7d'", "' {}'", "'{} '", "'{}' || char(10)", "'{ }'",
+                                     "'{' || char(10) || '}'", "'{ \"a\":1}'", "'\t{\"a\":1}'"])
 def test_a_payload_that_export_could_not_write_is_refused(filled, payload):
     """A BLOB, or whitespace around the object, passed the JSON CHECK and made export write
     broken lines; the guard refuses them."""
     with pytest.raises(sqlite3.IntegrityError, match="payload must be the text of a JSON object"):
         filled.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                        f"VALUES (4, 'a', 2, 'x', 1, {payload}, '{H}')")
+
+
+@pytest.mark.parametrize("payload", ['{"a":1} ', '{"a" : 1}', '{"a":1}\n'])
+def test_other_payload_spellings_are_stored_and_export_as_valid_json(store, filled, payload):
+    """What the guard lets through besides JSON.stringify's text still exports as lines
+    that parse (verify reports their hashes, which no store would write)."""
+    filled.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                   "VALUES (4, 'a', 2, 'x', 1, ?, ?)", (payload, H))
+    import io
+    import json
+
+    from eventstore.bulk import export_session
+
+    out = io.BytesIO()
+    export_session(store, "a", out)
+    lines = [line for line in out.getvalue().decode().split("\n") if line.strip()]
+    assert json.loads(lines[-1]) == {"type": "x", "seq": 2, "ts": 1, "a": 1}
 
 
 def test_after_a_refused_far_position_the_store_still_appends(store, filled):

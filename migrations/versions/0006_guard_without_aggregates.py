@@ -23,14 +23,17 @@ Two refusals are new (found by trying plain SQL writes against the store):
   had only to be larger. The store never writes anything else, but one plain-SQL INSERT
   at position 2**63 - 1 left no next position: every later append and import failed
   with "datatype mismatch". Positions are now 1, 2, 3, ... with no gap, in commit order.
-* A payload must be TEXT that starts with ``{`` and ends with ``}``. The CHECK
-  (``json_valid``, ``json_type``) let through a BLOB and a payload with whitespace around
-  it, which export then wrote into broken lines (``"ts":1,}``). The start is tested with
-  comparisons (``'{' <= payload < '|'``: a BLOB sorts after all text), which do not copy
-  the value; the end with one ``GLOB`` (a function call on ``NEW.payload`` copies it: a
-  20 MB payload costs 20 MB more while it is inserted). Whitespace inside, and other forms
-  JSON.stringify would not write, are still stored as they are (export writes them as
-  stored; ``verify`` reports the hash that does not match).
+* A payload must be TEXT that export can write: it starts with ``{`` and a character
+  above the space, and it is not ``{}`` with something after it. The CHECK
+  (``json_valid``, ``json_type``) let through a BLOB, whitespace around the object and an
+  empty object written ``{ }``, which export then wrote into broken lines
+  (``"ts":1,}``). Only comparisons test this (``'{!' <= payload < '|'``: a BLOB sorts after
+  all text; ``'{}' < payload < '{~'``: ``{}`` and more): they neither copy nor scan the
+  value, where a function call on ``NEW.payload`` copies it (a 20 MB payload would cost 20
+  MB more while it is inserted). Whitespace further in or at the end of a non-empty
+  object, and other forms JSON.stringify would not write, are still stored as they are:
+  export writes them as stored, still valid JSON, and ``verify`` reports the hash that
+  does not match.
 
 Everything else is refused exactly as the 0003 guard refused it; tests/test_append_only.py
 runs every write path against it. The trigger is written out here, not imported, so that this
@@ -55,7 +58,7 @@ BEGIN
   SELECT RAISE(ABORT, 'eventstore: position must be the next position, the largest stored one + 1 (give it explicitly)')
     WHERE NEW.position IS NOT coalesce((SELECT position FROM events ORDER BY position DESC LIMIT 1) + 1, 1);
   SELECT RAISE(ABORT, 'eventstore: payload must be the text of a JSON object as JSON.stringify writes it')
-    WHERE NOT (NEW.payload >= '{' AND NEW.payload < '|') OR NEW.payload NOT GLOB '*}';
+    WHERE NOT (NEW.payload >= '{!' AND NEW.payload < '|') OR (NEW.payload > '{}' AND NEW.payload < '{~');
   SELECT RAISE(ABORT, 'eventstore: payload holds a key of the line itself (type, seq, ts) or a non-string event_id')
     WHERE NEW.payload GLOB '*"[tse\\][ysev\\u]*'
       AND EXISTS (SELECT 1 FROM json_each(NEW.payload)
