@@ -573,13 +573,14 @@ class EventStore:
                 _engine.upgrade(engine, busy_timeout)
         except DatabaseError:
             raise
-        except sqlite3.DatabaseError as e:
-            raise DatabaseError(f"cannot open {os.fspath(target)}: {e}") from None
         except Exception as e:
-            orig = getattr(e, "orig", None)
-            if isinstance(orig, sqlite3.DatabaseError):
-                raise DatabaseError(f"cannot open {os.fspath(target)}: {orig}") from None
-            raise
+            orig = e if isinstance(e, sqlite3.DatabaseError) else getattr(e, "orig", None)
+            if not isinstance(orig, sqlite3.DatabaseError):
+                raise
+            if "locked" in str(orig) or "busy" in str(orig):  # another process creating or migrating it
+                raise DatabaseError(f"cannot open {os.fspath(target)}: database is busy: another process held it "
+                                    f"longer than the busy timeout ({busy_timeout:g} s)") from None
+            raise DatabaseError(f"cannot open {os.fspath(target)}: {orig}") from None
         return cls(engine, busy_timeout, write_queue)
 
     def close(self) -> None:

@@ -371,3 +371,20 @@ def _guard_db(tmp_path_factory) -> sqlite3.Connection:
         conn.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
         _GUARD_DB["conn"] = conn
     return _GUARD_DB["conn"]
+
+
+def test_opening_a_database_another_process_holds_for_its_upgrade_says_busy(db_path, migrate_to):
+    """An open that must upgrade the file while another connection holds the write lock
+    (two processes starting at once on a new database) says the database is busy."""
+    from eventstore import DatabaseError
+
+    migrate_to(db_path, "0005")
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(DatabaseError, match=r"cannot open .*: database is busy: .*busy timeout \(0.2 s\)"):
+            EventStore.open(db_path, busy_timeout=0.2)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    EventStore.open(db_path).close()
