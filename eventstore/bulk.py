@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from .errors import ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound
-from .jsonl import JsonlReader, _js_float, _orjson, dumps, encodable, event_line, file_name_for, meta_line
+from .jsonl import JsonlReader, _js_float, _orjson, dumps, encodable, event_line, file_name_for, loads, meta_line
 from .store import _check_session_id
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -328,6 +328,8 @@ def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[byt
     the row-by-row path must write them."""
     if b"\x01" in blob:  # a long payload (or a type holding \x01, which needs an escape anyway)
         return None
+    if blob.count(b"\n") != n - 1 or b"\r" in blob:  # a line break in a payload (or a type): row by row
+        return None
     ts = list(map(truediv, _orjson.loads("[" + mtext + "]"), itertools.repeat(_TS_SCALE)))  # exact: a power of 2
     # ts * 2**22 was exact only in that range: below it, CAST dropped bits; above it, CAST
     # stopped at 2**63 - 1, which comes back as 2**41
@@ -475,8 +477,15 @@ def _export_chunks(store: EventStore, session_id: str):
                     app = out.append
                     for t, seq, ts, tail, big in cur:
                         payload_head = tail if tail is not None else big
-                        if payload_head[2:3].isdigit():  # an array-index key: JavaScript writes it first
+                        # A raw line break can stand in a stored payload only as whitespace
+                        # between tokens (plain SQL wrote it): the line is written anew, not
+                        # split in two.
+                        broken = (b"\r" in tail or tail.find(b"\n", 0, len(tail) - 1) >= 0 if tail is not None
+                                  else b"\n" in big or b"\r" in big)
+                        if payload_head[2:3].isdigit() or broken:  # an array-index key: JavaScript writes it first
                             text = "{" + bytes(tail[1:-1]).decode() if tail is not None else bytes(big).decode()
+                            if broken:
+                                text = dumps(loads(text))
                             line = (event_line(t, seq, ts, text) + "\n").encode("utf-8")
                             app(line)
                             size += len(line)

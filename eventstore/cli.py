@@ -84,9 +84,14 @@ def _out():
 
 
 def _when(ts: float | None) -> str:
+    """``ts`` (seconds since the epoch) as UTC date and time; outside years 1 to 9999 (a
+    ts in milliseconds, say), the number of seconds itself."""
     if ts is None:
         return "-"
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (ValueError, OverflowError, OSError):
+        return f"ts {ts!r} (not a date)"
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

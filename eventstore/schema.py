@@ -120,6 +120,9 @@ BEGIN
     WHERE NEW.payload GLOB '*"[tse\\][ysev\\u]*'
       AND EXISTS (SELECT 1 FROM json_each(NEW.payload)
                   WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
+  {_REFUSE.format("event_id is already stored in this session")}
+    WHERE NEW.event_id IS NOT NULL
+      AND EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id AND event_id = NEW.event_id);
 END""",
     "events_guard_update": f"""
 CREATE TRIGGER events_guard_update BEFORE UPDATE ON events

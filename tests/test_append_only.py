@@ -24,7 +24,7 @@ def filled(store, raw):
     a = store.create_session("a")
     a.append("user/message", {"content": "hi"})
     a.append("assistant/message", {"content": "hello"})
-    store.create_session("b").append("turn/start", {})
+    store.create_session("b").append("turn/start", {}, event_id="k1")
     return raw
 
 
@@ -72,6 +72,11 @@ ATTACKS = {
                                    f"VALUES (9223372036854775807, 'a', 2, 'x', 1, '{{}}', '{H}')",
     "insert without a position": f"INSERT INTO events (session_id, seq, type, ts, payload, hash) "
                                  f"VALUES ('a', 2, 'x', 1, '{{}}', '{H}')",
+    "replace over a stored event_id": "INSERT OR REPLACE INTO events (position, session_id, seq, type, ts, payload, hash) "
+                                      f"VALUES (4, 'b', 1, 'x', 1, '{{\"event_id\":\"k1\"}}', '{H}')",
+    "upsert over a stored event_id": "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                                     f"VALUES (4, 'b', 1, 'x', 1, '{{\"event_id\":\"k1\"}}', '{H}') "
+                                     "ON CONFLICT DO NOTHING",
     "insert two rows, second gapped": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                                       f"VALUES (4, 'a', 2, 'x', 1, '{{}}', '{H}'), "
                                       f"(5, 'a', 4, 'x', 1, '{{}}', '{H}')",
@@ -109,6 +114,7 @@ def test_every_write_path_is_refused_and_changes_nothing(filled, name, pragmas):
     ("insert the largest position", "position must be the next position"),
     ("insert without a position", "position must be the next position"),
     ("insert two rows, second gapped", "seq is not the next seq"),
+    ("replace over a stored event_id", "event_id is already stored in this session"),
 ])
 def test_each_insert_is_refused_for_its_own_reason(filled, name, reason):
     """Each insert attack meets the guard's check meant for it (not an earlier one)."""
@@ -126,10 +132,14 @@ def test_a_payload_that_export_could_not_write_is_refused(filled, payload):
                        f"VALUES (4, 'a', 2, 'x', 1, {payload}, '{H}')")
 
 
-@pytest.mark.parametrize("payload", ['{"a":1} ', '{"a" : 1}', '{"a":1}\n'])
-def test_other_payload_spellings_are_stored_and_export_as_valid_json(store, filled, payload):
-    """What the guard lets through besides JSON.stringify's text still exports as lines
-    that parse (verify reports their hashes, which no store would write)."""
+@pytest.mark.parametrize("payload", ['{"a":1} ', '{"a" : 1}', '{"a":1}\n', '{"a":\n1}', '{"a":1,\r\n"b":2}'])
+@pytest.mark.parametrize("big", [False, True], ids=["page", "long payload"])
+def test_other_payload_spellings_are_stored_and_export_as_valid_json(store, filled, payload, big):
+    """What the guard lets through besides JSON.stringify's text still exports as one line
+    that parses (verify reports their hashes, which no store would write); a line break
+    inside the object does not split the line."""
+    if big:
+        payload = payload.replace('"a":', '"pad":"' + "p" * 70000 + '","a":', 1)
     filled.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                    "VALUES (4, 'a', 2, 'x', 1, ?, ?)", (payload, H))
     import io
@@ -140,7 +150,11 @@ def test_other_payload_spellings_are_stored_and_export_as_valid_json(store, fill
     out = io.BytesIO()
     export_session(store, "a", out)
     lines = [line for line in out.getvalue().decode().split("\n") if line.strip()]
-    assert json.loads(lines[-1]) == {"type": "x", "seq": 2, "ts": 1, "a": 1}
+    assert len(lines) == 4  # the meta line and three events
+    last = json.loads(lines[-1])
+    last.pop("pad", None)
+    last.pop("b", None)
+    assert last == {"type": "x", "seq": 2, "ts": 1, "a": 1}
 
 
 def test_after_a_refused_far_position_the_store_still_appends(store, filled):

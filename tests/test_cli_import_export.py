@@ -318,3 +318,14 @@ def test_sql_takes_one_output_format(db):
     EventStore.open(db).close()
     r = run(db, "sql", "--json", "--csv", "SELECT 1")
     assert r.exit_code == 2 and "give --json or --csv, not both" in r.output
+
+
+def test_sessions_lists_a_ts_that_is_no_date(db):
+    """A ts given in milliseconds by mistake (year 57883) is shown as a number, not a traceback."""
+    store = EventStore.open(db)
+    store.create_session("ms").append("x", {}, ts=1764460800401)
+    store.create_session("far").append("x", {}, ts=1e308)
+    store.close()
+    r = run(db, "sessions")
+    assert r.exit_code == 0, r.output
+    assert "ts 1764460800401.0 (not a date)" in r.stdout and "ts 1e+308 (not a date)" in r.stdout

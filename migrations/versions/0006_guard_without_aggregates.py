@@ -35,6 +35,11 @@ Two refusals are new (found by trying plain SQL writes against the store):
   export writes them as stored, still valid JSON, and ``verify`` reports the hash that
   does not match.
 
+* An ``event_id`` already stored in the session. The unique index ``events_event_id``
+  refused a plain INSERT of one, but ``INSERT OR REPLACE`` resolved the clash by deleting
+  the stored event (SQLite fires no DELETE trigger for that), leaving a gap in its
+  session: an overwrite the guard exists to stop.
+
 Everything else is refused exactly as the 0003 guard refused it; tests/test_append_only.py
 runs every write path against it. The trigger is written out here, not imported, so that this
 revision means the same thing forever (eventstore.schema.GUARDS holds the same text:
@@ -63,6 +68,9 @@ BEGIN
     WHERE NEW.payload GLOB '*"[tse\\][ysev\\u]*'
       AND EXISTS (SELECT 1 FROM json_each(NEW.payload)
                   WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
+  SELECT RAISE(ABORT, 'eventstore: event_id is already stored in this session')
+    WHERE NEW.event_id IS NOT NULL
+      AND EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id AND event_id = NEW.event_id);
 END"""
 
 
