@@ -188,8 +188,9 @@ def query(conn: sqlite3.Connection, sql: str, params: Iterable[Any] = ()) -> tup
     guard = getattr(conn, "guard", None)
     if guard is not None:
         guard.refused = None
-    if not sql.strip():
-        raise QueryError("the query is empty")
+    if not _SQL_COMMENTS.sub("", sql).strip(" \t\n\r\f;"):
+        raise QueryError("the query is empty" if not sql.strip()
+                         else "the query holds no statement (only comments or ';')")
     try:
         cur = conn.execute(sql, tuple(params))
     except (sqlite3.Error, sqlite3.Warning) as e:
@@ -214,6 +215,13 @@ def query(conn: sqlite3.Connection, sql: str, params: Iterable[Any] = ()) -> tup
                 pass
 
     return columns, rows()
+
+
+# SQL comments, to tell a query of comments alone (SQLite runs nothing and says nothing).
+# A "--" or "/*" inside a string literal makes this strip too much, but the literal's
+# opening quote and the keyword before it stay: only a query of comments, ';' and
+# whitespace strips to nothing.
+_SQL_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
 
 
 def _query_error(e: Exception) -> str:

@@ -507,7 +507,7 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
 
 # Shown escaped in a table cell (a newline is kept): control characters, and the
 # bidirectional-text controls that make a terminal show text in another order (U+202E).
-_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
 _CONTROL_SHOWN = {"\t": "\\t", "\r": "\\r"}
 TABLE_CELL_MAX = 300  # characters of a value shown in a table cell; --json and --csv show all
 

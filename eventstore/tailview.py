@@ -24,7 +24,7 @@ __all__ = ["TailView"]
 
 # Control characters, and the bidirectional-text controls that make a terminal show text in
 # another order than it is stored (U+202E, "Trojan Source"): shown as escapes.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
 def _escape(m: re.Match) -> str:

@@ -295,6 +295,8 @@ def test_cli_sql_formats(store, db_path):
 @pytest.mark.parametrize("query, message", [
     ("SELECT 1; SELECT 2", "error: the query holds more than one SQL statement: run them one at a time\n"),
     ("  \n", "error: the query is empty\n"),
+    (";", "error: the query holds no statement (only comments or ';')\n"),
+    ("/* c */ ; -- d", "error: the query holds no statement (only comments or ';')\n"),
     ("VACUUM", "error: refused: the database is open read-only (VACUUM (it rewrites the file) is not allowed)\n"),
 ])
 def test_cli_sql_explains_a_query_it_cannot_run(store, db_path, query, message):
@@ -577,6 +579,6 @@ def test_every_sql_example_in_the_docs_runs_read_only(store, db_path):
 
 def test_cli_sql_table_shows_bidirectional_controls_as_escapes(store, db_path):
     """A table cell never carries U+202E to the terminal (it would reorder what is shown)."""
-    r = run(db_path, "sql", "SELECT char(97, 8238, 98, 1) AS x")
+    r = run(db_path, "sql", "SELECT char(97, 8238, 98, 1, 155, 8232, 65279) AS x")
     assert r.exit_code == 0 and "\u202e" not in r.stdout
-    assert r.stdout.splitlines()[1].strip() == "a\\u202eb\\x01"
+    assert r.stdout.splitlines()[1].strip() == "a\\u202eb\\x01\\x9b\\u2028\\ufeff"
