@@ -116,10 +116,12 @@ BEGIN
     WHERE NEW.position IS NOT coalesce((SELECT position FROM events ORDER BY position DESC LIMIT 1) + 1, 1);
   {_REFUSE.format("payload must be the text of a JSON object as JSON.stringify writes it")}
     WHERE NOT (NEW.payload >= '{{!' AND NEW.payload < '|') OR (NEW.payload > '{{}}' AND NEW.payload < '{{~');
-  {_REFUSE.format("payload holds a key of the line itself (type, seq, ts) or a non-string event_id")}
+  {_REFUSE.format("payload holds a key of the line itself (type, seq, ts) or a non-string event_id, "
+                  "or spells event_id so that the event_id column does not see it (escaped, twice)")}
     WHERE NEW.payload GLOB '*"[tse\\][ysev\\u]*'
       AND EXISTS (SELECT 1 FROM json_each(NEW.payload)
-                  WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
+                  WHERE key IN ('type', 'seq', 'ts')
+                     OR (key = 'event_id' AND (type <> 'text' OR value IS NOT NEW.event_id)));
   {_REFUSE.format("event_id is already stored in this session")}
     WHERE NEW.event_id IS NOT NULL
       AND EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id AND event_id = NEW.event_id);
@@ -132,8 +134,16 @@ CREATE TRIGGER events_guard_delete BEFORE DELETE ON events
 BEGIN {_REFUSE.format("events are append-only: DELETE refused")}; END""",
     "sessions_guard_insert": f"""
 CREATE TRIGGER sessions_guard_insert BEFORE INSERT ON sessions
-WHEN EXISTS (SELECT 1 FROM sessions WHERE id = NEW.id)
-BEGIN {_REFUSE.format("session already exists")}; END""",
+BEGIN
+  {_REFUSE.format("session already exists")}
+    WHERE EXISTS (SELECT 1 FROM sessions WHERE id = NEW.id);
+  {_REFUSE.format("a stored session has this rowid (sessions are append-only)")}
+    WHERE EXISTS (SELECT 1 FROM sessions WHERE rowid = NEW.rowid);
+END""",
+    "sessions_guard_rowid": f"""
+CREATE TRIGGER sessions_guard_rowid AFTER INSERT ON sessions
+WHEN NEW.rowid < 1
+BEGIN {_REFUSE.format("a session rowid must be positive (leave it out)")}; END""",
     "sessions_guard_update": f"""
 CREATE TRIGGER sessions_guard_update BEFORE UPDATE ON sessions
 BEGIN {_REFUSE.format("sessions are append-only: UPDATE refused")}; END""",

@@ -6,6 +6,7 @@ tool or a buggy script would), then the stored rows are compared with a snapshot
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -77,6 +78,17 @@ ATTACKS = {
     "upsert over a stored event_id": "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                                      f"VALUES (4, 'b', 1, 'x', 1, '{{\"event_id\":\"k1\"}}', '{H}') "
                                      "ON CONFLICT DO NOTHING",
+    "event_id with an escaped key": "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                                    f"VALUES (4, 'b', 1, 'x', 1, '{{\"event\\u005fid\":\"k1\"}}', '{H}')",
+    "event_id with an escaped first letter": "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                                             f"VALUES (4, 'b', 1, 'x', 1, '{{\"\\u0065vent_id\":\"k1\"}}', '{H}')",
+    "event_id given twice": "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                            f"VALUES (4, 'b', 1, 'x', 1, '{{\"event_id\":\"zz\",\"event_id\":\"k1\"}}', '{H}')",
+    "replace a session through its rowid": "INSERT OR REPLACE INTO sessions (rowid, id, created_at, meta) "
+                                           "VALUES (1, 'tmp', 0, '{}'), (1, 'a', 123, '{\"owner\":\"m\"}')",
+    "remove a session through its rowid": "INSERT OR REPLACE INTO sessions (rowid, id, created_at, meta) "
+                                          "SELECT rowid, 'c', 2, '{}' FROM sessions WHERE id = 'b'",
+    "a session rowid below 1": "INSERT INTO sessions (rowid, id, created_at, meta) VALUES (-1, 'c', 2, '{}')",
     "insert two rows, second gapped": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                                       f"VALUES (4, 'a', 2, 'x', 1, '{{}}', '{H}'), "
                                       f"(5, 'a', 4, 'x', 1, '{{}}', '{H}')",
@@ -115,6 +127,12 @@ def test_every_write_path_is_refused_and_changes_nothing(filled, name, pragmas):
     ("insert without a position", "position must be the next position"),
     ("insert two rows, second gapped", "seq is not the next seq"),
     ("replace over a stored event_id", "event_id is already stored in this session"),
+    ("event_id with an escaped key", "payload holds a key"),
+    ("event_id with an escaped first letter", "payload holds a key"),
+    ("event_id given twice", "payload holds a key"),
+    ("replace a session through its rowid", "a stored session has this rowid"),
+    ("remove a session through its rowid", "a stored session has this rowid"),
+    ("a session rowid below 1", "a session rowid must be positive"),
 ])
 def test_each_insert_is_refused_for_its_own_reason(filled, name, reason):
     """Each insert attack meets the guard's check meant for it (not an earlier one)."""
@@ -350,7 +368,10 @@ def _payload_texts(draw):
     # json_each yields every member, duplicates too: one reserved member is enough
     refused = any(key in ("type", "seq", "ts") or (key == "event_id" and not value.startswith('"'))
                   for key, _t, value in members)
-    return text, refused
+    # an event_id member must also hold what the event_id column (->>) reads: SQLite may
+    # not decode an escaped key, and it takes the first of two; the test asks SQLite
+    ids = [json.loads(value) for key, _t, value in members if key == "event_id" and value.startswith('"')]
+    return text, refused, ids
 
 
 @settings(max_examples=300, deadline=None)
@@ -358,8 +379,10 @@ def _payload_texts(draw):
 def test_insert_guard_refuses_exactly_the_payloads_with_reserved_top_level_keys(tmp_path_factory, case):
     """Whatever escapes a key is written with, the guard's cheap GLOB pre-check never lets a
     reserved top-level key through, and never refuses a payload without one."""
-    text, refused = case
+    text, refused, ids = case
     conn = _guard_db(tmp_path_factory)
+    column = conn.execute("SELECT ? ->> '$.event_id'", (text,)).fetchone()[0]
+    refused = refused or any(i != column for i in ids)
     conn.execute("SAVEPOINT t")
     try:
         if refused:

@@ -40,6 +40,16 @@ Two refusals are new (found by trying plain SQL writes against the store):
   the stored event (SQLite fires no DELETE trigger for that), leaving a gap in its
   session: an overwrite the guard exists to stop.
 
+* An ``event_id`` key that the ``event_id`` column does not see: spelled with an escape
+  (``"event\\u005fid"``) or given twice. SQLite's ``->>`` (3.40) neither decodes an
+  escaped key nor takes a repeated key's last value, as ``JSON.parse`` does, so such a key
+  escaped the unique index. ``json_each`` decodes keys: its value must be the column's.
+* In ``sessions``, a row at the rowid of a stored session, and a rowid below 1.
+  ``sessions_guard_insert`` looked for a clash on ``id`` only, so ``INSERT OR REPLACE``
+  with an explicit rowid replaced a stored session (REPLACE fires no DELETE trigger).
+  ``sessions_guard_rowid`` (AFTER INSERT) keeps rowids positive, so that an insert with
+  no rowid (NEW.rowid is -1 in a BEFORE trigger) can never meet a stored one.
+
 Everything else is refused exactly as the 0003 guard refused it; tests/test_append_only.py
 runs every write path against it. The trigger is written out here, not imported, so that this
 revision means the same thing forever (eventstore.schema.GUARDS holds the same text:
@@ -64,14 +74,29 @@ BEGIN
     WHERE NEW.position IS NOT coalesce((SELECT position FROM events ORDER BY position DESC LIMIT 1) + 1, 1);
   SELECT RAISE(ABORT, 'eventstore: payload must be the text of a JSON object as JSON.stringify writes it')
     WHERE NOT (NEW.payload >= '{!' AND NEW.payload < '|') OR (NEW.payload > '{}' AND NEW.payload < '{~');
-  SELECT RAISE(ABORT, 'eventstore: payload holds a key of the line itself (type, seq, ts) or a non-string event_id')
+  SELECT RAISE(ABORT, 'eventstore: payload holds a key of the line itself (type, seq, ts) or a non-string event_id, or spells event_id so that the event_id column does not see it (escaped, twice)')
     WHERE NEW.payload GLOB '*"[tse\\][ysev\\u]*'
       AND EXISTS (SELECT 1 FROM json_each(NEW.payload)
-                  WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
+                  WHERE key IN ('type', 'seq', 'ts')
+                     OR (key = 'event_id' AND (type <> 'text' OR value IS NOT NEW.event_id)));
   SELECT RAISE(ABORT, 'eventstore: event_id is already stored in this session')
     WHERE NEW.event_id IS NOT NULL
       AND EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id AND event_id = NEW.event_id);
 END"""
+
+SESSIONS_GUARD_INSERT = """
+CREATE TRIGGER sessions_guard_insert BEFORE INSERT ON sessions
+BEGIN
+  SELECT RAISE(ABORT, 'eventstore: session already exists')
+    WHERE EXISTS (SELECT 1 FROM sessions WHERE id = NEW.id);
+  SELECT RAISE(ABORT, 'eventstore: a stored session has this rowid (sessions are append-only)')
+    WHERE EXISTS (SELECT 1 FROM sessions WHERE rowid = NEW.rowid);
+END"""
+
+SESSIONS_GUARD_ROWID = """
+CREATE TRIGGER sessions_guard_rowid AFTER INSERT ON sessions
+WHEN NEW.rowid < 1
+BEGIN SELECT RAISE(ABORT, 'eventstore: a session rowid must be positive (leave it out)'); END"""
 
 
 def upgrade() -> None:
@@ -79,6 +104,11 @@ def upgrade() -> None:
     # eventstore.engine.upgrade): no writer ever sees the table without its guard.
     op.execute("DROP TRIGGER IF EXISTS events_guard_insert")
     op.execute(EVENTS_GUARD_INSERT)
+    op.execute("DROP TRIGGER IF EXISTS sessions_guard_insert")
+    op.execute(SESSIONS_GUARD_INSERT)
+    # 0001 installs eventstore.schema.GUARDS as they are now, so a new database has it already.
+    op.execute("DROP TRIGGER IF EXISTS sessions_guard_rowid")
+    op.execute(SESSIONS_GUARD_ROWID)
 
 
 def downgrade() -> None:
