@@ -90,7 +90,7 @@ def _when(ts: float | None) -> str:
         return "-"
     try:
         return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-    except (ValueError, OverflowError, OSError):
+    except (ValueError, OverflowError, OSError, TypeError):
         return f"ts {ts!r} (not a date)"
 
 

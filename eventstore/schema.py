@@ -139,6 +139,8 @@ BEGIN
     WHERE EXISTS (SELECT 1 FROM sessions WHERE id = NEW.id);
   {_REFUSE.format("a stored session has this rowid (sessions are append-only)")}
     WHERE EXISTS (SELECT 1 FROM sessions WHERE rowid = NEW.rowid);
+  {_REFUSE.format("created_at must be a number of seconds since the epoch")}
+    WHERE typeof(NEW.created_at) NOT IN ('real', 'integer');
 END""",
     "sessions_guard_rowid": f"""
 CREATE TRIGGER sessions_guard_rowid AFTER INSERT ON sessions

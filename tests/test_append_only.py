@@ -88,6 +88,7 @@ ATTACKS = {
                                            "VALUES (1, 'tmp', 0, '{}'), (1, 'a', 123, '{\"owner\":\"m\"}')",
     "remove a session through its rowid": "INSERT OR REPLACE INTO sessions (rowid, id, created_at, meta) "
                                           "SELECT rowid, 'c', 2, '{}' FROM sessions WHERE id = 'b'",
+    "a session created_at that is text": "INSERT INTO sessions (id, created_at, meta) VALUES ('c', 'abc', '{}')",
     "a session rowid below 1": "INSERT INTO sessions (rowid, id, created_at, meta) VALUES (-1, 'c', 2, '{}')",
     "insert two rows, second gapped": f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                                       f"VALUES (4, 'a', 2, 'x', 1, '{{}}', '{H}'), "
@@ -133,6 +134,7 @@ def test_every_write_path_is_refused_and_changes_nothing(filled, name, pragmas):
     ("replace a session through its rowid", "a stored session has this rowid"),
     ("remove a session through its rowid", "a stored session has this rowid"),
     ("a session rowid below 1", "a session rowid must be positive"),
+    ("a session created_at that is text", "created_at must be a number of seconds"),
 ])
 def test_each_insert_is_refused_for_its_own_reason(filled, name, reason):
     """Each insert attack meets the guard's check meant for it (not an earlier one)."""

@@ -44,6 +44,8 @@ Two refusals are new (found by trying plain SQL writes against the store):
   (``"event\\u005fid"``) or given twice. SQLite's ``->>`` (3.40) neither decodes an
   escaped key nor takes a repeated key's last value, as ``JSON.parse`` does, so such a key
   escaped the unique index. ``json_each`` decodes keys: its value must be the column's.
+* In ``sessions``, a ``created_at`` that is not a number (the column's affinity keeps
+  ``'abc'`` as text; listing sessions then failed).
 * In ``sessions``, a row at the rowid of a stored session, and a rowid below 1.
   ``sessions_guard_insert`` looked for a clash on ``id`` only, so ``INSERT OR REPLACE``
   with an explicit rowid replaced a stored session (REPLACE fires no DELETE trigger).
@@ -91,6 +93,8 @@ BEGIN
     WHERE EXISTS (SELECT 1 FROM sessions WHERE id = NEW.id);
   SELECT RAISE(ABORT, 'eventstore: a stored session has this rowid (sessions are append-only)')
     WHERE EXISTS (SELECT 1 FROM sessions WHERE rowid = NEW.rowid);
+  SELECT RAISE(ABORT, 'eventstore: created_at must be a number of seconds since the epoch')
+    WHERE typeof(NEW.created_at) NOT IN ('real', 'integer');
 END"""
 
 SESSIONS_GUARD_ROWID = """
