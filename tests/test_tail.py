@@ -106,7 +106,9 @@ def test_tail_follow_prints_deltas_as_another_process_commits_them(store, db_pat
     s.append("user/message", {"content": "go"})
     proc = subprocess.Popen([sys.executable, "-m", "eventstore.cli", "--db", str(db_path), "tail", "live",
                              "--follow", "--timeout", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"},
+                            # a shell's background job ignores SIGINT, and a child inherits that
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     output = bytearray()
 
     def read():

@@ -134,11 +134,17 @@ def test_ctrl_c_while_waiting_gives_the_place_up(path):
     a, b, c = WriteLock(path), WriteLock(path), WriteLock(path)
     a.acquire(1)
     main = threading.main_thread().ident
+    # Python raises KeyboardInterrupt only with its own handler (a shell's background job,
+    # such as CI started with '&', inherits SIGINT ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.1, signal.pthread_kill, (main, signal.SIGINT))
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        b.acquire(30)
-    timer.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            b.acquire(30)
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
     a.release()
     settle(b)
     c.acquire(0.5)  # b's helper got the lock for nobody and let it go
