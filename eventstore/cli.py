@@ -21,6 +21,7 @@ import click
 from . import __version__
 from .errors import EventStoreError, InvalidJSONL
 from .store import EventStore
+from .tailview import UNSAFE_CHARS, escape_char
 
 EXIT_ERROR = 1
 
@@ -373,7 +374,7 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     table.add_column("CREATED (UTC)")
     table.add_column("LAST EVENT (UTC)")
     for i in infos:
-        table.add_row(Text(_CONTROL.sub(_shown, _printable(i.id)).replace("\n", "\\n")), str(i.events),
+        table.add_row(Text(_CONTROL_OR_NEWLINE.sub(escape_char, _printable(i.id))), str(i.events),
                       _when(i.created_at), _when(i.last_ts))
     Console(soft_wrap=True).print(table) if infos else click.echo("no sessions")
 
@@ -505,16 +506,11 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
     out.flush()
 
 
-# Shown escaped in a table cell (a newline is kept): control characters, and the
-# bidirectional-text controls that make a terminal show text in another order (U+202E).
-_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
-_CONTROL_SHOWN = {"\t": "\\t", "\r": "\\r"}
+# Shown escaped in a table cell: a tab and what no terminal should get raw (a newline is kept).
+_CONTROL = re.compile(f"[\t{UNSAFE_CHARS}]")
+# Shown escaped in a one-line cell: the same and newlines.
+_CONTROL_OR_NEWLINE = re.compile(f"[\t\n{UNSAFE_CHARS}]")
 TABLE_CELL_MAX = 300  # characters of a value shown in a table cell; --json and --csv show all
-
-
-def _shown(m: re.Match) -> str:
-    c = m.group()
-    return _CONTROL_SHOWN.get(c) or (f"\\x{ord(c):02x}" if c < "\u0100" else f"\\u{ord(c):04x}")
 
 
 def _print_table(columns: list[str], rows: list[tuple]) -> None:
@@ -536,7 +532,7 @@ def _print_table(columns: list[str], rows: list[tuple]) -> None:
                 cells.append(Text("NULL", style="dim"))
                 continue
             text = str(_plain(v) if isinstance(v, (str, bytes)) else v)
-            text = _CONTROL.sub(_shown, text)
+            text = _CONTROL.sub(escape_char, text)
             if len(text) > TABLE_CELL_MAX:
                 text = text[:TABLE_CELL_MAX] + f"… ({len(text) - TABLE_CELL_MAX} more)"
                 cut += 1

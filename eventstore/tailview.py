@@ -22,18 +22,23 @@ from .store import Event
 
 __all__ = ["TailView"]
 
-# Control characters, and the bidirectional-text controls that make a terminal show text in
-# another order than it is stored (U+202E, "Trojan Source"): shown as escapes.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+#: Characters never written raw to a terminal (a regex character-class body): C0 and C1
+#: controls but tab and newline (each caller escapes or keeps those), and the
+#: bidirectional-text and line-separator characters that make a terminal show text in
+#: another order or on other lines than it is stored (U+202E, "Trojan Source").
+UNSAFE_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
+_CONTROL = re.compile(f"[{UNSAFE_CHARS}]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
-def _escape(m: re.Match) -> str:
-    c = ord(m.group())
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+def escape_char(m: re.Match) -> str:
+    """The escape shown for the one matched character: ``\\t``, ``\\n``, ``\\r``, ``\\xNN`` or ``\\uNNNN``."""
+    c = m.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if c < "\u0100" else f"\\u{ord(c):04x}")
 
 
 def _clean(text: str) -> str:
-    return _CONTROL.sub(_escape, text)
+    return _CONTROL.sub(escape_char, text)
 
 
 def _text(content) -> str:

@@ -232,6 +232,22 @@ def test_insert_guard_accepts_reserved_names_that_are_not_top_level_keys(filled,
     assert filled.execute("SELECT payload FROM events WHERE position = 4").fetchone() == (payload,)
 
 
+def assert_upgrade_keeps_the_events_and_installs_the_guards(raw: sqlite3.Connection, db_path) -> None:
+    """Store a session and an event in a database at an older revision, open it with the
+    store (which upgrades it) and append: the stored rows are kept, and every guard is
+    installed with the package's definition."""
+    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
+    raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                f"VALUES (1, 'a', 0, 'x', 1, '{{\"k\":1}}', '{H}')")
+    before = snapshot(raw)
+    with EventStore.open(db_path) as store:
+        store.session("a").append("y", {"k": 2})
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == (SCHEMA_REVISION,)
+    installed = dict(raw.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall())
+    assert {name: installed.get(name, "").strip() for name in GUARDS} == {n: d.strip() for n, d in GUARDS.items()}
+    assert snapshot(raw)[0][:1] == before[0]
+
+
 def test_upgrade_from_0002_replaces_the_insert_guard_and_keeps_the_events(db_path, migrate_to):
     """A database written at revision 0002 (json_each over every payload) gets the 0003
     guard on open, in place, with its events untouched; the new guard refuses the same."""
@@ -242,16 +258,7 @@ END"""
     raw = sqlite3.connect(db_path, isolation_level=None)
     raw.execute("DROP TRIGGER events_guard_insert")
     raw.execute(old_guard)
-    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
-    raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                f"VALUES (1, 'a', 0, 'x', 1, '{{\"k\":1}}', '{H}')")
-    before = snapshot(raw)
-    with EventStore.open(db_path) as store:
-        store.session("a").append("y", {"k": 2})
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == (SCHEMA_REVISION,)
-    installed = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events_guard_insert'").fetchone()[0]
-    assert installed.strip() == GUARDS["events_guard_insert"].strip()
-    assert snapshot(raw)[0][:1] == before[0]
+    assert_upgrade_keeps_the_events_and_installs_the_guards(raw, db_path)
     with pytest.raises(sqlite3.IntegrityError, match="payload holds a key"):
         raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                     f"VALUES (3, 'a', 2, 'x', 1, '{{\"\\u0074ype\":1}}', '{H}')")
@@ -265,15 +272,7 @@ def test_upgrade_from_0005_replaces_the_insert_guard_and_keeps_the_events(db_pat
     raw = sqlite3.connect(db_path, isolation_level=None)
     old = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events_guard_insert'").fetchone()[0]
     assert "max(seq)" in old
-    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
-    raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                f"VALUES (1, 'a', 0, 'x', 1, '{{\"k\":1}}', '{H}')")
-    before = snapshot(raw)
-    with EventStore.open(db_path) as store:
-        store.session("a").append("y", {"k": 2})
-    installed = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events_guard_insert'").fetchone()[0]
-    assert installed.strip() == GUARDS["events_guard_insert"].strip()
-    assert snapshot(raw)[0][:1] == before[0]
+    assert_upgrade_keeps_the_events_and_installs_the_guards(raw, db_path)
     with pytest.raises(sqlite3.IntegrityError, match="seq is not the next seq"):
         raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                     f"VALUES (9, 'a', 5, 'x', 1, '{{}}', '{H}')")
