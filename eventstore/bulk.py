@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,8 +28,10 @@ from operator import truediv
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from . import parse_worker
 from .errors import ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound
 from .jsonl import JsonlReader, _js_float, _orjson, dumps, encodable, event_line, file_name_for, loads, meta_line
+from .parse_worker import WorkerReader
 from .store import _check_session_id
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,14 +166,31 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
     the file continues it and ``append`` is off), :class:`~eventstore.errors.InvalidEvent`
     for a bad ``session_id``, :class:`~eventstore.errors.DatabaseError`, ``OSError``.
     """
-    if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as f:
-            return import_jsonl(store, f, name=name or os.fspath(source), session_id=session_id,
-                                append=append, salvage=salvage, progress=progress)
     if session_id is not None:
         _check_session_id(session_id)
+    if isinstance(source, (str, os.PathLike)):
+        name = name or os.fspath(source)
+        with open(source, "rb") as f:
+            st = os.fstat(f.fileno())
+            worker = parse_worker.acquire(st.st_size) if stat.S_ISREG(st.st_mode) else None
+            if worker is None:
+                return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress)
+            try:
+                reader = WorkerReader(worker, os.path.abspath(source), name, session_id)
+                try:
+                    return _import(store, reader, name, append, salvage, progress)
+                finally:
+                    reader.close()
+            finally:
+                worker.lock.release()
     name = name or str(getattr(source, "name", "<stream>"))
-    reader = JsonlReader(source, name, session_id)
+    return _import(store, JsonlReader(source, name, session_id), name, append, salvage, progress)
+
+
+def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, append: bool, salvage: bool,
+            progress: Progress | None) -> ImportReport:
+    """import_jsonl's work, reading rows from ``reader`` (in this process or a worker's)."""
+    session_id = reader.session_id
     batches = reader.batches(BATCH_ROWS, BATCH_BYTES)
     with store._write(session_id) as cur:
         batch = next(batches, None)

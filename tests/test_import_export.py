@@ -1,6 +1,9 @@
 """Bulk import and export through the library: conformance fixtures, salvage, re-import
 (skip, conflict, --append), export to a folder with hostile session ids, and the hash
-chain an import writes (the same as the append path's)."""
+chain an import writes (the same as the append path's).
+
+Every test runs twice: with files parsed in the importing process, and in the parse worker
+process (as files of a megabyte or more are; see eventstore.parse_worker)."""
 
 from __future__ import annotations
 
@@ -12,11 +15,19 @@ from pathlib import Path
 import pytest
 from conftest import DATA, FIXTURES
 
-from eventstore import EventStore, ImportConflict, InvalidJSONL, SessionNotFound
+from eventstore import EventStore, ImportConflict, InvalidJSONL, SessionNotFound, parse_worker
 from eventstore.bulk import Dropped, export_session, export_sessions, import_jsonl
 from eventstore.jsonl import chain_hash, dumps, event_line, file_name_for, genesis_hash, session_id_from_file_name
 
 META = b'{"type":"session/meta","id":"s1"}'
+
+
+@pytest.fixture(autouse=True, params=["in-process", "worker"])
+def parse_in(request, monkeypatch):
+    """Where import parses a file: here, or in the worker process (every file, however small)."""
+    if request.param == "worker":
+        monkeypatch.setattr(parse_worker, "PARALLEL_MIN_BYTES", 0)
+    return request.param
 
 
 def ev(seq: int, type_: str = "a", **payload) -> bytes:

@@ -1,8 +1,9 @@
 """JSONL import: every rejection rule (small file, exact ``FILE:LINE: reason``), the lenient
 cases the reference allows, and atomicity (a bad file stores nothing).
 
-Each rule runs twice: with orjson (the fast path takes canonical lines) and without (every
-line goes through the standard library), so both paths give the same verdicts.
+Each rule runs three times: with orjson (the fast path takes canonical lines), without
+(every line goes through the standard library), and in the parse worker process (as files
+of a megabyte or more are read; see eventstore.parse_worker), so all give the same verdicts.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import io
 
 import pytest
 
-from eventstore import EventStore, InvalidJSONL
+from eventstore import EventStore, InvalidJSONL, parse_worker
 from eventstore import jsonl as jsonl_mod
 from eventstore.bulk import import_jsonl
 from eventstore.jsonl import JsonlReader
@@ -21,10 +22,12 @@ E0 = b'{"type":"a","seq":0,"ts":1}'
 E1 = b'{"type":"a","seq":1,"ts":2}'
 
 
-@pytest.fixture(params=["orjson", "stdlib"])
+@pytest.fixture(params=["orjson", "stdlib", "worker"])
 def path_kind(request, monkeypatch):
     if request.param == "stdlib":
         monkeypatch.setattr(jsonl_mod, "_orjson", None)
+    elif request.param == "worker":
+        monkeypatch.setattr(parse_worker, "PARALLEL_MIN_BYTES", 0)
     elif jsonl_mod._orjson is None:  # pragma: no cover - orjson is a dependency
         pytest.skip("orjson is not installed")
     return request.param
