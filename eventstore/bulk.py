@@ -176,13 +176,16 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
             if worker is None:
                 return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress)
             try:
-                reader = WorkerReader(worker, os.path.abspath(source), name, session_id)
+                reader = WorkerReader(worker, os.path.abspath(source), name, session_id, st)
                 try:
-                    return _import(store, reader, name, append, salvage, progress)
+                    if reader.start(BATCH_ROWS, BATCH_BYTES):
+                        return _import(store, reader, name, append, salvage, progress)
                 finally:
                     reader.close()
             finally:
                 worker.lock.release()
+            # the worker opened another file by that path (/dev/stdin, /dev/fd/N: its own)
+            return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress)
     name = name or str(getattr(source, "name", "<stream>"))
     return _import(store, JsonlReader(source, name, session_id), name, append, salvage, progress)
 
@@ -249,6 +252,8 @@ def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, ap
                 progress(reader.bytes - done_bytes, len(rows))
                 done_bytes = reader.bytes
             batch = next(batches, None)
+        if failed is None and reader.error is not None and not salvage:
+            raise reader.error  # the bad line came right after a full batch
         dropped = None
         error = failed or ((reader.error, reader.error_offset) if reader.error is not None else None)
         if error is not None:  # salvage: keep what came before the first bad line

@@ -12,7 +12,9 @@ inserts the batch before it.
 Protocol (stdin/stdout of ``python -c "from eventstore.parse_worker import serve; serve()"``):
 each message is an 8-byte little-endian length and a :mod:`marshal` text. The worker first
 sends ``(HELLO, its eventstore.parse_worker.__file__)``; the store checks that it runs the
-same code. A request is ``(path, name, session_id, max_rows, max_bytes)``; the answer is a
+same code. A request is ``(path, name, session_id, max_rows, max_bytes, (st_dev, st_ino))`` (the file
+the importer opened); the answer is ``(OTHER_FILE,)`` when the path opens another file in
+the worker (``/dev/stdin``, ``/dev/fd/N``, a file replaced since), or a
 ``(BATCH, rows, batch_lines, batch_offsets, state)`` message per batch, then ``(END, state,
 lines, bytes)`` (``lines``/``bytes`` as after :meth:`JsonlReader.drain`), or ``(FAILED,
 errno, message)`` when the file cannot be read. ``state`` is the reader's attributes after
@@ -49,7 +51,7 @@ PARALLEL_MIN_BYTES = 1 << 20
 #: the first batch of each file, and then inserts one batch while the worker parses the next.
 WORKER_BATCH_ROWS = 1000
 
-HELLO, BATCH, END, FAILED = 0, 1, 2, 3
+HELLO, BATCH, END, FAILED, OTHER_FILE = 0, 1, 2, 3, 4
 _LEN = struct.Struct("<Q")
 
 
@@ -88,7 +90,7 @@ def serve() -> None:  # pragma: no cover - runs in the worker process (tests dri
         _write(out, (HELLO, __file__))
         while True:
             try:
-                path, name, session_id, max_rows, max_bytes = _read(inp)
+                path, name, session_id, max_rows, max_bytes, file_id = _read(inp)
             except EOFError:
                 return
             try:
@@ -97,6 +99,10 @@ def serve() -> None:  # pragma: no cover - runs in the worker process (tests dri
                 _write(out, (FAILED, e.errno or 0, e.strerror or str(e)))
                 continue
             with f:
+                st = os.fstat(f.fileno())
+                if (st.st_dev, st.st_ino) != tuple(file_id):  # /dev/stdin, /dev/fd/N, or replaced
+                    _write(out, (OTHER_FILE,))
+                    continue
                 reader = JsonlReader(f, name, session_id)
                 for batch in reader.batches(max_rows, max_bytes):
                     _write(out, (BATCH, batch, reader.batch_lines, reader.batch_offsets, _state(reader)))
@@ -206,8 +212,11 @@ class WorkerReader:
     the worker's lock while using it; call :meth:`close` when done (it kills the worker if
     the file was not read to its end)."""
 
-    def __init__(self, worker: ParseWorker, path: str, name: str, session_id: str | None = None):
+    def __init__(self, worker: ParseWorker, path: str, name: str, session_id: str | None,
+                 opened: os.stat_result):
         self.worker = worker
+        self._file_id = (opened.st_dev, opened.st_ino)
+        self._first: tuple | None = None
         self.path = path
         self.name = name
         self._forced_id = session_id
@@ -233,9 +242,10 @@ class WorkerReader:
             msg = _read(self.worker.proc.stdout)
         except (EOFError, ValueError, OSError):
             self.worker.kill()
-            raise DatabaseError(f"{self.name}: the JSONL parse worker (pid {self.worker.proc.pid}) ended "
-                                f"unexpectedly; nothing of the file is stored") from None
+            raise self._died() from None
         kind = msg[0]
+        if kind == OTHER_FILE:
+            return msg
         if kind == FAILED:
             self._end = (0, 0)
             raise OSError(msg[1], msg[2], self.path)
@@ -246,21 +256,35 @@ class WorkerReader:
             self._set(msg[4])
         return msg
 
-    def batches(self, max_rows: int = 20000, max_bytes: int = 16 << 20):
-        """Yield the file's rows in batches, as :meth:`JsonlReader.batches` does."""
+    def start(self, max_rows: int, max_bytes: int) -> bool:
+        """Ask the worker for the file (batches of at most ``max_rows`` rows, or about
+        ``max_bytes`` bytes); False when the path opens another file there than here."""
         self._started = True
         try:
             _write(self.worker.proc.stdin, (self.path, self.name, self._forced_id,
-                                            min(max_rows, WORKER_BATCH_ROWS), max_bytes))
+                                            min(max_rows, WORKER_BATCH_ROWS), max_bytes, self._file_id))
         except OSError:
             self.worker.kill()
-            raise DatabaseError(f"{self.name}: the JSONL parse worker (pid {self.worker.proc.pid}) ended "
-                                f"unexpectedly; nothing of the file is stored") from None
-        while self._end is None:
-            msg = self._next()
+            raise self._died() from None
+        self._first = self._next()
+        if self._first[0] == OTHER_FILE:
+            self._started = False
+            return False
+        return True
+
+    def _died(self) -> DatabaseError:
+        return DatabaseError(f"the JSONL parse worker (pid {self.worker.proc.pid}) ended unexpectedly while "
+                             f"reading {self.name}; nothing of the file is stored")
+
+    def batches(self, max_rows: int = 20000, max_bytes: int = 16 << 20):
+        """Yield the file's rows in batches, as :meth:`JsonlReader.batches` does (after
+        :meth:`start`, which set the batch size)."""
+        msg, self._first = self._first, None
+        while msg is not None:
             if msg[0] == BATCH:
                 self.batch_lines, self.batch_offsets = msg[2], msg[3]
                 yield msg[1]
+            msg = self._next() if self._end is None else None
 
     def drain(self) -> None:
         """Read the rest of the file, only counting it (see :meth:`JsonlReader.drain`)."""

@@ -166,6 +166,19 @@ def test_salvage_when_the_database_refuses_a_row(store, tmp_path):
     assert stored_hashes(store, "s1") == chain_of("s1", lines(META, *evs[:77]))
 
 
+def test_a_bad_line_right_after_a_full_batch_is_an_error_without_salvage(store, tmp_path):
+    # 5,000 events: a whole number of batches in process (5,000) and in the worker (1,000)
+    evs = [ev(i) for i in range(5000)]
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(lines(META, *evs, b'{"type":"a","se'))
+    with pytest.raises(InvalidJSONL) as info:
+        import_jsonl(store, path)
+    assert str(info.value).startswith(f"{path}:5002: invalid JSON")
+    assert store.sessions() == []
+    rep = import_jsonl(store, path, salvage=True)
+    assert rep.events == 5000 and rep.dropped.first_line == 5002
+
+
 def test_salvaged_prefix_reimported_with_salvage_is_skipped(store, tmp_path):
     path = tmp_path / "crash.jsonl"
     path.write_bytes(lines(META, ev(0), ev(1), b'{"type":"a","se', end=b""))

@@ -89,7 +89,8 @@ def test_worker_killed_mid_file_stores_nothing_and_the_next_import_works(store, 
         return real_insert(self, rows)
 
     monkeypatch.setattr(bulk_mod._Inserter, "insert", insert_after_killing)
-    with pytest.raises(DatabaseError, match=r"s\.jsonl: the JSONL parse worker \(pid \d+\) ended unexpectedly"):
+    with pytest.raises(DatabaseError, match=r"the JSONL parse worker \(pid \d+\) ended unexpectedly while reading .*s\.jsonl; "
+                                          r"nothing of the file is stored"):
         bulk_mod.import_jsonl(store, path)
     assert store.sessions() == []
     monkeypatch.setattr(bulk_mod._Inserter, "insert", real_insert)
@@ -206,3 +207,20 @@ def test_no_interpreter_to_start_means_parsing_in_process(store, tmp_path, alway
     path = write_session(tmp_path / "a.jsonl", "a", 100)
     assert bulk_mod.import_jsonl(store, path).events == 100
     assert parse_worker._worker is None and parse_worker._cannot_start
+
+
+@pytest.mark.skipif(not Path("/dev/stdin").exists(), reason="needs /dev/stdin")
+def test_a_path_that_opens_another_file_in_the_worker_is_read_here(tmp_path):
+    # /dev/stdin is the importer's file here and the worker's own pipe there
+    path = write_session(tmp_path / "big.jsonl", "big", 15_000)
+    script = textwrap.dedent(f"""
+        from eventstore import EventStore
+        with EventStore.open({str(tmp_path / 'x.db')!r}) as store:
+            store.import_jsonl("/dev/stdin")
+            import io
+            out = io.BytesIO()
+            store.export_jsonl("big", out)
+            assert out.getvalue() == open({str(path)!r}, "rb").read()
+    """)
+    with open(path, "rb") as stdin:
+        subprocess.run([sys.executable, "-c", script], stdin=stdin, timeout=60, check=True)
