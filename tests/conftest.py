@@ -3,6 +3,7 @@ helpers to reach the reference implementation when it is beside the checkout."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sqlite3
@@ -44,6 +45,13 @@ def raw(db_path: Path, store):
     conn = sqlite3.connect(db_path, isolation_level=None)
     yield conn
     conn.close()
+
+
+def export_bytes(store: EventStore, sid: str) -> bytes:
+    """Session ``sid`` exported as the reference writes it, as bytes."""
+    out = io.BytesIO()
+    store.export_jsonl(sid, out)
+    return out.getvalue()
 
 
 def reference_available() -> bool:

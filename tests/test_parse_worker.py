@@ -8,7 +8,6 @@ early, Ctrl-C, two threads, a forked child, the importing process exiting, no in
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import export_bytes
 
 from eventstore import DatabaseError, EventStore, ImportConflict, parse_worker
 from eventstore import bulk as bulk_mod
@@ -32,12 +32,6 @@ def write_session(path: Path, sid: str, n: int, *, start: int = 0, text: str = "
         for seq in range(start, start + n):
             f.write(event_line("assistant/chunk", seq, 1764460800 + seq / 8, dumps({"delta": f"{text}{seq}"})) + "\n")
     return path
-
-
-def export_bytes(store: EventStore, sid: str) -> bytes:
-    out = io.BytesIO()
-    store.export_jsonl(sid, out)
-    return out.getvalue()
 
 
 @pytest.fixture
