@@ -26,7 +26,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from itertools import accumulate
+from itertools import accumulate, repeat
 from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
 from operator import add
 from typing import IO, Any
@@ -293,22 +293,34 @@ def chain_hashes(prev_hash: str, first_seq: int, events: list[tuple]) -> list[st
     """The hashes of consecutive events of one session: ``events`` holds ``(type, ts,
     payload_json, ...)`` (more items are ignored) for seqs ``first_seq``, ``first_seq + 1``,
     ...; ``prev_hash`` is the hash before the first (see :func:`chain_hash`). The same as
-    calling :func:`chain_hash` on each :func:`event_line` in turn, with each type and ts
-    encoded once per run (a batch shares its ts and a few types).
+    calling :func:`chain_hash` on each :func:`event_line` in turn.
+    """
+    rows = chain_rows(prev_hash, first_seq, [e[0] for e in events], [e[1] for e in events],
+                      [e[2] for e in events])
+    return rows[3::4]
+
+
+def chain_rows(prev_hash: str, first_seq: int, types: list[str], tss: list[float],
+               payload_jsons: list[str]) -> list:
+    """Consecutive events of one session, hashed: the flat list ``[type, ts, payload_json,
+    hash, type, ts, ...]`` (four items an event, the order of an INSERT's parameters) for
+    seqs ``first_seq``, ``first_seq + 1``, ...; ``prev_hash`` is the hash before the first.
+    Each hash is :func:`chain_hash` of the event's :func:`event_line`; each type and ts is
+    encoded once per run (a batch shares its ts and a few types). Raises ``ValueError``
+    when the three lists differ in length.
     """
     new_sha256 = _SHA256.copy
     heads: dict[str, str] = {}
     last_type = last_ts = head = tail = None
-    out = []
+    out: list = []
     seq = first_seq
-    for event in events:
-        type_, ts, pj = event[0], event[1], event[2]
+    for type_, ts, pj in zip(types, tss, payload_jsons, strict=True):
         if type_ is not last_type:
             head = heads.get(type_)
             if head is None:
                 head = heads[type_] = _fix_surrogates('{"type":' + _c_encode_str(type_) + ',"seq":')
             last_type = type_
-        if ts != last_ts or tail is None:
+        if ts is not last_ts:  # a batch shares one float object; equal values encode alike anyway
             tail = ',"ts":' + _js_float(ts)
             last_ts = ts
         if pj[2:3].isdigit():  # index keys go first: event_line() orders them
@@ -320,7 +332,7 @@ def chain_hashes(prev_hash: str, first_seq: int, events: list[tuple]) -> list[st
         h = new_sha256()
         h.update(data.encode())
         prev_hash = h.hexdigest()
-        out.append(prev_hash)
+        out += (type_, ts, pj, prev_hash)
         seq += 1
     return out
 
@@ -393,31 +405,37 @@ def payload_jsons(payloads: list) -> tuple[list[str], list]:
 
     A batch of plain dicts is written by orjson and proven as :func:`_fast_dumps` proves
     one payload, but once for the whole batch: one set of text screens over the joined
-    text and one read-back, instead of a function call and a screen per payload. At any
-    doubt every payload goes through :func:`payload_json`, which also gives an error its
-    message. Raises :class:`InvalidEvent` as :func:`payload_json` does.
+    text and one read-back, instead of a function call and a screen per payload. The
+    reserved keys are looked up in each dict only when the joined text holds one of their
+    names (at any depth: a nested ``"type"`` is common and allowed). At any doubt every
+    payload goes through :func:`payload_json`, which also gives an error its message.
+    Raises :class:`InvalidEvent` as :func:`payload_json` does.
     """
-    if _fast_dumps is not None:
-        encode, option = _orjson.dumps, _ORJSON_STRICT
-        raws = []
-        try:
-            for p in payloads:
-                if type(p) is not dict or "type" in p or "seq" in p or "ts" in p or "event_id" in p and (
-                        not good_event_id(p["event_id"])):
-                    break  # None, a reserved key or something odd: payload_json() decides
-                raws.append(encode(p, default=_refuse, option=option))
-            else:
-                texts = [raw.decode("utf-8") for raw in raws]
-                joined = "[" + ",".join(texts) + "]"
-                if not ((".0" in joined or "e+" in joined or "e-" in joined or _QUOTE_DIGIT_TEXT(joined) is not None)
-                        and _orjson_odd(joined.encode("utf-8"))):
-                    stored = _orjson.loads(joined)
-                    if stored == payloads:
-                        return texts, stored
+    if _fast_dumps is not None and payloads and set(map(type, payloads)) == _DICT_ONLY:
+        try:  # C loops: without ``default``, orjson raises for every type it does not take as it is
+            texts = list(map(bytes.decode, map(_orjson.dumps, payloads, repeat(None), repeat(_ORJSON_STRICT))))
         except (TypeError, _orjson.JSONEncodeError):
-            pass
+            texts = None
+        if texts is not None:
+            joined = "[" + ",".join(texts) + "]"
+            if (('"type"' in joined or '"seq"' in joined or '"ts"' in joined or '"event_id"' in joined)
+                    and not all(map(_plain_keys, payloads))):
+                pass  # a reserved key or an odd event_id: payload_json() decides and says why
+            elif not ((".0" in joined or "e+" in joined or "e-" in joined or _QUOTE_DIGIT_TEXT(joined) is not None)
+                      and _orjson_odd(joined.encode("utf-8"))):
+                stored = _orjson.loads(joined)
+                if stored == payloads:
+                    return texts, stored
     texts = ["{}" if p is None else payload_json(p) for p in payloads]
     return texts, [loads(text) for text in texts]
+
+
+_DICT_ONLY = {dict}
+
+
+def _plain_keys(p: dict) -> bool:
+    """No reserved key at the top of ``p``, and an ``event_id`` (if any) that can be a key."""
+    return not ("type" in p or "seq" in p or "ts" in p or "event_id" in p and not good_event_id(p["event_id"]))
 
 
 # --- reading -------------------------------------------------------------------------

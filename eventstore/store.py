@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from .errors import (
 )
 from .jsonl import (
     chain_hash,
-    chain_hashes,
+    chain_rows,
     dumps,
     encodable,
     event_line,
@@ -153,6 +154,19 @@ def _new_event(session_id: str, seq: int, position: int, type_: str, ts: float, 
     return e
 
 
+def _new_events(session_id: str, seq0: int, position0: int, types: list[str], tss: list[float],
+                payloads: list) -> list[Event]:
+    """Consecutive events of one session (seqs ``seq0...``, positions ``position0...``), built
+    a field at a time over the whole batch: a C loop per field (``map`` over the slot's
+    setter) instead of a Python call per event."""
+    n = len(types)
+    events = list(map(object.__new__, repeat(Event, n)))
+    for setter, values in zip(_set, (repeat(session_id, n), range(seq0, seq0 + n), range(position0, position0 + n),
+                                     types, tss, payloads), strict=True):
+        deque(map(setter, events, values), 0)
+    return events
+
+
 def _event_from_row(row: tuple) -> Event:
     position, session_id, seq, type_, ts, payload = row
     return _new_event(session_id, seq, position, type_, ts, json.loads(payload))
@@ -180,18 +194,17 @@ class _StaleHead(Exception):
         self.error = error
 
 
-def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int,
-                 events: list[tuple], hashes: list[str]) -> None:
-    """Insert ``events`` (``(type, ts, payload_json, ...)``) at seqs ``seq0...`` and positions
-    ``pos0...``, with their ``hashes``. Raises :class:`_StaleHead` when the first statement
-    is refused (nothing of the batch is stored then), sqlite3 errors for any later one."""
+def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list) -> None:
+    """Insert ``rows`` (the flat ``[type, ts, payload_json, hash, ...]`` of
+    :func:`eventstore.jsonl.chain_rows`) at seqs ``seq0...`` and positions ``pos0...``.
+    Raises :class:`_StaleHead` when the first statement is refused (nothing of the batch is
+    stored then), sqlite3 errors for any later one."""
     done = 0
-    total = len(events)
+    total = len(rows) // 4
     while done < total:
         n = min(_GROUP, 1 << ((total - done).bit_length() - 1))
         params = [pos0 + done, sid, seq0 + done]
-        for e, h in zip(events[done:done + n], hashes[done:done + n], strict=True):
-            params += (e[0], e[1], e[2], h)
+        params += rows[4 * done:4 * (done + n)]
         try:
             cur.execute(_INSERT_ROWS[n], params)
         except sqlite3.IntegrityError as e:
@@ -200,6 +213,42 @@ def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int,
             raise
         done += n
 
+
+def _split_batch(events: Any, now: float) -> tuple[list, list, list]:
+    """``append_many``'s ``events`` as three lists: types (checked), timestamps (checked;
+    ``now`` where none is given) and payloads. Raises :class:`InvalidEvent`."""
+    if type(events) is not list:
+        events = list(events)
+    if events and len(set(map(type, events))) == 1 and type(events[0]) is tuple and len(set(map(len, events))) == 1:
+        columns = list(zip(*events, strict=True))  # all (type, payload) or all (type, payload, ts): C loops only
+        if len(columns) == 2:
+            types, payloads = columns
+            tss = [now] * len(types)
+        else:
+            columns = None
+        if columns is not None and set(map(type, types)) == {str}:
+            for type_ in set(types):
+                _check_type(type_)
+            return list(types), tss, list(payloads)
+    types, tss, payloads = [], [], []
+    checked = set()  # the types checked so far: a batch holds a few
+    for item in events:
+        if type(item) is tuple and len(item) == 2:
+            type_, payload = item
+            ts = now
+        else:
+            if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+                raise InvalidEvent("append_many takes (type, payload) or (type, payload, ts) tuples, "
+                                   f"not {item!r:.80}")
+            type_, payload = item[0], item[1]
+            ts = _check_ts(item[2]) if len(item) == 3 and item[2] is not None else now
+        if type(type_) is not str or type_ not in checked:
+            _check_type(type_)
+            checked.add(type_)
+        types.append(type_)
+        tss.append(ts)
+        payloads.append(payload)
+    return types, tss, payloads
 
 
 class Session:
@@ -296,50 +345,31 @@ class Session:
         content, or stored without the rest of its batch, raises
         :class:`IdempotencyConflict`; a key twice in one batch raises :class:`InvalidEvent`.
         """
-        now = time.time()
-        types, tss, payloads = [], [], []
-        checked = set()  # the types checked so far: a batch holds a few
-        for item in events:
-            if type(item) is tuple and len(item) == 2:
-                type_, payload = item
-                ts = now
-            else:
-                if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
-                    raise InvalidEvent("append_many takes (type, payload) or (type, payload, ts) tuples, "
-                                       f"not {item!r:.80}")
-                type_, payload = item[0], item[1]
-                ts = _check_ts(item[2]) if len(item) == 3 and item[2] is not None else now
-            if type(type_) is not str or type_ not in checked:
-                _check_type(type_)
-                checked.add(type_)
-            types.append(type_)
-            tss.append(ts)
-            payloads.append(payload)
+        types, tss, payloads = _split_batch(events, time.time())
         if expected_seq is not None:
             _check_seq(expected_seq)
         if not payloads:
             return []
         pjs, stored = payload_jsons(payloads)
-        prepared = list(zip(types, tss, pjs, strict=True))  # (type, ts, payload_json)
         store = self._store
         sid = self.id
 
-        def insert(cur: sqlite3.Cursor, seq0: int, pos0: int, prev: str) -> list[str]:
-            hashes = chain_hashes(prev, seq0, prepared)
-            _insert_rows(cur, sid, seq0, pos0, prepared, hashes)
-            return hashes
+        def insert(cur: sqlite3.Cursor, seq0: int, pos0: int, prev: str) -> str:
+            rows = chain_rows(prev, seq0, types, tss, pjs)
+            _insert_rows(cur, sid, seq0, pos0, rows)
+            return rows[-1]
 
         try:
-            hashes, seq0, pos0, cached = self._at_head(expected_seq, insert)
+            last_hash, seq0, pos0, cached = self._at_head(expected_seq, insert)
         except (SeqConflict, AppendOnlyViolation):
-            found = self._stored_batch(prepared, stored)
+            found = self._stored_batch(list(zip(types, tss, pjs, strict=True)), stored)
             if found is None:
                 raise
             return found
-        n = len(prepared)
-        store._remember(sid, seq0 + n, pos0 + n, hashes[-1], optimistic=cached)
+        n = len(pjs)
+        store._remember(sid, seq0 + n, pos0 + n, last_hash, optimistic=cached)
         store._wrote(pos0, pos0 + n - 1, sum(map(len, pjs)))
-        return list(map(_new_event, repeat(sid), range(seq0, seq0 + n), range(pos0, pos0 + n), types, tss, stored))
+        return _new_events(sid, seq0, pos0, types, tss, stored)
 
     def _at_head(self, expected_seq: int | None, insert: Callable) -> tuple:
         """In one write transaction, call ``insert(cursor, seq, position, prev_hash)`` with the

@@ -116,6 +116,31 @@ def test_a_str_subclass_type_is_refused_with_the_plain_text_to_use(store):
     assert s.next_seq() == 0
 
 
+def test_append_many_checks_each_item_of_a_batch_whatever_its_shape(store):
+    """A batch of (type, payload) pairs is split by C loops, other shapes item by item:
+    either way every type is checked (a str subclass equal to a plain type in the same
+    batch too), a ts applies to its own event, and a generator is a batch like a list."""
+    import enum
+
+    class Kind(enum.StrEnum):
+        NOTE = "note"
+
+    s = store.create_session("a")
+    for batch in ([("note", {})] * 5 + [(Kind.NOTE, {})], [("note", {}), ["note", {}], (Kind.NOTE, {}, 1.0)]):
+        with pytest.raises(InvalidEvent, match="plain str"):
+            s.append_many(batch)
+    for bad in ([("note", {}), ("note",)], [("note", {}), "note"], [("", {}), ("", {})], [(None, {}), (None, {})]):
+        with pytest.raises(InvalidEvent):
+            s.append_many(bad)
+    assert s.next_seq() == 0
+    got = s.append_many((t, {"i": i}) for i, t in enumerate(["a", "b", "a"]))
+    assert [(e.seq, e.type, e.payload) for e in got] == [(0, "a", {"i": 0}), (1, "b", {"i": 1}), (2, "a", {"i": 2})]
+    assert len({e.ts for e in got}) == 1
+    got = s.append_many([("a", {}, 1.5), ("b", {}), ["c", {}, 2]])
+    assert [(e.type, e.ts) for e in got][::2] == [("a", 1.5), ("c", 2.0)]
+    assert [e.ts for e in s.events(after_seq=2)] == [e.ts for e in got]
+
+
 @pytest.mark.parametrize("ts", [math.nan, math.inf, "now", True])
 def test_bad_ts_is_refused(store, ts):
     with pytest.raises(InvalidEvent, match="ts"):

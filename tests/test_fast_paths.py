@@ -281,6 +281,26 @@ def test_payload_jsons_is_payload_json_of_each(payloads):
     assert stored == [jsonl_mod.loads(t) for t in texts]
 
 
+@pytest.mark.parametrize("payloads", [
+    [{"nested": {"type": "x", "ts": 1, "seq": 2, "event_id": 3}}, {"tool_calls": [{"type": "function"}]}],
+    [{"a": 1}, {"tool_calls": [{"type": "function"}]}, {"seq": 1}],
+    [{"a": 1}, {"type": "x"}], [{"ts": 1}], [{"a": 1}, {"event_id": "k"}], [{"event_id": ""}],
+    [{"b": 2}, {"event_id": 5}], [{"event_id": "\ud800"}],
+], ids=["nested-names", "seq-after-nested-type", "type", "ts", "event_id", "empty-event_id", "int-event_id",
+        "surrogate-event_id"])
+def test_payload_jsons_refuses_the_reserved_keys_at_the_top_only(payloads):
+    """The batch encoder looks for reserved keys only when the batch's text names one: a
+    nested "type" (a tool call's) is stored, a top-level one is refused as payload_json()
+    refuses it, and an event_id must be a non-empty string."""
+    each = [_payload_json_or_error(p) for p in payloads]
+    refused = next((e for e in each if isinstance(e, type)), None)
+    if refused is not None:
+        with pytest.raises(refused):
+            jsonl_mod.payload_jsons(payloads)
+    else:
+        assert jsonl_mod.payload_jsons(payloads) == (each, [jsonl_mod.loads(t) for t in each])
+
+
 @pytest.mark.parametrize("value", [
     math.nan, 5.0, 1e16, 2**64, _Color.RED, __import__("uuid").UUID(int=1), (1, 2), {"0": 1}, {"a": 1, "7": 2}, {1: "x"},
     orjson.Fragment(b'{"type":1}'),
