@@ -3,7 +3,7 @@
 With the write queue (:mod:`eventstore.writelock`) an :class:`~eventstore.EventStore`
 switches SQLite's automatic checkpoint off: it would run inside ``COMMIT``, holding the
 write lock (and every queued writer) through its fsyncs. The store checkpoints itself
-instead, when its appends cross a multiple of ``CHECKPOINT_EVENTS`` positions (see
+instead, each time its commits have written about ``CHECKPOINT_FRAMES`` WAL frames (see
 ``EventStore._wrote``). A checkpoint costs two fsyncs, 10 to 30 ms here; run inline, it
 made one append in every 500 that slow, and added about 40 microseconds to the mean of a
 single append. So a :class:`Checkpointer` runs it on a thread of its own, with its own

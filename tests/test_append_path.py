@@ -7,6 +7,7 @@ behind a store's back and check that what ends up stored is still gapless and ch
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -106,7 +107,7 @@ def test_threads_of_one_store_and_a_second_store_append_without_gaps(db_path):
 
 
 def test_checkpoints_run_on_a_background_thread_and_keep_the_wal_bounded(db_path, monkeypatch):
-    monkeypatch.setattr(_engine, "CHECKPOINT_EVENTS", 50)
+    monkeypatch.setattr(_engine, "CHECKPOINT_FRAMES", 100)  # about 50 appends
     monkeypatch.setattr(_engine, "WAL_RESET_FRAMES", 300)
     store = EventStore.open(db_path)
     s = store.create_session("s")
@@ -135,7 +136,7 @@ def test_checkpoints_run_on_a_background_thread_and_keep_the_wal_bounded(db_path
 
 
 def test_closing_while_a_checkpoint_is_due_loses_nothing(db_path, monkeypatch):
-    monkeypatch.setattr(_engine, "CHECKPOINT_EVENTS", 10)
+    monkeypatch.setattr(_engine, "CHECKPOINT_FRAMES", 3)  # every commit of a few events
     for round_ in range(5):
         with EventStore.open(db_path) as store:
             s = store.session("s") if round_ else store.create_session("s")
@@ -150,7 +151,7 @@ def test_closing_while_a_checkpoint_is_due_loses_nothing(db_path, monkeypatch):
 def test_a_store_dropped_without_close_stops_its_checkpointer(db_path, monkeypatch):
     import gc
 
-    monkeypatch.setattr(_engine, "CHECKPOINT_EVENTS", 10)
+    monkeypatch.setattr(_engine, "CHECKPOINT_FRAMES", 3)  # every commit of a few events
     store = EventStore.open(db_path)
     store.create_session("s").append_many([("x", {})] * 20)
     checkpointer = store._checkpointer
@@ -161,6 +162,33 @@ def test_a_store_dropped_without_close_stops_its_checkpointer(db_path, monkeypat
     gc.collect()
     thread.join(timeout=30)
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("kind", ["single", "batch of 100", "big payloads"])
+def test_the_checkpoint_cadence_follows_the_wal_frames_commits_write(db_path, monkeypatch, kind):
+    """A checkpoint is due after about CHECKPOINT_FRAMES WAL frames, whatever the commits
+    hold: engine.wal_frames() stays within a factor of 1.6 of the frames SQLite writes
+    (measured on the WAL file, with checkpoints held back), so a batch of 100 small events
+    counts for about 10 frames, not 100 events' worth."""
+    monkeypatch.setattr(_engine, "CHECKPOINT_FRAMES", 10**9)
+    with EventStore.open(db_path) as store:
+        s = store.create_session("s")
+        s.append_many([("assistant/chunk", {"delta": {"content": f"w{i}"}}) for i in range(300)])
+        wal = f"{db_path}-wal"
+        before = os.path.getsize(wal)
+        if kind == "single":
+            commits = [[("assistant/chunk", {"delta": {"content": f"tok{i}"}})] for i in range(400)]
+        elif kind == "batch of 100":
+            commits = [[("assistant/chunk", {"delta": {"content": f"tok{i}"}})] * 100 for i in range(40)]
+        else:
+            commits = [[("tool/result", {"content": "x" * 5000})] for _ in range(100)]
+        estimate = 0
+        for events in commits:
+            stored = s.append_many(events)
+            estimate += _engine.wal_frames(len(stored), sum(len(json.dumps(e.payload, separators=(",", ":")))
+                                                            for e in stored))
+        frames = (os.path.getsize(wal) - before) / (24 + 4096)
+        assert frames / 1.6 <= estimate <= frames * 1.6, (frames, estimate)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
