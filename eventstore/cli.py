@@ -2,7 +2,9 @@
 
 The database is ``--db PATH`` (before the command), else ``$EVENTSTORE_DB``, else
 ``./eventstore.db``. Errors print one line to stderr (``error: ...``, or ``FILE:LINE:
-reason`` for a bad JSONL line) and exit with status 1; usage errors exit with 2.
+reason`` for a bad JSONL line) and exit with status 1; usage errors exit with 2. Even
+an error nobody foresaw is one line (``error: unexpected ...``); ``EVENTSTORE_DEBUG=1``
+shows its traceback instead.
 """
 
 from __future__ import annotations
@@ -48,6 +50,13 @@ class _Group(click.Group):
             _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
         except KeyboardInterrupt:
             _fail("interrupted")
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as e:  # a bug, or a database changed by hand: still one line
+            if os.environ.get("EVENTSTORE_DEBUG"):
+                raise
+            _fail(f"unexpected {type(e).__name__}: {e} (EVENTSTORE_DEBUG=1 shows the traceback; "
+                  "please report it)")
 
 
 class _Utf8Text(click.ParamType):

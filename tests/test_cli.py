@@ -297,3 +297,23 @@ def test_ctrl_c_stops_an_endless_sql_query(tmp_path):
         proc.kill()
     assert proc.returncode == 1
     assert b"interrupted" in proc.stderr.read()
+
+
+def test_an_unforeseen_error_is_one_line_not_a_traceback(run, filled, monkeypatch):
+    """Whatever goes wrong inside a command (here a bug planted in the store), the user gets
+    one line and status 1; EVENTSTORE_DEBUG=1 lets the traceback through for a report."""
+    def broken(self):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(EventStore, "sessions", broken)
+    result = run("--db", filled, "sessions")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == ("error: unexpected ZeroDivisionError: planted (EVENTSTORE_DEBUG=1 shows the "
+                             "traceback; please report it)\n")
+    monkeypatch.setenv("EVENTSTORE_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        run("--db", filled, "sessions")
+    monkeypatch.delenv("EVENTSTORE_DEBUG")
+    assert run("--db", filled, "--help").exit_code == 0  # click's own exits pass through
+    assert run("--db", filled, "nosuchcommand").exit_code == 2
