@@ -216,20 +216,20 @@ def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list
 
 def _split_batch(events: Any, now: float) -> tuple[list, list, list]:
     """``append_many``'s ``events`` as three lists: types (checked), timestamps (checked;
-    ``now`` where none is given) and payloads. Raises :class:`InvalidEvent`."""
-    if type(events) is not list:
-        events = list(events)
-    if events and len(set(map(type, events))) == 1 and type(events[0]) is tuple and len(set(map(len, events))) == 1:
+    ``now`` where none is given) and payloads. Raises :class:`InvalidEvent` for the first
+    bad item, in order.
+
+    A list or tuple of ``(type, payload)`` tuples is split by C loops. Anything else is
+    read item by item, as it comes: a generator may reuse one mutable item, or never end
+    after a bad one."""
+    if (type(events) in (list, tuple) and events and len(set(map(type, events))) == 1
+            and type(events[0]) is tuple and len(set(map(len, events))) == 1):
         columns = list(zip(*events, strict=True))  # all (type, payload) or all (type, payload, ts): C loops only
-        if len(columns) == 2:
+        if len(columns) == 2 and set(map(type, columns[0])) == {str}:
             types, payloads = columns
-            tss = [now] * len(types)
-        else:
-            columns = None
-        if columns is not None and set(map(type, types)) == {str}:
-            for type_ in set(types):
+            for type_ in dict.fromkeys(types):  # each distinct type once, in order: the first bad one is named
                 _check_type(type_)
-            return list(types), tss, list(payloads)
+            return list(types), [now] * len(types), list(payloads)
     types, tss, payloads = [], [], []
     checked = set()  # the types checked so far: a batch holds a few
     for item in events:

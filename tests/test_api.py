@@ -141,6 +141,33 @@ def test_append_many_checks_each_item_of_a_batch_whatever_its_shape(store):
     assert [e.ts for e in s.events(after_seq=2)] == [e.ts for e in got]
 
 
+def test_append_many_reads_an_iterable_item_by_item(store):
+    """A generator is read as it yields (found by a helper: copying it first broke these):
+    one mutable item reused for every event stores each state it had, a bad item is
+    refused before the generator is asked for more (an endless one included), and the
+    first bad type of a batch is the one named."""
+    import itertools
+
+    s = store.create_session("a")
+
+    def reused():
+        item = ["a", None, 1.0]
+        for i in range(3):
+            item[0], item[1], item[2] = f"t{i}", {"i": i}, 1.0 + i
+            yield item
+
+    assert [(e.type, e.payload, e.ts) for e in s.append_many(reused())] == [
+        ("t0", {"i": 0}, 1.0), ("t1", {"i": 1}, 2.0), ("t2", {"i": 2}, 3.0)]
+    with pytest.raises(InvalidEvent, match="tuples, not 5"):
+        s.append_many(itertools.repeat(5))
+    with pytest.raises(InvalidEvent, match="non-empty string"):
+        s.append_many(itertools.repeat(("", {})))
+    for batch in ([("session/meta", {}), ("", {})], (("session/meta", {}), ("", {}))):
+        with pytest.raises(InvalidEvent, match="reserved"):
+            s.append_many(batch)
+    assert s.next_seq() == 3
+
+
 @pytest.mark.parametrize("ts", [math.nan, math.inf, "now", True])
 def test_bad_ts_is_refused(store, ts):
     with pytest.raises(InvalidEvent, match="ts"):
