@@ -133,6 +133,8 @@ class Report:
     targets: list[dict] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)
     contention: dict | None = None
+    # eventstore's projection of the two sessions (seconds), timed in one interleaved loop
+    projection_pair: tuple[float, float] | None = None
 
     def add(self, *args, **kw) -> Row:
         row = Row(*args, **kw)
@@ -902,6 +904,10 @@ def bench_projection(rep: Report, a, work: Path, loop) -> None:
         n = write_jsonl(path, sid, projection_events(a.messages, chunks))
         store.import_jsonl(path)
         cases.append((chunks, sid, path, n))
+    # Reads are timed on a settled file: close() runs the checkpoint the imports asked for
+    # (a 30 MB WAL copied on the background thread would otherwise overlap the timings).
+    store.close()
+    store = EventStore.open(folder / "eventstore.db")
     case_names = {c: f"{fmt_int(a.messages)} messages + {fmt_int(c)} chunks" for c, *_ in cases}
 
     agents = evsrc = None
@@ -925,6 +931,20 @@ def bench_projection(rep: Report, a, work: Path, loop) -> None:
 
     for chunks, sid, path, n in cases:
         _projection_case(rep, a, store.session(sid), case_names[chunks], chunks, path, n, agents, evsrc)
+    # The chunk target compares eventstore with itself: the two sessions take turns in one
+    # loop, so a slow phase of a shared machine falls on both (timed one after the other,
+    # the ratio moved between 0.9x and 2x from run to run here).
+    few, many = (store.session(sid) for _chunks, sid, _path, _n in cases)
+
+    def timed(session) -> Callable[[], float]:
+        def block() -> float:
+            t0 = time.perf_counter()
+            session.derive_messages()
+            return time.perf_counter() - t0
+        return block
+
+    pair = best_of(2 * a.projection_repeat, {"few": timed(few), "many": timed(many)})
+    rep.projection_pair = (pair["few"], pair["many"])
 
     store.close()
     if agents:
@@ -1047,11 +1067,12 @@ def compute_targets(rep: Report, a) -> None:
     sec_proj = "Projection (derive the chat messages)"
     c0 = f"{fmt_int(a.messages)} messages + 0 chunks"
     c1 = f"{fmt_int(a.messages)} messages + {fmt_int(a.chunks)} chunks"
-    p0, p1 = rep.get(sec_proj, c0, ES), rep.get(sec_proj, c1, ES)
+    p0, p1 = rep.projection_pair or (rep.get(sec_proj, c0, ES), rep.get(sec_proj, c1, ES))
     if p0 and p1:
         r = p1 / p0
         rep.targets.append({"target": f"projection with {fmt_int(a.chunks)} chunks <= 1.5x the time with 0",
-                            "value": f"{r:.2f}x", "met": r <= 1.5})
+                            "value": f"{r:.2f}x ({fmt_time(p1)} against {fmt_time(p0)}, the two timed in turns)",
+                            "met": r <= 1.5})
     for label, section in (("append", sec_append), ("batched append", sec_batch), ("read", sec_proj)):
         worst = None
         for r in rep.rows:
