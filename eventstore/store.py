@@ -214,22 +214,33 @@ def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list
         done += n
 
 
-def _split_batch(events: Any, now: float) -> tuple[list, list, list]:
-    """``append_many``'s ``events`` as three lists: types (checked), timestamps (checked;
-    ``now`` where none is given) and payloads. Raises :class:`InvalidEvent` for the first
-    bad item, in order.
+def _split_batch(events: Any, now: float) -> tuple[list, list, list | None, list | None]:
+    """``append_many``'s ``events`` as ``(types, timestamps, payloads, payload_jsons)``:
+    types checked, timestamps checked (``now`` where none is given), and either the
+    payloads (``payload_jsons`` None) or their JSON texts (``payloads`` None). Raises
+    :class:`InvalidEvent` for the first bad item, in order.
 
-    A list or tuple of ``(type, payload)`` tuples is split by C loops. Anything else is
-    read item by item, as it comes: a generator may reuse one mutable item, or never end
-    after a bad one."""
-    if (type(events) in (list, tuple) and events and len(set(map(type, events))) == 1
-            and type(events[0]) is tuple and len(set(map(len, events))) == 1):
-        columns = list(zip(*events, strict=True))  # all (type, payload) or all (type, payload, ts): C loops only
-        if len(columns) == 2 and set(map(type, columns[0])) == {str}:
-            types, payloads = columns
-            for type_ in dict.fromkeys(types):  # each distinct type once, in order: the first bad one is named
-                _check_type(type_)
-            return list(types), [now] * len(types), list(payloads)
+    A list or tuple of events is read as it stands: ``payload_jsons`` is None, and the
+    caller encodes the payloads as one batch (:func:`eventstore.jsonl.payload_jsons`); one
+    of ``(type, payload)`` tuples is split by C loops. Any other iterable is read item by
+    item, each payload encoded as it comes: a generator may reuse one mutable item or dict
+    (each event keeps what it held when yielded), or never end after a bad one."""
+    if type(events) in (list, tuple):
+        if (events and len(set(map(type, events))) == 1 and type(events[0]) is tuple
+                and len(set(map(len, events))) == 1):
+            columns = list(zip(*events, strict=True))  # all (type, payload) or all (type, payload, ts): C loops
+            if len(columns) == 2 and set(map(type, columns[0])) == {str}:
+                types, payloads = columns
+                for type_ in dict.fromkeys(types):  # each distinct type once, in order: the first bad one is named
+                    _check_type(type_)
+                return list(types), [now] * len(types), list(payloads), None
+        eager = False
+    else:
+        try:
+            events = iter(events)
+        except TypeError:
+            raise InvalidEvent(f"append_many takes an iterable of events, not {type(events).__name__}") from None
+        eager = True
     types, tss, payloads = [], [], []
     checked = set()  # the types checked so far: a batch holds a few
     for item in events:
@@ -247,8 +258,8 @@ def _split_batch(events: Any, now: float) -> tuple[list, list, list]:
             checked.add(type_)
         types.append(type_)
         tss.append(ts)
-        payloads.append(payload)
-    return types, tss, payloads
+        payloads.append(("{}" if payload is None else payload_json(payload)) if eager else payload)
+    return (types, tss, None, payloads) if eager else (types, tss, payloads, None)
 
 
 class Session:
@@ -345,12 +356,15 @@ class Session:
         content, or stored without the rest of its batch, raises
         :class:`IdempotencyConflict`; a key twice in one batch raises :class:`InvalidEvent`.
         """
-        types, tss, payloads = _split_batch(events, time.time())
+        types, tss, payloads, pjs = _split_batch(events, time.time())
         if expected_seq is not None:
             _check_seq(expected_seq)
-        if not payloads:
+        if not types:
             return []
-        pjs, stored = payload_jsons(payloads)
+        if pjs is None:
+            pjs, stored = payload_jsons(payloads)
+        else:  # encoded item by item as an iterable yielded them
+            stored = [loads(pj) for pj in pjs]
         store = self._store
         sid = self.id
 

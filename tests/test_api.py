@@ -142,10 +142,10 @@ def test_append_many_checks_each_item_of_a_batch_whatever_its_shape(store):
 
 
 def test_append_many_reads_an_iterable_item_by_item(store):
-    """A generator is read as it yields (found by a helper: copying it first broke these):
-    one mutable item reused for every event stores each state it had, a bad item is
-    refused before the generator is asked for more (an endless one included), and the
-    first bad type of a batch is the one named."""
+    """A generator is read as it yields (found by helpers: copying it first broke these):
+    one mutable item or payload dict reused for every event stores each state it had, a
+    bad item or payload is refused before the generator is asked for more (an endless one
+    included), and the first bad type of a batch is the one named."""
     import itertools
 
     s = store.create_session("a")
@@ -162,10 +162,24 @@ def test_append_many_reads_an_iterable_item_by_item(store):
         s.append_many(itertools.repeat(5))
     with pytest.raises(InvalidEvent, match="non-empty string"):
         s.append_many(itertools.repeat(("", {})))
+
+    shared = {"i": 0}  # one dict, changed between yields (found by a newcomer helper)
+
+    def reused_dict():
+        for i in range(3):
+            shared["i"] = i
+            yield "d", shared
+
+    assert [e.payload for e in s.append_many(reused_dict())] == [{"i": 0}, {"i": 1}, {"i": 2}]
+    for bad in ({"v": math.nan}, {"type": "x"}, [1], {"v": {1}}):
+        with pytest.raises(InvalidEvent):  # refused as yielded: the endless rest is never asked for
+            s.append_many(itertools.chain([("d", bad)], (("d", {"i": i}) for i in itertools.count())))
+    with pytest.raises(InvalidEvent, match="an iterable of events, not int"):
+        s.append_many(5)
     for batch in ([("session/meta", {}), ("", {})], (("session/meta", {}), ("", {}))):
         with pytest.raises(InvalidEvent, match="reserved"):
             s.append_many(batch)
-    assert s.next_seq() == 3
+    assert s.next_seq() == 6
 
 
 @pytest.mark.parametrize("ts", [math.nan, math.inf, "now", True])
