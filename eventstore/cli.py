@@ -576,11 +576,11 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool) -> None
     conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
     ctx.call_on_close(conn.close)
     report = audit.verify(conn, session_ids or None)
-    for f in report.findings:
-        click.echo(_printable(str(f)), err=head)
+    for f in report.findings:  # a name from the log may hold control or bidi characters: escaped
+        click.echo(_CONTROL.sub(escape_char, _printable(str(f))), err=head)
     if head:
         for sid, (n, h) in report.heads.items():
-            click.echo(f"{_printable(sid)}\t{n}\t{h}")
+            click.echo(f"{_CONTROL.sub(escape_char, _printable(sid))}\t{n}\t{h}")
     status = "OK" if report.ok else f"{len(report.findings)} finding{'' if len(report.findings) == 1 else 's'}"
     click.echo(f"verified {report.sessions} session{'' if report.sessions == 1 else 's'}, "
                f"{report.events} events: {status}", err=True)

@@ -317,3 +317,19 @@ def test_an_unforeseen_error_is_one_line_not_a_traceback(run, filled, monkeypatc
     monkeypatch.delenv("EVENTSTORE_DEBUG")
     assert run("--db", filled, "--help").exit_code == 0  # click's own exits pass through
     assert run("--db", filled, "nosuchcommand").exit_code == 2
+
+
+def test_verify_escapes_control_and_bidi_characters_from_the_log(run, tmp_path):
+    """A session id or tool name holding U+202E (right-to-left override) or ESC would reorder
+    or restyle the terminal's line: verify shows them escaped, as tail does (found by a
+    newcomer helper)."""
+    db = str(tmp_path / "v.db")
+    sid = "s\u202eX\x1b[31m"
+    with EventStore.open(db) as st:
+        st.create_session(sid).append_many([("user/message", {"content": "hi"}, 1.0),
+                                            ("tool/result", {"tool_call_id": "c\u202e", "content": "x"}, 2.0)])
+    result = run("--db", db, "verify", "--head")
+    assert result.exit_code == 1
+    out = result.stdout + result.stderr
+    assert "s\\u202eX\\x1b[31m" in out
+    assert "\u202e" not in out and "\x1b" not in out
