@@ -289,17 +289,6 @@ def chain_hash(prev_hash: str, line: str) -> str:
 _SHA256 = hashlib.sha256()
 
 
-def chain_hashes(prev_hash: str, first_seq: int, events: list[tuple]) -> list[str]:
-    """The hashes of consecutive events of one session: ``events`` holds ``(type, ts,
-    payload_json, ...)`` (more items are ignored) for seqs ``first_seq``, ``first_seq + 1``,
-    ...; ``prev_hash`` is the hash before the first (see :func:`chain_hash`). The same as
-    calling :func:`chain_hash` on each :func:`event_line` in turn.
-    """
-    rows = chain_rows(prev_hash, first_seq, [e[0] for e in events], [e[1] for e in events],
-                      [e[2] for e in events])
-    return rows[3::4]
-
-
 def chain_rows(prev_hash: str, first_seq: int, types: list[str], tss: list[float],
                payload_jsons: list[str]) -> list:
     """Consecutive events of one session, hashed: the flat list ``[type, ts, payload_json,

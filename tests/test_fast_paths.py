@@ -210,7 +210,7 @@ def test_export_pages_the_fast_path_refuses_are_still_exact(stores, payload, ts,
     assert export_bytes(a, "o") == ("\n".join(expected) + "\n").encode()
 
 
-# --- append: payload_json's orjson path and chain_hashes -------------------------------
+# --- append: payload_json's orjson path and chain_rows ----------------------------------
 
 class _Color(__import__("enum").Enum):
     RED = 1
@@ -322,7 +322,7 @@ def test_payload_jsons_leaves_an_odd_value_anywhere_in_the_batch_to_the_exact_en
 
 @settings(max_examples=200, deadline=None)
 @given(events=st.lists(st.tuples(TYPE, TS, PAYLOAD), max_size=10), first=st.integers(0, 2**40))
-def test_chain_hashes_is_chain_hash_of_each_event_line(events, first):
+def test_chain_rows_is_each_event_with_chain_hash_of_its_line(events, first):
     rows = []
     for t, ts, p in events:
         try:
@@ -337,4 +337,5 @@ def test_chain_hashes_is_chain_hash_of_each_event_line(events, first):
         except UnicodeEncodeError:  # a type with a lone surrogate: the store refuses it
             return
         expected.append(prev)
-    assert jsonl_mod.chain_hashes("0" * 64, first, rows) == expected
+    flat = jsonl_mod.chain_rows("0" * 64, first, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+    assert flat == [x for (t, ts, pj), h in zip(rows, expected, strict=True) for x in (t, ts, pj, h)]
