@@ -426,3 +426,133 @@ def test_opening_a_database_another_process_holds_for_its_upgrade_says_busy(db_p
         other.execute("ROLLBACK")
         other.close()
     EventStore.open(db_path).close()
+
+
+# --- 0007: the CHECK constraints without function calls ---------------------------------
+
+def migration_0007():
+    """The 0007 revision's module (its CHECK texts and ``rewrite_checks``)."""
+    import importlib.util
+    from pathlib import Path
+
+    from eventstore.engine import migrations_path
+
+    path = Path(migrations_path()) / "versions" / "0007_cheaper_checks.py"
+    spec = importlib.util.spec_from_file_location("migration_0007", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def events_ddl(conn: sqlite3.Connection) -> str:
+    return conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()[0]
+
+
+def put_back_the_typeof_checks(raw: sqlite3.Connection) -> None:
+    """Make the file's ``events`` definition what revisions 0001 to 0006 wrote (byte for
+    byte: a database written by the store before 0007 was checked to read so)."""
+    ddl = events_ddl(raw)
+    for old, cheap in migration_0007().CHECKS:
+        assert cheap in ddl
+        ddl = ddl.replace(cheap, old)
+    (version,) = raw.execute("PRAGMA schema_version").fetchone()
+    raw.execute("PRAGMA writable_schema = ON")
+    raw.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'events'", (ddl,))
+    raw.execute(f"PRAGMA schema_version = {version + 1}")
+    raw.execute("PRAGMA writable_schema = OFF")
+
+
+def test_upgrade_from_0006_rewrites_the_checks_in_place(db_path, migrate_to, tmp_path):
+    """A database written before 0007 gets the cheaper CHECKs on open: its definition then
+    reads exactly as a new database's, the file passes integrity_check, and the rows and
+    guards are kept."""
+    migrate_to(db_path, "0006")
+    raw = sqlite3.connect(db_path, isolation_level=None)
+    put_back_the_typeof_checks(raw)
+    assert "typeof(seq) = 'integer'" in events_ddl(raw)
+    assert_upgrade_keeps_the_events_and_installs_the_guards(raw, db_path)
+    with EventStore.open(tmp_path / "new.db") as fresh_store:
+        fresh = sqlite3.connect(tmp_path / "new.db")
+        assert events_ddl(raw) == events_ddl(fresh)
+        fresh.close()
+        assert fresh_store.session  # the store opened a new file at head
+    assert "typeof" not in events_ddl(raw)
+    assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    # (values that pass the insert guard, which runs first: only a CHECK can refuse them)
+    for column, value in (("type", "x'00'"), ("type", "''"), ("ts", "9e999"), ("ts", "'soon'")):
+        values = {"position": "3", "session_id": "'a'", "seq": "2", "type": "'x'", "ts": "1",
+                  "payload": "'{}'", "hash": f"'{H}'"}
+        values[column] = value
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+            raw.execute(f"INSERT INTO events ({', '.join(values)}) VALUES ({', '.join(values.values())})")
+    raw.close()
+
+
+def test_the_checks_stay_as_they_were_where_sqlite_refuses_to_edit_its_schema(tmp_path):
+    """On a connection that may not write sqlite_master (a "defensive" SQLite), 0007 leaves
+    the old CHECKs, which refuse the same rows, and the transaction goes on."""
+    path = tmp_path / "events.db"
+    EventStore.open(path).close()
+    raw = sqlite3.connect(path, isolation_level=None)
+    put_back_the_typeof_checks(raw)
+    before = events_ddl(raw)
+
+    def no_schema_edits(action, arg1, *_):
+        if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    raw.set_authorizer(no_schema_edits)
+    raw.execute("BEGIN IMMEDIATE")
+    assert migration_0007().rewrite_checks(raw) is False
+    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
+    raw.execute("COMMIT")
+    raw.set_authorizer(None)
+    assert events_ddl(raw) == before
+    assert raw.execute("SELECT id FROM sessions").fetchall() == [("a",)]
+    raw.close()
+
+
+def _check_tables() -> sqlite3.Connection:
+    """Two tables with the columns of ``events`` that the rewritten CHECKs test: ``old``
+    with the CHECKs of 0001 to 0006, ``new`` with those of 0007."""
+    m = migration_0007()
+    columns = "seq INTEGER NOT NULL, type TEXT NOT NULL, ts FLOAT NOT NULL, payload TEXT NOT NULL"
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    for name, pick in (("old", 0), ("new", 1)):
+        checks = ", ".join(pair[pick] for pair in m.CHECKS)
+        conn.execute(f"CREATE TABLE {name} ({columns}, {checks})")
+    return conn
+
+
+_CHECKS = _check_tables()
+_VALID = {"seq": 0, "type": "x", "ts": 1.0, "payload": "{}"}
+_NUMERIC_TEXT = st.from_regex(r"\A\s?[-+]?(\d{1,25}(\.\d{0,3})?|\.\d{1,3})([eE][-+]?\d{1,3})?\s?\Z")
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1), st.floats(), st.text(max_size=12), st.binary(max_size=6),
+    _NUMERIC_TEXT, st.sampled_from(["", "session/meta", "{}", "{", "[1]", " {}", '{"a":1}', "{} ", '"x"', "null",
+                                    "1e400", "-1e400", "NaN", "inf", "9223372036854775808", "-0", "0x10"]),
+    st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+                 lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+                 max_leaves=6).map(json.dumps),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.sampled_from(sorted(_VALID)), _VALUES)
+def test_the_cheaper_checks_refuse_exactly_what_the_typeof_checks_refused(column, value):
+    """Any value of any type in any one column: the 0007 CHECKs accept it exactly when the
+    old ones did; for the payload, when the old ones did and it starts with ``{`` (what the
+    insert guard has also wanted since 0006: no BLOB, no whitespace before the object)."""
+    row = {**_VALID, column: value}
+    accepted = {}
+    for table in ("old", "new"):
+        try:
+            _CHECKS.execute(f"INSERT INTO {table} (seq, type, ts, payload) VALUES (:seq, :type, :ts, :payload)", row)
+            accepted[table] = True
+        except sqlite3.IntegrityError:
+            accepted[table] = False
+    expected = accepted["old"]
+    if column == "payload":
+        expected = expected and isinstance(value, str) and value.startswith("{")
+    assert accepted["new"] == expected, (column, value, accepted)
