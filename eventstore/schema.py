@@ -79,7 +79,8 @@ events = Table(
     CheckConstraint("seq >= 0 AND CAST(seq AS INTEGER) = seq", name="events_seq_integer"),
     CheckConstraint("type > '' AND type < x'' AND type <> 'session/meta'", name="events_type_text"),
     CheckConstraint("ts BETWEEN -1.7976931348623157e308 AND 1.7976931348623157e308", name="events_ts_finite"),
-    CheckConstraint("payload >= '{' AND payload < '|' AND json_valid(payload)", name="events_payload_object"),
+    CheckConstraint("json_valid(payload) AND (payload >= '{' AND payload < '|' OR json_type(payload) = 'object')",
+                    name="events_payload_object"),
     CheckConstraint("length(hash) = 64", name="events_hash_sha256"),
 )
 

@@ -487,6 +487,27 @@ def test_upgrade_from_0006_rewrites_the_checks_in_place(db_path, migrate_to, tmp
     raw.close()
 
 
+def test_rows_stored_before_0006_still_satisfy_the_checks_after_0007(db_path, migrate_to):
+    """Before 0006 the guard let a BLOB payload and whitespace before the object through;
+    such rows stay valid under the 0007 CHECKs: integrity_check (on a connection that may
+    write: a read-only one skips CHECKs) finds nothing, and a dump restores every row."""
+    migrate_to(db_path, "0005")
+    raw = sqlite3.connect(db_path, isolation_level=None)
+    put_back_the_typeof_checks(raw)
+    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
+    payloads = [' {"a":1}', '\n{"b":2}', b'{"c":3}', '{"d":4} ', "{ }"]
+    for seq, payload in enumerate(payloads):
+        raw.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                    "VALUES (?, 'a', ?, 'x', 1.0, ?, ?)", (seq + 1, seq, payload, H))
+    EventStore.open(db_path).close()
+    assert "typeof" not in events_ddl(raw)
+    assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    copy = sqlite3.connect(":memory:")
+    copy.executescript("\n".join(raw.iterdump()))
+    assert copy.execute("SELECT payload FROM events ORDER BY position").fetchall() == [(p,) for p in payloads]
+    raw.close()
+
+
 def test_the_checks_stay_as_they_were_where_sqlite_refuses_to_edit_its_schema(tmp_path):
     """On a connection that may not write sqlite_master (a "defensive" SQLite), 0007 leaves
     the old CHECKs, which refuse the same rows, and the transaction goes on."""
@@ -530,7 +551,8 @@ _NUMERIC_TEXT = st.from_regex(r"\A\s?[-+]?(\d{1,25}(\.\d{0,3})?|\.\d{1,3})([eE][
 _VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1), st.floats(), st.text(max_size=12), st.binary(max_size=6),
     _NUMERIC_TEXT, st.sampled_from(["", "session/meta", "{}", "{", "[1]", " {}", '{"a":1}', "{} ", '"x"', "null",
-                                    "1e400", "-1e400", "NaN", "inf", "9223372036854775808", "-0", "0x10"]),
+                                    "1e400", "-1e400", "NaN", "inf", "9223372036854775808", "-0", "0x10",
+                                    '\n{"b":2}', "\t[]", b'{"c":3}', b"[1]", b"{}"]),
     st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
                  lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
                  max_leaves=6).map(json.dumps),
@@ -541,8 +563,8 @@ _VALUES = st.one_of(
 @given(st.sampled_from(sorted(_VALID)), _VALUES)
 def test_the_cheaper_checks_refuse_exactly_what_the_typeof_checks_refused(column, value):
     """Any value of any type in any one column: the 0007 CHECKs accept it exactly when the
-    old ones did; for the payload, when the old ones did and it starts with ``{`` (what the
-    insert guard has also wanted since 0006: no BLOB, no whitespace before the object)."""
+    old ones did (so rows stored under the old ones satisfy the new ones: before 0006 the
+    guard let a BLOB payload or whitespace before the object through)."""
     row = {**_VALID, column: value}
     accepted = {}
     for table in ("old", "new"):
@@ -551,7 +573,24 @@ def test_the_cheaper_checks_refuse_exactly_what_the_typeof_checks_refused(column
             accepted[table] = True
         except sqlite3.IntegrityError:
             accepted[table] = False
-    expected = accepted["old"]
-    if column == "payload":
-        expected = expected and isinstance(value, str) and value.startswith("{")
-    assert accepted["new"] == expected, (column, value, accepted)
+    assert accepted["new"] == accepted["old"], (column, value, accepted)
+
+
+def test_a_check_sqlite_cannot_compile_fails_the_upgrade_and_changes_nothing(tmp_path):
+    """The rewrite compiles an INSERT before it keeps the new definition: a CHECK that
+    names an unknown function fails the migration there, with the old definition kept
+    (not at the next append, with the file already stamped)."""
+    path = tmp_path / "events.db"
+    EventStore.open(path).close()
+    raw = sqlite3.connect(path, isolation_level=None)
+    put_back_the_typeof_checks(raw)
+    before = events_ddl(raw)
+    m = migration_0007()
+    m.CHECKS = [(old, cheap.replace("json_valid(", "no_such_function(")) for old, cheap in m.CHECKS]
+    raw.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError, match="no_such_function"):
+        m.rewrite_checks(raw)
+    raw.execute("COMMIT")
+    assert events_ddl(raw) == before
+    assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    raw.close()

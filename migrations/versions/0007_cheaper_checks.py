@@ -25,19 +25,21 @@ this for many values of every type):
   'real' AND abs(ts) <= 1.7976931348623157e308``. The REAL affinity makes every number a
   REAL; TEXT and BLOBs sort after every number; SQLite stores NaN as NULL (NOT NULL refuses
   it); the infinities are outside the range.
-* ``payload >= '{' AND payload < '|' AND json_valid(payload)`` for ``json_valid(payload) AND
-  json_type(payload) = 'object'``: valid JSON text that starts with ``{`` is an object. This
-  also refuses whitespace before the object, which the insert guard has refused since 0006
-  (a BLOB sorts after ``'|'``).
+* ``json_valid(payload) AND (payload >= '{' AND payload < '|' OR json_type(payload) =
+  'object')`` for ``json_valid(payload) AND json_type(payload) = 'object'``: valid JSON text
+  that starts with ``{`` is an object, so ``json_type()`` runs only for a payload that does
+  not (never for one the store writes). It still accepts what the old form accepted and the
+  insert guard has refused since 0006 (whitespace before the object, a BLOB): rows stored
+  before 0006 may hold such payloads, and each stored row must satisfy the new constraint.
 
 SQLite has no ALTER for a CHECK constraint. This revision edits the table's definition in
 ``sqlite_schema`` in place, in the migration's transaction, as SQLite's documentation
 describes for changes that leave the stored rows valid ("Making Other Kinds Of Table Schema
 Changes", https://www.sqlite.org/lang_altertable.html#otheralter): no row is copied, so the
-upgrade takes the same time for any size of log. Every stored row already satisfies the new
-constraints (the old ones and the insert guard admitted it). Where the connection does not
-allow the edit (a SQLite built or configured "defensive"), the old constraints stay: they
-refuse the same rows, only slower. A new database gets the new constraints from
+upgrade takes the same time for any size of log. Every stored row satisfies the new
+constraints, since each accepts exactly what the old one accepted. Where SQLite refuses the
+edit (a build or connection in "defensive" mode, an authorizer), the old constraints stay:
+they refuse the same rows, only slower. A new database gets the new constraints from
 ``eventstore.schema`` (0001 creates the tables from it), and this revision changes nothing.
 """
 
@@ -60,14 +62,20 @@ CHECKS = [
     ("CONSTRAINT events_ts_finite CHECK (typeof(ts) = 'real' AND abs(ts) <= 1.7976931348623157e308)",
      "CONSTRAINT events_ts_finite CHECK (ts BETWEEN -1.7976931348623157e308 AND 1.7976931348623157e308)"),
     ("CONSTRAINT events_payload_object CHECK (json_valid(payload) AND json_type(payload) = 'object')",
-     "CONSTRAINT events_payload_object CHECK (payload >= '{' AND payload < '|' AND json_valid(payload))"),
+     "CONSTRAINT events_payload_object CHECK (json_valid(payload) AND (payload >= '{' AND payload < '|' "
+     "OR json_type(payload) = 'object'))"),
 ]
+
+
+_SAMPLES = ("SELECT 1 AS position, 'a' AS session_id, 0 AS seq, 'a' AS type, 0.0 AS ts, '{}' AS payload, "
+            "'' AS hash UNION ALL SELECT 2, 'a', 1, 'a', 0.0, ' {}', ''")
 
 
 def rewrite_checks(conn: sqlite3.Connection) -> bool:
     """Replace the old CHECK texts in the ``events`` definition, in the caller's open
     transaction on ``conn``. Returns True if the definition changed; False when there was
-    nothing to change or SQLite refused to edit its schema table (nothing is changed then).
+    nothing to change or SQLite refused to let its schema table be written (nothing is
+    changed then). Raises ``sqlite3.Error`` for any other failure, with nothing changed.
     """
     (ddl,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
     new = ddl
@@ -79,16 +87,28 @@ def rewrite_checks(conn: sqlite3.Connection) -> bool:
     conn.execute("SAVEPOINT rewrite_checks")
     try:
         conn.execute("PRAGMA writable_schema = ON")
-        conn.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'events'", (new,))
+        try:
+            conn.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'events'", (new,))
+        except sqlite3.DatabaseError as e:
+            if "not authorized" in str(e) or "may not be modified" in str(e):
+                conn.execute("PRAGMA writable_schema = OFF")
+                conn.execute("ROLLBACK TO rewrite_checks")
+                conn.execute("RELEASE rewrite_checks")
+                return False
+            raise
         conn.execute(f"PRAGMA schema_version = {version + 1}")  # other connections reload the schema
         conn.execute("PRAGMA writable_schema = OFF")
-        # Reading the table makes this connection parse the new definition now.
+        # Parse the new definition now, and evaluate each new CHECK on two sample rows (the
+        # second one takes json_type's branch): SQLite resolves a CHECK's functions only
+        # when it runs it, so a bad one would otherwise fail every later append.
         conn.execute("SELECT position FROM events LIMIT 0").fetchall()
-    except sqlite3.DatabaseError:
+        for _old, cheap in CHECKS:
+            conn.execute(f"SELECT {cheap.split(' CHECK ', 1)[1]} FROM ({_SAMPLES})").fetchall()
+    except BaseException:
         conn.execute("PRAGMA writable_schema = OFF")
         conn.execute("ROLLBACK TO rewrite_checks")
         conn.execute("RELEASE rewrite_checks")
-        return False
+        raise
     conn.execute("RELEASE rewrite_checks")
     return True
 
