@@ -27,7 +27,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.pool import NullPool, StaticPool
 
 from .errors import DatabaseError
-from .schema import SCHEMA_REVISION
+from .schema import READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
@@ -198,12 +198,13 @@ def _refuse_foreign(conn: sqlite3.Connection, revision: str | None, known: list[
 
 def check_revision(engine: Engine) -> None:
     """For a read-only open: raise :class:`DatabaseError` unless the database is at
-    :data:`SCHEMA_REVISION` (an older one needs a writable open to be upgraded)."""
+    :data:`SCHEMA_REVISION` or one of the :data:`READ_COMPATIBLE_REVISIONS` (an older one
+    needs a writable open to be upgraded)."""
     name = engine.url.database
     with engine.connect() as conn:
         raw = conn.connection.driver_connection
         revision = current_revision(raw)
-        if revision == SCHEMA_REVISION:
+        if revision == SCHEMA_REVISION or revision in READ_COMPATIBLE_REVISIONS:
             return
         if revision is not None and revision < SCHEMA_REVISION:  # revisions are numbered 0001, 0002, ...
             raise DatabaseError(f"{name} is at schema revision {revision!r}: open it once for writing "

@@ -46,6 +46,11 @@ from sqlalchemy import (
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
 SCHEMA_REVISION = "0007"
 
+#: Older revisions that a read-only open reads as they are, without asking for an upgrade:
+#: they differ from :data:`SCHEMA_REVISION` only in what applies to writes (0007 rewrote
+#: CHECK constraints), so every read, view and ``verify`` gives the same answers.
+READ_COMPATIBLE_REVISIONS = frozenset({"0006"})
+
 #: Event types that the projection turns into chat messages.
 MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")
 

@@ -598,7 +598,8 @@ class EventStore:
         ``"full"`` (also survives power loss). With ``write_queue`` (the default) writers
         wait for each other on a lock file beside the database (``FILE-lock``, see
         :mod:`eventstore.writelock`) instead of in SQLite's sleep-and-retry busy handler.
-        With ``readonly``, the file must exist at the latest schema and is opened read-only
+        With ``readonly``, the file must exist at the latest schema (or at one that reads the
+        same, :data:`eventstore.schema.READ_COMPATIBLE_REVISIONS`) and is opened read-only
         (for auditors, or a file the user may only read): appends raise :class:`DatabaseError`.
         Raises :class:`DatabaseError`.
         """
