@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from . import parse_worker
-from .errors import ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound
+from .errors import DatabaseError, ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound
 from .jsonl import JsonlReader, _js_float, _orjson, dumps, encodable, event_line, file_name_for, loads, meta_line
 from .parse_worker import WorkerReader
 from .store import _check_session_id
@@ -343,9 +343,11 @@ _TS_SCALE = 4194304.0  # 2**22
 _TS_MIN, _TS_MAX = 1073741824.0, 2199023255552.0  # 2**30, 2**41
 _LINE_FMT = b'{"type":"%s","seq":%s,"ts":%s%s'
 _EMPTY = b"}\n"  # what is left of "{}"
-# A first key that may be an array index (JavaScript writes those first; a false hit, a
-# type starting with '{"' and a digit, only costs speed).
-_INDEX_FIRST = re.compile(rb'\x02\{"[0-9]').search
+# A payload the row-by-row path must write: a first key that may be an array index
+# (JavaScript writes those first), or whitespace after the "{", which plain SQL could store
+# before revision 0006 ("{ }", '{ "a":1}'; a line break or \r sends the page row by row
+# anyway). A false hit, a type starting with '"' and a digit, a space or a tab, only costs speed.
+_ROW_BY_ROW = re.compile(rb'\x02\{(?:"[0-9]|[ \t])').search
 
 
 def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[bytes]) -> bytes | None:
@@ -366,7 +368,7 @@ def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[byt
     if b"e" in ts_text or b".0," in ts_text or ts_text.endswith(b".0]"):
         return None
     parts = blob.split(b"\x02{")
-    if len(parts) != 2 * n or _INDEX_FIRST(blob) is not None:
+    if len(parts) != 2 * n or _ROW_BY_ROW(blob) is not None:
         return None
     parts[-1] += b"\n"
     types = parts[0::2]
@@ -395,10 +397,14 @@ def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[byt
 # long payload (BIG_PAYLOAD characters and more) comes whole instead, and Python writes a
 # view of it, so that no line is copied more than it must be.
 BIG_PAYLOAD = 1 << 16
+# A payload that does not start as JSON.stringify starts an object ('{"' or exactly '{}':
+# whitespace before or just after the "{", or a BLOB, which plain SQL could store before
+# revision 0006) comes whole too, and is written anew.
+_CANONICAL_START = "typeof(payload) = 'text' AND (payload GLOB '{\"*' OR payload = '{}')"
 _EXPORT = (f"SELECT type, seq, ts, "
-           f"CASE WHEN length(payload) < {BIG_PAYLOAD} THEN CAST(CASE payload WHEN '{{}}' THEN '}}' "
-           f"ELSE ',' || substr(payload, 2) END || char(10) AS BLOB) END, "
-           f"CASE WHEN length(payload) >= {BIG_PAYLOAD} THEN CAST(payload AS BLOB) END "
+           f"CASE WHEN length(payload) < {BIG_PAYLOAD} AND {_CANONICAL_START} THEN CAST(CASE payload "
+           f"WHEN '{{}}' THEN '}}' ELSE ',' || substr(payload, 2) END || char(10) AS BLOB) END, "
+           f"CASE WHEN length(payload) >= {BIG_PAYLOAD} OR NOT ({_CANONICAL_START}) THEN CAST(payload AS BLOB) END "
            f"FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq")
 
 
@@ -506,11 +512,10 @@ def _export_chunks(store: EventStore, session_id: str):
                         # between tokens (plain SQL wrote it): the line is written anew, not
                         # split in two.
                         broken = (b"\r" in tail or tail.find(b"\n", 0, len(tail) - 1) >= 0 if tail is not None
-                                  else b"\n" in big or b"\r" in big)
+                                  else b"\n" in big or b"\r" in big or big[:2] != b'{"')
                         if payload_head[2:3].isdigit() or broken:  # an array-index key: JavaScript writes it first
-                            text = "{" + bytes(tail[1:-1]).decode() if tail is not None else bytes(big).decode()
-                            if broken:
-                                text = dumps(loads(text))
+                            raw = b"{" + bytes(tail[1:-1]) if tail is not None else bytes(big)
+                            text = _rewritten_payload(raw, session_id, seq) if broken else raw.decode()
                             line = (event_line(t, seq, ts, text) + "\n").encode("utf-8")
                             app(line)
                             size += len(line)
@@ -550,6 +555,21 @@ def _export_chunks(store: EventStore, session_id: str):
         if got < EXPORT_PAGE:
             break
     yield out, size, pending
+
+
+def _rewritten_payload(raw: bytes, session_id: str, seq: int) -> str:
+    """The canonical text of a stored payload (UTF-8 ``raw``) that export cannot write as
+    it stands: a line break, whitespace before or just after the ``{``, or a BLOB, which
+    plain SQL could store (the last two only before revision 0006). Raises
+    :class:`DatabaseError` naming the event if it is not a JSON object after all."""
+    try:
+        payload = loads(raw.decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError too
+        payload = e
+    if not isinstance(payload, dict):
+        raise DatabaseError(f"session {session_id!r} seq {seq}: the stored payload is not a JSON object "
+                            f"that export can write ({str(payload)[:80] or type(payload).__name__})")
+    return dumps(payload)
 
 
 def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: Iterable[str] | None = None,

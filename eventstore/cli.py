@@ -471,7 +471,7 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
     """
     from . import audit
     from .engine import current_revision
-    from .schema import SCHEMA_REVISION
+    from .schema import READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION
 
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
@@ -481,7 +481,7 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
     conn = audit.connect_readonly(ctx.obj["db"])
     ctx.call_on_close(conn.close)
     revision = current_revision(conn)
-    if revision != SCHEMA_REVISION:
+    if revision != SCHEMA_REVISION and revision not in READ_COMPATIBLE_REVISIONS:  # (those read the same)
         click.echo(f"warning: {ctx.obj['db']} is at schema revision {revision or 'none'}, not "
                    f"{SCHEMA_REVISION}: run `eventstore init` to upgrade it (views may be missing)", err=True)
     columns, rows = audit.query(conn, query)

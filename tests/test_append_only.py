@@ -615,3 +615,36 @@ def test_a_read_only_open_reads_a_0006_file_as_it_is(db_path, migrate_to):
     with pytest.raises(DatabaseError, match="schema revision '0005': open it once for writing"):
         EventStore.open(db_path, readonly=True)
     raw.close()
+
+
+@pytest.mark.parametrize("payload", [' {"a":1}', '\n{"b":2}', b'{"c":3}', b"{}", "{ }", '{ "d":4}',
+                                     '\t{}\r', '{"e":5} ', '{"f":\n6}'])
+@pytest.mark.parametrize("ts", [1.5, 1764562000.25], ids=["row by row", "page at once"])
+def test_export_writes_valid_lines_for_payloads_stored_before_0006(db_path, migrate_to, tmp_path, payload, ts):
+    """Before 0006 the guard let plain SQL store whitespace around the object or a BLOB;
+    export writes each such event as one valid line (the payload written anew), where it
+    wrote broken lines or stopped with an unexpected error, and export of every session
+    goes on past it."""
+    import io
+
+    from eventstore.bulk import export_session, export_sessions
+
+    migrate_to(db_path, "0005")
+    raw = sqlite3.connect(db_path, isolation_level=None)
+    put_back_the_typeof_checks(raw)
+    for position, sid in enumerate(("odd", "next"), start=1):
+        raw.execute("INSERT INTO sessions (id, created_at) VALUES (?, 1)", (sid,))
+        raw.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                    "VALUES (?, ?, 0, 'x', ?, ?, ?)", (position, sid, ts, payload if sid == "odd" else "{}", H))
+    raw.close()
+    expected = json.loads(payload.decode() if isinstance(payload, bytes) else payload)
+    with EventStore.open(db_path) as store:
+        store.session("odd").append("y", {"k": 1}, ts=ts)  # a second line after it
+        out = io.BytesIO()
+        export_session(store, "odd", out)
+        lines = out.getvalue().decode().split("\n")
+        assert lines[-1] == "" and len(lines) == 4
+        assert json.loads(lines[1]) == {"type": "x", "seq": 0, "ts": ts, **expected}
+        assert json.loads(lines[2])["k"] == 1
+        written = export_sessions(store, tmp_path / "all")
+        assert sorted(sid for sid, _path, _n in written) == ["next", "odd"]

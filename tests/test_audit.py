@@ -192,6 +192,15 @@ def test_a_database_at_0001_is_upgraded_to_the_views(tmp_path, migrate_to):
     conn.close()
 
 
+def test_sql_does_not_ask_to_upgrade_a_file_that_reads_the_same(tmp_path, migrate_to):
+    """A file at 0006 differs from the head only in CHECK constraints (0007): `sql` reads
+    it without the warning that asks for `eventstore init`."""
+    db = tmp_path / "old.db"
+    migrate_to(db, "0006")
+    r = run(db, "sql", "SELECT count(*) AS n FROM messages")
+    assert r.exit_code == 0 and "warning" not in r.stderr
+
+
 # --- read-only SQL -------------------------------------------------------------------------
 
 REFUSED = [
