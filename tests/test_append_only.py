@@ -508,9 +508,11 @@ def test_rows_stored_before_0006_still_satisfy_the_checks_after_0007(db_path, mi
     raw.close()
 
 
-def test_the_checks_stay_as_they_were_where_sqlite_refuses_to_edit_its_schema(tmp_path):
-    """On a connection that may not write sqlite_master (a "defensive" SQLite), 0007 leaves
-    the old CHECKs, which refuse the same rows, and the transaction goes on."""
+@pytest.mark.parametrize("answer", [sqlite3.SQLITE_DENY, sqlite3.SQLITE_IGNORE], ids=["deny", "ignore"])
+def test_the_checks_stay_as_they_were_where_sqlite_refuses_to_edit_its_schema(tmp_path, answer):
+    """On a connection that may not write sqlite_master (a "defensive" SQLite, an
+    authorizer that denies or skips the update), 0007 leaves the old CHECKs, which refuse
+    the same rows, and the transaction goes on."""
     path = tmp_path / "events.db"
     EventStore.open(path).close()
     raw = sqlite3.connect(path, isolation_level=None)
@@ -519,7 +521,7 @@ def test_the_checks_stay_as_they_were_where_sqlite_refuses_to_edit_its_schema(tm
 
     def no_schema_edits(action, arg1, *_):
         if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
-            return sqlite3.SQLITE_DENY
+            return answer
         return sqlite3.SQLITE_OK
 
     raw.set_authorizer(no_schema_edits)
@@ -530,6 +532,7 @@ def test_the_checks_stay_as_they_were_where_sqlite_refuses_to_edit_its_schema(tm
     raw.set_authorizer(None)
     assert events_ddl(raw) == before
     assert raw.execute("SELECT id FROM sessions").fetchall() == [("a",)]
+    assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     raw.close()
 
 

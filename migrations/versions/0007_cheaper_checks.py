@@ -85,17 +85,26 @@ def rewrite_checks(conn: sqlite3.Connection) -> bool:
         return False
     (version,) = conn.execute("PRAGMA schema_version").fetchone()
     conn.execute("SAVEPOINT rewrite_checks")
+
+    def undo() -> None:
+        try:
+            conn.execute("PRAGMA writable_schema = OFF")
+        finally:
+            conn.execute("ROLLBACK TO rewrite_checks")
+            conn.execute("RELEASE rewrite_checks")
+
     try:
         conn.execute("PRAGMA writable_schema = ON")
         try:
             conn.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'events'", (new,))
         except sqlite3.DatabaseError as e:
-            if "not authorized" in str(e) or "may not be modified" in str(e):
-                conn.execute("PRAGMA writable_schema = OFF")
-                conn.execute("ROLLBACK TO rewrite_checks")
-                conn.execute("RELEASE rewrite_checks")
-                return False
-            raise
+            if "not authorized" not in str(e) and "may not be modified" not in str(e):
+                raise
+            undo()
+            return False
+        if conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone() != (new,):
+            undo()  # the update was skipped (an authorizer answering SQLITE_IGNORE)
+            return False
         conn.execute(f"PRAGMA schema_version = {version + 1}")  # other connections reload the schema
         conn.execute("PRAGMA writable_schema = OFF")
         # Parse the new definition now, and evaluate each new CHECK on two sample rows (the
@@ -105,9 +114,7 @@ def rewrite_checks(conn: sqlite3.Connection) -> bool:
         for _old, cheap in CHECKS:
             conn.execute(f"SELECT {cheap.split(' CHECK ', 1)[1]} FROM ({_SAMPLES})").fetchall()
     except BaseException:
-        conn.execute("PRAGMA writable_schema = OFF")
-        conn.execute("ROLLBACK TO rewrite_checks")
-        conn.execute("RELEASE rewrite_checks")
+        undo()
         raise
     conn.execute("RELEASE rewrite_checks")
     return True
