@@ -7,7 +7,7 @@ Create Date: 2026-12-01
 Every inserted row runs the table's CHECK constraints. Four of them called a function per
 column (``typeof()`` three times, ``abs()``, ``json_type()``); SQLite's call of a built-in
 function costs a few hundred CPU instructions. Measured with callgrind, in instructions per
-event of ``append_many`` batches of 100 (the store's own connection): 69,551 before, 67,314
+event of ``append_many`` batches of 100 (the store's own connection): 69,551 before, 67,255
 after; per row of 64-row INSERTs on a scratch copy with foreign keys on: 46,100 before,
 42,200 after. Each new form refuses exactly the values the old one refused, after
 the column's affinity has converted what it converts (``tests/test_append_only.py`` checks
