@@ -333,7 +333,8 @@ def good_event_id(key: Any) -> bool:
 
 
 def payload_json(payload: dict) -> str:
-    """Validate an append's payload and return its canonical JSON object text.
+    """Validate an append's payload and return its canonical JSON object text; ``None`` (no
+    payload) is ``{}``.
 
     Raises :class:`InvalidEvent` when ``payload`` is not a dict, holds a reserved key
     (``type``, ``seq``, ``ts``), an ``event_id`` that is not a non-empty string, or anything
@@ -345,6 +346,8 @@ def payload_json(payload: dict) -> str:
         text = _fast_dumps(payload)  # the common case: a plain dict of JSON values
         if text is not None:
             return text
+    if payload is None:
+        return "{}"
     if not isinstance(payload, dict):
         raise InvalidEvent(f"payload must be a dict (a JSON object), not {type(payload).__name__}")
     for key in RESERVED_KEYS:
@@ -415,7 +418,7 @@ def payload_jsons(payloads: list) -> tuple[list[str], list]:
                 stored = _orjson.loads(joined)
                 if stored == payloads:
                     return texts, stored
-    texts = ["{}" if p is None else payload_json(p) for p in payloads]
+    texts = list(map(payload_json, payloads))
     return texts, [loads(text) for text in texts]
 
 

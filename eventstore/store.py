@@ -258,7 +258,7 @@ def _split_batch(events: Any, now: float) -> tuple[list, list, list | None, list
             checked.add(type_)
         types.append(type_)
         tss.append(ts)
-        payloads.append(("{}" if payload is None else payload_json(payload)) if eager else payload)
+        payloads.append(payload_json(payload) if eager else payload)
     return (types, tss, None, payloads) if eager else (types, tss, payloads, None)
 
 
@@ -303,7 +303,7 @@ class Session:
             if payload and payload.get("event_id", event_id) != event_id:
                 raise InvalidEvent(f"event_id {event_id!r} differs from the payload's {payload['event_id']!r}")
             payload = {**(payload or {}), "event_id": event_id}
-        pj = "{}" if payload is None else payload_json(payload)
+        pj = payload_json(payload)
         ts = time.time() if ts is None else _check_ts(ts)
         if expected_seq is not None:
             _check_seq(expected_seq)

@@ -369,3 +369,14 @@ def test_export_writes_index_keys_first_as_javascript_does(store, size):
     store.export_jsonl("k", out)
     line = out.getvalue().split(b"\n")[1]
     assert line.startswith(b'{"0":"line zero","type":"tool/result","seq":0,"ts":1,"content":"xxx')
+
+
+def test_no_payload_is_stored_as_an_empty_object_on_every_append_path(store):
+    """None is ``{}`` for a single append, a list batch and a generator batch alike (one
+    rule, in payload_json)."""
+    s = store.create_session("none")
+    s.append("a", None)
+    s.append_many([("b", None), ("c", {})])
+    s.append_many(("d", None) for _ in range(2))
+    assert [(e.type, e.payload) for e in s.events()] == [("a", {}), ("b", {}), ("c", {}), ("d", {}), ("d", {})]
+    assert store._read("SELECT DISTINCT payload FROM events WHERE session_id = 'none'") == [("{}",)]
