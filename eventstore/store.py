@@ -46,6 +46,7 @@ from .jsonl import (
     good_event_id,
     loads,
     payload_json,
+    payload_json_stored,
     payload_jsons,
 )
 from .writelock import open_write_lock
@@ -303,7 +304,7 @@ class Session:
             if payload and payload.get("event_id", event_id) != event_id:
                 raise InvalidEvent(f"event_id {event_id!r} differs from the payload's {payload['event_id']!r}")
             payload = {**(payload or {}), "event_id": event_id}
-        pj = payload_json(payload)
+        pj, stored = payload_json_stored(payload)
         ts = time.time() if ts is None else _check_ts(ts)
         if expected_seq is not None:
             _check_seq(expected_seq)
@@ -329,7 +330,7 @@ class Session:
             return stored
         store._remember(sid, seq + 1, position + 1, hash_, optimistic=cached)
         store._wrote(position, position, len(pj))
-        return _new_event(sid, seq, position, type, ts, loads(pj))
+        return _new_event(sid, seq, position, type, ts, stored)
 
     def _stored_for_key(self, key: Any, type_: str, pj: str) -> Event | None:
         """The event stored under idempotency key ``key`` (None if there is none).

@@ -19,7 +19,7 @@ from eventstore import EventStore
 from eventstore import bulk as bulk_mod
 from eventstore import jsonl as jsonl_mod
 from eventstore.bulk import import_jsonl
-from eventstore.jsonl import dumps, event_line, meta_line
+from eventstore.jsonl import dumps, event_line, loads, meta_line
 
 orjson = pytest.importorskip("orjson")
 _ids = itertools.count()
@@ -229,12 +229,45 @@ def test_payload_json_with_orjson_is_the_pure_python_text(payload):
         slow = type(e)
     fast = jsonl_mod._fast_dumps(payload) if jsonl_mod._fast_dumps else None
     if fast is not None:
-        assert fast == slow
+        assert fast[0] == slow
+        assert same_json(fast[1], loads(slow))  # the read-back is what the slow path reads back
     try:
         got = jsonl_mod.payload_json(payload)
     except Exception as e:  # noqa: BLE001
         got = type(e)
     assert got == slow
+    try:
+        text, stored = jsonl_mod.payload_json_stored(payload)
+    except Exception as e:  # noqa: BLE001
+        text, stored = type(e), None
+    assert text == slow
+    if stored is not None:
+        assert same_json(stored, loads(slow))
+
+
+def same_json(a, b) -> bool:
+    """Equal, and of the same types all the way down (1 == 1.0 == True for ==)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(same_json, a, b))
+    return a == b or (a != a and b != b)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(f=st.floats(allow_nan=False, allow_infinity=False)
+       | st.floats(min_value=1e9, max_value=3e9)  # seconds since the epoch, as ts holds them
+       | st.floats(min_value=1e-7, max_value=1e21)
+       | st.integers(min_value=-2**53, max_value=2**53).map(lambda i: i / 2**20))
+def test_js_float_orjson_path_writes_what_the_javascript_algorithm_writes(f):
+    """_js_float() takes orjson's text for a ts where orjson writes a plain decimal with a
+    fraction; it must be the text of the Number.prototype.toString port it skips."""
+    fast = jsonl_mod._js_float(f)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(jsonl_mod, "_fast_float", None)
+        assert fast == jsonl_mod._js_float(f)
 
 
 @pytest.mark.parametrize("value", [
