@@ -18,7 +18,6 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
 from typing import IO, Any
@@ -699,41 +698,11 @@ class EventStore:
             self._stale_backoff = 0
 
 
-    @contextmanager
-    def _write(self, session_id: str | None = None, expected_seq: int | None = None) -> Iterator[sqlite3.Cursor]:
-        """A write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``; rolled back on any error,
-        with sqlite3 errors translated to the store's exceptions."""
-        with self._lock:
-            if self._forked or self._fairy is None:
-                self._connection()
-            if self._file in _forked_mid_write:
-                raise _forked_mid_write_error(self._file)
-            wlock = self._wlock
-            locked = False
-            try:
-                if wlock is not None:
-                    wlock.acquire(self.busy_timeout)
-                    locked = True
-                cur = self._cur
-                try:
-                    cur.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as e:
-                    raise self._translate(e, session_id, expected_seq) from None
-                try:
-                    yield cur
-                    cur.execute("COMMIT")
-                except BaseException as e:
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                    if isinstance(e, sqlite3.Error):
-                        raise self._translate(e, session_id, expected_seq) from None
-                    if isinstance(e, UnicodeEncodeError):
-                        raise InvalidEvent("text holds a lone UTF-16 surrogate outside a payload: "
-                                           f"{e.reason}") from None
-                    raise
-            finally:
-                if locked:
-                    wlock.release()
+    def _write(self, session_id: str | None = None, expected_seq: int | None = None) -> _WriteTransaction:
+        """A write transaction, ``with store._write(...) as cursor:`` (see
+        :class:`_WriteTransaction`); ``session_id`` and ``expected_seq`` name what an error
+        is about."""
+        return _WriteTransaction(self, session_id, expected_seq)
 
     def _wrote(self, first_position: int, last_position: int, payload_bytes: int) -> None:
         """After committing the events at positions ``first_position..last_position``
@@ -875,6 +844,72 @@ class EventStore:
         from .bulk import export_session
 
         return export_session(self, session_id, dest)
+
+
+class _WriteTransaction:
+    """``with`` it: a write transaction, ``BEGIN IMMEDIATE`` ... ``COMMIT``, under the
+    store's thread lock and the write queue; rolled back on any error, with sqlite3 errors
+    translated to the store's exceptions. A class rather than a ``@contextmanager``
+    generator: every append enters one, and a generator costs three times as much."""
+
+    __slots__ = ("store", "session_id", "expected_seq", "wlock")
+
+    def __init__(self, store: EventStore, session_id: str | None, expected_seq: int | None):
+        self.store = store
+        self.session_id = session_id
+        self.expected_seq = expected_seq
+        self.wlock = None
+
+    def __enter__(self) -> sqlite3.Cursor:
+        store = self.store
+        store._lock.acquire()
+        try:
+            if store._forked or store._fairy is None:
+                store._connection()
+            if store._file in _forked_mid_write:
+                raise _forked_mid_write_error(store._file)
+            wlock = store._wlock
+            if wlock is not None:
+                wlock.acquire(store.busy_timeout)
+                self.wlock = wlock
+            cur = store._cur
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise store._translate(e, self.session_id, self.expected_seq) from None
+            return cur
+        except BaseException:
+            self._release()
+            raise
+
+    def __exit__(self, exc_type: type | None, error: BaseException | None, _tb: Any) -> bool:
+        store = self.store
+        try:
+            if exc_type is None:
+                try:
+                    store._cur.execute("COMMIT")
+                    return False
+                except BaseException as e:
+                    error = e
+            if store._conn.in_transaction:
+                store._conn.execute("ROLLBACK")
+            if isinstance(error, sqlite3.Error):
+                raise store._translate(error, self.session_id, self.expected_seq) from None
+            if isinstance(error, UnicodeEncodeError):
+                raise InvalidEvent(f"text holds a lone UTF-16 surrogate outside a payload: {error.reason}") from None
+            if exc_type is None:
+                raise error  # COMMIT interrupted (KeyboardInterrupt): rolled back
+            return False  # the body's own error goes on as it is
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        try:
+            if self.wlock is not None:
+                self.wlock.release()
+                self.wlock = None
+        finally:
+            self.store._lock.release()
 
 
 def _checkpoint_connection(database: str, busy_timeout: float) -> sqlite3.Connection:
