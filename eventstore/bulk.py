@@ -15,6 +15,7 @@ the database in batches (:data:`BATCH_ROWS` rows or :data:`BATCH_BYTES` bytes of
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import re
@@ -443,6 +444,8 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
         path = Path(dest)
         if not encodable(session_id) or not store._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
             raise SessionNotFound(session_id)  # before creating anything
+        if path.is_dir():  # "." would fail only at the rename, as EBUSY
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(dest))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)  # as the reference save() does
             fd, tmp = _create_beside(path)

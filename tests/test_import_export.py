@@ -95,6 +95,20 @@ def test_export_unknown_session(store):
         store.export_jsonl("nope", io.BytesIO())
 
 
+@pytest.mark.parametrize("dest", [".", "folder", "folder/"])
+def test_export_to_a_folder_is_a_clear_error_that_leaves_nothing(store, tmp_path, monkeypatch, dest):
+    """A folder (even "." or one that ends in "/") is no file to write: IsADirectoryError
+    naming it, before a temporary file exists (the rename onto "." raised EBUSY)."""
+    store.create_session("s").append("user/message", {"content": "hi"})
+    (tmp_path / "folder").mkdir()
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(IsADirectoryError) as e:
+        store.export_jsonl("s", dest)
+    assert e.value.filename == dest
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
 def test_export_to_a_text_stream_and_a_path(store, tmp_path):
     store.import_jsonl(DATA / "unicode.jsonl")
     sid = "u-2026-0001"
