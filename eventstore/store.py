@@ -18,6 +18,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
 from typing import IO, Any
@@ -48,7 +49,7 @@ from .jsonl import (
     payload_json_stored,
     payload_jsons,
 )
-from .writelock import open_write_lock
+from .writelock import WriteLock, open_write_lock
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
 
@@ -400,7 +401,8 @@ class Session:
         """
         store = self._store
         sid = self.id
-        with store._write(sid, expected_seq) as cur:
+
+        def at_head(cur: sqlite3.Cursor) -> tuple:
             head = store._cached_head(sid)
             while True:
                 seq, position, prev = head if head is not None else cur.execute(_HEAD, (sid,)).fetchone()
@@ -417,6 +419,8 @@ class Session:
                     head = None  # another writer appended since: read the head
                     continue
                 return result, seq, position, head is not None
+
+        return store._transact(at_head, sid, expected_seq)
 
     def _stored_batch(self, prepared: list[tuple], payloads: list[dict]) -> list[Event] | None:
         """After a refused batch of ``prepared`` ``(type, ts, payload_json)`` with the
@@ -698,11 +702,89 @@ class EventStore:
             self._stale_backoff = 0
 
 
-    def _write(self, session_id: str | None = None, expected_seq: int | None = None) -> _WriteTransaction:
-        """A write transaction, ``with store._write(...) as cursor:`` (see
-        :class:`_WriteTransaction`); ``session_id`` and ``expected_seq`` name what an error
-        is about."""
-        return _WriteTransaction(self, session_id, expected_seq)
+    def _transact(self, body: Callable[[sqlite3.Cursor], Any], session_id: str | None = None,
+                  expected_seq: int | None = None) -> Any:
+        """Call ``body(cursor)`` in a write transaction (as :meth:`_write` runs its block)
+        and return what it returns. The appends' form: a generator context manager costs
+        about three times as much per transaction."""
+        with self._lock:
+            wlock = self._ready_to_write()
+            try:
+                if wlock is not None:
+                    try:
+                        wlock.acquire(self.busy_timeout)
+                    except DatabaseError:
+                        wlock = None  # not ours to release
+                        raise
+                cur = self._cur
+                cur.execute("BEGIN IMMEDIATE")
+                result = body(cur)
+                cur.execute("COMMIT")
+                return result
+            except BaseException as e:
+                error = self._rolled_back(e, session_id, expected_seq)
+                if error is None:
+                    raise
+                raise error from None
+            finally:
+                if wlock is not None:
+                    wlock.release()
+
+    @contextmanager
+    def _write(self, session_id: str | None = None, expected_seq: int | None = None) -> Iterator[sqlite3.Cursor]:
+        """A write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT`` under the store's thread
+        lock and the write queue; rolled back on any error, with sqlite3 errors translated
+        to the store's exceptions (``session_id`` and ``expected_seq`` say what about).
+
+        Written so that an interrupt (Ctrl-C) landing anywhere leaves nothing held: the
+        thread lock is a ``with``; the write queue's lock and ``BEGIN`` come inside the
+        ``try`` whose cleanup rolls back whatever transaction is open and releases the
+        queue's lock even when the interrupt came between taking it and noting it.
+        :meth:`_transact` is the same, as a function."""
+        with self._lock:
+            wlock = self._ready_to_write()
+            try:
+                if wlock is not None:
+                    try:
+                        wlock.acquire(self.busy_timeout)
+                    except DatabaseError:
+                        wlock = None  # not ours to release
+                        raise
+                cur = self._cur
+                cur.execute("BEGIN IMMEDIATE")
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException as e:
+                error = self._rolled_back(e, session_id, expected_seq)
+                if error is None:
+                    raise
+                raise error from None
+            finally:
+                if wlock is not None:
+                    wlock.release()
+
+    def _ready_to_write(self) -> WriteLock | None:
+        """Holding the store's thread lock: the connection (reopened after a fork), and the
+        write queue's lock to take (None where there is none). Raises :class:`DatabaseError`
+        when a fork left this process unable to write the file."""
+        if self._forked or self._fairy is None:
+            self._connection()
+        if self._file in _forked_mid_write:
+            raise _forked_mid_write_error(self._file)
+        return self._wlock
+
+    def _rolled_back(self, error: BaseException, session_id: str | None,
+                     expected_seq: int | None) -> Exception | None:
+        """After ``error`` in a write transaction (in ``BEGIN``, the block or ``COMMIT``):
+        roll back what is open, and return the store's exception for ``error``, or None to
+        raise it as it is."""
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+        if isinstance(error, sqlite3.Error):
+            return self._translate(error, session_id, expected_seq)
+        if isinstance(error, UnicodeEncodeError):
+            return InvalidEvent(f"text holds a lone UTF-16 surrogate outside a payload: {error.reason}")
+        return None
 
     def _wrote(self, first_position: int, last_position: int, payload_bytes: int) -> None:
         """After committing the events at positions ``first_position..last_position``
@@ -845,71 +927,6 @@ class EventStore:
 
         return export_session(self, session_id, dest)
 
-
-class _WriteTransaction:
-    """``with`` it: a write transaction, ``BEGIN IMMEDIATE`` ... ``COMMIT``, under the
-    store's thread lock and the write queue; rolled back on any error, with sqlite3 errors
-    translated to the store's exceptions. A class rather than a ``@contextmanager``
-    generator: every append enters one, and a generator costs three times as much."""
-
-    __slots__ = ("store", "session_id", "expected_seq", "wlock")
-
-    def __init__(self, store: EventStore, session_id: str | None, expected_seq: int | None):
-        self.store = store
-        self.session_id = session_id
-        self.expected_seq = expected_seq
-        self.wlock = None
-
-    def __enter__(self) -> sqlite3.Cursor:
-        store = self.store
-        store._lock.acquire()
-        try:
-            if store._forked or store._fairy is None:
-                store._connection()
-            if store._file in _forked_mid_write:
-                raise _forked_mid_write_error(store._file)
-            wlock = store._wlock
-            if wlock is not None:
-                wlock.acquire(store.busy_timeout)
-                self.wlock = wlock
-            cur = store._cur
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as e:
-                raise store._translate(e, self.session_id, self.expected_seq) from None
-            return cur
-        except BaseException:
-            self._release()
-            raise
-
-    def __exit__(self, exc_type: type | None, error: BaseException | None, _tb: Any) -> bool:
-        store = self.store
-        try:
-            if exc_type is None:
-                try:
-                    store._cur.execute("COMMIT")
-                    return False
-                except BaseException as e:
-                    error = e
-            if store._conn.in_transaction:
-                store._conn.execute("ROLLBACK")
-            if isinstance(error, sqlite3.Error):
-                raise store._translate(error, self.session_id, self.expected_seq) from None
-            if isinstance(error, UnicodeEncodeError):
-                raise InvalidEvent(f"text holds a lone UTF-16 surrogate outside a payload: {error.reason}") from None
-            if exc_type is None:
-                raise error  # COMMIT interrupted (KeyboardInterrupt): rolled back
-            return False  # the body's own error goes on as it is
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        try:
-            if self.wlock is not None:
-                self.wlock.release()
-                self.wlock = None
-        finally:
-            self.store._lock.release()
 
 
 def _checkpoint_connection(database: str, busy_timeout: float) -> sqlite3.Connection:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from functools import partial
 from queue import SimpleQueue
 
 try:
@@ -68,7 +70,7 @@ class _Request:
 class WriteLock:
     """An exclusive lock between processes, on the file ``path`` (created if missing).
 
-    :meth:`acquire` waits (at most ``timeout`` seconds) and :meth:`release` lets the next
+    :meth:`acquire` waits (at most ``timeout`` seconds) and ``release()`` lets the next
     waiter in. Not reentrant, and not for two threads at once: the store calls it under
     its own thread lock. Each ``WriteLock`` is its own open file, so two stores in one
     process exclude each other too.
@@ -77,6 +79,9 @@ class WriteLock:
     def __init__(self, path: str):
         self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        #: ``release()`` lets the next writer in. A C call (no Python frame): an interrupt
+        #: (Ctrl-C) cannot land between the call and the unlock, and leave the lock held.
+        self.release: Callable[[], None] = partial(fcntl.flock, self.fd, fcntl.LOCK_UN)
         self._mutex = threading.Lock()
         self._queue: SimpleQueue | None = None
         self._pending = 0  # requests handed to the helper thread and not finished by it
@@ -122,10 +127,6 @@ class WriteLock:
         if req.error:
             raise DatabaseError(f"cannot lock {self.path}: {req.error}")
         raise DatabaseError(f"database is busy: another writer held it longer than the busy timeout ({timeout:g} s)")
-
-    def release(self) -> None:
-        """Let the next writer in."""
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
 
     def _serve(self, queue: SimpleQueue) -> None:
         """The helper thread: block in flock() for one request at a time."""
