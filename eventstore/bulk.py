@@ -444,8 +444,11 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
         path = Path(dest)
         if not encodable(session_id) or not store._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
             raise SessionNotFound(session_id)  # before creating anything
-        if path.is_dir():  # "." would fail only at the rename, as EBUSY
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(dest))
+        text = os.fspath(dest)
+        # A folder is no file to write ("." failed only at the rename, as EBUSY), nor is a
+        # path ending in a slash, which Path() would drop ("out/" overwrote the file "out").
+        if path.is_dir() or text.endswith(("/", os.sep)):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)  # as the reference save() does
             fd, tmp = _create_beside(path)

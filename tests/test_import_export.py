@@ -95,18 +95,21 @@ def test_export_unknown_session(store):
         store.export_jsonl("nope", io.BytesIO())
 
 
-@pytest.mark.parametrize("dest", [".", "folder", "folder/"])
+@pytest.mark.parametrize("dest", [".", "folder", "folder/", "afile/", "missing/", "missing2/sub/"])
 def test_export_to_a_folder_is_a_clear_error_that_leaves_nothing(store, tmp_path, monkeypatch, dest):
-    """A folder (even "." or one that ends in "/") is no file to write: IsADirectoryError
-    naming it, before a temporary file exists (the rename onto "." raised EBUSY)."""
+    """A folder (even "."), or any path ending in "/", is no file to write:
+    IsADirectoryError naming it, before anything is created (the rename onto "." raised
+    EBUSY; "afile/" overwrote the file afile, "missing/" made a file named missing)."""
     store.create_session("s").append("user/message", {"content": "hi"})
     (tmp_path / "folder").mkdir()
+    (tmp_path / "afile").write_text("kept")
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in tmp_path.rglob("*"))
     with pytest.raises(IsADirectoryError) as e:
         store.export_jsonl("s", dest)
     assert e.value.filename == dest
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert (tmp_path / "afile").read_text() == "kept"
 
 
 def test_export_to_a_text_stream_and_a_path(store, tmp_path):
