@@ -438,7 +438,8 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
     a reader never sees half a file) or a file object (binary, or text with an
     ``encoding``). Reads :data:`EXPORT_PAGE` events per query and writes about every
     :data:`EXPORT_BUFFER` bytes: memory does not grow with the session.
-    Raises :class:`~eventstore.errors.SessionNotFound`, ``OSError``.
+    Raises :class:`~eventstore.errors.SessionNotFound`, ``OSError`` (``IsADirectoryError``
+    for a folder, or a path ending in a slash, before anything is created).
     """
     if isinstance(dest, (str, os.PathLike)):
         path = Path(dest)

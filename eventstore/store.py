@@ -921,7 +921,8 @@ class EventStore:
 
         ``dest`` is a path (written to a temporary file, then renamed into place) or a file
         object (binary, or text). Streams: memory does not grow with the session.
-        Raises :class:`SessionNotFound`, ``OSError``.
+        Raises :class:`SessionNotFound`, ``OSError`` (``IsADirectoryError`` for a folder, or a
+        path ending in a slash).
         """
         from .bulk import export_session
 
