@@ -701,7 +701,6 @@ class EventStore:
         if optimistic:
             self._stale_backoff = 0
 
-
     def _transact(self, body: Callable[[sqlite3.Cursor], Any], session_id: str | None = None,
                   expected_seq: int | None = None) -> Any:
         """Call ``body(cursor)`` in a write transaction (as :meth:`_write` runs its block)
@@ -927,7 +926,6 @@ class EventStore:
         from .bulk import export_session
 
         return export_session(self, session_id, dest)
-
 
 
 def _checkpoint_connection(database: str, busy_timeout: float) -> sqlite3.Connection:
