@@ -117,9 +117,13 @@ def _check_type(type_: Any) -> None:
 
 
 def _check_ts(ts: Any) -> float:
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
-        raise InvalidEvent(f"ts must be a finite number of seconds since the epoch, not {ts!r}")
-    return float(ts)
+    try:  # an int past a double's range raises OverflowError in float() and isfinite()
+        ok = not isinstance(ts, bool) and isinstance(ts, (int, float)) and math.isfinite(ts)
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise InvalidEvent(f"ts must be a finite number of seconds since the epoch, not {ts!r:.80}")
+    return float(ts) + 0.0  # -0.0 is stored (and read back) as 0.0
 
 
 def _check_seq(seq: Any, what: str = "expected_seq") -> int:

@@ -182,10 +182,25 @@ def test_append_many_reads_an_iterable_item_by_item(store):
     assert s.next_seq() == 6
 
 
-@pytest.mark.parametrize("ts", [math.nan, math.inf, "now", True])
+@pytest.mark.parametrize("ts", [math.nan, math.inf, "now", True, 10**400, -(10**309)])
 def test_bad_ts_is_refused(store, ts):
+    """Including integers past a double's range (they raised a bare OverflowError), on
+    every path that takes a ts."""
+    s = store.create_session("a")
     with pytest.raises(InvalidEvent, match="ts"):
-        store.create_session("a").append("x", {}, ts=ts)
+        s.append("x", {}, ts=ts)
+    with pytest.raises(InvalidEvent, match="ts"):
+        s.append_many([("x", {}, ts)])
+    with pytest.raises(InvalidEvent, match="ts"):
+        s.append_many(e for e in [("x", {}, ts)])
+    assert s.next_seq() == 0
+
+
+def test_negative_zero_ts_comes_back_as_stored(store):
+    s = store.create_session("a")
+    returned = [s.append("x", {}, ts=-0.0), *s.append_many([("x", {}, -0.0)])]
+    stored = list(s.events())
+    assert [(e.ts, math.copysign(1, e.ts)) for e in returned] == [(e.ts, math.copysign(1, e.ts)) for e in stored]
 
 
 def test_expected_seq(store):
