@@ -196,7 +196,8 @@ def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, ap
     """import_jsonl's work, reading rows from ``reader`` (in this process or a worker's)."""
     session_id = reader.session_id
     batches = reader.batches(BATCH_ROWS, BATCH_BYTES)
-    with store._write(session_id) as cur:
+
+    def in_transaction(cur: sqlite3.Cursor) -> tuple:
         batch = next(batches, None)
         if reader.session_id is None or (reader.error is not None and not salvage):
             raise reader.error
@@ -264,6 +265,9 @@ def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, ap
             dropped = Dropped(first, reader.lines, reader.lines - first + 1, reader.bytes - offset, str(err))
         elif progress is not None and reader.bytes > done_bytes:
             progress(reader.bytes - done_bytes, 0)
+        return sid, stored, head, position, added, dropped
+
+    sid, stored, head, position, added, dropped = store._transact(in_transaction, session_id)
     if added:  # let the write queue checkpoint the WAL (see EventStore._wrote)
         store._wrote(position, position + added - 1, reader.bytes)
     note = ""

@@ -348,12 +348,9 @@ def payload_json(payload: dict) -> str:
     (``type``, ``seq``, ``ts``), an ``event_id`` that is not a non-empty string, or anything
     that is not JSON.
     """
-    if (type(payload) is dict and _fast_dumps is not None
-            and "type" not in payload and "seq" not in payload and "ts" not in payload
-            and "event_id" not in payload):
-        fast = _fast_dumps(payload)  # the common case: a plain dict of JSON values
-        if fast is not None:
-            return fast[0]
+    fast = _plain_fast_dumps(payload)
+    if fast is not None:
+        return fast[0]
     if payload is None:
         return "{}"
     if not isinstance(payload, dict):
@@ -376,14 +373,22 @@ def payload_json_stored(payload: dict) -> tuple[str, Any]:
     """:func:`payload_json` of ``payload``, and the payload as stored: its text read back
     (as :func:`payload_jsons` gives it for a batch). Raises what :func:`payload_json` raises.
     """
+    fast = _plain_fast_dumps(payload)  # its proof reads the text back: that is the stored payload
+    if fast is not None:
+        return fast
+    text = payload_json(payload)
+    return text, loads(text)
+
+
+def _plain_fast_dumps(payload: Any) -> tuple[str, Any] | None:
+    """:func:`_fast_dumps` for the common case, a plain dict of JSON values without the
+    keys that :func:`payload_json` checks first (``type``, ``seq``, ``ts``, ``event_id``);
+    None for anything else."""
     if (type(payload) is dict and _fast_dumps is not None
             and "type" not in payload and "seq" not in payload and "ts" not in payload
             and "event_id" not in payload):
-        fast = _fast_dumps(payload)  # its proof reads the text back: that is the stored payload
-        if fast is not None:
-            return fast
-    text = payload_json(payload)
-    return text, loads(text)
+        return _fast_dumps(payload)
+    return None
 
 
 def _refuse(_value: Any) -> Any:

@@ -18,7 +18,6 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
 from typing import IO, Any
@@ -49,7 +48,7 @@ from .jsonl import (
     payload_json_stored,
     payload_jsons,
 )
-from .writelock import WriteLock, open_write_lock
+from .writelock import open_write_lock
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
 
@@ -707,11 +706,23 @@ class EventStore:
 
     def _transact(self, body: Callable[[sqlite3.Cursor], Any], session_id: str | None = None,
                   expected_seq: int | None = None) -> Any:
-        """Call ``body(cursor)`` in a write transaction (as :meth:`_write` runs its block)
-        and return what it returns. The appends' form: a generator context manager costs
-        about three times as much per transaction."""
+        """Call ``body(cursor)`` in a write transaction and return what it returns:
+        ``BEGIN IMMEDIATE`` ... ``COMMIT`` under the store's thread lock and the write
+        queue; rolled back on any error, with sqlite3 errors translated to the store's
+        exceptions (``session_id`` and ``expected_seq`` say what about).
+
+        A function rather than a ``@contextmanager`` generator, which cost three times as
+        much per append. Written so that an interrupt (Ctrl-C) landing anywhere leaves
+        nothing held: the thread lock is a ``with``; the write queue's lock and ``BEGIN``
+        come inside the ``try`` whose cleanup rolls back whatever transaction is open and
+        releases the queue's lock even when the interrupt came between taking it and
+        noting it."""
         with self._lock:
-            wlock = self._ready_to_write()
+            if self._forked or self._fairy is None:
+                self._connection()  # reopened after a fork
+            if self._file in _forked_mid_write:
+                raise _forked_mid_write_error(self._file)
+            wlock = self._wlock
             try:
                 if wlock is not None:
                     try:
@@ -732,49 +743,6 @@ class EventStore:
             finally:
                 if wlock is not None:
                     wlock.release()
-
-    @contextmanager
-    def _write(self, session_id: str | None = None, expected_seq: int | None = None) -> Iterator[sqlite3.Cursor]:
-        """A write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT`` under the store's thread
-        lock and the write queue; rolled back on any error, with sqlite3 errors translated
-        to the store's exceptions (``session_id`` and ``expected_seq`` say what about).
-
-        Written so that an interrupt (Ctrl-C) landing anywhere leaves nothing held: the
-        thread lock is a ``with``; the write queue's lock and ``BEGIN`` come inside the
-        ``try`` whose cleanup rolls back whatever transaction is open and releases the
-        queue's lock even when the interrupt came between taking it and noting it.
-        :meth:`_transact` is the same, as a function."""
-        with self._lock:
-            wlock = self._ready_to_write()
-            try:
-                if wlock is not None:
-                    try:
-                        wlock.acquire(self.busy_timeout)
-                    except DatabaseError:
-                        wlock = None  # not ours to release
-                        raise
-                cur = self._cur
-                cur.execute("BEGIN IMMEDIATE")
-                yield cur
-                cur.execute("COMMIT")
-            except BaseException as e:
-                error = self._rolled_back(e, session_id, expected_seq)
-                if error is None:
-                    raise
-                raise error from None
-            finally:
-                if wlock is not None:
-                    wlock.release()
-
-    def _ready_to_write(self) -> WriteLock | None:
-        """Holding the store's thread lock: the connection (reopened after a fork), and the
-        write queue's lock to take (None where there is none). Raises :class:`DatabaseError`
-        when a fork left this process unable to write the file."""
-        if self._forked or self._fairy is None:
-            self._connection()
-        if self._file in _forked_mid_write:
-            raise _forked_mid_write_error(self._file)
-        return self._wlock
 
     def _rolled_back(self, error: BaseException, session_id: str | None,
                      expected_seq: int | None) -> Exception | None:
@@ -876,8 +844,8 @@ class EventStore:
             if not isinstance(meta, dict) or "type" in meta or "id" in meta:
                 raise InvalidEvent("meta must be a dict without the keys 'type' and 'id'")
             meta_json = dumps(meta)
-        with self._write(sid) as cur:
-            cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)", (sid, time.time(), meta_json))
+        self._transact(lambda cur: cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)",
+                                               (sid, time.time(), meta_json)), sid)
         return Session(self, sid)
 
     def session(self, session_id: str) -> Session:

@@ -285,16 +285,16 @@ def test_the_store_leaves_the_session_check_to_the_guard(store):
     assert store._connection().execute("PRAGMA foreign_keys").fetchone() == (0,)
     with pytest.raises(SessionNotFound):
         store.session("nope").append("x", {})
-    with pytest.raises(AppendOnlyViolation, match="unknown session"), store._write() as cur:
-        cur.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                    f"VALUES (1, 'nope', 0, 'x', 1, '{{}}', '{H}')")
+    with pytest.raises(AppendOnlyViolation, match="unknown session"):
+        store._transact(lambda cur: cur.execute(f"INSERT INTO events (position, session_id, seq, type, ts, "
+                                                f"payload, hash) VALUES (1, 'nope', 0, 'x', 1, '{{}}', '{H}')"))
 
 
 def test_store_reports_a_refused_write_as_append_only_violation(store):
     s = store.create_session("a")
     s.append("x", {})
-    with pytest.raises(AppendOnlyViolation), store._write() as cur:
-        cur.execute("DELETE FROM events")
+    with pytest.raises(AppendOnlyViolation):
+        store._transact(lambda cur: cur.execute("DELETE FROM events"))
     assert s.next_seq() == 1
 
 

@@ -203,9 +203,7 @@ def test_a_child_forked_while_another_thread_writes_is_refused_at_once(db_path):
     inside, go = threading.Event(), threading.Event()
 
     def writer():
-        with store._write("x"):
-            inside.set()
-            go.wait()
+        store._transact(lambda _cur: (inside.set(), go.wait()), "x")
 
     t = threading.Thread(target=writer)
     t.start()

@@ -156,11 +156,13 @@ def hold_write_lock(db: str, ready: str) -> None:
     from eventstore import EventStore
 
     store = EventStore.open(db, busy_timeout=30)
-    with store._write() as cur:
+    def hold(cur) -> None:
         cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES ('ghost', 0, '{}')")
         with open(ready, "w") as f:
             f.write(str(os.getpid()))
         time.sleep(600)
+
+    store._transact(hold)
 
 
 def follower(db: str, session_id: str | None, total: int, barrier, results, tag) -> None:
