@@ -9,9 +9,18 @@ The public API::
     s.derive_messages()
 
 See the README for the whole tour and ``shared/spec/session-log.md`` for the format.
+
+The classes that need SQLite and SQLAlchemy (:class:`EventStore` and the rest of the
+store, :class:`ImportReport`) are imported on first use: ``import eventstore`` itself
+loads only the exceptions, so the ``eventstore`` command's entry point
+(:mod:`eventstore.__main__`) is in place, with its Ctrl-C handler, before the heavy
+imports start.
 """
 
-from .bulk import Dropped, ImportReport
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .errors import (
     AppendOnlyViolation,
     DatabaseError,
@@ -25,7 +34,10 @@ from .errors import (
     SessionExists,
     SessionNotFound,
 )
-from .store import Event, EventStore, Session, SessionInfo
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time, __getattr__ below
+    from .bulk import Dropped, ImportReport
+    from .store import Event, EventStore, Session, SessionInfo
 
 __all__ = [
     "EventStore",
@@ -48,3 +60,22 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# The public names that live in the heavy modules: {name: module}.
+_LAZY = {"EventStore": "store", "Session": "store", "Event": "store", "SessionInfo": "store",
+         "ImportReport": "bulk", "Dropped": "bulk"}
+
+
+def __getattr__(name: str) -> object:  # PEP 562: called only for names not yet in the module
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -333,3 +333,45 @@ def test_verify_escapes_control_and_bidi_characters_from_the_log(run, tmp_path):
     out = result.stdout + result.stderr
     assert "s\\u202eX\\x1b[31m" in out
     assert "\u202e" not in out and "\x1b" not in out
+
+
+_INTERRUPT_DURING_IMPORT = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job may inherit SIGINT ignored
+
+MODULE = sys.argv[1]
+
+class InterruptOnImport:  # a real SIGINT to this process as MODULE starts loading
+    def find_spec(self, name, path=None, target=None):
+        if name == MODULE:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, InterruptOnImport())
+sys.argv = ["eventstore", "--version"]
+from eventstore.__main__ import main  # what the installed `eventstore` script runs
+main()
+"""
+
+
+@pytest.mark.parametrize("module", ["eventstore.cli", "click", "sqlalchemy", "eventstore.store"])
+def test_ctrl_c_while_the_command_is_still_loading_is_one_line(module):
+    """A Ctrl-C in the first few tenths of a second of any command lands while Python is
+    importing click, SQLAlchemy and the store: it ends as an interrupted command does, in
+    one line and status 1, not a traceback (a newcomer helper found the traceback)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPT_DURING_IMPORT, module],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "error: interrupted\n")
+
+
+def test_python_dash_m_eventstore_is_the_command():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "eventstore", "--version"], capture_output=True, text=True,
+                          timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, "eventstore, version 0.1.0\n")
