@@ -218,11 +218,29 @@ def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list
         done += n
 
 
-def _split_batch(events: Any, now: float) -> tuple[list, list, list | None, list | None]:
+def _item_error(session_id: str, index: int, error: InvalidEvent) -> InvalidEvent:
+    """``error``, about item ``index`` (counting from 0) of an ``append_many`` batch for
+    ``session_id``, as an error that says which item it was."""
+    return InvalidEvent(f"session {session_id!r}: append_many item {index}: {error}")
+
+
+def _first_bad_payload(payloads: list) -> int | None:
+    """The index of the first of ``payloads`` that :func:`payload_json` refuses (None if
+    none): a batch's payloads are proven together, and only an error needs the item."""
+    for index, payload in enumerate(payloads):
+        try:
+            payload_json(payload)
+        except InvalidEvent:
+            return index
+    return None
+
+
+def _split_batch(events: Any, now: float, session_id: str) -> tuple[list, list, list | None, list | None]:
     """``append_many``'s ``events`` as ``(types, timestamps, payloads, payload_jsons)``:
     types checked, timestamps checked (``now`` where none is given), and either the
     payloads (``payload_jsons`` None) or their JSON texts (``payloads`` None). Raises
-    :class:`InvalidEvent` for the first bad item, in order.
+    :class:`InvalidEvent` for the first bad item, in order, naming ``session_id`` and the
+    item's index.
 
     A list or tuple of events is read as it stands: ``payload_jsons`` is None, and the
     caller encodes the payloads as one batch (:func:`eventstore.jsonl.payload_jsons`); one
@@ -236,7 +254,10 @@ def _split_batch(events: Any, now: float) -> tuple[list, list, list | None, list
             if len(columns) == 2 and set(map(type, columns[0])) == {str}:
                 types, payloads = columns
                 for type_ in dict.fromkeys(types):  # each distinct type once, in order: the first bad one is named
-                    _check_type(type_)
+                    try:
+                        _check_type(type_)
+                    except InvalidEvent as e:
+                        raise _item_error(session_id, types.index(type_), e) from None
                 return list(types), [now] * len(types), list(payloads), None
         eager = False
     else:
@@ -248,21 +269,25 @@ def _split_batch(events: Any, now: float) -> tuple[list, list, list | None, list
     types, tss, payloads = [], [], []
     checked = set()  # the types checked so far: a batch holds a few
     for item in events:
-        if type(item) is tuple and len(item) == 2:
-            type_, payload = item
-            ts = now
-        else:
-            if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
-                raise InvalidEvent("append_many takes (type, payload) or (type, payload, ts) tuples, "
-                                   f"not {item!r:.80}")
-            type_, payload = item[0], item[1]
-            ts = _check_ts(item[2]) if len(item) == 3 and item[2] is not None else now
-        if type(type_) is not str or type_ not in checked:
-            _check_type(type_)
-            checked.add(type_)
+        try:  # an error names the item: its index is len(types)
+            if type(item) is tuple and len(item) == 2:
+                type_, payload = item
+                ts = now
+            else:
+                if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+                    raise InvalidEvent("append_many takes (type, payload) or (type, payload, ts) tuples, "
+                                       f"not {item!r:.80}")
+                type_, payload = item[0], item[1]
+                ts = _check_ts(item[2]) if len(item) == 3 and item[2] is not None else now
+            if type(type_) is not str or type_ not in checked:
+                _check_type(type_)
+                checked.add(type_)
+            pj = payload_json(payload) if eager else payload
+        except InvalidEvent as e:
+            raise _item_error(session_id, len(types), e) from None
         types.append(type_)
         tss.append(ts)
-        payloads.append(payload_json(payload) if eager else payload)
+        payloads.append(pj)
     return (types, tss, None, payloads) if eager else (types, tss, payloads, None)
 
 
@@ -352,7 +377,9 @@ class Session:
         ``events`` holds ``(type, payload)`` or ``(type, payload, ts)`` tuples. With
         ``expected_seq``, the first event must get that seq. Returns the events as stored
         (as :meth:`append` does: each payload is its stored JSON read back). Raises what
-        :meth:`append` raises; on any error nothing is stored.
+        :meth:`append` raises; on any error nothing is stored. An :class:`InvalidEvent`
+        about one item names the session and the item's index (counting from 0):
+        ``session 'S': append_many item 3: payload key 'seq' is reserved ...``.
 
         Idempotent retries: when every event carries an ``event_id`` in its payload and the
         whole batch is already stored, in order, with the same types and payloads (a retry
@@ -360,13 +387,19 @@ class Session:
         content, or stored without the rest of its batch, raises
         :class:`IdempotencyConflict`; a key twice in one batch raises :class:`InvalidEvent`.
         """
-        types, tss, payloads, pjs = _split_batch(events, time.time())
+        types, tss, payloads, pjs = _split_batch(events, time.time(), self.id)
         if expected_seq is not None:
             _check_seq(expected_seq)
         if not types:
             return []
         if pjs is None:
-            pjs, stored = payload_jsons(payloads)
+            try:
+                pjs, stored = payload_jsons(payloads)
+            except InvalidEvent as e:
+                index = _first_bad_payload(payloads)
+                if index is None:
+                    raise
+                raise _item_error(self.id, index, e) from None
         else:  # encoded item by item as an iterable yielded them
             stored = [loads(pj) for pj in pjs]
         store = self._store
