@@ -443,13 +443,16 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
     ``encoding``). Reads :data:`EXPORT_PAGE` events per query and writes about every
     :data:`EXPORT_BUFFER` bytes: memory does not grow with the session.
     Raises :class:`~eventstore.errors.SessionNotFound`, ``OSError`` (``IsADirectoryError``
-    for a folder, or a path ending in a slash, before anything is created).
+    for a folder, or a path ending in a slash, ``FileNotFoundError`` for an empty path,
+    before anything is created).
     """
     if isinstance(dest, (str, os.PathLike)):
         path = Path(dest)
         if not encodable(session_id) or not store._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
             raise SessionNotFound(session_id)  # before creating anything
         text = os.fspath(dest)
+        if not text:  # Path("") is the current folder; open("") fails so, as the reference save("") does
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), text)
         # A folder is no file to write ("." failed only at the rename, as EBUSY), nor is a
         # path ending in a slash, which Path() would drop ("out/" overwrote the file "out").
         if path.is_dir() or text.endswith(("/", os.sep)):

@@ -315,11 +315,24 @@ def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None, 
         sys.exit(EXIT_ERROR)
 
 
+def _named_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An export destination must name something: an empty one (an unset shell variable,
+    say) is a usage error, as is a file name ending in a slash, like click's own check of
+    -o naming a folder (it wrote a file in the current folder, or to stdout)."""
+    if value is None:
+        return None
+    if value == "":
+        raise click.BadParameter("it is empty; give a path" + (", or - for stdout" if param.name == "output" else ""))
+    if param.name == "output" and value.endswith(("/", os.sep)):
+        raise click.BadParameter(f"File {value!r} ends in a slash: a folder, not a file (several sessions: --out DIR)")
+    return value
+
+
 @cli.command()
 @click.argument("session_ids", nargs=-1, metavar="[SESSION_ID]...", type=TEXT)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), callback=_named_path,
               help="One session to this file (default, and -: stdout).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="DIR",
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="DIR", callback=_named_path,
               help="Write each session to DIR/<name>.jsonl (the name encodes the id safely).")
 @click.option("--all", "all_", is_flag=True, help="Every stored session (with --out).")
 @click.pass_context
@@ -338,13 +351,13 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
             raise click.UsageError("--all needs --out DIR")
         if len(session_ids) != 1:
             raise click.UsageError("give one SESSION_ID (for several, or --all, use --out DIR)")
-    elif output:
+    elif output is not None:
         raise click.UsageError("-o FILE is for one session; --out DIR takes the files")
     elif all_ == bool(session_ids):
         raise click.UsageError("with --out DIR, give SESSION_IDs or --all (not both)")
     store = _store(ctx, readonly=True)
     if out_dir is None:
-        if output and output != "-":
+        if output is not None and output != "-":
             n = export_session(store, session_ids[0], output)
             click.echo(f"{output}: {n} events", err=True)
         else:

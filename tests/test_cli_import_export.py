@@ -131,6 +131,12 @@ def test_usage_errors(db, tmp_path):
         (["export", "--all", "x", "--out", str(tmp_path / "o")], "give SESSION_IDs or --all (not both)"),
         (["export", "--out", str(tmp_path / "o")], "give SESSION_IDs or --all (not both)"),
         (["export", "x", "-o", "f", "--out", str(tmp_path / "o")], "-o FILE is for one session"),
+        # an empty destination (an unset shell variable) wrote to stdout, or into the current folder
+        (["export", "x", "-o", ""], "'-o' / '--output': it is empty; give a path, or - for stdout"),
+        (["export", "--all", "--out", ""], "'--out': it is empty; give a path"),
+        # a file name ending in a slash is the same mistake as -o naming a folder: a usage error too
+        (["export", "x", "-o", str(tmp_path)], "is a directory"),
+        (["export", "x", "-o", str(tmp_path / "missing") + "/"], "ends in a slash: a folder, not a file"),
     ]:
         r = run(db, *args)
         assert r.exit_code == 2, (args, r.output)

@@ -112,6 +112,18 @@ def test_export_to_a_folder_is_a_clear_error_that_leaves_nothing(store, tmp_path
     assert (tmp_path / "afile").read_text() == "kept"
 
 
+def test_export_to_an_empty_path_is_file_not_found(store, tmp_path, monkeypatch):
+    """"" names no file: FileNotFoundError, as the reference save("") gives (ENOENT), where
+    it said "Is a directory" (Path("") is the current folder)."""
+    store.create_session("s").append("user/message", {"content": "hi"})
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    with pytest.raises(FileNotFoundError) as e:
+        store.export_jsonl("s", "")
+    assert e.value.filename == ""
+    assert sorted(tmp_path.iterdir()) == before
+
+
 def test_export_to_a_text_stream_and_a_path(store, tmp_path):
     store.import_jsonl(DATA / "unicode.jsonl")
     sid = "u-2026-0001"
