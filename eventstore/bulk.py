@@ -433,21 +433,42 @@ def _create_beside(path: Path) -> tuple[int, str]:
         return fd, tmp
 
 
+def _store_files(store: EventStore) -> list[str]:
+    """The files of ``store``'s database (the file, its WAL, shared-memory, journal and
+    lock files), as real paths; none for an in-memory store."""
+    if store._file is None:
+        return []
+    base = os.path.realpath(store._file)
+    return [base + suffix for suffix in ("", "-wal", "-shm", "-journal", "-lock")]
+
+
+def _check_not_the_store(store: EventStore, text: str) -> None:
+    """Raise ``OSError`` (EINVAL) if ``text`` names one of the store's own files (by any
+    path, a link included): an export there would replace the database with JSONL."""
+    real = os.path.realpath(text)
+    for f in _store_files(store):
+        if real == f or (os.path.exists(f) and os.path.exists(text) and os.path.samefile(text, f)):
+            raise OSError(errno.EINVAL, "is this store's own database file (export would overwrite it)", text)
+
+
 def export_session(store: EventStore, session_id: str, dest: str | os.PathLike | IO,
                    progress: Progress | None = None) -> int:
     """Write one session as JSONL, byte-identical to what the reference ``save()`` writes
     for it, and return the number of events written.
 
-    ``dest`` is a path (written to a temporary file beside it, then renamed into place, so
-    a reader never sees half a file) or a file object (binary, or text with an
-    ``encoding``). Reads :data:`EXPORT_PAGE` events per query and writes about every
+    ``dest`` is a path or a file object (binary, or text with an ``encoding``). A path to
+    a regular file (or to none yet) is written to a temporary file beside it, then renamed
+    into place, so a reader never sees half a file; through a symbolic link, the link's
+    target is replaced and the link kept. A path to something else (a FIFO, a device,
+    ``/dev/stdout``) is written straight through, as the reference's ``writeFileSync``
+    does. Reads :data:`EXPORT_PAGE` events per query and writes about every
     :data:`EXPORT_BUFFER` bytes: memory does not grow with the session.
     Raises :class:`~eventstore.errors.SessionNotFound`, ``OSError`` (``IsADirectoryError``
     for a folder, or a path ending in a slash, ``FileNotFoundError`` for an empty path,
-    before anything is created).
+    ``NotADirectoryError`` when a folder of the path is a file, ``EINVAL`` for one of the
+    store's own database files; all before anything is created).
     """
     if isinstance(dest, (str, os.PathLike)):
-        path = Path(dest)
         if not encodable(session_id) or not store._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
             raise SessionNotFound(session_id)  # before creating anything
         text = os.fspath(dest)
@@ -455,13 +476,33 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), text)
         # A folder is no file to write ("." failed only at the rename, as EBUSY), nor is a
         # path ending in a slash, which Path() would drop ("out/" overwrote the file "out").
-        if path.is_dir() or text.endswith(("/", os.sep)):
+        if os.path.isdir(text) or text.endswith(("/", os.sep)):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
+        _check_not_the_store(store, text)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)  # as the reference save() does
+            mode = os.stat(text).st_mode  # through a link, its target
+        except FileNotFoundError:  # nothing there yet (or a link to nothing: its target is created)
+            mode = None
+        except OSError as e:  # ENOTDIR, ENAMETOOLONG, EACCES, ELOOP: as open() would say
+            raise OSError(e.errno, e.strerror, text) from None
+        if mode is not None and not stat.S_ISREG(mode):
+            try:
+                with open(text, "wb") as f:
+                    return export_session(store, session_id, f, progress)
+            except OSError as e:  # a write's error (ENOSPC, EPIPE) names no file: this one
+                if e.filename is None:
+                    raise OSError(e.errno, e.strerror, text) from None
+                raise
+        # A link is followed, not replaced: the rename lands on what it points to.
+        path = Path(os.path.realpath(text)) if os.path.islink(text) else Path(text)
+        try:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)  # as the reference save() does
+            except FileExistsError:  # a folder of the path is a file: say so, as open() would
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text) from None
             fd, tmp = _create_beside(path)
         except OSError as e:  # named after the file asked for, not the temporary one
-            raise OSError(e.errno, e.strerror, os.fspath(dest)) from None
+            raise OSError(e.errno, e.strerror, text) from None
         try:
             with os.fdopen(fd, "wb") as f:
                 n = export_session(store, session_id, f, progress)
@@ -469,7 +510,7 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
         except BaseException as e:
             os.unlink(tmp)
             if isinstance(e, OSError) and e.filename == tmp:
-                raise OSError(e.errno, e.strerror, os.fspath(dest)) from None
+                raise OSError(e.errno, e.strerror, text) from None
             raise
         return n
     binary = not hasattr(dest, "encoding")
@@ -597,7 +638,8 @@ def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: I
     drive letter, upper case), its file lands inside ``folder`` under a name that maps back
     to it alone; an existing file of that name is replaced. ``done(session_id, path,
     events)`` is called after each file. Raises :class:`~eventstore.errors.SessionNotFound`
-    (before writing anything) and ``OSError``.
+    and ``OSError`` (``EINVAL`` when a file would land on the store's own database), both
+    before writing anything, and ``OSError`` for a file that cannot be written.
     """
     base = Path(folder)
     ids = [i.id for i in store.sessions()] if session_ids is None else list(dict.fromkeys(session_ids))
@@ -606,14 +648,17 @@ def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: I
             raise SessionNotFound(sid)
     base.mkdir(parents=True, exist_ok=True)
     taken: dict[str, str] = {}
-    result = []
+    paths = []
     for sid in ids:
         name = file_name_for(sid)
         key = name.lower()
         if key in taken or os.path.basename(name) != name or name in (".", ".."):  # pragma: no cover - by design
             raise InvalidEvent(f"session {sid!r}: export name {name!r} is not unique or not a plain file name")
         taken[key] = sid
-        path = base / name
+        paths.append(base / name)
+        _check_not_the_store(store, os.fspath(paths[-1]))  # before writing any file
+    result = []
+    for sid, path in zip(ids, paths, strict=True):
         n = export_session(store, sid, path, progress)
         result.append((sid, path, n))
         if done is not None:

@@ -124,6 +124,95 @@ def test_export_to_an_empty_path_is_file_not_found(store, tmp_path, monkeypatch)
     assert sorted(tmp_path.iterdir()) == before
 
 
+def _demo(store) -> tuple[str, bytes]:
+    sid = store.import_jsonl(DATA / "demo.jsonl")
+    return sid, (DATA / "demo.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("how", ["itself", "symlink", "hard link", "its WAL", "relative"])
+def test_export_never_overwrites_the_store_s_own_database(store, db_path, tmp_path, monkeypatch, how):
+    """-o self.db renamed the export over the database (a newcomer helper: the store was
+    gone, 'file is not a database'); by any name of its files, export refuses, first."""
+    sid, _ = _demo(store)
+    monkeypatch.chdir(tmp_path)
+    dest = {"itself": str(db_path), "symlink": "alias.db", "hard link": "hard.db",
+            "its WAL": str(db_path) + "-wal", "relative": os.path.relpath(db_path)}[how]
+    if how == "symlink":
+        os.symlink(db_path, dest)
+    elif how == "hard link":
+        os.link(db_path, dest)
+    before = db_path.read_bytes()
+    with pytest.raises(OSError, match="this store's own database file") as e:
+        store.export_jsonl(sid, dest)
+    assert e.value.filename == dest
+    assert db_path.read_bytes() == before
+    assert [i.events for i in store.sessions()] == [15]
+
+
+def test_export_to_a_folder_holding_the_database_under_a_session_s_file_name(tmp_path):
+    """export --all into the database's folder, where one session's file name is the
+    database's: refused before any file is written."""
+    db = tmp_path / file_name_for("b")
+    with EventStore.open(db) as st:
+        st.create_session("a").append("x", {})
+        st.create_session("b").append("x", {})
+        with pytest.raises(OSError, match="this store's own database file"):
+            export_sessions(st, tmp_path)
+        assert not (tmp_path / file_name_for("a")).exists()
+        assert [i.events for i in st.sessions()] == [1, 1]
+
+
+def test_export_through_a_symlink_writes_its_target_and_keeps_the_link(store, tmp_path):
+    """As writeFileSync does: the rename replaced the link itself with a file."""
+    sid, data = _demo(store)
+    (tmp_path / "target.jsonl").write_bytes(b"old")
+    os.symlink("target.jsonl", tmp_path / "link.jsonl")
+    os.symlink("new.jsonl", tmp_path / "dangling.jsonl")
+    assert store.export_jsonl(sid, tmp_path / "link.jsonl") == 15
+    assert store.export_jsonl(sid, tmp_path / "dangling.jsonl") == 15
+    for link, target in (("link.jsonl", "target.jsonl"), ("dangling.jsonl", "new.jsonl")):
+        assert os.readlink(tmp_path / link) == target
+        assert (tmp_path / target).read_bytes() == data
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
+def test_export_to_a_fifo_writes_through_it(store, tmp_path):
+    """A FIFO (or a device, /dev/stdout) is written straight through, as writeFileSync
+    does: the rename replaced it with a file, and its reader got nothing."""
+    import threading
+
+    sid, data = _demo(store)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert store.export_jsonl(sid, fifo) == 15
+    reader.join(timeout=10)  # a FIFO replaced by a file leaves the reader waiting for good
+    assert got == [data]
+    assert fifo.is_fifo()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="/dev/full")
+def test_export_to_a_full_device_names_it(store):
+    sid, _ = _demo(store)
+    with pytest.raises(OSError) as e:
+        store.export_jsonl(sid, "/dev/full")
+    assert (e.value.errno, e.value.filename) == (28, "/dev/full")  # ENOSPC
+    assert Path("/dev/full").is_char_device()
+
+
+def test_export_below_a_file_is_not_a_directory(store, tmp_path):
+    """A folder of the path that is a file: ENOTDIR, as open() says (it said 'File exists')."""
+    sid, _ = _demo(store)
+    (tmp_path / "afile").write_text("kept")
+    for dest in (tmp_path / "afile" / "x.jsonl", tmp_path / "afile" / "sub" / "x.jsonl"):
+        with pytest.raises(NotADirectoryError) as e:
+            store.export_jsonl(sid, dest)
+        assert e.value.filename == os.fspath(dest)
+    assert (tmp_path / "afile").read_text() == "kept"
+
+
 def test_export_to_a_text_stream_and_a_path(store, tmp_path):
     store.import_jsonl(DATA / "unicode.jsonl")
     sid = "u-2026-0001"
