@@ -1,4 +1,8 @@
-"""The exception hierarchy: every error the store raises derives from EventStoreError."""
+"""The exception hierarchy: every error the store raises derives from EventStoreError.
+
+Each survives pickling with its message and attributes (``__reduce__`` passes its own
+arguments), so an error raised in a worker process (``multiprocessing``, a
+``ProcessPoolExecutor``) reaches the parent as itself."""
 
 from __future__ import annotations
 
@@ -14,13 +18,20 @@ class SessionNotFound(EventStoreError, LookupError):
         self.session_id = session_id
         super().__init__(f"session {session_id!r} not found")
 
+    def __reduce__(self):
+        return type(self), (self.session_id,), self.__dict__
+
 
 class SessionExists(EventStoreError):
     """A session with this id is already stored (ids are never reused)."""
 
     def __init__(self, session_id: str, detail: str = ""):
         self.session_id = session_id
+        self.detail = detail
         super().__init__(f"session {session_id!r} already exists" + (f": {detail}" if detail else ""))
+
+    def __reduce__(self):
+        return type(self), (self.session_id, self.detail), self.__dict__
 
 
 class SeqConflict(EventStoreError):
@@ -38,6 +49,9 @@ class SeqConflict(EventStoreError):
             f"session {session_id!r}: expected seq {expected_seq}, but the next seq is {actual_seq}"
         )
 
+    def __reduce__(self):
+        return type(self), (self.session_id, self.expected_seq, self.actual_seq), self.__dict__
+
 
 class IdempotencyConflict(EventStoreError):
     """An append's idempotency key (``event_id``) is already stored with other content (or,
@@ -49,7 +63,11 @@ class IdempotencyConflict(EventStoreError):
         self.session_id = session_id
         self.event_id = event_id
         self.seq = seq
+        self.why = why
         super().__init__(f"session {session_id!r}: event_id {event_id!r} is already stored at seq {seq} {why}")
+
+    def __reduce__(self):
+        return type(self), (self.session_id, self.event_id, self.seq, self.why), self.__dict__
 
 
 class InvalidEvent(EventStoreError, ValueError):
@@ -70,6 +88,9 @@ class InvalidJSONL(InvalidEvent):
         self.reason = reason
         super().__init__(f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
 
+    def __reduce__(self):
+        return type(self), (self.path, self.line, self.reason), self.__dict__
+
 
 class ImportConflict(InvalidJSONL):
     """A file names a session that is already stored with other content (``FILE:LINE: reason``).
@@ -82,6 +103,9 @@ class ImportConflict(InvalidJSONL):
     def __init__(self, path: str, line: int, reason: str, session_id: str):
         self.session_id = session_id
         super().__init__(path, line, reason)
+
+    def __reduce__(self):
+        return type(self), (self.path, self.line, self.reason, self.session_id), self.__dict__
 
 
 class AppendOnlyViolation(EventStoreError):

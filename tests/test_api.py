@@ -423,3 +423,37 @@ def test_no_payload_is_stored_as_an_empty_object_on_every_append_path(store):
     s.append_many(("d", None) for _ in range(2))
     assert [(e.type, e.payload) for e in s.events()] == [("a", {}), ("b", {}), ("c", {}), ("d", {}), ("d", {})]
     assert store._read("SELECT DISTINCT payload FROM events WHERE session_id = 'none'") == [("{}",)]
+
+
+def test_every_error_survives_pickling_so_a_worker_process_can_raise_it():
+    """A ProcessPoolExecutor worker's SeqConflict reached the parent as BrokenProcessPool
+    (its __init__ took other arguments than the message: a newcomer helper found it)."""
+    import concurrent.futures
+    import pickle
+
+    from eventstore import (
+        AppendOnlyViolation,
+        DatabaseError,
+        ImportConflict,
+        InvalidJSONL,
+        QueryError,
+    )
+
+    errors = [SessionNotFound("s"), SessionExists("s"), SessionExists("s", "detail"), SeqConflict("s", 3, 5),
+              IdempotencyConflict("s", "k", 2), IdempotencyConflict("s", "k", 2, "why"), InvalidEvent("bad"),
+              InvalidJSONL("f.jsonl", 3, "reason"), InvalidJSONL("f.jsonl", 0, "whole"),
+              ImportConflict("f.jsonl", 2, "differs", "s"), AppendOnlyViolation("no"), DatabaseError("db"),
+              QueryError("q"), EventStoreError("base")]
+    for error in errors:
+        back = pickle.loads(pickle.dumps(error))
+        assert (type(back), str(back), back.args, vars(back)) == (type(error), str(error), error.args, vars(error))
+    with concurrent.futures.ProcessPoolExecutor(1) as pool:
+        with pytest.raises(SeqConflict) as e:
+            pool.submit(_raise_seq_conflict).result(timeout=60)
+    assert (e.value.session_id, e.value.expected_seq, e.value.actual_seq) == ("s", 0, 1)
+
+
+def _raise_seq_conflict():
+    s = EventStore.open(":memory:").create_session("s")
+    s.append("a", {})
+    s.append("a", {}, expected_seq=0)
