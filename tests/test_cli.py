@@ -355,7 +355,7 @@ main()
 """
 
 
-@pytest.mark.parametrize("module", ["eventstore.cli", "click", "sqlalchemy", "eventstore.store"])
+@pytest.mark.parametrize("module", ["typing", "eventstore.cli", "click", "sqlalchemy", "eventstore.store"])
 def test_ctrl_c_while_the_command_is_still_loading_is_one_line(module):
     """A Ctrl-C in the first few tenths of a second of any command lands while Python is
     importing click, SQLAlchemy and the store: it ends as an interrupted command does, in
