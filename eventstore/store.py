@@ -264,7 +264,8 @@ def _split_batch(events: Any, now: float, session_id: str) -> tuple[list, list, 
         try:
             events = iter(events)
         except TypeError:
-            raise InvalidEvent(f"append_many takes an iterable of events, not {type(events).__name__}") from None
+            raise InvalidEvent(f"session {session_id!r}: append_many takes an iterable of events, "
+                               f"not {type(events).__name__}") from None
         eager = True
     types, tss, payloads = [], [], []
     checked = set()  # the types checked so far: a batch holds a few

@@ -202,7 +202,7 @@ def test_append_many_reads_an_iterable_item_by_item(store):
     for bad in ({"v": math.nan}, {"type": "x"}, [1], {"v": {1}}):
         with pytest.raises(InvalidEvent):  # refused as yielded: the endless rest is never asked for
             s.append_many(itertools.chain([("d", bad)], (("d", {"i": i}) for i in itertools.count())))
-    with pytest.raises(InvalidEvent, match="an iterable of events, not int"):
+    with pytest.raises(InvalidEvent, match="^session 'a': append_many takes an iterable of events, not int"):
         s.append_many(5)
     for batch in ([("session/meta", {}), ("", {})], (("session/meta", {}), ("", {}))):
         with pytest.raises(InvalidEvent, match="reserved"):
