@@ -172,10 +172,15 @@ def _jsonl_files(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
             if not found and not errors:
                 click.echo(f"{p}: no *.jsonl files in this folder", err=True)
             files.extend(sorted(found))
-        elif os.path.exists(p):
-            files.append(p)
         else:
-            failures.append(f"{p}: no such file or folder")
+            try:
+                os.stat(p)
+            except FileNotFoundError:
+                failures.append(f"{p}: no such file or folder")
+            except OSError as e:  # ENAMETOOLONG, ENOTDIR, EACCES, ELOOP: say which
+                failures.append(f"{p}: {e.strerror or e}")
+            else:
+                files.append(p)
     return files, failures
 
 

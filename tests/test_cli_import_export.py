@@ -256,6 +256,19 @@ def test_a_missing_path_or_an_unreadable_folder_fails_and_the_rest_still_lands(d
     assert "files: 1, sessions: 1 (1 new, 0 appended), events: 1, skipped: 0, failed: 2" in r.stdout
 
 
+def test_a_path_that_cannot_be_a_file_says_why(db, tmp_path):
+    """A name too long, or a 'folder' that is a file, said 'no such file or folder' (a
+    newcomer helper): the system's reason is the one to read."""
+    (tmp_path / "afile").write_text("x")
+    long_name = str(tmp_path / ("a" * 300 + ".jsonl"))
+    r = run(db, "import", long_name, str(tmp_path / "afile" / "x.jsonl"), str(tmp_path / "none.jsonl"))
+    assert r.exit_code == 1, r.output
+    assert f"{long_name}: File name too long" in r.stderr
+    assert f"{tmp_path / 'afile' / 'x.jsonl'}: Not a directory" in r.stderr
+    assert f"{tmp_path / 'none.jsonl'}: no such file or folder" in r.stderr
+    assert "files: 0, sessions: 0 (0 new, 0 appended), events: 0, skipped: 0, failed: 3" in r.stdout
+
+
 def test_exported_files_get_the_usual_mode_not_0600(db, tmp_path):
     import os
     import stat
