@@ -59,6 +59,8 @@ def database_url(target: str | os.PathLike) -> str:
     text = os.fspath(target)
     if "://" in text:
         return text
+    if not text:  # Path("") is the current folder: say what is wrong instead
+        raise DatabaseError("the database path is empty (give a file, an sqlite:// URL or :memory:)")
     if text == ":memory:":
         return "sqlite://"
     return "sqlite:///" + str(Path(text).expanduser().absolute())
@@ -124,7 +126,8 @@ def make_engine(target: str | os.PathLike, busy_timeout: float = DEFAULT_BUSY_TI
     ``busy_timeout`` is in seconds; ``durability`` is ``"normal"`` or ``"full"``; with
     ``readonly`` the file must exist and is opened read-only (``mode=ro``): nothing can be
     written, not even by SQLite itself. Raises :class:`DatabaseError` for an unsupported URL
-    or option, a missing folder, or (read-only) a missing file.
+    or option, an empty path, a missing folder, a folder where the file should be, or
+    (read-only) a missing file.
     """
     if durability not in DURABILITY:
         raise DatabaseError(f"durability must be one of {sorted(DURABILITY)}, not {durability!r}")
@@ -138,6 +141,8 @@ def make_engine(target: str | os.PathLike, busy_timeout: float = DEFAULT_BUSY_TI
         parent = Path(url.database).parent
         if not parent.is_dir():
             raise DatabaseError(f"cannot open database {url.database}: folder {parent} does not exist")
+        if os.path.isdir(url.database):
+            raise DatabaseError(f"cannot open database {url.database}: it is a folder, not a database file")
     extra = {}
     if readonly:
         if memory or not os.path.isfile(url.database):

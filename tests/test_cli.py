@@ -171,6 +171,11 @@ def test_import_from_stdin_with_a_session_id(run):
     (["--db", "f.db", "messages", "nope"], "error: session 'nope' not found\n"),
     (["--db", "f.db", "events", "nope"], "error: session 'nope' not found\n"),
     (["--db", "/no/such/folder/x.db", "init"], "error: cannot open database /no/such/folder/x.db: folder /no/such/folder does not exist\n"),
+    # an empty --db (an unset variable) or a folder said "no database at <the folder>"
+    (["--db", "", "sessions"], "error: the database path is empty (give a file, an sqlite:// URL or :memory:)\n"),
+    (["--db", "", "init"], "error: the database path is empty (give a file, an sqlite:// URL or :memory:)\n"),
+    (["--db", "/", "sessions"], "error: cannot open database /: it is a folder, not a database file\n"),
+    (["--db", "/tmp", "init"], "error: cannot open database /tmp: it is a folder, not a database file\n"),
 ])
 def test_errors_are_one_line_without_traceback(run, args, message):
     run("--db", "f.db", "init")
