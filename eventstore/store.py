@@ -235,6 +235,19 @@ def _first_bad_payload(payloads: list) -> int | None:
     return None
 
 
+def _first_item_error(session_id: str, payloads: list, index: int, error: InvalidEvent) -> InvalidEvent:
+    """The error for item ``index`` (refused for its type, ts or shape), unless one of the
+    ``payloads`` before it is refused too: the first bad item is the one named, whichever
+    check finds it (payloads are checked after the rest, as a batch)."""
+    earlier = _first_bad_payload(payloads[:index])
+    if earlier is not None:
+        try:
+            payload_json(payloads[earlier])
+        except InvalidEvent as e:
+            return _item_error(session_id, earlier, e)
+    return _item_error(session_id, index, error)
+
+
 def _split_batch(events: Any, now: float, session_id: str) -> tuple[list, list, list | None, list | None]:
     """``append_many``'s ``events`` as ``(types, timestamps, payloads, payload_jsons)``:
     types checked, timestamps checked (``now`` where none is given), and either the
@@ -257,7 +270,7 @@ def _split_batch(events: Any, now: float, session_id: str) -> tuple[list, list, 
                     try:
                         _check_type(type_)
                     except InvalidEvent as e:
-                        raise _item_error(session_id, types.index(type_), e) from None
+                        raise _first_item_error(session_id, payloads, types.index(type_), e) from None
                 return list(types), [now] * len(types), list(payloads), None
         eager = False
     else:
@@ -284,8 +297,8 @@ def _split_batch(events: Any, now: float, session_id: str) -> tuple[list, list, 
                 _check_type(type_)
                 checked.add(type_)
             pj = payload_json(payload) if eager else payload
-        except InvalidEvent as e:
-            raise _item_error(session_id, len(types), e) from None
+        except InvalidEvent as e:  # eager: the payloads before it are proven already
+            raise _first_item_error(session_id, [] if eager else payloads, len(types), e) from None
         types.append(type_)
         tss.append(ts)
         payloads.append(pj)

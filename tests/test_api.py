@@ -169,6 +169,19 @@ def test_append_many_names_the_session_and_the_bad_item(store, bad, reason, shap
     assert s.next_seq() == 0
 
 
+@pytest.mark.parametrize("later", [("", {}), ("a", {}, "soon"), "a"])
+@pytest.mark.parametrize("shape", ["list", "tuple", "generator"])
+def test_append_many_names_the_first_bad_item_whichever_check_finds_it(store, later, shape):
+    """Types, timestamps and shapes are checked before the payloads, as a batch: a bad type
+    at item 3 was named before a bad payload at item 1 (the attack helper)."""
+    s = store.create_session("s-8")
+    items = [("a", {}), ("a", {"seq": 1}), ("a", {}), later]
+    batch = {"list": items, "tuple": tuple(items), "generator": iter(items)}[shape]
+    with pytest.raises(InvalidEvent, match=r"^session 's-8': append_many item 1: payload key 'seq' is reserved"):
+        s.append_many(batch)
+    assert s.next_seq() == 0
+
+
 def test_append_many_reads_an_iterable_item_by_item(store):
     """A generator is read as it yields (found by helpers: copying it first broke these):
     one mutable item or payload dict reused for every event stores each state it had, a
