@@ -465,8 +465,9 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
     :data:`EXPORT_BUFFER` bytes: memory does not grow with the session.
     Raises :class:`~eventstore.errors.SessionNotFound`, ``OSError`` (``IsADirectoryError``
     for a folder, or a path ending in a slash, ``FileNotFoundError`` for an empty path,
-    ``NotADirectoryError`` when a folder of the path is a file, ``EINVAL`` for one of the
-    store's own database files; all before anything is created).
+    ``NotADirectoryError`` when a folder of the path is a file, ``PermissionError`` for a
+    file the user may not write, ``EINVAL`` for one of the store's own database files; all
+    before anything is created).
     """
     if isinstance(dest, (str, os.PathLike)):
         if not encodable(session_id) or not store._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
@@ -476,7 +477,8 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), text)
         # A folder is no file to write ("." failed only at the rename, as EBUSY), nor is a
         # path ending in a slash, which Path() would drop ("out/" overwrote the file "out").
-        if os.path.isdir(text) or text.endswith(("/", os.sep)):
+        # Nor is one ending in "/." or "/..", which Path() would also drop ("f/." overwrote f).
+        if os.path.isdir(text) or text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
         _check_not_the_store(store, text)
         try:
@@ -485,6 +487,8 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
             mode = None
         except OSError as e:  # ENOTDIR, ENAMETOOLONG, EACCES, ELOOP: as open() would say
             raise OSError(e.errno, e.strerror, text) from None
+        if mode is not None and not os.access(text, os.W_OK):  # a read-only file is not replaced
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), text)
         if mode is not None and not stat.S_ISREG(mode):
             try:
                 with open(text, "wb") as f:

@@ -162,6 +162,33 @@ def test_export_to_a_folder_holding_the_database_under_a_session_s_file_name(tmp
         assert [i.events for i in st.sessions()] == [1, 1]
 
 
+@pytest.mark.parametrize("tail", ["/.", "/.."])
+def test_export_to_a_path_ending_in_dot_is_no_file(store, tmp_path, tail):
+    """"f/." overwrote the file f, and "nx/." created a file nx (Path() drops the dot; the
+    attack helper): like a trailing slash, IsADirectoryError before anything is written."""
+    sid, _ = _demo(store)
+    (tmp_path / "f").write_text("kept")
+    for dest in (str(tmp_path / "f") + tail, str(tmp_path / "nx") + tail):
+        with pytest.raises(IsADirectoryError):
+            store.export_jsonl(sid, dest)
+    assert (tmp_path / "f").read_text() == "kept"
+    assert not (tmp_path / "nx").exists()
+
+
+def test_export_does_not_replace_a_file_the_user_may_not_write(store, tmp_path, monkeypatch):
+    """A read-only file was replaced by the rename (the attack helper); writeFileSync says
+    EACCES. (The tests run as root, whom a 0444 mode does not stop: os.access decides.)"""
+    sid, _ = _demo(store)
+    target = tmp_path / "ro.jsonl"
+    target.write_text("kept")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, **kw: False if os.fspath(p) == str(target) else real_access(p, m, **kw))
+    with pytest.raises(PermissionError) as e:
+        store.export_jsonl(sid, target)
+    assert e.value.filename == str(target)
+    assert target.read_text() == "kept"
+
+
 def test_export_through_a_symlink_writes_its_target_and_keeps_the_link(store, tmp_path):
     """As writeFileSync does: the rename replaced the link itself with a file."""
     sid, data = _demo(store)
