@@ -67,12 +67,20 @@ _LAZY = {"EventStore": "store", "Session": "store", "Event": "store", "SessionIn
          "ImportReport": "bulk", "Dropped": "bulk"}
 
 
+# The submodules, reachable as attributes after a bare ``import eventstore`` (as they were
+# when this module imported the store eagerly).
+_SUBMODULES = {"audit", "bulk", "checkpoint", "cli", "demo", "engine", "follow", "jsonl", "parse_worker",
+               "projection", "schema", "store", "tailview", "writelock"}
+
+
 def __getattr__(name: str) -> object:  # PEP 562: called only for names not yet in the module
+    import importlib
+
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # later look-ups are plain attribute reads
     return value
