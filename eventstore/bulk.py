@@ -487,16 +487,17 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
             mode = None
         except OSError as e:  # ENOTDIR, ENAMETOOLONG, EACCES, ELOOP: as open() would say
             raise OSError(e.errno, e.strerror, text) from None
-        if mode is not None and not os.access(text, os.W_OK):  # a read-only file is not replaced
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), text)
-        if mode is not None and not stat.S_ISREG(mode):
-            try:
-                with open(text, "wb") as f:
-                    return export_session(store, session_id, f, progress)
-            except OSError as e:  # a write's error (ENOSPC, EPIPE) names no file: this one
-                if e.filename is None:
-                    raise OSError(e.errno, e.strerror, text) from None
-                raise
+        if mode is not None:
+            if not os.access(text, os.W_OK):  # a read-only file is not replaced
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), text)
+            if not stat.S_ISREG(mode):
+                try:
+                    with open(text, "wb") as f:
+                        return export_session(store, session_id, f, progress)
+                except OSError as e:  # a write's error (ENOSPC, EPIPE) names no file: this one
+                    if e.filename is None:
+                        raise OSError(e.errno, e.strerror, text) from None
+                    raise
         # A link is followed, not replaced: the rename lands on what it points to.
         path = Path(os.path.realpath(text)) if os.path.islink(text) else Path(text)
         try:

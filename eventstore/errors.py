@@ -1,8 +1,8 @@
 """The exception hierarchy: every error the store raises derives from EventStoreError.
 
-Each survives pickling with its message and attributes (``__reduce__`` passes its own
-arguments), so an error raised in a worker process (``multiprocessing``, a
-``ProcessPoolExecutor``) reaches the parent as itself."""
+Each survives pickling with its message and attributes (the base class's ``__reduce__``
+passes each error's own arguments, named in ``_init_args``), so an error raised in a worker
+process (``multiprocessing``, a ``ProcessPoolExecutor``) reaches the parent as itself."""
 
 from __future__ import annotations
 
@@ -10,28 +10,35 @@ from __future__ import annotations
 class EventStoreError(Exception):
     """Base of every error raised by eventstore."""
 
+    # The attributes a subclass's __init__ takes, in order, when they are not its message:
+    # pickling rebuilds the error from them (the default passes the message to __init__).
+    _init_args: tuple[str, ...] = ()
+
+    def __reduce__(self):
+        if not self._init_args:
+            return super().__reduce__()
+        return type(self), tuple(getattr(self, name) for name in self._init_args), self.__dict__
+
 
 class SessionNotFound(EventStoreError, LookupError):
     """No session with this id is stored."""
+
+    _init_args = ("session_id",)
 
     def __init__(self, session_id: str):
         self.session_id = session_id
         super().__init__(f"session {session_id!r} not found")
 
-    def __reduce__(self):
-        return type(self), (self.session_id,), self.__dict__
-
 
 class SessionExists(EventStoreError):
     """A session with this id is already stored (ids are never reused)."""
+
+    _init_args = ("session_id", "detail")
 
     def __init__(self, session_id: str, detail: str = ""):
         self.session_id = session_id
         self.detail = detail
         super().__init__(f"session {session_id!r} already exists" + (f": {detail}" if detail else ""))
-
-    def __reduce__(self):
-        return type(self), (self.session_id, self.detail), self.__dict__
 
 
 class SeqConflict(EventStoreError):
@@ -41,6 +48,8 @@ class SeqConflict(EventStoreError):
     ``actual_seq`` (the seq the next event would really get, i.e. the session's length).
     """
 
+    _init_args = ("session_id", "expected_seq", "actual_seq")
+
     def __init__(self, session_id: str, expected_seq: int, actual_seq: int):
         self.session_id = session_id
         self.expected_seq = expected_seq
@@ -49,13 +58,12 @@ class SeqConflict(EventStoreError):
             f"session {session_id!r}: expected seq {expected_seq}, but the next seq is {actual_seq}"
         )
 
-    def __reduce__(self):
-        return type(self), (self.session_id, self.expected_seq, self.actual_seq), self.__dict__
-
 
 class IdempotencyConflict(EventStoreError):
     """An append's idempotency key (``event_id``) is already stored with other content (or,
     for ``append_many``, without the rest of its batch)."""
+
+    _init_args = ("session_id", "event_id", "seq", "why")
 
     def __init__(self, session_id: str, event_id: object, seq: int,
                  why: str = "with a different type or payload (payloads are compared as their "
@@ -65,9 +73,6 @@ class IdempotencyConflict(EventStoreError):
         self.seq = seq
         self.why = why
         super().__init__(f"session {session_id!r}: event_id {event_id!r} is already stored at seq {seq} {why}")
-
-    def __reduce__(self):
-        return type(self), (self.session_id, self.event_id, self.seq, self.why), self.__dict__
 
 
 class InvalidEvent(EventStoreError, ValueError):
@@ -82,14 +87,13 @@ class InvalidJSONL(InvalidEvent):
     problem is the file as a whole) and ``reason``.
     """
 
+    _init_args = ("path", "line", "reason")
+
     def __init__(self, path: str, line: int, reason: str):
         self.path = path
         self.line = line
         self.reason = reason
         super().__init__(f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
-
-    def __reduce__(self):
-        return type(self), (self.path, self.line, self.reason), self.__dict__
 
 
 class ImportConflict(InvalidJSONL):
@@ -100,12 +104,11 @@ class ImportConflict(InvalidJSONL):
     ``append=True`` (the line is the first event past the stored head).
     """
 
+    _init_args = ("path", "line", "reason", "session_id")
+
     def __init__(self, path: str, line: int, reason: str, session_id: str):
         self.session_id = session_id
         super().__init__(path, line, reason)
-
-    def __reduce__(self):
-        return type(self), (self.path, self.line, self.reason, self.session_id), self.__dict__
 
 
 class AppendOnlyViolation(EventStoreError):

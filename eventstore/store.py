@@ -224,14 +224,15 @@ def _item_error(session_id: str, index: int, error: InvalidEvent) -> InvalidEven
     return InvalidEvent(f"session {session_id!r}: append_many item {index}: {error}")
 
 
-def _first_bad_payload(payloads: list) -> int | None:
-    """The index of the first of ``payloads`` that :func:`payload_json` refuses (None if
-    none): a batch's payloads are proven together, and only an error needs the item."""
+def _bad_payload(payloads: list) -> tuple[int, InvalidEvent] | None:
+    """The index of the first of ``payloads`` that :func:`payload_json` refuses, and its
+    error (None if none): a batch's payloads are proven together, and only an error needs
+    the item."""
     for index, payload in enumerate(payloads):
         try:
             payload_json(payload)
-        except InvalidEvent:
-            return index
+        except InvalidEvent as e:
+            return index, e
     return None
 
 
@@ -239,13 +240,7 @@ def _first_item_error(session_id: str, payloads: list, index: int, error: Invali
     """The error for item ``index`` (refused for its type, ts or shape), unless one of the
     ``payloads`` before it is refused too: the first bad item is the one named, whichever
     check finds it (payloads are checked after the rest, as a batch)."""
-    earlier = _first_bad_payload(payloads[:index])
-    if earlier is not None:
-        try:
-            payload_json(payloads[earlier])
-        except InvalidEvent as e:
-            return _item_error(session_id, earlier, e)
-    return _item_error(session_id, index, error)
+    return _item_error(session_id, *(_bad_payload(payloads[:index]) or (index, error)))
 
 
 def _split_batch(events: Any, now: float, session_id: str) -> tuple[list, list, list | None, list | None]:
@@ -409,11 +404,11 @@ class Session:
         if pjs is None:
             try:
                 pjs, stored = payload_jsons(payloads)
-            except InvalidEvent as e:
-                index = _first_bad_payload(payloads)
-                if index is None:
+            except InvalidEvent:
+                found = _bad_payload(payloads)
+                if found is None:
                     raise
-                raise _item_error(self.id, index, e) from None
+                raise _item_error(self.id, *found) from None
         else:  # encoded item by item as an iterable yielded them
             stored = [loads(pj) for pj in pjs]
         store = self._store
