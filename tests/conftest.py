@@ -83,3 +83,40 @@ def migrate_to():
             engine.dispose()
 
     return migrate
+
+
+# -- PostgreSQL: one throwaway server for the whole run (tests/pgserver.py) -------------------
+# Without PostgreSQL the tests that need it skip, with a reason that says how to install it;
+# EVENTSTORE_REQUIRE_POSTGRES=1 (set by .ci/run) makes a missing or broken server a failure.
+REQUIRE_POSTGRES = os.environ.get("EVENTSTORE_REQUIRE_POSTGRES") == "1"
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The running :class:`pgserver.PgServer` (stopped, and its folder removed, at the end)."""
+    from pgserver import PgServer, PostgresMissing
+
+    try:
+        server = PgServer().start()
+    except (PostgresMissing, RuntimeError) as e:
+        if REQUIRE_POSTGRES:
+            pytest.fail(f"EVENTSTORE_REQUIRE_POSTGRES=1 but no PostgreSQL server: {e}", pytrace=False)
+        pytest.skip(str(e).splitlines()[0])
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        server.stop()
+        if REQUIRE_POSTGRES:
+            pytest.fail("EVENTSTORE_REQUIRE_POSTGRES=1 but psycopg is missing: pip install -e '.[test]'",
+                        pytrace=False)
+        pytest.skip("psycopg is not installed (pip install 'eventstore[postgres]')")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """A libpq URL (as the superuser) of a new empty database of its own for one test."""
+    name = pg_server.create_database()
+    yield pg_server.url(name)
+    pg_server.drop_database(name)
