@@ -27,9 +27,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .chain import _SHA256, genesis_hash
+from .codec import event_line
 from .engine import open_read_only
 from .errors import DatabaseError, QueryError, SeqConflict, SessionNotFound
-from .jsonl import _SHA256, event_line, genesis_hash
 from .schema import GUARDS
 
 if TYPE_CHECKING:  # pragma: no cover

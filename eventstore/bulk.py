@@ -29,9 +29,12 @@ from operator import truediv
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+import orjson as _orjson
+
 from . import parse_worker
+from .codec import _js_float, dumps, encodable, event_line, loads, meta_line
 from .errors import DatabaseError, ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound
-from .jsonl import JsonlReader, _js_float, _orjson, dumps, encodable, event_line, file_name_for, loads, meta_line
+from .jsonl import JsonlReader, file_name_for
 from .parse_worker import WorkerReader
 from .store import _check_session_id
 

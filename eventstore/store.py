@@ -25,7 +25,9 @@ from typing import IO, Any
 from . import engine as _engine
 from . import follow as _follow
 from . import projection
+from .chain import chain_hash, chain_rows, genesis_hash
 from .checkpoint import Checkpointer, checkpoint
+from .codec import dumps, encodable, event_line, good_event_id, loads, payload_json, payload_json_stored, payload_jsons
 from .errors import (
     AppendOnlyViolation,
     DatabaseError,
@@ -34,19 +36,6 @@ from .errors import (
     SeqConflict,
     SessionExists,
     SessionNotFound,
-)
-from .jsonl import (
-    chain_hash,
-    chain_rows,
-    dumps,
-    encodable,
-    event_line,
-    genesis_hash,
-    good_event_id,
-    loads,
-    payload_json,
-    payload_json_stored,
-    payload_jsons,
 )
 from .writelock import open_write_lock
 

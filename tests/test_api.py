@@ -20,7 +20,8 @@ from eventstore import (
     SessionExists,
     SessionNotFound,
 )
-from eventstore.jsonl import chain_hash, event_line, genesis_hash
+from eventstore.chain import chain_hash, genesis_hash
+from eventstore.codec import event_line
 
 
 def test_public_api_is_small_and_listed():

@@ -16,8 +16,9 @@ from click.testing import CliRunner
 from conftest import DATA, FIXTURES
 
 from eventstore import DatabaseError, EventStore, QueryError, SessionNotFound, audit
+from eventstore.chain import chain_hash, genesis_hash
 from eventstore.cli import cli
-from eventstore.jsonl import chain_hash, event_line, genesis_hash
+from eventstore.codec import event_line
 from eventstore.schema import GUARDS, SCHEMA_REVISION
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "schema.md"

@@ -17,7 +17,8 @@ from conftest import DATA, FIXTURES
 
 from eventstore import EventStore
 from eventstore.cli import cli
-from eventstore.jsonl import dumps, event_line, file_name_for
+from eventstore.codec import dumps, event_line
+from eventstore.jsonl import file_name_for
 
 META = b'{"type":"session/meta","id":"s1"}'
 

@@ -13,7 +13,8 @@ import pytest
 import workers
 
 from eventstore import DatabaseError, EventStore
-from eventstore.jsonl import chain_hash, event_line, genesis_hash
+from eventstore.chain import chain_hash, genesis_hash
+from eventstore.codec import event_line
 
 DATA = Path(__file__).parent / "data"
 # Fresh processes that share nothing with the test process: "forkserver" starts them from a

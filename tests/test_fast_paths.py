@@ -19,7 +19,7 @@ from eventstore import EventStore
 from eventstore import bulk as bulk_mod
 from eventstore import jsonl as jsonl_mod
 from eventstore.bulk import import_jsonl
-from eventstore.jsonl import dumps, event_line, loads, meta_line
+from eventstore.codec import dumps, event_line, loads, meta_line
 
 orjson = pytest.importorskip("orjson")
 _ids = itertools.count()

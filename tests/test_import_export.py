@@ -17,7 +17,9 @@ from conftest import DATA, FIXTURES
 
 from eventstore import EventStore, ImportConflict, InvalidJSONL, SessionNotFound, parse_worker
 from eventstore.bulk import Dropped, export_session, export_sessions, import_jsonl
-from eventstore.jsonl import chain_hash, dumps, event_line, file_name_for, genesis_hash, session_id_from_file_name
+from eventstore.chain import chain_hash, genesis_hash
+from eventstore.codec import dumps, event_line
+from eventstore.jsonl import file_name_for, session_id_from_file_name
 
 META = b'{"type":"session/meta","id":"s1"}'
 
