@@ -97,13 +97,37 @@ BEGIN
       INTO bad FROM json_each(es_json(NEW.payload));
     IF bad.line_key OR bad.ids > 1 OR bad.bad_id THEN
       RAISE EXCEPTION 'eventstore: payload holds a key of the line itself (type, seq, ts), or an event_id that is not one string'
-        USING ERRCODE = 'ES006';
+        USING ERRCODE = 'ES009';
     END IF;
   END IF;
   RETURN NEW;
 END
 $$""",
     "CREATE TRIGGER events_guard_insert BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION events_guard_insert()",
+    # An append that does not know its session's head takes the lock first and then reads
+    # it (two statements in a function: the read sees every commit made before the lock).
+    # next_seq is NULL when the session is not stored; last_hash NULL when it has no events.
+    f"""
+CREATE FUNCTION es_lock_head(sid text, OUT next_seq bigint, OUT last_hash text) LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock({POSITION_LOCK});
+  SELECT e.seq + 1, e.hash INTO next_seq, last_hash FROM events AS e
+   WHERE e.session_id = sid ORDER BY e.seq DESC LIMIT 1;
+  IF next_seq IS NULL AND EXISTS (SELECT 1 FROM sessions WHERE id = sid) THEN
+    next_seq := 0;
+  END IF;
+END
+$$""",
+    # Followers LISTEN on eventstore_events: one NOTIFY per inserting statement, delivered
+    # at commit (PostgreSQL folds equal notifications of a transaction into one).
+    """
+CREATE FUNCTION events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('eventstore_events', '');
+  RETURN NULL;
+END
+$$""",
+    "CREATE TRIGGER events_notify AFTER INSERT ON events FOR EACH STATEMENT EXECUTE FUNCTION events_notify()",
     """
 CREATE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
