@@ -349,7 +349,7 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
     one file each, named from the session id so that no id can write outside DIR and each
     name maps back to its id (see docs/import-export.md).
     """
-    from .bulk import export_session, export_sessions
+    from .export import export_session, export_sessions
 
     if out_dir is None:
         if all_:

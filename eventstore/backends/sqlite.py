@@ -229,14 +229,12 @@ class SQLiteBackend(Backend):
         except BaseException as e:
             if conn is not None:
                 conn.close()
-            if isinstance(e, sqlite3.Error):
-                if e.sqlite_errorname.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):  # another process migrating it
+            err = e if isinstance(e, sqlite3.Error) else getattr(e, "orig", None)  # wrapped by SQLAlchemy
+            if isinstance(err, sqlite3.Error):
+                if (err.sqlite_errorname or "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):  # another migrator
                     raise DatabaseError(f"cannot open {name}: database is busy: another process held it "
                                         f"longer than the busy timeout ({busy_timeout:g} s)") from None
-                raise DatabaseError(f"cannot open {name}: {e}") from None
-            orig = getattr(e, "orig", None)  # SQLAlchemy's wrapper, during a migration
-            if isinstance(orig, sqlite3.Error):
-                raise DatabaseError(f"cannot open {name}: {orig}") from None
+                raise DatabaseError(f"cannot open {name}: {err}") from None
             raise
         return cls(path, conn, busy_timeout, durability, write_queue, readonly)
 
