@@ -106,11 +106,11 @@ def _when(ts: float | None) -> str:
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar="EVENTSTORE_DB", default="eventstore.db", show_default=True,
-              metavar="PATH", help="Database file (or sqlite:// URL); also $EVENTSTORE_DB.")
+              metavar="PATH", help="Database file, sqlite:// or postgresql:// URL; also $EVENTSTORE_DB.")
 @click.version_option(__version__, prog_name="eventstore")
 @click.pass_context
 def cli(ctx: click.Context, db: str) -> None:
-    """Append-only AI-agent session logs in SQLite."""
+    """Append-only AI-agent session logs in SQLite or PostgreSQL."""
     ctx.obj = {"db": db, "store": None}
 
 
@@ -349,7 +349,7 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
     one file each, named from the session id so that no id can write outside DIR and each
     name maps back to its id (see docs/import-export.md).
     """
-    from .bulk import export_session, export_sessions
+    from .export import export_session, export_sessions
 
     if out_dir is None:
         if all_:
@@ -487,8 +487,8 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
     NULL is null in JSON, empty in CSV; a BLOB is lower-case hex; an infinite REAL (1e400)
     is null in JSON, as JSON.stringify writes it.
     """
-    from . import audit
-    from .engine import current_revision
+    from .backends import backend_class
+    from .errors import QueryError
     from .schema import READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION
 
     if as_json and as_csv:
@@ -496,13 +496,16 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
     fmt = "json" if as_json else "csv" if as_csv else None
     if query == "-":
         query = sys.stdin.read()
-    conn = audit.connect_readonly(ctx.obj["db"])
+    conn = backend_class(ctx.obj["db"]).query_connection(ctx.obj["db"])
     ctx.call_on_close(conn.close)
-    revision = current_revision(conn)
+    try:
+        revision = next(conn.query("SELECT version_num FROM alembic_version")[1], (None,))[0]
+    except QueryError:
+        revision = None
     if revision != SCHEMA_REVISION and revision not in READ_COMPATIBLE_REVISIONS:  # (those read the same)
         click.echo(f"warning: {ctx.obj['db']} is at schema revision {revision or 'none'}, not "
                    f"{SCHEMA_REVISION}: run `eventstore init` to upgrade it (views may be missing)", err=True)
-    columns, rows = audit.query(conn, query)
+    columns, rows = conn.query(query)
     out = _out()
     if fmt == "json":
         names = _unique(columns)
@@ -590,10 +593,8 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool) -> None
     """
     from . import audit
 
-    _store(ctx, readonly=True)  # refuses, in one line, a file that is not an eventstore database
-    conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
-    ctx.call_on_close(conn.close)
-    report = audit.verify(conn, session_ids or None)
+    store = _store(ctx, readonly=True)  # refuses, in one line, a file that is not an eventstore database
+    report = audit.verify(store.backend, session_ids or None)
     for f in report.findings:  # a name from the log may hold control or bidi characters: escaped
         click.echo(_CONTROL.sub(escape_char, _printable(str(f))), err=head)
     if head:
@@ -617,16 +618,15 @@ def repair(ctx: click.Context, session_id: str) -> None:
     """
     from . import audit
 
-    s = _store(ctx).session(session_id)
+    store = _store(ctx)
+    s = store.session(session_id)
     appended = s.repair()
     for ev in appended:
         what = f" for {ev.payload['tool_call_id']!r}" if ev.type == "tool/result" else ""
         click.echo(f"appended seq {ev.seq}: {ev.type}{_printable(what)}")
     if not appended:
         click.echo(f"session {_printable(session_id)}: nothing to repair")
-    conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
-    ctx.call_on_close(conn.close)
-    report = audit.verify(conn, [session_id])
+    report = audit.verify(store.backend, [session_id])
     for f in report.findings:
         click.echo(_printable(str(f)), err=True)
     if not report.ok:

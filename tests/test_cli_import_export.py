@@ -305,7 +305,7 @@ def test_export_errors_name_the_file_asked_for(db, tmp_path):
     store.create_session("s").append("x", {})
     target = tmp_path / "taken"
     target.mkdir()
-    from eventstore.bulk import export_session
+    from eventstore.export import export_session
 
     with pytest.raises(OSError) as info:
         export_session(store, "s", target)

@@ -12,6 +12,7 @@ import itertools
 import math
 
 import pytest
+from conftest import db_rows
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -43,7 +44,7 @@ TS = (st.floats(min_value=1073741824.0, max_value=2199023255551.0)
 
 
 def rows(store: EventStore, sid: str) -> list:
-    return store._read("SELECT seq, type, ts, payload, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))
+    return db_rows(store, "SELECT seq, type, ts, payload, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))
 
 
 def export_bytes(store: EventStore, sid: str) -> bytes:

@@ -13,10 +13,11 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import DATA, FIXTURES
+from conftest import DATA, FIXTURES, db_rows
 
 from eventstore import EventStore, ImportConflict, InvalidJSONL, SessionNotFound, parse_worker
-from eventstore.bulk import Dropped, export_session, export_sessions, import_jsonl
+from eventstore.bulk import Dropped, import_jsonl
+from eventstore.export import export_session, export_sessions
 from eventstore.chain import chain_hash, genesis_hash
 from eventstore.codec import dumps, event_line
 from eventstore.jsonl import file_name_for, session_id_from_file_name
@@ -48,7 +49,7 @@ def export_bytes(store: EventStore, sid: str) -> bytes:
 
 
 def stored_hashes(store: EventStore, sid: str) -> list[str]:
-    return [h for (h,) in store._read("SELECT hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))]
+    return [h for (h,) in db_rows(store, "SELECT hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))]
 
 
 def chain_of(sid: str, exported: bytes) -> list[str]:
@@ -353,11 +354,11 @@ def write(tmp_path: Path, name: str, content: bytes) -> Path:
 
 
 def test_reimport_identical_is_skipped(store, stored):
-    before = store._read("SELECT position, hash FROM events ORDER BY position")
+    before = db_rows(store, "SELECT position, hash FROM events ORDER BY position")
     rep = import_jsonl(store, stored)
     assert (rep.status, rep.events, rep.total) == ("skipped", 0, 3)
     assert rep.note == "the stored session holds the same events"
-    assert store._read("SELECT position, hash FROM events ORDER BY position") == before
+    assert db_rows(store, "SELECT position, hash FROM events ORDER BY position") == before
 
 
 def test_reimport_noncanonical_spelling_of_the_same_events_is_skipped(store, stored, tmp_path):
@@ -408,7 +409,7 @@ def test_append_across_batches_and_after_other_sessions(store, tmp_path, monkeyp
     data = export_bytes(store, "s1")
     assert data == lines(META, *evs)
     assert stored_hashes(store, "s1") == chain_of("s1", data)
-    positions = [p for (p,) in store._read("SELECT position FROM events WHERE session_id='s1' ORDER BY seq")]
+    positions = [p for (p,) in db_rows(store, "SELECT position FROM events WHERE session_id='s1' ORDER BY seq")]
     assert positions == sorted(positions) and len(set(positions)) == 60
 
 

@@ -21,7 +21,7 @@ import math
 import subprocess
 
 import pytest
-from conftest import REFERENCE, needs_reference
+from conftest import REFERENCE, db_rows, needs_reference
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
@@ -74,7 +74,7 @@ def export_bytes(store: EventStore, sid: str) -> bytes:
 
 
 def hashes(store: EventStore, sid: str) -> list:
-    return store._read("SELECT seq, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))
+    return db_rows(store, "SELECT seq, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from conftest import db_rows
 
 from eventstore import EventStore, InvalidJSONL, parse_worker
 from eventstore import jsonl as jsonl_mod
@@ -144,7 +145,7 @@ def test_rejected_with_file_line_reason_and_nothing_stored(store, tmp_path, path
     assert str(info.value) == (f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
     assert (info.value.path, info.value.line, info.value.reason) == (str(path), line, reason)
     assert store.sessions() == []
-    assert store._read("SELECT count(*) FROM events") == [(0,)]
+    assert db_rows(store, "SELECT count(*) FROM events") == [(0,)]
 
 
 def test_meta_naming_another_id_than_session_id_option(store, tmp_path):

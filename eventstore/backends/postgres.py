@@ -219,7 +219,7 @@ class PostgresBackend(Backend):
         from sqlalchemy import create_engine
         from sqlalchemy.pool import NullPool
 
-        from ..engine import migrations_path
+        from .sqlite_engine import migrations_path  # (where the scripts are; no SQLite in it)
 
         engine = create_engine("postgresql+psycopg://", poolclass=NullPool,
                                creator=lambda: psycopg.connect(conninfo(self.url), application_name="eventstore"))
