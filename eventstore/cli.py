@@ -692,6 +692,62 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
         out.flush()
 
 
+# --- moving between databases, PostgreSQL roles ---------------------------------------------
+
+@cli.command("copy")
+@click.argument("src", metavar="SRC")
+@click.argument("dst", metavar="DST")
+@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID...]", type=TEXT)
+def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
+    """Copy every session (or the SESSION_IDs given) from the store SRC to the store DST.
+
+    SRC and DST are SQLite files or postgresql:// URLs (DST is created and migrated if
+    needed). Every seq, ts, payload, meta and hash is kept; sessions go one by one in the
+    order of their first event, each in one transaction, and are checked: a source session
+    whose hash chain does not verify is refused. Sessions already in DST with the same events
+    are skipped, so an interrupted copy can be run again.
+    """
+    from .copy import copy_sessions
+
+    with EventStore.open(src, readonly=True) as source, EventStore.open(dst) as target:
+        def done(r) -> None:
+            what = "already there" if r.skipped else "copied"
+            click.echo(f"{_printable(r.session_id)}: {r.events} events {what} (head {r.head[:12]})")
+
+        results = copy_sessions(source, target, session_ids or None, progress=done)
+    total = sum(r.events for r in results)
+    click.echo(f"{len(results)} session{'' if len(results) == 1 else 's'}, {total} events in {dst}", err=True)
+
+
+@cli.command()
+@click.option("--writer", default="eventstore_writer", show_default=True, help="Name of the writer role.")
+@click.option("--auditor", default="eventstore_auditor", show_default=True, help="Name of the auditor role.")
+@click.option("--print", "print_only", is_flag=True, help="Print the SQL instead of running it.")
+@click.pass_context
+def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> None:
+    """PostgreSQL: create the least-privilege roles (run as the database's owner).
+
+    The writer role may only INSERT and SELECT (it cannot UPDATE, DELETE, TRUNCATE, ALTER,
+    DROP or disable triggers): agents and `eventstore import` work as it. The auditor role
+    may only SELECT: for `eventstore sql` and `verify`. Both are NOLOGIN groups; grant them
+    to login roles: GRANT eventstore_writer TO agent1.
+    """
+    from .backends import is_postgres_url
+
+    db = ctx.find_root().obj["db"]
+    if not is_postgres_url(db):
+        _fail("roles: --db must be a postgresql:// URL (SQLite has no roles: use file permissions)")
+    from .backends.postgres import apply_roles, roles_sql
+
+    store = _store(ctx)  # creates and migrates the schema first: the grants name its tables
+    text = roles_sql(writer, auditor, store.backend.database_name())
+    if print_only:
+        click.echo(text, nl=False)
+        return
+    apply_roles(store.backend, text)
+    click.echo(f"roles {writer} (INSERT, SELECT) and {auditor} (SELECT) are set up on {store.backend.display}")
+
+
 def main() -> None:
     """Console entry point."""
     for stream in (sys.stdout, sys.stderr):

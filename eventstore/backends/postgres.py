@@ -52,7 +52,7 @@ from ..errors import (
 from . import base
 from .base import Backend, Follower, ImportTransaction, QueryConnection, Refusal
 
-__all__ = ["PostgresBackend", "conninfo", "POSITION_LOCK", "MIGRATION_LOCK", "ROLES_SQL", "roles_sql"]
+__all__ = ["PostgresBackend", "apply_roles", "conninfo", "POSITION_LOCK", "MIGRATION_LOCK", "roles_sql"]
 
 #: ``pg_advisory_xact_lock`` keys (the bytes ``esevent`` and ``esmigrat`` as integers): the
 #: insert guard's lock, and the lock that makes concurrent first opens migrate once.
@@ -251,6 +251,10 @@ class PostgresBackend(Backend):
                     c.close()
         self._w = self._r = None
 
+    def database_name(self) -> str:
+        """The name of the connected database."""
+        return self._one("SELECT current_database()")[0]
+
     # --- helpers ------------------------------------------------------------------------------
 
     def _error(self, e: psycopg.Error, session_id: str | None = None) -> Exception:
@@ -435,10 +439,10 @@ class PostgresBackend(Backend):
                 state = found.get((table, name))
                 if state is None:
                     problems.append(f"trigger {name} on {table} is missing")
-                elif state != "O":
-                    how = {"D": "disabled", "R": "enabled only for replication", "A": "enabled always"}.get(state, state)
-                    if state != "A":
-                        problems.append(f"trigger {name} on {table} is {how} (ALTER TABLE {table} ENABLE TRIGGER {name})")
+                elif state not in ("O", "A"):  # fires in origin sessions (O), or in every session (A)
+                    how = "disabled" if state == "D" else "enabled only for replication sessions"
+                    problems.append(f"trigger {name} on {table} is {how} "
+                                    f"(ALTER TABLE {table} ENABLE TRIGGER {name})")
         return problems
 
     def orphan_session_ids(self) -> list[str]:
@@ -713,3 +717,16 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
 
 
 ROLES_SQL = roles_sql()
+
+
+def apply_roles(backend: PostgresBackend, text: str) -> None:
+    """Run :func:`roles_sql`'s ``text`` on ``backend``'s database, in one transaction.
+    Raises :class:`DatabaseError` (not allowed to create roles or grant: run it as the
+    database's owner with CREATEROLE, or as a superuser)."""
+    with backend._wlock:
+        conn = backend._conn("w")
+        try:
+            with conn.transaction():
+                conn.execute(text)
+        except psycopg.Error as e:
+            raise DatabaseError(f"{backend.display}: cannot set up the roles: {_first_line(e)}") from None
