@@ -631,6 +631,9 @@ class PgQueryConnection(QueryConnection):
             conn.execute(f"SET LOCAL statement_timeout = {int(QUERY_TIMEOUT * 1000)}")
             cur = conn.cursor()
             cur.execute(sql, params or None, prepare=True)
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
+                raise QueryError("refused: COMMIT, ROLLBACK and the like (eventstore sql runs each query in "
+                                 "a read-only transaction of its own)")
         except psycopg.Error as e:
             self._rollback()
             raise QueryError(_query_error(e)) from None
