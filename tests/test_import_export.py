@@ -17,9 +17,9 @@ from conftest import DATA, FIXTURES, db_rows
 
 from eventstore import EventStore, ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound, parse_worker
 from eventstore.bulk import Dropped, import_jsonl
-from eventstore.export import export_session, export_sessions
 from eventstore.chain import chain_hash, genesis_hash
 from eventstore.codec import dumps, event_line
+from eventstore.export import export_session, export_sessions
 from eventstore.jsonl import file_name_for, session_id_from_file_name
 
 META = b'{"type":"session/meta","id":"s1"}'
@@ -529,8 +529,7 @@ def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path
     def boom(*_a, **_k):
         raise OSError(28, "No space left on device")
 
-    from eventstore import bulk
-    monkeypatch.setattr(bulk, "_export_chunks", boom)
+    monkeypatch.setattr(store.backend, "export_chunks", boom)
     with pytest.raises(OSError):
         export_session(store, "a", target)
     assert target.read_bytes() == b"previous"
@@ -538,13 +537,15 @@ def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path
 
 
 def test_export_streams_in_pages(store, monkeypatch):
-    from eventstore import bulk
+    from eventstore import export
+    from eventstore.backends import sqlite
 
-    monkeypatch.setattr(bulk, "EXPORT_PAGE", 3)
-    monkeypatch.setattr(bulk, "EXPORT_BUFFER", 50)
+    for module in (export, sqlite):  # the neutral pages and SQLite's own
+        monkeypatch.setattr(module, "EXPORT_PAGE", 3)
+        monkeypatch.setattr(module, "EXPORT_BUFFER", 50)
     s = store.create_session("p")
     s.append_many([("t", {"i": i}, float(i)) for i in range(10)])
-    chunks = list(bulk._export_chunks(store, "p"))
+    chunks = list(store.backend.export_chunks("p", "{}"))
     assert len(chunks) > 4 and sum(n for _c, _b, n in chunks) == 10
     assert b"".join(b"".join(c) for c, _b, _n in chunks) == export_bytes(store, "p")
     assert export_session(store, "p", io.BytesIO()) == 10

@@ -218,7 +218,7 @@ class SQLiteBackend(Backend):
                                 f"(create one with 'eventstore init', 'import' or 'demo')")
         if not readonly and path is not None and path in _forked_mid_write:
             raise _forked_mid_write_error(path)
-        name = path or ":memory:"
+        name = url if path is not None else ":memory:"  # as the user gave it
         conn = None
         try:
             conn = cls._new_connection(path, busy_timeout, durability, readonly)
