@@ -6,6 +6,7 @@ Usage (from the repository root)::
     python tools/bench.py --backend postgres                 # a throwaway server (tests/pgserver.py)
     python tools/bench.py --backend postgres --pg-url URL    # an existing server (a new database in it)
     python tools/bench.py --backend postgres --quick         # seconds
+    python tools/bench.py --backend postgres --pg-setting synchronous_commit=off
 
 Workloads (each figure the best of ``--repeat`` rounds, the systems interleaved round by
 round so background load hits them alike):
@@ -238,7 +239,8 @@ def run(a) -> int:
             conn.execute(f'CREATE DATABASE "{name}"')
         url = base.rsplit("/", 1)[0] + "/" + name
     else:
-        server = PgServer(settings=DURABLE).start()
+        extra = dict(item.split("=", 1) for item in getattr(a, "pg_setting", []))
+        server = PgServer(settings={**DURABLE, **extra}).start()
         url = server.url(server.create_database("bench"))
     quick = a.quick
     rounds = 2 if quick else 5
