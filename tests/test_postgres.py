@@ -13,6 +13,7 @@ import json
 import multiprocessing as mp
 import sqlite3
 import threading
+import time
 
 import pytest
 import workers
@@ -143,8 +144,13 @@ def test_a_later_commit_never_has_a_smaller_position(pg_url):
 
     thread = threading.Thread(target=append)
     thread.start()
-    assert not done.wait(0.5)  # waits for the open transaction's lock
     with psycopg.connect(pg_url, autocommit=True) as look:
+        deadline = time.monotonic() + 30
+        while not look.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                               "AND wait_event = 'advisory'").fetchone()[0]:  # the append waits for the lock
+            assert time.monotonic() < deadline, "the append never waited for the open transaction"
+            time.sleep(0.01)
+        assert not done.is_set()
         assert look.execute("SELECT max(position) FROM events").fetchone()[0] == 8
     conn.commit()
     thread.join(10)
