@@ -31,6 +31,7 @@ from .engine import open_read_only
 from .errors import DatabaseError, QueryError, SeqConflict, SessionNotFound
 from .jsonl import _SHA256, event_line, genesis_hash
 from .schema import GUARDS
+from .walcheck import check_wal
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Event, Session
@@ -148,6 +149,7 @@ def connect_readonly(target: str | os.PathLike, *, authorizer: bool = True,
     The connection is in autocommit mode. Raises :class:`DatabaseError`.
     """
     path = database_path(target)
+    check_wal(path)  # a -wal written for another file is refused, not read through
     try:
         conn = open_read_only(path, busy_timeout, isolation_level=None, factory=_ReadOnlyConnection)
         conn.text_factory = _decode_text

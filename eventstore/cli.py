@@ -16,6 +16,7 @@ import math
 import os
 import re
 import shlex
+import sqlite3
 import sys
 
 import click
@@ -50,6 +51,9 @@ class _Group(click.Group):
             _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
         except KeyboardInterrupt:
             _fail("interrupted")
+        except sqlite3.DatabaseError as e:  # the file itself is damaged, renamed or not ours
+            _fail(f"{ctx.obj.get('db') if ctx.obj else 'the database'}: {e} (run `eventstore verify` to see what "
+                  f"is wrong with the file)")
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as e:  # a bug, or a database changed by hand: still one line
@@ -579,29 +583,40 @@ def _print_table(columns: list[str], rows: list[tuple]) -> None:
 @click.option("--head", is_flag=True,
               help="Print each session's head (SESSION_ID, events, hash of its last event) on stdout; "
                    "findings then go to stderr.")
+@click.option("--checkpoint", "checkpoints", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also prove that the log extends this checkpoint (from `eventstore checkpoint`; repeatable).")
+@click.option("--public-key", type=click.Path(dir_okay=False), metavar="FILE",
+              help="With --checkpoint: each checkpoint must be signed by this Ed25519 key (PEM).")
+@click.option("--full", is_flag=True, help="Run PRAGMA integrity_check (slower, thorough) instead of quick_check.")
 @click.pass_context
-def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool) -> None:
-    """Check the log: seqs gapless, the hash chain, the append-only triggers, streamed chunks
-    against their message, and the projection's validity for a chat API.
+def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpoints: tuple[str, ...],
+           public_key: str | None, full: bool) -> None:
+    """Check the whole database: the file (quick_check, its -wal), the schema against what
+    the migrations create, the sessions, and the log: seqs gapless, the hash chain, the
+    append-only triggers, streamed chunks against their message, the projection's validity
+    for a chat API; with --checkpoint, that the log still extends each kept checkpoint.
 
     Checks every session, or the SESSION_IDs given. Prints one line per finding (the session,
     the seq, the kind, what is wrong) and exits 0 only when there is none. Reads only: the
     database is opened read-only.
     """
-    from . import audit
+    from . import anchor, integrity
 
-    _store(ctx, readonly=True)  # refuses, in one line, a file that is not an eventstore database
-    conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
-    ctx.call_on_close(conn.close)
-    report = audit.verify(conn, session_ids or None)
+    docs = [(f, anchor.load_checkpoint(f)) for f in checkpoints]
+    trusted = None if public_key is None else anchor.load_public_key(public_key)
+    if trusted is not None and not docs:
+        raise click.UsageError("--public-key goes with --checkpoint")
+    report = integrity.verify_database(ctx.obj["db"], session_ids or None, full=full, checkpoints=docs,
+                                       trusted_key=trusted)
     for f in report.findings:  # a name from the log may hold control or bidi characters: escaped
         click.echo(_CONTROL.sub(escape_char, _printable(str(f))), err=head)
     if head:
         for sid, (n, h) in report.heads.items():
             click.echo(f"{_CONTROL.sub(escape_char, _printable(sid))}\t{n}\t{h}")
     status = "OK" if report.ok else f"{len(report.findings)} finding{'' if len(report.findings) == 1 else 's'}"
+    against = f", against {len(docs)} checkpoint{'' if len(docs) == 1 else 's'}" if docs else ""
     click.echo(f"verified {report.sessions} session{'' if report.sessions == 1 else 's'}, "
-               f"{report.events} events: {status}", err=True)
+               f"{report.events} events{against}: {status}", err=True)
     if not report.ok:
         sys.exit(EXIT_ERROR)
 
@@ -690,6 +705,73 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
     finally:
         view.finish()
         out.flush()
+
+
+# --- checkpoints: what the log held, to keep elsewhere (eventstore.anchor) -----------------
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), callback=_named_path,
+              help="Write the checkpoint to this file (default, and -: stdout).")
+@click.option("--key", "key", type=click.Path(exists=True, dir_okay=False), metavar="KEYFILE",
+              help="Sign it with this Ed25519 private key (PEM; make one with `eventstore keygen`).")
+@click.pass_context
+def checkpoint(ctx: click.Context, output: str | None, key: str | None) -> None:
+    """Write a checkpoint of the log: the global position, each session's event count, head
+    hash and sessions row hash, and a Merkle root over them, optionally signed. Keep it
+    where the database's writers cannot reach; `eventstore verify --checkpoint FILE` later
+    proves that the log still extends it (nothing in it changed, removed or cut off).
+    """
+    import io
+
+    from . import anchor, audit
+
+    conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
+    ctx.call_on_close(conn.close)
+    doc = anchor.make_checkpoint(conn, key)
+    if output is None or output == "-":
+        out = _out()
+        anchor.write_checkpoint(doc, out)
+        out.flush()
+        return
+    buf = io.BytesIO()
+    anchor.write_checkpoint(doc, buf)
+    _write_durably(output, buf.getvalue())
+    click.echo(f"{output}: checkpoint at position {doc['position']}, {doc['session_count']} session(s), "
+               f"root {doc['root']}" + (", signed" if key else ""), err=True)
+
+
+def _write_durably(path: str, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, fsync it, rename it over ``path``,
+    then fsync the folder. Raises ``OSError`` naming ``path``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise OSError(e.errno, e.strerror, path) from None
+
+
+@cli.command()
+@click.argument("keyfile", type=click.Path(dir_okay=False))
+def keygen(keyfile: str) -> None:
+    """Make an Ed25519 key pair for signing checkpoints: the private key in KEYFILE (mode
+    0600) and the public key in KEYFILE.pub (give it to `verify --public-key`). An existing
+    file is never replaced."""
+    from . import anchor
+
+    priv, pub = anchor.generate_key(keyfile)
+    click.echo(f"private key: {priv}\npublic key:  {pub} ({anchor.load_public_key(pub)})")
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 
 from .errors import DatabaseError
 from .schema import READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION
+from .walcheck import check_wal
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
@@ -143,6 +144,7 @@ def make_engine(target: str | os.PathLike, busy_timeout: float = DEFAULT_BUSY_TI
             raise DatabaseError(f"cannot open database {url.database}: folder {parent} does not exist")
         if os.path.isdir(url.database):
             raise DatabaseError(f"cannot open database {url.database}: it is a folder, not a database file")
+        check_wal(url.database)  # before any connection: a foreign -wal is never read or checkpointed
     extra = {}
     if readonly:
         if memory or not os.path.isfile(url.database):

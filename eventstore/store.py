@@ -215,7 +215,16 @@ def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list
             if done == 0:
                 raise _StaleHead(e) from None
             raise
+        if cur.rowcount != n:  # a trigger's RAISE(IGNORE) drops rows without an error
+            raise _not_stored(sid, seq0 + done, n)
         done += n
+
+
+def _not_stored(sid: str, seq: int, n: int = 1) -> DatabaseError:
+    """The error of an INSERT that reported success but stored fewer rows than it was given."""
+    seqs = f"seq {seq}" if n == 1 else f"seqs {seq}..{seq + n - 1}"
+    return DatabaseError(f"session {sid!r} {seqs}: the database reported the insert done but the event was "
+                         f"not stored (a trigger ignores it: run eventstore verify); nothing was appended")
 
 
 def _item_error(session_id: str, index: int, error: InvalidEvent) -> InvalidEvent:
@@ -354,6 +363,8 @@ class Session:
                 cur.execute(_INSERT, (position, sid, seq, type, ts, pj, hash_))
             except sqlite3.IntegrityError as e:
                 raise _StaleHead(e) from None
+            if cur.rowcount != 1:
+                raise _not_stored(sid, seq)
             return hash_
 
         try:
@@ -886,8 +897,13 @@ class EventStore:
             if not isinstance(meta, dict) or "type" in meta or "id" in meta:
                 raise InvalidEvent("meta must be a dict without the keys 'type' and 'id'")
             meta_json = dumps(meta)
-        self._transact(lambda cur: cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)",
-                                               (sid, time.time(), meta_json)), sid)
+        def insert(cur: sqlite3.Cursor) -> None:
+            if cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)",
+                           (sid, time.time(), meta_json)).rowcount != 1:
+                raise DatabaseError(f"session {sid!r}: the database reported the insert done but the session "
+                                    f"was not stored (a trigger ignores it: run eventstore verify)")
+
+        self._transact(insert, sid)
         return Session(self, sid)
 
     def session(self, session_id: str) -> Session:
