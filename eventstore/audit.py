@@ -138,14 +138,16 @@ def database_path(target: str | os.PathLike) -> str:
 
 
 def connect_readonly(target: str | os.PathLike, *, authorizer: bool = True,
-                     busy_timeout: float = 5.0) -> sqlite3.Connection:
+                     busy_timeout: float = 5.0, max_memory: int | None = None) -> sqlite3.Connection:
     """Open the database file ``target`` (path or ``sqlite:///`` URL) read-only.
 
     The file is opened with a ``file:...?mode=ro`` URI and ``PRAGMA query_only = ON``; with
     ``authorizer`` (the default) an SQLite authorizer also refuses, at prepare time, every
     statement that is not a read: writes, DDL (temporary objects too), ATTACH and
     ``VACUUM INTO`` (both can create a file even on a read-only connection), transactions,
-    PRAGMAs that set a value, ``load_extension()``. ``busy_timeout`` is in seconds.
+    PRAGMAs that set a value, ``load_extension()``. ``busy_timeout`` is in seconds;
+    ``max_memory`` (bytes) caps what SQLite may allocate (``PRAGMA hard_heap_limit``, for
+    the whole process): past it a statement fails with ``MemoryError``.
     The connection is in autocommit mode. Raises :class:`DatabaseError`.
     """
     path = database_path(target)
@@ -155,6 +157,8 @@ def connect_readonly(target: str | os.PathLike, *, authorizer: bool = True,
         conn.text_factory = _decode_text
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA query_only = ON")
+        if max_memory is not None:
+            conn.execute(f"PRAGMA hard_heap_limit = {int(max_memory)}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # is it a database?
     except sqlite3.Error as e:
         raise DatabaseError(f"cannot open {path}: {e}") from None

@@ -854,6 +854,10 @@ class EventStore:
             return AppendOnlyViolation(msg)
         if "readonly" in msg:
             return DatabaseError(f"{self._file or 'the database'} is open read-only: {msg}")
+        if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            what = f"session {session_id!r}: " if session_id is not None else ""
+            return DatabaseError(f"{self._file or 'the in-memory database'}: {what}{msg}: nothing was written "
+                                 f"(free space, or raise its max_page_count)")
         if "locked" in msg or "busy" in msg:
             return DatabaseError(f"database is busy: another writer held it longer than the busy "
                                  f"timeout ({self.busy_timeout:g} s)")
