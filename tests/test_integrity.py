@@ -334,3 +334,12 @@ def test_copy_without_wal_has_no_findings(loaded, tmp_path):
     copy = tmp_path / "copy.db"
     shutil.copy(loaded, copy)
     assert findings(copy) == []
+
+
+def test_database_at_an_older_revision_is_compared_with_that_revision(tmp_path, migrate_to):
+    db = tmp_path / "old.db"
+    migrate_to(db, "0006")
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("INSERT INTO sessions (id, created_at) VALUES ('s', 1)")
+    conn.close()
+    assert findings(db) == []
