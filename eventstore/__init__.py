@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from .errors import (
     AppendOnlyViolation,
+    CheckpointError,
     DatabaseError,
     EventStoreError,
     IdempotencyConflict,
@@ -31,6 +32,7 @@ from .errors import (
     SeqConflict,
     SessionExists,
     SessionNotFound,
+    WalMismatch,
 )
 
 # typing.TYPE_CHECKING without importing typing (4 ms of the command's start, before its
@@ -58,6 +60,8 @@ __all__ = [
     "AppendOnlyViolation",
     "DatabaseError",
     "QueryError",
+    "CheckpointError",
+    "WalMismatch",
 ]
 
 __version__ = "0.1.0"
@@ -69,8 +73,8 @@ _LAZY = {"EventStore": "store", "Session": "store", "Event": "store", "SessionIn
 
 # The submodules, reachable as attributes after a bare ``import eventstore`` (as they were
 # when this module imported the store eagerly).
-_SUBMODULES = {"audit", "bulk", "checkpoint", "cli", "demo", "engine", "follow", "jsonl", "parse_worker",
-               "projection", "schema", "store", "tailview", "writelock"}
+_SUBMODULES = {"anchor", "audit", "bulk", "checkpoint", "cli", "demo", "engine", "follow", "integrity", "jsonl",
+               "parse_worker", "projection", "schema", "store", "tailview", "walcheck", "writelock"}
 
 
 def __getattr__(name: str) -> object:  # PEP 562: called only for names not yet in the module

@@ -50,7 +50,7 @@ import sqlite3
 import time
 from typing import Any
 
-from .errors import EventStoreError
+from .errors import CheckpointError
 from .jsonl import genesis_hash
 
 __all__ = ["CheckpointError", "check_checkpoint", "generate_key", "load_checkpoint", "make_checkpoint",
@@ -61,11 +61,6 @@ FORMAT = "eventstore-checkpoint/1"
 #: committed after the checkpoint's snapshot: ``create_session`` stamps the time, then waits
 #: (up to its busy timeout) for the write lock.
 CREATE_GRACE = 60.0
-
-
-class CheckpointError(EventStoreError):
-    """A checkpoint document or key that cannot be read or used (bad JSON, wrong format, a
-    key file that is no Ed25519 key)."""
 
 
 def _canonical(value: Any) -> bytes:

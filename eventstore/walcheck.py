@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import struct
 
-from .errors import DatabaseError
+from .errors import WalMismatch
 
 __all__ = ["WalMismatch", "check_wal", "wal_mismatch"]
 
@@ -42,10 +42,6 @@ _DB_MAGIC = b"SQLite format 3\x00"
 _WAL_MAGICS = (0x377F0682, 0x377F0683)
 _WAL_HEADER = 32
 _FRAME_HEADER = 24
-
-
-class WalMismatch(DatabaseError):
-    """The ``-wal`` beside a database belongs to another database (or another state of it)."""
 
 
 def _checksum(data: bytes, big_endian: bool, s0: int, s1: int) -> tuple[int, int]:
