@@ -31,6 +31,7 @@ checksums verified too (frames torn by a crash do not count: SQLite ignores them
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 
@@ -78,31 +79,27 @@ def _commits(f, page_size: int, salts: tuple[int, int], big: bool, seed: tuple[i
     whole = False
     pages: set[int] = set()
     s = seed
-    end = f.seek(0, 2)
-    f.seek(_WAL_HEADER)
-    while True:
-        head = f.read(_FRAME_HEADER)
-        if len(head) < _FRAME_HEADER:
-            break
-        pgno, commit, salt1, salt2, c1, c2 = struct.unpack(">6I", head)
-        if (salt1, salt2) != salts:
-            break
-        if s is None:
-            if f.seek(page_size, 1) > end:  # a frame cut short
+    size = f.seek(0, 2)
+    frame = _FRAME_HEADER + page_size
+    if size < _WAL_HEADER + frame:
+        return 0, False
+    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:  # frame headers read in place, not copied
+        unpack = struct.Struct(">6I").unpack_from
+        size = min(size, len(m))
+        for off in range(_WAL_HEADER, size - frame + 1, frame):
+            pgno, commit, salt1, salt2, c1, c2 = unpack(m, off)
+            if (salt1, salt2) != salts:
                 break
-        else:
-            page = f.read(page_size)
-            if len(page) < page_size:
-                break
-            s = _checksum(head[:8], big, *s)
-            s = _checksum(page, big, *s)
-            if s != (c1, c2):
-                break
-        pages.add(pgno)
-        if commit:
-            largest = max(largest, commit)
-            if not whole and len(pages) >= commit and all(p in pages for p in range(1, commit + 1)):
-                whole = True
+            if s is not None:
+                s = _checksum(m[off:off + 8], big, *s)
+                s = _checksum(m[off + _FRAME_HEADER:off + frame], big, *s)
+                if s != (c1, c2):
+                    break
+            pages.add(pgno)
+            if commit:
+                largest = max(largest, commit)
+                if not whole and len(pages) >= commit and all(p in pages for p in range(1, commit + 1)):
+                    whole = True
     return largest, whole
 
 
