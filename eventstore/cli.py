@@ -392,6 +392,26 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
                err=True)
 
 
+class _DayCache:
+    """:func:`_when`, with each day's date formatted once (the ``sessions`` table formats two
+    times a row: strftime cost as much as the rest of the row)."""
+
+    def __init__(self) -> None:
+        self.days: dict[int, str] = {}
+
+    def __call__(self, ts: float | None) -> str:
+        if not isinstance(ts, float) or not 0 <= ts < 253402300800:  # years 1970..9999
+            return _when(ts)
+        whole = int(ts)
+        if ts - whole >= 0.9999995:  # fromtimestamp rounds to microseconds: it may carry a second
+            return _when(ts)
+        day, rem = divmod(whole, 86400)
+        date = self.days.get(day)
+        if date is None:
+            date = self.days[day] = _when(day * 86400.0)[:10]
+        return f"{date} {rem // 3600:02d}:{rem % 3600 // 60:02d}:{rem % 60:02d}"
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="A JSON array instead of a table.")
 @click.pass_context
@@ -410,15 +430,17 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     from rich.cells import cell_len
 
     ids = [_CONTROL_OR_NEWLINE.sub(escape_char, _printable(i.id)) for i in infos]
-    id_width = max(7, max(map(cell_len, ids)))
+    widths = [len(i) if i.isascii() else cell_len(i) for i in ids]
+    id_width = max(7, max(widths))
     n_width = max(6, len(str(max(i.events for i in infos))))
     out = _out()
     bold = out.isatty() and not os.environ.get("NO_COLOR")
     header = f"{'SESSION'.ljust(id_width)}  {'EVENTS'.rjust(n_width)}  {'CREATED (UTC)':<19}  LAST EVENT (UTC)"
     lines = [click.style(header, bold=True) if bold else header]
-    for sid, i in zip(ids, infos, strict=True):
-        lines.append(f"{sid}{' ' * (id_width - cell_len(sid))}  {i.events:>{n_width}}  "
-                     f"{_when(i.created_at):<19}  {_when(i.last_ts)}")
+    when = _DayCache()
+    for sid, width, i in zip(ids, widths, infos, strict=True):
+        lines.append(f"{sid}{' ' * (id_width - width)}  {i.events:>{n_width}}  "
+                     f"{when(i.created_at):<19}  {when(i.last_ts)}")
         if len(lines) >= 2000:
             out.write(("\n".join(lines) + "\n").encode("utf-8", "backslashreplace"))
             lines = []
