@@ -78,11 +78,17 @@ class _Inserter:
         full = len(rows) - len(rows) % GROUP
         start = 0
         try:
+            stored = 0
             if full:
                 flat = itertools.chain.from_iterable
                 cur.executemany(self.many, [tuple(flat(rows[i:i + GROUP])) for i in range(0, full, GROUP)])
+                stored = cur.rowcount
             start = full
             cur.executemany(self.one, rows[full:])
+            if stored + max(cur.rowcount, 0) != len(rows):  # a trigger's RAISE(IGNORE) drops rows silently
+                raise DatabaseError(f"session {self.sid!r} seqs {rows[0][0]}..{rows[-1][0]}: the database reported "
+                                    f"the insert done but stored {stored + max(cur.rowcount, 0)} of {len(rows)} "
+                                    f"events (a trigger ignores them: run eventstore verify); nothing was imported")
             return None
         except sqlite3.IntegrityError as e:
             stored = self._head() - rows[0][0]

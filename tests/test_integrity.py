@@ -343,3 +343,15 @@ def test_database_at_an_older_revision_is_compared_with_that_revision(tmp_path, 
     conn.execute("INSERT INTO sessions (id, created_at) VALUES ('s', 1)")
     conn.close()
     assert findings(db) == []
+
+
+def test_import_under_an_ignore_trigger_fails_and_stores_nothing(loaded, tmp_path):
+    conn = sqlite3.connect(loaded, isolation_level=None)
+    conn.execute("CREATE TRIGGER swallow BEFORE INSERT ON events BEGIN SELECT RAISE(IGNORE); END")
+    conn.close()
+    r = run(loaded, "import", str(DATA / "big.jsonl"))
+    assert r.exit_code == 1
+    assert "big.jsonl: session" in r.output and "stored" in r.output and "nothing was imported" in r.output
+    conn = sqlite3.connect(loaded)
+    assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 3
+    conn.close()
