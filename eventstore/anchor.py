@@ -1,7 +1,7 @@
 """Log checkpoints: what the log held at one moment, written down to be kept elsewhere.
 
-(Not to be confused with :mod:`eventstore.checkpoint`, which copies SQLite's WAL into the
-database file.)
+(Not to be confused with :mod:`eventstore.backends.sqlite_checkpoint`, which copies SQLite's
+WAL into the database file.)
 
 The hash chain proves that a session's events link up, but whoever can write the file can
 recompute it after an edit, and cutting off a session's last events leaves a valid, shorter
@@ -46,12 +46,14 @@ import datetime as _dt
 import hashlib
 import json
 import os
-import sqlite3
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .chain import genesis_hash
 from .errors import CheckpointError
-from .jsonl import genesis_hash
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .backends.base import Backend
 
 __all__ = ["CheckpointError", "check_checkpoint", "generate_key", "load_checkpoint", "make_checkpoint",
            "merkle_root", "session_row_hash", "write_checkpoint"]
@@ -161,31 +163,17 @@ def generate_key(path: str | os.PathLike) -> tuple[str, str]:
 
 # --- making a checkpoint ----------------------------------------------------------------------
 
-_HEADS = """
-SELECT s.id, s.created_at, s.meta,
-       (SELECT seq FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1),
-       (SELECT hash FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1)
-FROM sessions AS s"""
-
-
-def make_checkpoint(conn: sqlite3.Connection, key_path: str | os.PathLike | None = None) -> dict:
-    """Read the log behind ``conn`` (an ``sqlite3`` connection in autocommit mode, e.g.
-    ``audit.connect_readonly(path, authorizer=False)``) in one snapshot and return its
-    checkpoint document (see the module docstring); signed with the Ed25519 private key in
-    the PEM file ``key_path`` when given. Raises :class:`CheckpointError` for a bad key,
-    ``sqlite3.Error`` when the database cannot be read."""
+def make_checkpoint(backend: Backend, key_path: str | os.PathLike | None = None) -> dict:
+    """Read the log of ``backend`` in one snapshot (:meth:`Backend.checkpoint_rows`) and
+    return its checkpoint document (see the module docstring); signed with the Ed25519
+    private key in the PEM file ``key_path`` when given. Raises :class:`CheckpointError`
+    for a bad key, :class:`DatabaseError` when the database cannot be read."""
     key = None if key_path is None else _load_private_key(key_path)
     created_at = time.time()  # before the snapshot: a session it does not see was stored later
-    conn.execute("BEGIN")
-    try:
-        position = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
-        entries = []
-        for sid, created, meta, last_seq, head in conn.execute(_HEADS):
-            entries.append({"id": sid, "events": 0 if last_seq is None else last_seq + 1,
-                            "head": genesis_hash(sid) if head is None else head,
-                            "row": session_row_hash(sid, created, meta)})
-    finally:
-        conn.execute("COMMIT")
+    snap = backend.checkpoint_rows()
+    position = snap["position"]
+    entries = [{"id": sid, "events": n, "head": genesis_hash(sid) if head is None else head,
+                "row": session_row_hash(sid, created, meta)} for sid, created, meta, n, head in snap["sessions"]]
     entries.sort(key=lambda e: e["id"])
     doc = {"format": FORMAT, "created_at": created_at,
            "created": _dt.datetime.fromtimestamp(created_at, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
@@ -234,9 +222,9 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
 
 # --- checking the log against a checkpoint --------------------------------------------------
 
-def check_checkpoint(conn: sqlite3.Connection, doc: dict, *, name: str = "checkpoint",
+def check_checkpoint(backend: Backend, doc: dict, *, name: str = "checkpoint",
                      trusted_key: str | None = None) -> list[tuple[str | None, int | None, str]]:
-    """Check that the log behind ``conn`` extends the checkpoint ``doc``; return problems as
+    """Check that the log of ``backend`` extends the checkpoint ``doc``; return problems as
     ``(session id or None, seq or None, message)``, none when it does.
 
     First the document itself: its entries must hash to its root, a signature must verify,
@@ -277,50 +265,44 @@ def check_checkpoint(conn: sqlite3.Connection, doc: dict, *, name: str = "checkp
                             f"{trusted_key[:16]}…")
             return problems
     position = doc["position"]
-    conn.execute("BEGIN")
-    try:
-        last = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
-        if last < position:
-            add(None, None, f"the log ends at position {last}, before the checkpoint's position {position}: "
-                            f"events were cut off")
-        counted = 0
-        listed = set()
-        for e in entries:
-            sid, n = e["id"], e["events"]
-            listed.add(sid)
-            counted += n
-            row = conn.execute("SELECT created_at, meta FROM sessions WHERE id = ?", (sid,)).fetchone()
-            if row is None:
-                add(sid, None, f"the session is gone (it had {n} events at the checkpoint)")
-                continue
-            if session_row_hash(sid, row[0], row[1]) != e["row"]:
-                add(sid, None, "its sessions row (created_at or meta) changed since the checkpoint")
-            now = conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?",
-                               (sid,)).fetchone()[0]
-            if now < n:
-                add(sid, now if now else None, f"cut off: {n} events at the checkpoint, {now} now")
-                continue
-            if n == 0:
-                if e["head"] != genesis_hash(sid):
-                    add(sid, None, "its recorded genesis hash is not this session's")
-                continue
-            stored = conn.execute("SELECT hash, position FROM events WHERE session_id = ? AND seq = ?",
-                                  (sid, n - 1)).fetchone()
-            if stored is None or stored[0] != e["head"]:
-                add(sid, n - 1, "the event at the checkpoint's head differs from the one checkpointed: "
-                                "history was rewritten (the chain recomputed, or events replaced)")
-            elif stored[1] > position:
-                add(sid, n - 1, f"the checkpoint's head is now at position {stored[1]}, after the checkpoint's "
-                                f"position {position}: the log was rewritten")
-        before = conn.execute("SELECT count(*) FROM events WHERE position <= ?", (position,)).fetchone()[0]
-        if before != counted:
-            add(None, None, f"{before} events are stored at positions up to {position}, the checkpoint "
-                            f"counted {counted}: events were added to, or moved in, the past")
-        for sid, _created in conn.execute("SELECT id, created_at FROM sessions WHERE created_at <= ?",
-                                          (doc["created_at"] - CREATE_GRACE,)):
-            if sid not in listed:
-                add(sid, None, "the session is dated before the checkpoint but is not in it: it was added "
-                               "later with a past date (or the checkpoint is of another database)")
-    finally:
-        conn.execute("COMMIT")
+    snap = backend.checkpoint_rows({e["id"]: e["events"] - 1 for e in entries if e["events"] > 0}, position)
+    last = snap["position"]
+    if last < position:
+        add(None, None, f"the log ends at position {last}, before the checkpoint's position {position}: "
+                        f"events were cut off")
+    stored_sessions = {sid: (created, meta, n) for sid, created, meta, n, _head in snap["sessions"]}
+    counted = 0
+    listed = set()
+    for e in entries:
+        sid, n = e["id"], e["events"]
+        listed.add(sid)
+        counted += n
+        row = stored_sessions.get(sid)
+        if row is None:
+            add(sid, None, f"the session is gone (it had {n} events at the checkpoint)")
+            continue
+        if session_row_hash(sid, row[0], row[1]) != e["row"]:
+            add(sid, None, "its sessions row (created_at or meta) changed since the checkpoint")
+        now = row[2]
+        if now < n:
+            add(sid, now if now else None, f"cut off: {n} events at the checkpoint, {now} now")
+            continue
+        if n == 0:
+            if e["head"] != genesis_hash(sid):
+                add(sid, None, "its recorded genesis hash is not this session's")
+            continue
+        stored = snap["at"].get(sid)
+        if stored is None or stored[0] != e["head"]:
+            add(sid, n - 1, "the event at the checkpoint's head differs from the one checkpointed: "
+                            "history was rewritten (the chain recomputed, or events replaced)")
+        elif stored[1] > position:
+            add(sid, n - 1, f"the checkpoint's head is now at position {stored[1]}, after the checkpoint's "
+                            f"position {position}: the log was rewritten")
+    if snap["counted"] != counted:
+        add(None, None, f"{snap['counted']} events are stored at positions up to {position}, the checkpoint "
+                        f"counted {counted}: events were added to, or moved in, the past")
+    for sid, (created, _meta, _n) in sorted(stored_sessions.items()):
+        if sid not in listed and isinstance(created, (int, float)) and created <= doc["created_at"] - CREATE_GRACE:
+            add(sid, None, "the session is dated before the checkpoint but is not in it: it was added "
+                           "later with a past date (or the checkpoint is of another database)")
     return problems

@@ -16,7 +16,6 @@ import math
 import os
 import re
 import shlex
-import sqlite3
 import sys
 
 import click
@@ -51,9 +50,6 @@ class _Group(click.Group):
             _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
         except KeyboardInterrupt:
             _fail("interrupted")
-        except sqlite3.DatabaseError as e:  # the file itself is damaged, renamed or not ours
-            _fail(f"{ctx.obj.get('db') if ctx.obj else 'the database'}: {e} (run `eventstore verify` to see what "
-                  f"is wrong with the file)")
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as e:  # a bug, or a database changed by hand: still one line
@@ -110,15 +106,16 @@ def _when(ts: float | None) -> str:
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar="EVENTSTORE_DB", default="eventstore.db", show_default=True,
-              metavar="PATH", help="Database file (or sqlite:// URL); also $EVENTSTORE_DB.")
+              metavar="PATH", help="Database file, sqlite:// or postgresql:// URL; also $EVENTSTORE_DB.")
 @click.option("--durability", envvar="EVENTSTORE_DURABILITY", type=click.Choice(["normal", "full"]),
               default="normal", show_default=True,
-              help="Commands that write: normal survives a crash of the process, full also power loss "
-                   "(an fsync per commit); also $EVENTSTORE_DURABILITY.")
+              help="SQLite, commands that write: normal survives a crash of the process, full also power "
+                   "loss (an fsync per commit); PostgreSQL commits as the server's synchronous_commit says. "
+                   "Also $EVENTSTORE_DURABILITY.")
 @click.version_option(__version__, prog_name="eventstore")
 @click.pass_context
 def cli(ctx: click.Context, db: str, durability: str) -> None:
-    """Append-only AI-agent session logs in SQLite."""
+    """Append-only AI-agent session logs in SQLite or PostgreSQL."""
     ctx.obj = {"db": db, "store": None, "durability": durability}
 
 
@@ -357,7 +354,7 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
     one file each, named from the session id so that no id can write outside DIR and each
     name maps back to its id (see docs/import-export.md).
     """
-    from .bulk import export_session, export_sessions
+    from .export import export_session, export_sessions
 
     if out_dir is None:
         if all_:
@@ -537,8 +534,8 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
     tables and CSV are shown as escapes. A query is stopped after --timeout seconds and when
     it needs more than --max-memory MiB.
     """
-    from . import audit
-    from .engine import current_revision
+    from .backends import backend_class
+    from .errors import QueryError
     from .schema import READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION
 
     if as_json and as_csv:
@@ -546,59 +543,29 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
     fmt = "json" if as_json else "csv" if as_csv else None
     if query == "-":
         query = sys.stdin.read()
-    conn = audit.connect_readonly(ctx.obj["db"], max_memory=max_memory * 1024 * 1024)
+    conn = backend_class(ctx.obj["db"]).query_connection(ctx.obj["db"], timeout=timeout or None,
+                                                         max_memory=max_memory * 1024 * 1024)
     ctx.call_on_close(conn.close)
-    revision = current_revision(conn)
+    try:
+        revision = next(conn.query("SELECT version_num FROM alembic_version")[1], (None,))[0]
+    except QueryError:
+        revision = None
     if revision != SCHEMA_REVISION and revision not in READ_COMPATIBLE_REVISIONS:  # (those read the same)
         click.echo(f"warning: {ctx.obj['db']} is at schema revision {revision or 'none'}, not "
                    f"{SCHEMA_REVISION}: run `eventstore init` to upgrade it (views may be missing)", err=True)
-    limits = _QueryLimits(conn, timeout, max_memory)
     try:
-        limits.run(lambda: _print_rows(conn, query, fmt))
-    finally:
-        conn.set_progress_handler(None, 0)
-
-
-class _QueryLimits:
-    """Stops a query of ``eventstore sql`` after ``timeout`` seconds of SQLite work (a
-    progress handler, which also lets Ctrl-C in) and says so when it ran out of time or of
-    its ``max_memory`` MiB (``PRAGMA hard_heap_limit``, set by connect_readonly)."""
-
-    def __init__(self, conn, timeout: float, max_memory: int):
-        import time
-
-        self.clock = time.monotonic
-        self.deadline = self.clock() + timeout if timeout else None
-        self.timeout = timeout
-        self.max_memory = max_memory
-        self.expired = False
-        conn.set_progress_handler(self._tick, 100_000)
-
-    def _tick(self) -> int:
-        if self.deadline is not None and self.clock() > self.deadline:
-            self.expired = True
-            return 1  # SQLite stops the statement ("interrupted")
-        return 0
-
-    def run(self, body) -> None:
-        from .errors import QueryError
-
-        try:
-            body()
-        except QueryError:
-            if self.expired:
-                _fail(f"the query was stopped after --timeout {self.timeout:g} s (give a larger --timeout, or 0 "
-                      f"for no limit)")
-            raise
-        except MemoryError:
-            _fail(f"the query was stopped: it needed more than --max-memory {self.max_memory} MiB")
+        _print_rows(conn, query, fmt)
+    except QueryError as e:
+        if e.limit == "time":
+            _fail(f"the query was stopped after --timeout {timeout:g} s (give a larger --timeout, or 0 for no limit)")
+        if e.limit == "memory":
+            _fail(f"the query was stopped: it needed more than --max-memory {max_memory} MiB")
+        raise
 
 
 def _print_rows(conn, query: str, fmt: str | None) -> None:
     """Run ``query`` and write its rows to stdout as ``fmt`` (json, csv, or a table)."""
-    from . import audit
-
-    columns, rows = audit.query(conn, query)
+    columns, rows = conn.query(query)
     out = _out()
     terminal = out.isatty()
     if fmt == "json":
@@ -730,16 +697,15 @@ def repair(ctx: click.Context, session_id: str) -> None:
     """
     from . import audit
 
-    s = _store(ctx).session(session_id)
+    store = _store(ctx)
+    s = store.session(session_id)
     appended = s.repair()
     for ev in appended:
         what = f" for {ev.payload['tool_call_id']!r}" if ev.type == "tool/result" else ""
         click.echo(f"appended seq {ev.seq}: {ev.type}{_printable(what)}")
     if not appended:
         click.echo(f"session {_printable(session_id)}: nothing to repair")
-    conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
-    ctx.call_on_close(conn.close)
-    report = audit.verify(conn, [session_id])
+    report = audit.verify(store.backend, [session_id])
     for f in report.findings:
         click.echo(_printable(str(f)), err=True)
     if not report.ok:
@@ -805,6 +771,62 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
         out.flush()
 
 
+# --- moving between databases, PostgreSQL roles ---------------------------------------------
+
+@cli.command("copy")
+@click.argument("src", metavar="SRC")
+@click.argument("dst", metavar="DST")
+@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID...]", type=TEXT)
+def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
+    """Copy every session (or the SESSION_IDs given) from the store SRC to the store DST.
+
+    SRC and DST are SQLite files or postgresql:// URLs (DST is created and migrated if
+    needed). Every seq, ts, payload, meta and hash is kept; sessions go one by one in the
+    order of their first event, each in one transaction, and are checked: a source session
+    whose hash chain does not verify is refused. Sessions already in DST with the same events
+    are skipped, so an interrupted copy can be run again.
+    """
+    from .copy import copy_sessions
+
+    with EventStore.open(src, readonly=True) as source, EventStore.open(dst) as target:
+        def done(r) -> None:
+            what = "already there" if r.skipped else "copied"
+            click.echo(f"{_printable(r.session_id)}: {r.events} events {what} (head {r.head[:12]})")
+
+        results = copy_sessions(source, target, session_ids or None, progress=done)
+    total = sum(r.events for r in results)
+    click.echo(f"{len(results)} session{'' if len(results) == 1 else 's'}, {total} events in {dst}", err=True)
+
+
+@cli.command()
+@click.option("--writer", default="eventstore_writer", show_default=True, help="Name of the writer role.")
+@click.option("--auditor", default="eventstore_auditor", show_default=True, help="Name of the auditor role.")
+@click.option("--print", "print_only", is_flag=True, help="Print the SQL instead of running it.")
+@click.pass_context
+def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> None:
+    """PostgreSQL: create the least-privilege roles (run as the database's owner).
+
+    The writer role may only INSERT and SELECT (it cannot UPDATE, DELETE, TRUNCATE, ALTER,
+    DROP or disable triggers): agents and `eventstore import` work as it. The auditor role
+    may only SELECT: for `eventstore sql` and `verify`. Both are NOLOGIN groups; grant them
+    to login roles: GRANT eventstore_writer TO agent1.
+    """
+    from .backends import is_postgres_url
+
+    db = ctx.find_root().obj["db"]
+    if not is_postgres_url(db):
+        _fail("roles: --db must be a postgresql:// URL (SQLite has no roles: use file permissions)")
+    from .backends.postgres import apply_roles, roles_sql
+
+    store = _store(ctx)  # creates and migrates the schema first: the grants name its tables
+    text = roles_sql(writer, auditor, store.backend.database_name())
+    if print_only:
+        click.echo(text, nl=False)
+        return
+    apply_roles(store.backend, text)
+    click.echo(f"roles {writer} (INSERT, SELECT) and {auditor} (SELECT) are set up on {store.backend.display}")
+
+
 # --- checkpoints: what the log held, to keep elsewhere (eventstore.anchor) -----------------
 
 @cli.command()
@@ -821,11 +843,9 @@ def checkpoint(ctx: click.Context, output: str | None, key: str | None) -> None:
     """
     import io
 
-    from . import anchor, audit
+    from . import anchor
 
-    conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
-    ctx.call_on_close(conn.close)
-    doc = anchor.make_checkpoint(conn, key)
+    doc = anchor.make_checkpoint(_store(ctx, readonly=True).backend, key)
     if output is None or output == "-":
         out = _out()
         anchor.write_checkpoint(doc, out)

@@ -121,7 +121,13 @@ class DatabaseError(EventStoreError):
 
 class QueryError(EventStoreError):
     """A read-only SQL query (``eventstore sql``, :func:`eventstore.audit.query`) failed or
-    was refused; a refusal's message starts with ``refused:`` and names what it refused."""
+    was refused; a refusal's message starts with ``refused:`` and names what it refused.
+    ``limit`` is ``"time"`` or ``"memory"`` when the query was stopped by that limit of its
+    query connection (None otherwise)."""
+
+    def __init__(self, message: str, limit: str | None = None):
+        super().__init__(message)
+        self.limit = limit
 
 
 class CheckpointError(EventStoreError):

@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA
 
-from eventstore import DatabaseError, EventStore, bulk
+from eventstore import DatabaseError, EventStore, export
+from eventstore.backends.sqlite_walcheck import WalMismatch, wal_mismatch
 from eventstore.cli import cli
-from eventstore.walcheck import WalMismatch, wal_mismatch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,7 +151,7 @@ def test_durability_option_and_environment_reach_the_connection(demo_db, monkeyp
 
 def test_full_durability_sets_synchronous_full(demo_db):
     with EventStore.open(demo_db, durability="full") as store:
-        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        assert store.backend._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
 
 
 # --- export: fsync, a full disk ---------------------------------------------------------------------
@@ -171,7 +171,7 @@ def test_export_fsyncs_the_file_before_the_rename_and_the_folder_after(demo_db, 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
     with EventStore.open(demo_db, readonly=True) as store:
-        bulk.export_session(store, "5a1b896f-beb", tmp_path / "out.jsonl")
+        export.export_session(store, "5a1b896f-beb", tmp_path / "out.jsonl")
     assert calls == [("fsync", "file"), ("rename",), ("fsync", "dir")]
 
 
@@ -210,8 +210,8 @@ def test_export_to_a_full_device_names_it(demo_db):
 
 def test_append_on_a_full_database_names_the_file_and_session(demo_db):
     with EventStore.open(demo_db) as store:
-        pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
-        store._conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "database or disk is full"
+        pages = store.backend._conn.execute("PRAGMA page_count").fetchone()[0]
+        store.backend._conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "database or disk is full"
         s = store.session("5a1b896f-beb")
         with pytest.raises(DatabaseError, match=f"^{demo_db}: session '5a1b896f-beb': database or disk is full"):
             for _ in range(100):

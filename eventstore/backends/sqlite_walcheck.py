@@ -35,7 +35,7 @@ import mmap
 import os
 import struct
 
-from .errors import WalMismatch
+from ..errors import WalMismatch
 
 __all__ = ["WalMismatch", "check_wal", "wal_mismatch"]
 
