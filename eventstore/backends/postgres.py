@@ -361,6 +361,10 @@ class PostgresBackend(Backend):
                     rows = chain_rows(prev, seq, types, tss, payloads)
                     position = self._insert(conn, session_id, seq, rows)
             except psycopg.Error as e:
+                if e.sqlstate == base.SEQ_NOT_NEXT and len(types) > 1:
+                    # The head is locked: no other writer came between. The guard refused a
+                    # later row of this batch because an earlier one was silently dropped.
+                    raise base.not_stored(session_id, seq, len(types)) from None
                 raise self._error(e, session_id) from None
             self._heads[session_id] = (seq + len(types), rows[-1])
             return seq, position, rows[-1]
@@ -747,10 +751,13 @@ class _PgImport(ImportTransaction):
         for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
             try:
                 with self._conn.transaction():
-                    self._conn.execute(
+                    cur = self._conn.execute(
                         "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                         "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                         (position0 + seq, self._sid, seq, type_, ts, _text(payload), _text(hash_)))
+                if cur.rowcount != 1:  # a BEFORE INSERT trigger returning NULL dropped it
+                    return i, Refusal(None, "the database reported the insert done but stored nothing (a trigger "
+                                            "ignores it: run eventstore verify); nothing was imported")
             except psycopg.Error as e:
                 return i, _refusal(e)
             except (UnicodeError, ValueError) as e:
