@@ -125,6 +125,21 @@ def test_sql_bounds_the_memory_of_a_query(demo_db):
     assert r.stderr.decode() == "error: the query was stopped: it needed more than --max-memory 32 MiB\n"
 
 
+def test_sql_timeout_and_memory_limit_on_postgres(pg_url):
+    with EventStore.open(pg_url) as store:
+        store.import_jsonl(DATA / "demo.jsonl")
+    r = run(pg_url, "sql", "--timeout", "0.5", ENDLESS)
+    assert r.exit_code == 1
+    assert r.stderr == "error: the query was stopped after --timeout 0.5 s (give a larger --timeout, or 0 for no limit)\n"
+    # PostgreSQL bounds memory per sort and hash (work_mem; past it they spill to disk): lowered, never raised
+    r = run(pg_url, "sql", "--csv", "--max-memory", "1", "SELECT current_setting('work_mem') AS w")
+    assert r.exit_code == 0 and r.stdout == "w\n1MB\n"
+    r = run(pg_url, "sql", "--csv", "SELECT current_setting('work_mem') AS w")
+    assert r.stdout == "w\n4MB\n"
+    r = run(pg_url, "sql", "--json", "--timeout", "0", "SELECT count(*) AS n FROM events")
+    assert r.exit_code == 0 and '"n": 15' in r.stdout
+
+
 def test_sql_default_limits_leave_normal_queries_alone(demo_db):
     r = run(demo_db, "sql", "--json", "SELECT count(*) AS n FROM events")
     assert r.exit_code == 0 and '"n": 15' in r.stdout
@@ -216,6 +231,36 @@ def test_append_on_a_full_database_names_the_file_and_session(demo_db):
         with pytest.raises(DatabaseError, match=f"^{demo_db}: session '5a1b896f-beb': database or disk is full"):
             for _ in range(100):
                 s.append("user/message", {"content": "z" * 5000})
+
+
+def test_append_on_a_full_postgres_tablespace_names_the_database_and_session(pg_url, pg_server):
+    """SQLSTATE 53100 (disk full) from the server, translated by the backend."""
+    import tempfile
+
+    mnt = Path(tempfile.mkdtemp(prefix="es-small-", dir="/tmp"))
+    if shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs",
+                                                        str(mnt)], capture_output=True).returncode != 0:
+        mnt.rmdir()
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        shutil.chown(mnt, "postgres", "postgres")
+        with EventStore.open(pg_url) as store:
+            s = store.create_session("s")
+            with pg_server.connect(pg_url.rsplit("/", 1)[1]) as admin:
+                admin.execute(f"CREATE TABLESPACE small LOCATION '{mnt}'")
+                admin.execute("ALTER TABLE events SET TABLESPACE small")
+            try:
+                with pytest.raises(DatabaseError, match=r"^postgresql://postgres@.*: session 's': .*No space left on "
+                                                         r"device.*nothing was written"):
+                    for _ in range(1000):
+                        s.append("user/message", {"content": os.urandom(4000).hex()})
+            finally:
+                with pg_server.connect(pg_url.rsplit("/", 1)[1]) as admin:
+                    admin.execute("ALTER TABLE events SET TABLESPACE pg_default")
+                    admin.execute("DROP TABLESPACE small")
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+        mnt.rmdir()
 
 
 # --- terminal output ---------------------------------------------------------------------------
