@@ -209,13 +209,16 @@ class VerifyReport:
 
     ``findings`` (empty when the database is clean), ``sessions`` and ``events`` (how many
     were checked), ``heads``: session id -> ``(events, head hash)``, the stored hash of the
-    session's last event (the genesis hash for an empty session).
+    session's last event (the genesis hash for an empty session); ``notes``: checks that
+    could not run (not findings: e.g. the schema check as a role that may not create a
+    scratch schema).
     """
 
     findings: list[Finding] = field(default_factory=list)
     sessions: int = 0
     events: int = 0
     heads: dict[str, tuple[int, str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -673,6 +673,8 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpo
         raise click.UsageError("--public-key goes with --checkpoint")
     report = integrity.verify_database(ctx.obj["db"], session_ids or None, full=full, checkpoints=docs,
                                        trusted_key=trusted)
+    for note in report.notes:
+        click.echo(f"note: {note}", err=True)
     for f in report.findings:  # a name from the log may hold control or bidi characters: escaped
         click.echo(_CONTROL.sub(escape_char, _printable(str(f))), err=head)
     if head:

@@ -113,7 +113,10 @@ def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[s
             return report
     try:
         for kind, message in backend.integrity_findings(full):
-            add(Finding(kind, None, None, message))
+            if kind == "note":
+                report.notes.append(message)
+            else:
+                add(Finding(kind, None, None, message))
         ids = None if session_ids is None else list(dict.fromkeys(session_ids))
         _walk(backend, ids, report)
         try:

@@ -331,7 +331,8 @@ class Backend(ABC):
         it (the append-only guards are :meth:`guard_problems`'s). ``storage``: SQLite runs
         ``PRAGMA quick_check`` (``integrity_check`` with ``full``); PostgreSQL runs
         amcheck's ``bt_index_check`` on the indexes of events and sessions when the
-        extension is installed (``heapallindexed`` with ``full``). Never raises for a
+        extension is installed (``heapallindexed`` with ``full``). A check that cannot run
+        for lack of a privilege is ``("note", why)``, not a finding. Never raises for a
         damaged database: what cannot be read is a finding."""
 
     @classmethod

@@ -478,10 +478,12 @@ class PostgresBackend(Backend):
             return [("storage", f"{self.display}: the catalog cannot be read: {_first_line(e)}")]
         try:
             want = _expected_catalog(self.url, self.display)
+        except _NoScratch as e:
+            out.append(("note", f"{self.display}: schema not compared: this role may not create the scratch schema "
+                                f"it is compared with ({e}); run verify as the database's owner for it"))
         except (psycopg.Error, DatabaseError) as e:
             msg = _first_line(e) if isinstance(e, psycopg.Error) else str(e)
-            out.append(("schema", f"cannot build a scratch schema to compare with (it needs CREATE on the "
-                                  f"database; the auditor role has not: verify as the owner): {msg}"))
+            out.append(("schema", f"cannot build a scratch schema to compare with: {msg}"))
         else:
             skip = {f"{name} on {table}" for table, names in GUARDS.items() for name in names}
             out += [("schema", m) for m in base.schema_differences(have, want, skip=skip)]
@@ -609,16 +611,19 @@ UNION ALL
 SELECT 'function', p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', pg_get_functiondef(p.oid)
 FROM pg_proc AS p WHERE p.pronamespace = (SELECT oid FROM ns) AND p.prokind IN ('f', 'p')"""
 
-_expected: dict[str, tuple[str, str]] | None = None
+_expected: dict[str, dict[str, tuple[str, str]]] = {}  # per URL
+
+
+class _NoScratch(Exception):
+    """The role may not create the scratch schema (no CREATE on the database)."""
 
 
 def _expected_catalog(url: str, display: str) -> dict[str, tuple[str, str]]:
     """The catalog (as :meth:`PostgresBackend._catalog`) of a scratch schema migrated to the
     head revision with the package's Alembic history, in one transaction that is rolled
-    back: nothing is left in the database (built once per process)."""
-    global _expected
-    if _expected is not None:
-        return _expected
+    back: nothing is left in the database (built once per process and URL)."""
+    if url in _expected:
+        return _expected[url]
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine
@@ -639,17 +644,19 @@ def _expected_catalog(url: str, display: str) -> dict[str, tuple[str, str]]:
                 cfg.set_main_option("script_location", migrations_path())
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
-                _expected = PostgresBackend._catalog(conn.connection.driver_connection, scratch)
+                _expected[url] = PostgresBackend._catalog(conn.connection.driver_connection, scratch)
             finally:
                 tx.rollback()
     except Exception as e:
-        orig = getattr(e, "orig", None)
+        orig = e if isinstance(e, psycopg.Error) else getattr(e, "orig", None)
+        if isinstance(orig, pg_errors.InsufficientPrivilege):
+            raise _NoScratch(_first_line(orig)) from None
         if isinstance(orig, psycopg.Error):
             raise DatabaseError(f"{display}: {_first_line(orig)}") from None
         raise
     finally:
         engine.dispose()
-    return _expected
+    return _expected[url]
 
 
 class PgFollower(Follower):
