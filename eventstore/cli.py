@@ -652,7 +652,9 @@ def _print_table(columns: list[str], rows: list[tuple]) -> None:
               help="Also prove that the log extends this checkpoint (from `eventstore checkpoint`; repeatable).")
 @click.option("--public-key", type=click.Path(dir_okay=False), metavar="FILE",
               help="With --checkpoint: each checkpoint must be signed by this Ed25519 key (PEM).")
-@click.option("--full", is_flag=True, help="Run PRAGMA integrity_check (slower, thorough) instead of quick_check.")
+@click.option("--full", is_flag=True,
+              help="SQLite: PRAGMA integrity_check (slower, thorough) instead of quick_check; PostgreSQL: "
+                   "amcheck with heapallindexed (where installed).")
 @click.pass_context
 def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpoints: tuple[str, ...],
            public_key: str | None, full: bool) -> None:
