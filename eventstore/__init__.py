@@ -16,6 +16,7 @@ from __future__ import annotations
 from .bulk import Dropped, ImportReport
 from .errors import (
     AppendOnlyViolation,
+    CheckpointError,
     DatabaseError,
     EventStoreError,
     IdempotencyConflict,
@@ -26,6 +27,7 @@ from .errors import (
     SeqConflict,
     SessionExists,
     SessionNotFound,
+    WalMismatch,
 )
 from .store import Event, EventStore, Session, SessionInfo
 
@@ -47,6 +49,8 @@ __all__ = [
     "AppendOnlyViolation",
     "DatabaseError",
     "QueryError",
+    "CheckpointError",
+    "WalMismatch",
 ]
 
 __version__ = "0.1.0"

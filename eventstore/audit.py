@@ -53,6 +53,8 @@ class Finding:
 
 #: The kinds of :class:`Finding`, in the order :func:`verify` looks for them.
 KINDS = (
+    "storage",       # the database cannot be opened or read, or its storage check reports damage
+    "schema",        # a table, index, trigger, view or function differs from what the migrations create
     "trigger",       # an append-only guard trigger is missing or altered
     "session",       # events whose session row is missing
     "seq",           # a gap in the seqs, or events out of commit (position) order
@@ -61,6 +63,7 @@ KINDS = (
     "tool_calls",    # tool_calls that a chat API rejects (not an array, no id, a repeated id)
     "dangling_call",  # a tool call with no tool/result before the next user/assistant message
     "orphan_result",  # a tool/result that answers no call (or one already answered)
+    "checkpoint",    # the log does not extend a kept checkpoint (eventstore.anchor)
 )
 
 _PARSED = frozenset({"assistant/message", "assistant/chunk", "tool/result", "step/start"})
@@ -206,13 +209,16 @@ class VerifyReport:
 
     ``findings`` (empty when the database is clean), ``sessions`` and ``events`` (how many
     were checked), ``heads``: session id -> ``(events, head hash)``, the stored hash of the
-    session's last event (the genesis hash for an empty session).
+    session's last event (the genesis hash for an empty session); ``notes``: checks that
+    could not run (not findings: e.g. the schema check as a role that may not create a
+    scratch schema).
     """
 
     findings: list[Finding] = field(default_factory=list)
     sessions: int = 0
     events: int = 0
     heads: dict[str, tuple[int, str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -121,4 +121,20 @@ class DatabaseError(EventStoreError):
 
 class QueryError(EventStoreError):
     """A read-only SQL query (``eventstore sql``, :func:`eventstore.audit.query`) failed or
-    was refused; a refusal's message starts with ``refused:`` and names what it refused."""
+    was refused; a refusal's message starts with ``refused:`` and names what it refused.
+    ``limit`` is ``"time"`` or ``"memory"`` when the query was stopped by that limit of its
+    query connection (None otherwise)."""
+
+    def __init__(self, message: str, limit: str | None = None):
+        super().__init__(message)
+        self.limit = limit
+
+
+class CheckpointError(EventStoreError):
+    """A checkpoint document or signing key that cannot be used: not JSON, not a
+    checkpoint, a field of the wrong type, a key file that is no Ed25519 key."""
+
+
+class WalMismatch(DatabaseError):
+    """The ``-wal`` file beside a database was written for another database (or another
+    copy of it); the database was not opened, and nothing was read through the WAL."""

@@ -178,10 +178,14 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
         try:
             with os.fdopen(fd, "wb") as f:
                 n = export_session(store, session_id, f, progress)
+                f.flush()
+                os.fsync(f.fileno())  # the data is on disk before the rename makes it the file
             os.replace(tmp, path)
+            _fsync_folder(path.parent)  # and the rename itself survives a crash
         except BaseException as e:
-            os.unlink(tmp)
-            if isinstance(e, OSError) and e.filename == tmp:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            if isinstance(e, OSError) and e.filename in (tmp, None):  # a write's error (ENOSPC) names no file
                 raise OSError(e.errno, e.strerror, text) from None
             raise
         return n
@@ -199,6 +203,20 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
             progress(nbytes, events)
     return n
 
+
+
+def _fsync_folder(folder: Path) -> None:
+    """fsync a folder, so that a rename in it is durable (where the system allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on a folder: nothing more to do there
+        pass
+    finally:
+        os.close(fd)
 
 
 def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: Iterable[str] | None = None,

@@ -29,12 +29,12 @@ def test_public_api_is_small_and_listed():
     assert set(eventstore.__all__) == {
         "EventStore", "Session", "Event", "SessionInfo", "EventStoreError", "SessionNotFound", "SessionExists",
         "SeqConflict", "IdempotencyConflict", "InvalidEvent", "InvalidJSONL", "AppendOnlyViolation", "DatabaseError",
-        "QueryError", "ImportConflict", "ImportReport", "Dropped",
+        "QueryError", "ImportConflict", "ImportReport", "Dropped", "CheckpointError", "WalMismatch",
     }
     for name in eventstore.__all__:
         obj = getattr(eventstore, name)
         assert obj.__doc__, name
-        if name.endswith(("Error", "Found", "Exists", "Conflict", "JSONL", "Violation")) or name == "InvalidEvent":
+        if name.endswith(("Error", "Found", "Exists", "Conflict", "JSONL", "Violation", "Mismatch")) or name == "InvalidEvent":
             assert issubclass(obj, EventStoreError), name
 
 

@@ -257,7 +257,21 @@ def test_a_non_utf8_locale_gets_no_traceback(tmp_path):
     assert results["messages"][1] == '[{"role":"user","content":"é"}]\n'.encode()
 
 
-@pytest.mark.parametrize("command", [["verify"], ["verify", "--head"], ["repair", "x"]])
+def test_verify_reports_a_foreign_database_as_findings_and_leaves_it_unchanged(run, tmp_path):
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "theirs.db")
+    conn.execute("CREATE TABLE events (x)")
+    conn.close()
+    before = (tmp_path / "theirs.db").read_bytes()
+    result = run("--db", "theirs.db", "verify")
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert "database: storage: theirs.db is not an eventstore database" in result.stdout
+    assert "database: schema: table events differs" in result.stdout
+    assert (tmp_path / "theirs.db").read_bytes() == before
+
+
+@pytest.mark.parametrize("command", [["repair", "x"]])
 def test_audit_commands_refuse_a_foreign_database_in_one_line(run, tmp_path, command):
     import sqlite3
 

@@ -314,6 +314,7 @@ def test_writer_and_auditor_roles(pg_server, pg_url, tmp_path):
     assert json.loads(r.output) == [{"n": 3}]
     r = runner.invoke(cli, ["--db", auditor, "verify", "w"])
     assert r.exit_code == 0, r.output
+    assert "note: " in r.stderr and "schema not compared" in r.stderr  # (no CREATE for the scratch schema)
     with psycopg.connect(auditor, autocommit=True) as conn:
         with pytest.raises(pg_errors.InsufficientPrivilege):
             conn.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")

@@ -34,6 +34,8 @@ from typing import Any, ClassVar, TypeVar
 
 __all__ = [
     "Backend",
+    "not_stored",
+    "schema_differences",
     "Follower",
     "ImportTransaction",
     "QueryConnection",
@@ -82,6 +84,49 @@ CODES = {
 PAGE = 1000
 
 T = TypeVar("T")
+
+
+def schema_differences(have: dict[str, tuple[str, str]], want: dict[str, tuple[str, str]],
+                       skip: Iterable[str] = ()) -> list[str]:
+    """What differs between two schemas given as ``{name: (kind, normalised definition)}``
+    (``have`` the database's, ``want`` a freshly migrated one's): one sentence per object
+    extra, missing or changed, naming it; objects in ``skip`` are left out."""
+    skip = set(skip)
+
+    def named(kind: str, name: str) -> str:  # "index on events" + "x" -> "index x on events"
+        word, _, rest = kind.partition(" on ")
+        return f"{word} {name}" + (f" on {rest}" if rest else "")
+
+    out = []
+    for name, (kind, ddl) in sorted(have.items()):
+        if name not in want and name not in skip:
+            out.append(f"extra {named(kind, name)}, not created by the migrations: {ddl[:200]}")
+    for name, (kind, ddl) in sorted(want.items()):
+        got = have.get(name)
+        if name in skip:
+            continue
+        if got is None:
+            out.append(f"{named(kind, name)} is missing")
+        elif got[0] != kind:
+            (word, _, rest), (got_word, _, got_rest) = kind.partition(" on "), got[0].partition(" on ")
+            out.append(f"{word} {name} is on {got_rest}, the migrations put it on {rest}" if word == got_word
+                       else f"{name} is a {got_word}, the migrations made it a {word}")
+        elif got[1] != ddl:
+            out.append(f"{named(kind, name)} differs from its definition in the migrations: {got[1][:200]}")
+    return out
+
+
+def not_stored(session_id: str, seq: int, n: int = 1, stored: int = 0) -> Exception:
+    """The error of an INSERT the database reported done although it stored only ``stored``
+    of the ``n`` rows from ``seq`` on: a trigger that ignores rows (SQLite's
+    ``RAISE(IGNORE)``, a PostgreSQL BEFORE trigger returning NULL). Nothing unstored is
+    ever acknowledged."""
+    from ..errors import DatabaseError
+
+    seqs = f"seq {seq}" if n == 1 else f"seqs {seq}..{seq + n - 1}"
+    kept = "nothing was appended" if not stored else f"the first {stored} were stored"
+    return DatabaseError(f"session {session_id!r} {seqs}: the database reported the insert done but stored "
+                         f"{stored} of {n} events (a trigger ignores them: run eventstore verify); {kept}")
 
 
 class Refusal:
@@ -249,11 +294,18 @@ class Backend(ABC):
 
     @classmethod
     @abstractmethod
-    def query_connection(cls, url: str, *, busy_timeout: float = 5.0) -> QueryConnection:
+    def query_connection(cls, url: str, *, busy_timeout: float = 5.0, timeout: float | None = 30.0,
+                         max_memory: int | None = None) -> QueryConnection:
         """A sandboxed read-only connection for ``eventstore sql``: nothing that writes,
         creates or changes a setting gets through (SQLite: ``mode=ro``, ``query_only`` and an
-        authorizer; PostgreSQL: a read-only transaction with a ``statement_timeout``, as the
-        auditor role). Raises :class:`DatabaseError` (no such database)."""
+        authorizer; PostgreSQL: a read-only transaction, as the auditor role).
+
+        ``timeout`` (seconds; None or 0: no limit) stops each query that runs longer
+        (SQLite: a progress handler; PostgreSQL: ``statement_timeout``); ``max_memory``
+        (bytes) bounds its memory (SQLite: ``hard_heap_limit``; PostgreSQL: ``work_mem``,
+        per sort or hash, lowered to it, never raised). A query stopped by either raises
+        :class:`QueryError` naming the limit. Raises :class:`DatabaseError` (no such
+        database)."""
 
     @abstractmethod
     def guard_problems(self) -> list[str]:
@@ -269,6 +321,45 @@ class Backend(ABC):
         """For ``verify``: ``(seq, position, type, ts, payload, hash)`` of every stored row
         of ``session_id`` in seq order, read in one snapshot, as stored (a payload or hash
         edited by hand may be any value: text that is not UTF-8, a number, NULL)."""
+
+    @abstractmethod
+    def integrity_findings(self, full: bool = False) -> list[tuple[str, str]]:
+        """For ``verify``: what is wrong with the database beyond the rows, as ``(kind,
+        message)`` with kind ``"storage"`` or ``"schema"``; empty when nothing is.
+
+        ``schema``: every table, index, trigger, view (and on PostgreSQL function) compared
+        by name and normalised definition with a scratch database (SQLite: in memory;
+        PostgreSQL: a schema created and rolled back in one transaction) migrated with the
+        same Alembic history: each object extra, missing or changed is one message naming
+        it (the append-only guards are :meth:`guard_problems`'s). ``storage``: SQLite runs
+        ``PRAGMA quick_check`` (``integrity_check`` with ``full``); PostgreSQL runs
+        amcheck's ``bt_index_check`` on the indexes of events and sessions when the
+        extension is installed (``heapallindexed`` with ``full``). A check that cannot run
+        for lack of a privilege is ``("note", why)``, not a finding. Never raises for a
+        damaged database: what cannot be read is a finding."""
+
+    @classmethod
+    def unopened_findings(cls, url: str, full: bool = False) -> list[tuple[str, str]]:
+        """For ``verify``, when :meth:`open` (read-only) refused ``url``: what
+        :meth:`integrity_findings` can still say of it (SQLite: the storage check and the
+        schema of a damaged, foreign or renamed file); none by default."""
+        return []
+
+    @abstractmethod
+    def sessions_in_storage_order(self) -> list[tuple[str, Any]]:
+        """For ``verify``: ``(id, created_at)`` of every session in the order the rows were
+        stored (SQLite: rowid; PostgreSQL: the heap order, ctid, which an append-only table
+        keeps), so that a session added later with a past date shows."""
+
+    @abstractmethod
+    def checkpoint_rows(self, at: dict[str, int] | None = None, position: int = 0) -> dict:
+        """For checkpoints (:mod:`eventstore.anchor`), read in ONE snapshot (SQLite: one
+        read transaction; PostgreSQL: REPEATABLE READ):
+
+        ``{"position": the largest stored position (0: none),
+        "sessions": [(id, created_at, meta, next_seq, last hash or None), ...] (every session),
+        "at": {id: (hash, position)} of the event at seq ``at[id]`` of each session in ``at``
+        that has it, "counted": the number of events at positions <= ``position``}``."""
 
 
 class Follower(ABC):

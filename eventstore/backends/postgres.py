@@ -82,6 +82,7 @@ _INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
                 "SELECT %s, %s + u.i - 1, u.type, u.ts, u.payload, u.hash "
                 "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[]) "
                 "WITH ORDINALITY AS u(type, ts, payload, hash, i) ORDER BY u.i RETURNING position")
+_IDLE = psycopg.pq.TransactionStatus.IDLE  # (after a statement: it committed on its own)
 _LOCK_HEAD = "SELECT next_seq, last_hash FROM es_lock_head(%s)"
 _NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = %s"
 
@@ -276,6 +277,10 @@ class PostgresBackend(Backend):
         if code.startswith("ES") or isinstance(e, pg_errors.IntegrityError):
             r = _refusal(e)
             return AppendOnlyViolation(f"{r.code or code}: {r.message}" if r.code else r.message)
+        if isinstance(e, pg_errors.DiskFull):  # SQLSTATE 53100
+            what = f"session {session_id!r}: " if session_id is not None else ""
+            return DatabaseError(f"{self.display}: {what}{_first_line(e)}: nothing was written (free space on "
+                                 f"the server)")
         if isinstance(e, pg_errors.ReadOnlySqlTransaction):
             return DatabaseError(f"{self.display}: opened read-only: {_first_line(e)}")
         if isinstance(e, pg_errors.LockNotAvailable):
@@ -304,12 +309,15 @@ class PostgresBackend(Backend):
         with self._wlock:
             conn = self._conn("w")
             try:
-                conn.execute("INSERT INTO sessions (id, created_at, meta) VALUES (%s, %s, %s)",
-                             (session_id, created_at, meta_json))
+                cur = conn.execute("INSERT INTO sessions (id, created_at, meta) VALUES (%s, %s, %s)",
+                                   (session_id, created_at, meta_json))
             except psycopg.Error as e:
                 raise self._error(e, session_id) from None
             except UnicodeEncodeError as e:
                 raise InvalidEvent(f"session id or meta is not valid text: {e.reason}") from None
+            if cur.rowcount != 1:
+                raise DatabaseError(f"session {session_id!r}: the database reported the insert done but the "
+                                    f"session was not stored (a trigger ignores it: run eventstore verify)")
             self._heads[session_id] = (0, genesis_hash(session_id))  # a new session's head is known
 
     def session_meta(self, session_id: str) -> str | None:
@@ -336,6 +344,9 @@ class PostgresBackend(Backend):
                 rows = chain_rows(head[1], head[0], types, tss, payloads)
                 try:
                     position = self._insert(conn, session_id, head[0], rows)
+                except DatabaseError:
+                    self._heads.pop(session_id, None)
+                    raise
                 except psycopg.Error as e:
                     if e.sqlstate != base.SEQ_NOT_NEXT:
                         self._heads.pop(session_id, None)
@@ -356,6 +367,10 @@ class PostgresBackend(Backend):
                     rows = chain_rows(prev, seq, types, tss, payloads)
                     position = self._insert(conn, session_id, seq, rows)
             except psycopg.Error as e:
+                if e.sqlstate == base.SEQ_NOT_NEXT and len(types) > 1:
+                    # The head is locked: no other writer came between. The guard refused a
+                    # later row of this batch because an earlier one was silently dropped.
+                    raise base.not_stored(session_id, seq, len(types)) from None
                 raise self._error(e, session_id) from None
             self._heads[session_id] = (seq + len(types), rows[-1])
             return seq, position, rows[-1]
@@ -364,13 +379,18 @@ class PostgresBackend(Backend):
     def _insert(conn: psycopg.Connection, session_id: str, seq: int, rows: list) -> int:
         """Insert the chained ``rows`` (``[type, ts, payload, hash, ...]``) at ``seq``...; the
         first position."""
+        n = len(rows) // 4
         try:
-            if len(rows) == 4:
-                return conn.execute(_INSERT_ONE, (session_id, seq, *rows)).fetchone()[0]
-            return conn.execute(_INSERT_MANY, (session_id, seq, rows[0::4], rows[1::4], rows[2::4],
-                                               rows[3::4])).fetchone()[0]
+            if n == 1:
+                cur = conn.execute(_INSERT_ONE, (session_id, seq, *rows))
+            else:
+                cur = conn.execute(_INSERT_MANY, (session_id, seq, rows[0::4], rows[1::4], rows[2::4], rows[3::4]))
         except UnicodeEncodeError as e:
             raise InvalidEvent(f"session {session_id!r}: text PostgreSQL cannot hold: {e.reason}") from None
+        if cur.rowcount != n:  # a BEFORE INSERT trigger returning NULL drops rows without an error
+            committed = conn.info.transaction_status == _IDLE  # (autocommit: what it stored stays)
+            raise base.not_stored(session_id, seq, n, max(cur.rowcount, 0) if committed else 0)
+        return cur.fetchone()[0]
 
     def event_by_id(self, session_id: str, event_id: str) -> tuple[int, int, str, float, str] | None:
         row = self._one("SELECT seq, position, type, ts, payload FROM events WHERE session_id = %s AND event_id = %s",
@@ -434,8 +454,9 @@ class PostgresBackend(Backend):
     # --- audit --------------------------------------------------------------------------------
 
     @classmethod
-    def query_connection(cls, url: str, *, busy_timeout: float = 5.0) -> QueryConnection:
-        return PgQueryConnection(url, busy_timeout)
+    def query_connection(cls, url: str, *, busy_timeout: float = 5.0, timeout: float | None = QUERY_TIMEOUT,
+                         max_memory: int | None = None) -> QueryConnection:
+        return PgQueryConnection(url, busy_timeout, timeout, max_memory)
 
     def guard_problems(self) -> list[str]:
         rows = self._read(
@@ -454,6 +475,88 @@ class PostgresBackend(Backend):
                     problems.append(f"trigger {name} on {table} is {how} "
                                     f"(ALTER TABLE {table} ENABLE TRIGGER {name})")
         return problems
+
+    def integrity_findings(self, full: bool = False) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        try:
+            have = self._catalog(self._conn("r"), None)
+        except psycopg.Error as e:
+            return [("storage", f"{self.display}: the catalog cannot be read: {_first_line(e)}")]
+        try:
+            want = _expected_catalog(self.url, self.display)
+        except _NoScratch as e:
+            out.append(("note", f"{self.display}: schema not compared: this role may not create the scratch schema "
+                                f"it is compared with ({e}); run verify as the database's owner for it"))
+        except (psycopg.Error, DatabaseError) as e:
+            msg = _first_line(e) if isinstance(e, psycopg.Error) else str(e)
+            out.append(("schema", f"cannot build a scratch schema to compare with: {msg}"))
+        else:
+            skip = {f"{name} on {table}" for table, names in GUARDS.items() for name in names}
+            out += [("schema", m) for m in base.schema_differences(have, want, skip=skip)]
+        out += self._amcheck(full)
+        return out
+
+    def _amcheck(self, full: bool) -> list[tuple[str, str]]:
+        """amcheck's B-tree checks of the indexes of events and sessions, where the extension
+        is installed (CREATE EXTENSION amcheck); none otherwise."""
+        with self._rlock:
+            conn = self._conn("r")
+            try:
+                if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'amcheck'").fetchone() is None:
+                    return []
+                indexes = conn.execute(
+                    "SELECT i.indexrelid::regclass::text FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indrelid "
+                    "JOIN pg_class AS ic ON ic.oid = i.indexrelid JOIN pg_am AS am ON am.oid = ic.relam "
+                    "WHERE c.relname IN ('events', 'sessions') AND am.amname = 'btree' "
+                    "AND c.relnamespace = current_schema()::regnamespace").fetchall()
+            except psycopg.Error as e:
+                return [("storage", f"{self.display}: amcheck: {_first_line(e)}")]
+            out = []
+            for (index,) in indexes:
+                try:
+                    conn.execute("SELECT bt_index_check(%s::regclass, %s)", (index, full))
+                except psycopg.Error as e:
+                    out.append(("storage", f"amcheck bt_index_check({index}): {_first_line(e)}"))
+            return out
+
+    @staticmethod
+    def _catalog(conn: psycopg.Connection, schema: str | None) -> dict[str, tuple[str, str]]:
+        """``{name: (kind, normalised definition)}`` of the tables (columns and constraints),
+        indexes, triggers (with their enabled state), views and functions of ``schema``
+        (None: the current one), with the schema's name taken out of the definitions."""
+        with conn.cursor() as cur:
+            ns = schema or cur.execute("SELECT current_schema()").fetchone()[0]
+            rows = cur.execute(_CATALOG, {"ns": ns}).fetchall()
+        prefix = pg_sql.Identifier(ns).as_string(None) + "."
+        out = {}
+        for kind, name, ddl in rows:
+            ddl = _NORMALIZE.sub(" ", (ddl or "").replace(prefix, "").replace(ns + ".", "")).strip()
+            if name == "alembic_version" or name.startswith("alembic_version"):
+                continue
+            out[name] = (kind, ddl)
+        return out
+
+    def sessions_in_storage_order(self) -> list[tuple[str, Any]]:
+        return self._read("SELECT id, created_at FROM sessions ORDER BY ctid")
+
+    def checkpoint_rows(self, at: dict[str, int] | None = None, position: int = 0) -> dict:
+        conn = _connect(self.url, self.display, autocommit=False)
+        try:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            out = {"position": conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0],
+                   "sessions": [tuple(r) for r in conn.execute(_CHECKPOINT_HEADS).fetchall()], "at": {}}
+            if at:
+                for sid, hash_, pos in conn.execute(
+                        "SELECT e.session_id, e.hash, e.position FROM events AS e JOIN unnest(%s::text[], "
+                        "%s::bigint[]) AS a(sid, seq) ON e.session_id = a.sid AND e.seq = a.seq",
+                        (list(at), list(at.values()))).fetchall():
+                    out["at"][sid] = (hash_, pos)
+            out["counted"] = conn.execute("SELECT count(*) FROM events WHERE position <= %s", (position,)).fetchone()[0]
+            return out
+        except psycopg.Error as e:
+            raise self._error(e) from None
+        finally:
+            conn.close()
 
     def orphan_session_ids(self) -> list[str]:
         return [r[0] for r in self._read(
@@ -481,6 +584,90 @@ class PostgresBackend(Backend):
             finally:
                 if not conn.closed:
                     conn.rollback()
+
+
+_NORMALIZE = re.compile(r"\s+")
+_CHECKPOINT_HEADS = """
+SELECT s.id, s.created_at, s.meta, coalesce(h.seq + 1, 0), h.hash
+FROM sessions AS s
+LEFT JOIN LATERAL (SELECT seq, hash FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) AS h ON true"""
+# Every object of schema %(ns)s that decides what is stored and read, with its definition as
+# PostgreSQL prints it: tables (columns, defaults, constraints), indexes, triggers (and
+# whether they fire), views, functions.
+_CATALOG = """
+WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = %(ns)s)
+SELECT CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' ELSE 'table' END, c.relname,
+       CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid)
+            ELSE (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                                    || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+                                    || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+                                    || CASE a.attgenerated WHEN 's' THEN ' stored' ELSE '' END, ', ' ORDER BY a.attnum)
+                  FROM pg_attribute AS a LEFT JOIN pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+                  WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
+                 || coalesce((SELECT '; ' || string_agg(co.conname || ' ' || pg_get_constraintdef(co.oid), '; '
+                                                        ORDER BY co.conname)
+                              FROM pg_constraint AS co WHERE co.conrelid = c.oid), '') END
+FROM pg_class AS c WHERE c.relnamespace = (SELECT oid FROM ns) AND c.relkind IN ('r', 'p', 'v', 'm')
+UNION ALL
+SELECT 'index on ' || t.relname, ic.relname, pg_get_indexdef(ic.oid)
+FROM pg_index AS i JOIN pg_class AS ic ON ic.oid = i.indexrelid JOIN pg_class AS t ON t.oid = i.indrelid
+WHERE ic.relnamespace = (SELECT oid FROM ns)
+UNION ALL
+SELECT 'trigger', tg.tgname || ' on ' || t.relname,
+       pg_get_triggerdef(tg.oid) || CASE tg.tgenabled WHEN 'O' THEN '' WHEN 'D' THEN ' (disabled)'
+                                      WHEN 'R' THEN ' (replica only)' ELSE ' (always)' END
+FROM pg_trigger AS tg JOIN pg_class AS t ON t.oid = tg.tgrelid
+WHERE t.relnamespace = (SELECT oid FROM ns) AND NOT tg.tgisinternal
+UNION ALL
+SELECT 'function', p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', pg_get_functiondef(p.oid)
+FROM pg_proc AS p WHERE p.pronamespace = (SELECT oid FROM ns) AND p.prokind IN ('f', 'p')"""
+
+_expected: dict[str, dict[str, tuple[str, str]]] = {}  # per URL
+
+
+class _NoScratch(Exception):
+    """The role may not create the scratch schema (no CREATE on the database)."""
+
+
+def _expected_catalog(url: str, display: str) -> dict[str, tuple[str, str]]:
+    """The catalog (as :meth:`PostgresBackend._catalog`) of a scratch schema migrated to the
+    head revision with the package's Alembic history, in one transaction that is rolled
+    back: nothing is left in the database (built once per process and URL)."""
+    if url in _expected:
+        return _expected[url]
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    from .sqlite_engine import migrations_path  # (where the scripts are; no SQLite in it)
+
+    scratch = f"eventstore_scratch_{os.getpid()}_{int(time.time() * 1000) % 10**9}"
+    engine = create_engine("postgresql+psycopg://", poolclass=NullPool,
+                           creator=lambda: psycopg.connect(conninfo(url), application_name="eventstore verify"))
+    try:
+        with engine.connect() as conn:
+            tx = conn.begin()
+            try:
+                conn.exec_driver_sql(f'CREATE SCHEMA "{scratch}"')
+                conn.exec_driver_sql(f'SET LOCAL search_path TO "{scratch}"')
+                cfg = Config()
+                cfg.set_main_option("script_location", migrations_path())
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+                _expected[url] = PostgresBackend._catalog(conn.connection.driver_connection, scratch)
+            finally:
+                tx.rollback()
+    except Exception as e:
+        orig = e if isinstance(e, psycopg.Error) else getattr(e, "orig", None)
+        if isinstance(orig, pg_errors.InsufficientPrivilege):
+            raise _NoScratch(_first_line(orig)) from None
+        if isinstance(orig, psycopg.Error):
+            raise DatabaseError(f"{display}: {_first_line(orig)}") from None
+        raise
+    finally:
+        engine.dispose()
+    return _expected[url]
 
 
 class PgFollower(Follower):
@@ -569,7 +756,11 @@ class _PgImport(ImportTransaction):
             return None
         try:
             with self._conn.transaction():
-                self._copy(rows, position0)
+                copied = self._copy(rows, position0)
+                if copied != len(rows):  # a BEFORE INSERT trigger returning NULL drops rows silently
+                    raise DatabaseError(f"session {self._sid!r} seqs {rows[0][0]}..{rows[-1][0]}: the database "
+                                        f"reported the insert done but stored {copied} of {len(rows)} events (a "
+                                        f"trigger ignores them: run eventstore verify); nothing was imported")
             return None
         except psycopg.Error:
             pass
@@ -578,19 +769,24 @@ class _PgImport(ImportTransaction):
         for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
             try:
                 with self._conn.transaction():
-                    self._conn.execute(
+                    cur = self._conn.execute(
                         "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                         "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                         (position0 + seq, self._sid, seq, type_, ts, _text(payload), _text(hash_)))
+                if cur.rowcount != 1:  # a BEFORE INSERT trigger returning NULL dropped it
+                    return i, Refusal(None, "the database reported the insert done but stored nothing (a trigger "
+                                            "ignores it: run eventstore verify); nothing was imported")
             except psycopg.Error as e:
                 return i, _refusal(e)
             except (UnicodeError, ValueError) as e:
                 return i, Refusal(None, f"text PostgreSQL cannot hold: {e}")
         return None
 
-    def _copy(self, rows: list[tuple], position0: int) -> None:
+    def _copy(self, rows: list[tuple], position0: int) -> int:
+        """COPY ``rows`` in; the number of rows the server stored."""
         sid = _copy_field(self._sid.encode())
-        with self._conn.cursor().copy(
+        cur = self._conn.cursor()
+        with cur.copy(
                 "COPY events (position, session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
             out: list[bytes] = []
             size = 0
@@ -607,6 +803,7 @@ class _PgImport(ImportTransaction):
                     size = 0
             if out:
                 copy.write(b"".join(out))
+        return cur.rowcount
 
     def event_id_seq(self, event_id: str) -> int | None:
         row = self._conn.execute("SELECT seq FROM events WHERE session_id = %s AND event_id = %s",
@@ -648,10 +845,17 @@ class PgQueryConnection(QueryConnection):
     ``statement_timeout`` of :data:`QUERY_TIMEOUT`, and is rolled back afterwards, so that
     not even a ``SET`` outlives it. Give the auditor role's URL for least privilege."""
 
-    def __init__(self, url: str, busy_timeout: float):
+    def __init__(self, url: str, busy_timeout: float, timeout: float | None = QUERY_TIMEOUT,
+                 max_memory: int | None = None):
         self._display = _display(url)
+        self.timeout = timeout or None
         self._conn = _connect(url, self._display, autocommit=True)
         self._conn.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
+        if max_memory is not None:  # work_mem bounds each sort and hash (they spill to disk past it)
+            current = self._conn.execute("SELECT setting::bigint * 1024 FROM pg_settings "
+                                         "WHERE name = 'work_mem'").fetchone()[0]
+            if max_memory < current:
+                self._conn.execute(f"SET work_mem = '{max(64, int(max_memory) // 1024)}kB'")
         # Values as the CLI writes them: json/jsonb as their text, numeric as int or float.
         for name in ("json", "jsonb"):
             self._conn.adapters.register_loader(name, TextLoader)
@@ -665,7 +869,7 @@ class PgQueryConnection(QueryConnection):
                              else "the query holds no statement (only comments or ';')")
         try:
             conn.execute("BEGIN READ ONLY")
-            conn.execute(f"SET LOCAL statement_timeout = {int(QUERY_TIMEOUT * 1000)}")
+            conn.execute(f"SET LOCAL statement_timeout = {int((self.timeout or 0) * 1000)}")
             cur = conn.cursor()
             cur.execute(sql, params or None, prepare=True)
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
@@ -673,7 +877,7 @@ class PgQueryConnection(QueryConnection):
                                  "a read-only transaction of its own)")
         except psycopg.Error as e:
             self._rollback()
-            raise QueryError(_query_error(e)) from None
+            raise QueryError(*_query_error(e, self.timeout)) from None
         except KeyboardInterrupt:
             self._rollback()
             raise QueryError("interrupted (Ctrl-C)") from None
@@ -690,7 +894,7 @@ class PgQueryConnection(QueryConnection):
                             yield row if all(isinstance(v, _PLAIN) for v in row) else tuple(
                                 v if isinstance(v, _PLAIN) else str(v) for v in row)
             except psycopg.Error as e:
-                raise QueryError(_query_error(e)) from None
+                raise QueryError(*_query_error(e, self.timeout)) from None
             finally:
                 self._rollback()
 
@@ -706,13 +910,18 @@ class PgQueryConnection(QueryConnection):
         self._conn.close()
 
 
-def _query_error(e: psycopg.Error) -> str:
+def _query_error(e: psycopg.Error, timeout: float | None = QUERY_TIMEOUT) -> tuple[str, str | None]:
+    """The message of :class:`QueryError` for ``e``, and which limit stopped the query."""
     if isinstance(e, pg_errors.ReadOnlySqlTransaction | pg_errors.InsufficientPrivilege
                   | pg_errors.ActiveSqlTransaction):
-        return f"refused: {e.diag.message_primary or _first_line(e)} (eventstore sql only reads)"
+        return f"refused: {e.diag.message_primary or _first_line(e)} (eventstore sql only reads)", None
     if isinstance(e, pg_errors.QueryCanceled):
-        return f"interrupted: {e.diag.message_primary or _first_line(e)} (limit {QUERY_TIMEOUT:g} s)"
-    return e.diag.message_primary or _first_line(e)
+        if timeout:
+            return f"the query was stopped after {timeout:g} s (its time limit)", "time"
+        return f"interrupted: {e.diag.message_primary or _first_line(e)}", None
+    if isinstance(e, pg_errors.OutOfMemory | pg_errors.DiskFull):
+        return f"the query was stopped: {_first_line(e)} (its memory limit)", "memory"
+    return e.diag.message_primary or _first_line(e), None
 
 
 def head_revision() -> str:

@@ -41,6 +41,7 @@ from . import base
 from . import sqlite_engine as _engine
 from .base import Backend, Follower, ImportTransaction, Refusal
 from .sqlite_checkpoint import Checkpointer, checkpoint
+from .sqlite_walcheck import check_wal
 from .writelock import open_write_lock
 
 __all__ = ["SQLiteBackend"]
@@ -113,7 +114,10 @@ def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list
             if done == 0:
                 raise _StaleHead(e) from None
             raise
+        if cur.rowcount != n:  # a trigger's RAISE(IGNORE) drops rows without an error
+            raise base.not_stored(sid, seq0 + done, n)
         done += n
+
 
 
 def _checkpoint_connection(database: str, busy_timeout: float) -> sqlite3.Connection:
@@ -213,6 +217,7 @@ class SQLiteBackend(Backend):
                 raise DatabaseError(f"cannot open database {path}: folder {parent} does not exist")
             if os.path.isdir(path):
                 raise DatabaseError(f"cannot open database {path}: it is a folder, not a database file")
+            check_wal(path)  # before any connection: a foreign -wal is never read or checkpointed
         if readonly and (path is None or not os.path.isfile(path)):
             raise DatabaseError(f"no database at {path or ':memory:'} "
                                 f"(create one with 'eventstore init', 'import' or 'demo')")
@@ -457,6 +462,10 @@ class SQLiteBackend(Backend):
             return AppendOnlyViolation(str(e))
         if name.startswith("SQLITE_READONLY"):
             return DatabaseError(f"{self.display} is open read-only: {e}")
+        if name == "SQLITE_FULL":
+            what = f"session {session_id!r}: " if session_id is not None else ""
+            return DatabaseError(f"{self.display}: {what}{e}: nothing was written (free space, or raise its "
+                                 f"max_page_count)")
         if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
             return DatabaseError(f"database is busy: another writer held it longer than the busy "
                                  f"timeout ({self.busy_timeout:g} s)")
@@ -473,6 +482,9 @@ class SQLiteBackend(Backend):
                 if e.sqlite_errorname in ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"):
                     raise SessionExists(session_id) from None
                 raise
+            if cur.rowcount != 1:
+                raise DatabaseError(f"session {session_id!r}: the database reported the insert done but the "
+                                    f"session was not stored (a trigger ignores it: run eventstore verify)")
 
         self._transact(insert, session_id)
 
@@ -533,6 +545,8 @@ class SQLiteBackend(Backend):
                 cur.execute(_INSERT, (position, session_id, seq, type_, ts, payload, hash_))
             except sqlite3.IntegrityError as e:
                 raise _StaleHead(e) from None
+            if cur.rowcount != 1:
+                raise base.not_stored(session_id, seq)
             return hash_
 
         hash_, seq, position, cached = self._at_head(session_id, expected_seq, insert)
@@ -622,10 +636,11 @@ class SQLiteBackend(Backend):
     # --- audit -------------------------------------------------------------------------------
 
     @classmethod
-    def query_connection(cls, url: str, *, busy_timeout: float = 5.0):
+    def query_connection(cls, url: str, *, busy_timeout: float = 5.0, timeout: float | None = 30.0,
+                         max_memory: int | None = None):
         from .sqlite_sandbox import SQLiteQueryConnection
 
-        return SQLiteQueryConnection(url, busy_timeout)
+        return SQLiteQueryConnection(url, busy_timeout, timeout, max_memory)
 
     def guard_problems(self) -> list[str]:
         from .sqlite_schema import GUARDS
@@ -637,6 +652,58 @@ class SQLiteBackend(Backend):
                 out.append(f"append-only trigger {name} is missing")
             elif _NORMALIZE.sub(" ", stored[name] or "").strip() != _NORMALIZE.sub(" ", ddl).strip():
                 out.append(f"append-only trigger {name} differs from its definition")
+        return out
+
+    def integrity_findings(self, full: bool = False) -> list[tuple[str, str]]:
+        return _integrity_findings(self._read, self.display, full)
+
+    @classmethod
+    def unopened_findings(cls, url: str, full: bool = False) -> list[tuple[str, str]]:
+        from .sqlite_sandbox import connect_readonly
+
+        try:
+            path = _engine.database_path(url)
+            if path is None or not os.path.isfile(path):
+                return []
+            conn = connect_readonly(path, authorizer=False)  # refuses a foreign -wal
+        except DatabaseError:
+            return []  # open()'s error says it
+        try:
+            def read(sql: str) -> list:
+                try:
+                    return conn.execute(sql).fetchall()
+                except sqlite3.Error as e:
+                    raise DatabaseError(str(e)) from None
+
+            return _integrity_findings(read, path, full)
+        finally:
+            conn.close()
+
+    def sessions_in_storage_order(self) -> list[tuple[str, Any]]:
+        return self._read("SELECT id, created_at FROM sessions ORDER BY rowid")
+
+    def checkpoint_rows(self, at: dict[str, int] | None = None, position: int = 0) -> dict:
+        with self._lock:
+            if self._forked or self._conn is None:
+                self._connection()
+            cur = self._cur
+            try:
+                cur.execute("BEGIN")  # one read snapshot for everything below
+                try:
+                    out = {"position": cur.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0],
+                           "sessions": cur.execute(_CHECKPOINT_HEADS).fetchall(), "at": {}}
+                    for sid, seq in (at or {}).items():
+                        row = cur.execute("SELECT hash, position FROM events WHERE session_id = ? AND seq = ?",
+                                          (sid, seq)).fetchone()
+                        if row is not None:
+                            out["at"][sid] = tuple(row)
+                    out["counted"] = cur.execute("SELECT count(*) FROM events WHERE position <= ?",
+                                                 (position,)).fetchone()[0]
+                finally:
+                    if self._conn.in_transaction:
+                        cur.execute("COMMIT")
+            except sqlite3.Error as e:
+                raise self._translate(e) from None
         return out
 
     def orphan_session_ids(self) -> list[str]:
@@ -664,8 +731,8 @@ class SQLiteBackend(Backend):
             while True:
                 try:
                     rows = conn.execute(_VERIFY_ROWS, (session_id, last, _VERIFY_PAGE)).fetchall()
-                except sqlite3.OperationalError as e:
-                    if conn.text_factory is not str:
+                except sqlite3.Error as e:  # text that is not UTF-8, or a damaged page
+                    if conn.text_factory is not str or not isinstance(e, sqlite3.OperationalError):
                         raise DatabaseError(f"cannot read {self._file}: {e}") from None
                     conn.text_factory = _decode_text
                     continue
@@ -687,6 +754,61 @@ _NORMALIZE = re.compile(r"\s+")
 
 
 # --- following ----------------------------------------------------------------------------------
+
+_SCHEMA_ROWS = ("SELECT type, name, tbl_name, sql FROM sqlite_master "
+                "WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")
+_CHECKPOINT_HEADS = """
+SELECT s.id, s.created_at, s.meta,
+       coalesce((SELECT seq FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) + 1, 0),
+       (SELECT hash FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1)
+FROM sessions AS s"""
+
+
+def _schema_of(rows: list) -> dict[str, tuple[str, str]]:
+    """``{name: (kind, normalised SQL)}`` of ``sqlite_master`` rows (type, name, tbl_name, sql);
+    an index's or trigger's kind names its table."""
+    return {name: (f"{type_} on {table}" if type_ in ("index", "trigger") else type_,
+                   _NORMALIZE.sub(" ", sql or "").strip()) for type_, name, table, sql in rows}
+
+
+def _integrity_findings(read: Callable[[str], list], display: str, full: bool) -> list[tuple[str, str]]:
+    """:meth:`SQLiteBackend.integrity_findings` through ``read(sql) -> rows`` (which raises
+    :class:`DatabaseError`): ``PRAGMA quick_check`` (``integrity_check`` with ``full``),
+    then the schema against a freshly migrated one."""
+    from .sqlite_schema import GUARDS
+
+    pragma = "integrity_check" if full else "quick_check"
+    out: list[tuple[str, str]] = []
+    try:
+        rows = [r[0] for r in read(f"PRAGMA {pragma}(100)")]
+    except DatabaseError as e:
+        return [("storage", f"{display}: the database cannot be read: {e}")]
+    if rows != ["ok"]:
+        out += [("storage", f"PRAGMA {pragma}: {line}") for r in rows for line in str(r).splitlines() if line.strip()]
+    try:
+        have = _schema_of(read(_SCHEMA_ROWS))
+    except DatabaseError as e:
+        return out + [("storage", f"{display}: the schema cannot be read: {e}")]
+    out += [("schema", m) for m in base.schema_differences(have, _expected_schema(), skip=GUARDS)]
+    return out
+
+
+_expected: dict[str, tuple[str, str]] | None = None
+
+
+def _expected_schema() -> dict[str, tuple[str, str]]:
+    """The schema (as :func:`_schema_of`) of a fresh in-memory database migrated to the head
+    revision with the package's Alembic history (built once per process)."""
+    global _expected
+    if _expected is None:
+        conn = _engine.connect(None, 1.0)
+        try:
+            _engine.upgrade(conn, ":memory:")
+            _expected = _schema_of(conn.execute(_SCHEMA_ROWS).fetchall())
+        finally:
+            conn.close()
+    return _expected
+
 
 class _FileFollower(Follower):
     """A follower on a connection of its own. It asks ``PRAGMA data_version`` whether
@@ -835,11 +957,18 @@ class _SQLiteImport(ImportTransaction):
         full = len(rows) - len(rows) % IMPORT_GROUP
         start = 0
         try:
+            stored = 0
             if full:
                 flat = itertools.chain.from_iterable
                 cur.executemany(many, [tuple(flat(rows[i:i + IMPORT_GROUP])) for i in range(0, full, IMPORT_GROUP)])
+                stored = cur.rowcount
             start = full
             cur.executemany(one, rows[full:])
+            stored += max(cur.rowcount, 0)
+            if stored != len(rows):  # a trigger's RAISE(IGNORE) drops rows silently
+                raise DatabaseError(f"session {self.sid!r} seqs {rows[0][0]}..{rows[-1][0]}: the database "
+                                    f"reported the insert done but stored {stored} of {len(rows)} events (a "
+                                    f"trigger ignores them: run eventstore verify); nothing was imported")
             return None
         except sqlite3.IntegrityError as e:
             stored = self.next_seq() - rows[0][0]

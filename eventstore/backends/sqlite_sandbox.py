@@ -8,9 +8,11 @@ sets anything). :class:`SQLiteQueryConnection` runs one statement at a time on i
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -18,6 +20,7 @@ from ..errors import DatabaseError, QueryError
 from .base import QueryConnection
 from .sqlite_engine import database_path as _database_path
 from .sqlite_engine import open_read_only
+from .sqlite_walcheck import check_wal
 
 __all__ = ["SQLiteQueryConnection", "connect_readonly", "database_path", "query"]
 
@@ -108,22 +111,28 @@ def database_path(target: str | os.PathLike) -> str:
 
 
 def connect_readonly(target: str | os.PathLike, *, authorizer: bool = True,
-                     busy_timeout: float = 5.0) -> sqlite3.Connection:
+                     busy_timeout: float = 5.0, max_memory: int | None = None) -> sqlite3.Connection:
     """Open the database file ``target`` (path or ``sqlite:///`` URL) read-only.
 
     The file is opened with a ``file:...?mode=ro`` URI and ``PRAGMA query_only = ON``; with
     ``authorizer`` (the default) an SQLite authorizer also refuses, at prepare time, every
     statement that is not a read: writes, DDL (temporary objects too), ATTACH and
     ``VACUUM INTO`` (both can create a file even on a read-only connection), transactions,
-    PRAGMAs that set a value, ``load_extension()``. ``busy_timeout`` is in seconds.
+    PRAGMAs that set a value, ``load_extension()``. ``busy_timeout`` is in seconds;
+    ``max_memory`` (bytes) caps what SQLite may allocate (``PRAGMA hard_heap_limit``, for
+    the whole process): past it a statement fails with ``MemoryError``. A ``-wal`` written
+    for another file is refused (:class:`WalMismatch`), never read through.
     The connection is in autocommit mode. Raises :class:`DatabaseError`.
     """
     path = database_path(target)
+    check_wal(path)
     try:
         conn = open_read_only(path, busy_timeout, isolation_level=None, factory=_ReadOnlyConnection)
         conn.text_factory = _decode_text
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA query_only = ON")
+        if max_memory is not None:
+            conn.execute(f"PRAGMA hard_heap_limit = {int(max_memory)}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # is it a database?
     except sqlite3.Error as e:
         raise DatabaseError(f"cannot open {path}: {e}") from None
@@ -207,13 +216,58 @@ def _query_error(e: Exception) -> str:
 
 
 class SQLiteQueryConnection(QueryConnection):
-    """:class:`~eventstore.backends.base.QueryConnection` over :func:`connect_readonly`."""
+    """:class:`~eventstore.backends.base.QueryConnection` over :func:`connect_readonly`.
 
-    def __init__(self, target: str | os.PathLike, busy_timeout: float = 5.0):
-        self.connection = connect_readonly(target, busy_timeout=busy_timeout)
+    ``timeout`` (seconds, None: none) stops a statement that runs longer, counted from when
+    :meth:`query` is called until its rows are read (a progress handler every 100,000
+    virtual-machine steps, which also lets Ctrl-C in); ``max_memory`` (bytes) is SQLite's
+    ``hard_heap_limit``. Either ends the query with :class:`QueryError` saying which limit."""
+
+    def __init__(self, target: str | os.PathLike, busy_timeout: float = 5.0, timeout: float | None = None,
+                 max_memory: int | None = None):
+        self.connection = connect_readonly(target, busy_timeout=busy_timeout, max_memory=max_memory)
+        self.timeout = timeout or None
+        self.max_memory = max_memory
+        self._deadline: float | None = None
+        self._expired = False
+        if self.timeout is not None:
+            self.connection.set_progress_handler(self._tick, 100_000)
+
+    def _tick(self) -> int:
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            self._expired = True
+            return 1  # SQLite stops the statement ("interrupted")
+        return 0
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> tuple[list[str], Iterator[tuple]]:
-        return query(self.connection, sql, params)
+        self._expired = False
+        self._deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        columns, rows = self._limited(lambda: query(self.connection, sql, params))
+
+        def limited_rows() -> Iterator[tuple]:
+            it = iter(rows)
+            while True:
+                try:
+                    batch = self._limited(lambda: list(itertools.islice(it, 500)))
+                except StopIteration:  # pragma: no cover - islice never raises it
+                    return
+                if not batch:
+                    return
+                yield from batch
+
+        return columns, limited_rows()
+
+    def _limited(self, body):
+        try:
+            return body()
+        except QueryError:
+            if self._expired:
+                raise QueryError(f"the query was stopped after {self.timeout:g} s (its time limit)", "time") from None
+            raise
+        except MemoryError:
+            limit = f"{self.max_memory / 1048576:g} MiB" if self.max_memory else "the memory available"
+            raise QueryError(f"the query was stopped: it needed more than {limit} (its memory limit)",
+                             "memory") from None
 
     def close(self) -> None:
         self.connection.close()

@@ -1,0 +1,135 @@
+"""Verify the whole database: storage, schema, sessions, the log, and kept checkpoints.
+
+:func:`verify_database` (``eventstore verify``) wraps :func:`eventstore.audit.verify` (seqs,
+the hash chain, the guard triggers, chunks, tool calls) with the checks of everything else
+that decides what a reader sees, on any backend:
+
+* ``storage`` and ``schema``: :meth:`~eventstore.backends.base.Backend.integrity_findings`
+  (SQLite: ``PRAGMA quick_check``/``integrity_check`` and the ``-wal`` check at open;
+  PostgreSQL: amcheck where installed) and every table, index, trigger, view (and
+  PostgreSQL function) compared by name and normalised definition with a scratch database
+  migrated with the project's own migrations: an extra ``BEFORE INSERT`` trigger that
+  drops rows, a redefined ``messages`` view, a renamed table, each is a finding naming it;
+* ``session``: the ``sessions`` rows in the order they were stored carry non-decreasing
+  ``created_at`` (a session added later with a past date, a ghost, shows here);
+* ``checkpoint``: the log extends each kept checkpoint (:mod:`eventstore.anchor`).
+
+A database too damaged to open or read gives findings, never an exception: a session whose
+rows cannot be read is a finding naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from .anchor import check_checkpoint
+from .audit import Finding, VerifyReport, verify
+from .backends import backend_class, open_backend
+from .backends.base import Backend
+from .errors import DatabaseError, SessionNotFound, WalMismatch
+
+__all__ = ["CLOCK_SLACK", "verify_database"]
+
+#: Seconds a session's ``created_at`` may be earlier than that of a session stored before
+#: it (clock adjustments, a writer that stamped the time and then waited for the lock).
+CLOCK_SLACK = 300.0
+
+
+def _check_sessions(backend: Backend) -> list[Finding]:
+    out = []
+    latest = None  # (created_at, id) of the latest-dated session stored so far
+    for sid, created in backend.sessions_in_storage_order():
+        if not isinstance(created, (int, float)):
+            out.append(Finding("session", sid, None, f"created_at is not a number ({created!r})"))
+            continue
+        if latest is not None and created < latest[0] - CLOCK_SLACK:
+            out.append(Finding("session", sid, None,
+                               f"created_at is {latest[0] - created:.0f} s before that of session {latest[1]!r}, "
+                               f"which was stored before it: a session added later with a past date"))
+        if latest is None or created > latest[0]:
+            latest = (created, sid)
+    return out
+
+
+def _walk(backend: Backend, session_ids: list[str] | None, report: VerifyReport) -> None:
+    """audit.verify, and where the database is too damaged for it, session by session."""
+    try:
+        report_all = verify(backend, session_ids)
+    except SessionNotFound:
+        raise
+    except DatabaseError:
+        pass
+    else:
+        report.findings.extend(report_all.findings)
+        report.sessions, report.events, report.heads = report_all.sessions, report_all.events, report_all.heads
+        return
+    try:
+        ids = session_ids or [r[0] for r in backend.sessions_in_storage_order()]
+    except DatabaseError as e:
+        report.findings.append(Finding("storage", None, None, f"the sessions table cannot be read: {e}"))
+        return
+    for sid in ids:
+        try:
+            one = verify(backend, [sid])
+        except DatabaseError as e:
+            report.findings.append(Finding("storage", sid, None, f"the session's events cannot be read: {e}"))
+            report.sessions += 1
+            continue
+        report.findings.extend(f for f in one.findings if f.session_id is not None)
+        report.sessions += one.sessions
+        report.events += one.events
+        report.heads.update(one.heads)
+
+
+def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[str] | None = None, *,
+                    full: bool = False, checkpoints: Iterable[tuple[str, dict]] = (),
+                    trusted_key: str | None = None) -> VerifyReport:
+    """Verify the database ``target`` (an SQLite path, ``sqlite:///`` or ``postgresql://``
+    URL, opened read-only, or an open :class:`Backend`) and return a
+    :class:`~eventstore.audit.VerifyReport`: storage, schema, sessions, the log of every
+    session (or of ``session_ids``), and each ``(name, document)`` of ``checkpoints`` (see
+    :func:`eventstore.anchor.check_checkpoint`; ``trusted_key``, 64 hex digits, is the
+    Ed25519 public key they must be signed with). ``full`` runs the slower storage check
+    (SQLite ``integrity_check``).
+
+    Raises :class:`SessionNotFound` for an unknown id in ``session_ids``; everything wrong
+    with the database itself (cannot be opened: a foreign ``-wal``, not a database, not an
+    eventstore schema) is a finding.
+    """
+    report = VerifyReport()
+    add = report.findings.append
+    if isinstance(target, Backend):
+        backend, owned = target, False
+    else:
+        try:
+            backend, owned = open_backend(target, readonly=True), True
+        except DatabaseError as e:
+            add(Finding("storage", None, None, str(e)))
+            if not isinstance(e, WalMismatch):  # (nothing is read through a foreign -wal)
+                cls = backend_class(target)
+                for kind, message in cls.unopened_findings(os.fspath(target), full):
+                    add(Finding(kind, None, None, message))
+            return report
+    try:
+        for kind, message in backend.integrity_findings(full):
+            if kind == "note":
+                report.notes.append(message)
+            else:
+                add(Finding(kind, None, None, message))
+        ids = None if session_ids is None else list(dict.fromkeys(session_ids))
+        _walk(backend, ids, report)
+        try:
+            report.findings.extend(_check_sessions(backend))
+        except DatabaseError as e:
+            add(Finding("storage", None, None, f"the sessions table cannot be read: {e}"))
+        for name, doc in checkpoints:
+            try:
+                problems = check_checkpoint(backend, doc, name=name, trusted_key=trusted_key)
+            except DatabaseError as e:
+                problems = [(None, None, f"{name}: the database cannot be read to compare: {e}")]
+            report.findings.extend(Finding("checkpoint", sid, seq, msg) for sid, seq, msg in problems)
+    finally:
+        if owned:
+            backend.close()
+    return report

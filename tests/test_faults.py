@@ -1,0 +1,304 @@
+"""Faults, bounded: a foreign -wal is refused before it is used, a runaway query stops, the
+durability level is the user's to choose, export is durable and says where the disk filled,
+terminal output carries no raw control characters."""
+
+from __future__ import annotations
+
+import os
+import pty
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA
+
+from eventstore import DatabaseError, EventStore, export
+from eventstore.backends.sqlite_walcheck import WalMismatch, wal_mismatch
+from eventstore.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(db: Path, *args: str, env: dict | None = None):
+    return CliRunner().invoke(cli, ["--db", str(db), *args], catch_exceptions=False, env=env)
+
+
+def cli_process(db: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db), *args], env=env,
+                          capture_output=True, **kw)
+
+
+def count_events(db: Path) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    finally:
+        conn.close()
+
+
+# --- a -wal that belongs to another database ---------------------------------------------------
+
+def live_wal_of_small_database(tmp_path: Path) -> bytes:
+    """The -wal of a small eventstore database, copied while a writer still had it open."""
+    small = tmp_path / "small.db"
+    EventStore.open(small).close()
+    conn = sqlite3.connect(small, isolation_level=None)
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("INSERT INTO sessions (id, created_at) VALUES ('other', 1)")
+    data = Path(str(small) + "-wal").read_bytes()
+    conn.close()
+    return data
+
+
+def test_mispaired_wal_is_refused_before_anything_is_read_or_checkpointed(tmp_path):
+    big = tmp_path / "big.db"
+    with EventStore.open(big) as store:
+        s = store.create_session("big")
+        for _ in range(50):
+            s.append_many([("user/message", {"content": "x" * 300})] * 100)
+    assert count_events(big) == 5000
+    wal = live_wal_of_small_database(tmp_path)
+    Path(str(big) + "-wal").write_bytes(wal)  # a backup restored with cp beside another database's WAL
+    before = big.read_bytes()
+    assert wal_mismatch(str(big)) is not None
+    with pytest.raises(WalMismatch, match=f"{big}-wal does not belong to {big}"):
+        EventStore.open(big)
+    r = cli_process(big, "import", str(DATA / "demo.jsonl"))
+    assert r.returncode == 1
+    assert r.stderr.decode().startswith(f"error: {big}-wal does not belong to {big}: the database file holds")
+    assert b"Traceback" not in r.stderr
+    assert big.read_bytes() == before and Path(str(big) + "-wal").read_bytes() == wal  # nothing checkpointed
+    r = run(big, "verify")
+    assert r.exit_code == 1 and "does not belong to" in r.output
+    # moved aside, the database is whole again
+    os.rename(str(big) + "-wal", tmp_path / "foreign-wal")
+    assert count_events(big) == 5000
+
+
+def test_own_live_wal_and_one_left_by_vacuum_are_accepted(tmp_path):
+    db = tmp_path / "own.db"
+    with EventStore.open(db) as store:
+        store.import_jsonl(DATA / "demo.jsonl")
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("INSERT INTO sessions (id, created_at) VALUES ('y', 1)")
+    assert wal_mismatch(str(db)) is None
+    with EventStore.open(db) as store:
+        assert len(store.sessions()) == 2
+    conn.execute("VACUUM")  # the whole database in the WAL, smaller than the file
+    assert wal_mismatch(str(db)) is None
+    conn.close()
+
+
+# --- sql: time and memory -----------------------------------------------------------------------
+
+ENDLESS = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r"
+# 200,000 strings of 2,000 characters joined: 400 MB. (Without the WHERE, SQLite's
+# group_concat stops growing at the memory limit and the query runs on until --timeout.)
+GREEDY = ("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 200000) "
+          "SELECT length(group_concat(hex(zeroblob(1000)))) FROM r")
+
+
+@pytest.fixture
+def demo_db(tmp_path: Path) -> Path:
+    db = tmp_path / "events.db"
+    with EventStore.open(db) as store:
+        store.import_jsonl(DATA / "demo.jsonl")
+    return db
+
+
+def test_sql_stops_an_endless_query_after_its_timeout(demo_db):
+    r = cli_process(demo_db, "sql", "--timeout", "0.5", ENDLESS, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.decode() == ("error: the query was stopped after --timeout 0.5 s (give a larger --timeout, "
+                                 "or 0 for no limit)\n")
+
+
+def test_sql_bounds_the_memory_of_a_query(demo_db):
+    r = cli_process(demo_db, "sql", "--max-memory", "32", GREEDY, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.decode() == "error: the query was stopped: it needed more than --max-memory 32 MiB\n"
+
+
+def test_sql_timeout_and_memory_limit_on_postgres(pg_url):
+    with EventStore.open(pg_url) as store:
+        store.import_jsonl(DATA / "demo.jsonl")
+    r = run(pg_url, "sql", "--timeout", "0.5", ENDLESS)
+    assert r.exit_code == 1
+    assert r.stderr == "error: the query was stopped after --timeout 0.5 s (give a larger --timeout, or 0 for no limit)\n"
+    # PostgreSQL bounds memory per sort and hash (work_mem; past it they spill to disk): lowered, never raised
+    r = run(pg_url, "sql", "--csv", "--max-memory", "1", "SELECT current_setting('work_mem') AS w")
+    assert r.exit_code == 0 and r.stdout == "w\n1MB\n"
+    r = run(pg_url, "sql", "--csv", "SELECT current_setting('work_mem') AS w")
+    assert r.stdout == "w\n4MB\n"
+    r = run(pg_url, "sql", "--json", "--timeout", "0", "SELECT count(*) AS n FROM events")
+    assert r.exit_code == 0 and '"n": 15' in r.stdout
+
+
+def test_sql_default_limits_leave_normal_queries_alone(demo_db):
+    r = run(demo_db, "sql", "--json", "SELECT count(*) AS n FROM events")
+    assert r.exit_code == 0 and '"n": 15' in r.stdout
+
+
+# --- durability ---------------------------------------------------------------------------------
+
+def test_durability_option_and_environment_reach_the_connection(demo_db, monkeypatch):
+    seen = []
+    real = EventStore.open
+
+    def spy(*a, **kw):
+        seen.append(kw.get("durability"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(EventStore, "open", spy)
+    assert run(demo_db, "--durability", "full", "import", str(DATA / "parallel_tools.jsonl")).exit_code == 0
+    assert run(demo_db, "repair", "a0c1e2f3-111", env={"EVENTSTORE_DURABILITY": "full"}).exit_code == 0
+    assert run(demo_db, "init").exit_code == 0
+    assert seen == ["full", "full", "normal"]
+    r = run(demo_db, "--durability", "fast", "init")
+    assert r.exit_code == 2
+
+
+def test_full_durability_sets_synchronous_full(demo_db):
+    with EventStore.open(demo_db, durability="full") as store:
+        assert store.backend._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
+# --- export: fsync, a full disk ---------------------------------------------------------------------
+
+def test_export_fsyncs_the_file_before_the_rename_and_the_folder_after(demo_db, tmp_path, monkeypatch):
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        calls.append(("fsync", "dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file"))
+        return real_fsync(fd)
+
+    def replace(a, b):
+        calls.append(("rename",))
+        return real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    with EventStore.open(demo_db, readonly=True) as store:
+        export.export_session(store, "5a1b896f-beb", tmp_path / "out.jsonl")
+    assert calls == [("fsync", "file"), ("rename",), ("fsync", "dir")]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 256 KiB tmpfs (needs root and mount); skipped where it cannot be mounted."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
+                                                        capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_export_all_on_a_full_disk_names_the_file_and_counts_what_it_wrote(tmp_path, small_disk):
+    db = tmp_path / "events.db"
+    with EventStore.open(db) as store:
+        for i in range(6):
+            store.create_session(f"s{i}").append_many([("user/message", {"content": "y" * 1000})] * 60)
+    r = run(db, "export", "--all", "--out", str(small_disk / "backup"))
+    assert r.exit_code == 1
+    message = r.stderr.strip()
+    assert message.startswith(f"error: {small_disk / 'backup'}/s"), message
+    assert "No space left on device; export stopped after writing " in message
+    written = int(message.split("after writing ")[1].split(" of ")[0])
+    assert 0 < written < 6 and message.endswith(f"of 6 file(s) to {small_disk / 'backup'}")
+    assert len(list((small_disk / "backup").glob("*.jsonl"))) == written
+    assert not list((small_disk / "backup").glob(".export-*"))  # no temporary file left
+
+
+def test_export_to_a_full_device_names_it(demo_db):
+    r = run(demo_db, "export", "5a1b896f-beb", "-o", "/dev/full")
+    assert r.exit_code == 1 and r.stderr == "error: /dev/full: No space left on device\n"
+
+
+def test_append_on_a_full_database_names_the_file_and_session(demo_db):
+    with EventStore.open(demo_db) as store:
+        pages = store.backend._conn.execute("PRAGMA page_count").fetchone()[0]
+        store.backend._conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "database or disk is full"
+        s = store.session("5a1b896f-beb")
+        with pytest.raises(DatabaseError, match=f"^{demo_db}: session '5a1b896f-beb': database or disk is full"):
+            for _ in range(100):
+                s.append("user/message", {"content": "z" * 5000})
+
+
+def test_append_on_a_full_postgres_tablespace_names_the_database_and_session(pg_url, pg_server):
+    """SQLSTATE 53100 (disk full) from the server, translated by the backend."""
+    import tempfile
+
+    mnt = Path(tempfile.mkdtemp(prefix="es-small-", dir="/tmp"))
+    if shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs",
+                                                        str(mnt)], capture_output=True).returncode != 0:
+        mnt.rmdir()
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        shutil.chown(mnt, "postgres", "postgres")
+        with EventStore.open(pg_url) as store:
+            s = store.create_session("s")
+            with pg_server.connect(pg_url.rsplit("/", 1)[1]) as admin:
+                admin.execute(f"CREATE TABLESPACE small LOCATION '{mnt}'")
+                admin.execute("ALTER TABLE events SET TABLESPACE small")
+            try:
+                with pytest.raises(DatabaseError, match=r"^postgresql://postgres@.*: session 's': .*No space left on "
+                                                         r"device.*nothing was written"):
+                    for _ in range(1000):
+                        s.append("user/message", {"content": os.urandom(4000).hex()})
+            finally:
+                with pg_server.connect(pg_url.rsplit("/", 1)[1]) as admin:
+                    admin.execute("ALTER TABLE events SET TABLESPACE pg_default")
+                    admin.execute("DROP TABLESPACE small")
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+        mnt.rmdir()
+
+
+# --- terminal output ---------------------------------------------------------------------------
+
+def on_terminal(db: Path, *args: str) -> bytes:
+    """What the CLI writes to a terminal (a pseudo-terminal as its stdout)."""
+    main, sub = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "200"}
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(db), *args], stdout=sub,
+                            stderr=subprocess.PIPE, env=env)
+    os.close(sub)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # EIO: the other end closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=60)
+    os.close(main)
+    assert proc.returncode == 0, proc.stderr.read()
+    return out
+
+
+def test_csv_on_a_terminal_shows_control_characters_as_escapes(demo_db):
+    query = "SELECT char(27) || '[31mred' || char(7) || char(155) || char(8238) AS v"
+    shown = on_terminal(demo_db, "sql", "--csv", query)
+    assert b"\x1b" not in shown and b"\x07" not in shown and "\u202e".encode() not in shown
+    assert b"\\x1b[31mred\\x07" in shown
+    piped = cli_process(demo_db, "sql", "--csv", query).stdout  # into a file or pipe: the bytes as stored
+    assert b"\x1b[31mred\x07" in piped
+
+
+def test_sessions_table_on_a_terminal_escapes_ids(tmp_path):
+    db = tmp_path / "t.db"
+    with EventStore.open(db) as store:
+        store.create_session("\x1b]0;pwned\x07")
+    shown = on_terminal(db, "sessions")
+    assert b"\x1b" not in shown and b"\\x1b]0;pwned\\x07" in shown
