@@ -557,3 +557,15 @@ def test_stdin_like_stream_import(store):
     with pytest.raises(InvalidJSONL, match=r"^-:2: "):
         store.import_jsonl(io.BytesIO(META + b"\n{\n"), name="-")
     assert os.path.basename("-") == "-"
+
+
+def test_an_event_type_holding_nul_is_stored_or_refused_by_line(store, tmp_path):
+    path = write(tmp_path, "nul-type.jsonl", lines(b'{"type":"session/meta","id":"nt"}',
+                                                    b'{"type":"a\\u0000b","seq":0,"ts":1}'))
+    if store.backend.name == "postgresql":  # PostgreSQL's text cannot hold U+0000
+        with pytest.raises(InvalidEvent, match=r"nul-type\.jsonl:2: .*NUL"):
+            store.import_jsonl(path)
+        assert store.sessions() == []
+        return
+    assert store.import_jsonl(path) == "nt"
+    assert export_bytes(store, "nt") == path.read_bytes()
