@@ -37,6 +37,7 @@ from .errors import (
 # Ctrl-C handler is in place); type checkers read any TYPE_CHECKING as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time, __getattr__ below
+    from .aio import AsyncEventStore, AsyncSession
     from .bulk import Dropped, ImportReport
     from .store import Event, EventStore, Session, SessionInfo
 
@@ -45,6 +46,8 @@ __all__ = [
     "Session",
     "Event",
     "SessionInfo",
+    "AsyncEventStore",
+    "AsyncSession",
     "ImportReport",
     "Dropped",
     "EventStoreError",
@@ -64,12 +67,12 @@ __version__ = "0.1.0"
 
 # The public names that live in the heavy modules: {name: module}.
 _LAZY = {"EventStore": "store", "Session": "store", "Event": "store", "SessionInfo": "store",
-         "ImportReport": "bulk", "Dropped": "bulk"}
+         "ImportReport": "bulk", "Dropped": "bulk", "AsyncEventStore": "aio", "AsyncSession": "aio"}
 
 
 # The submodules, reachable as attributes after a bare ``import eventstore`` (as they were
 # when this module imported the store eagerly).
-_SUBMODULES = {"audit", "bulk", "checkpoint", "cli", "demo", "engine", "follow", "jsonl", "parse_worker",
+_SUBMODULES = {"aio", "audit", "bulk", "checkpoint", "cli", "demo", "engine", "follow", "jsonl", "parse_worker",
                "projection", "schema", "store", "tailview", "writelock"}
 
 

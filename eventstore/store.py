@@ -494,13 +494,37 @@ class Session:
         """The seq the next appended event will get (= the number of events stored)."""
         return self._store._read(_NEXT_SEQ, (self.id,))[0][0]
 
-    def events(self, after_seq: int | None = None, types: Iterable[str] | str | None = None) -> Iterator[Event]:
+    def events(self, after_seq: int | None = None, types: Iterable[str] | str | None = None, *,
+               last: int | None = None) -> Iterator[Event]:
         """Iterate the session's events in seq order: those with ``seq > after_seq`` (all
         when None), of the given ``types`` only (all when None).
+
+        ``last=N`` keeps only the newest N of those events (still in seq order), read
+        backwards from the head through the ``(session_id, seq)`` index in one query: the
+        cost grows with N, not with the session.
 
         Reads page by page (1,000 events a query), so no read transaction stays open while
         the caller works between items.
         """
+        if last is not None:
+            return iter(self._last_events(_check_seq(last, "last"), after_seq, types))
+        return self._events(after_seq, types)
+
+    def _last_events(self, n: int, after_seq: int | None, types: Iterable[str] | str | None) -> list[Event]:
+        if isinstance(types, str):
+            types = [types]
+        types = list(types) if types is not None else None
+        if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int)):
+            raise InvalidEvent(f"after_seq must be an integer, not {after_seq!r}")
+        last = -1 if after_seq is None else max(-1, min(after_seq, _follow.MAX_CURSOR))
+        sql = "SELECT seq, position, type, ts, payload FROM events WHERE session_id = ? AND seq > ?"
+        if types:
+            sql += " AND type IN (" + ",".join("?" * len(types)) + ")"
+        rows = self._store._read(sql + " ORDER BY seq DESC LIMIT ?", (self.id, last, *(types or ()), n))
+        return [Event(self.id, seq, position, type_, ts, json.loads(payload))
+                for seq, position, type_, ts, payload in reversed(rows)]
+
+    def _events(self, after_seq: int | None, types: Iterable[str] | str | None) -> Iterator[Event]:
         if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int)):
             raise InvalidEvent(f"after_seq must be an integer, not {after_seq!r}")
         if after_seq is not None:  # past what SQLite can bind there is nothing, as at its limit
@@ -890,10 +914,19 @@ class EventStore:
                                                (sid, time.time(), meta_json)), sid)
         return Session(self, sid)
 
-    def session(self, session_id: str) -> Session:
-        """The handle of a stored session. Raises :class:`SessionNotFound`."""
+    def session(self, session_id: str, *, create: bool = False) -> Session:
+        """The handle of a stored session. Raises :class:`SessionNotFound`.
+
+        With ``create=True``, a session that is not stored yet is created (get-or-create):
+        race-free across processes, since the insert and the uniqueness check are one write
+        transaction; whichever process loses the race gets the winner's session."""
         if not encodable(session_id) or not self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
-            raise SessionNotFound(session_id)
+            if not create:
+                raise SessionNotFound(session_id)
+            try:
+                return self.create_session(session_id)
+            except SessionExists:  # another process created it between the look and the insert
+                pass
         return Session(self, session_id)
 
     def sessions(self) -> list[SessionInfo]:

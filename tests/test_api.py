@@ -27,7 +27,7 @@ def test_public_api_is_small_and_listed():
     assert set(eventstore.__all__) == {
         "EventStore", "Session", "Event", "SessionInfo", "EventStoreError", "SessionNotFound", "SessionExists",
         "SeqConflict", "IdempotencyConflict", "InvalidEvent", "InvalidJSONL", "AppendOnlyViolation", "DatabaseError",
-        "QueryError", "ImportConflict", "ImportReport", "Dropped",
+        "QueryError", "ImportConflict", "ImportReport", "Dropped", "AsyncEventStore", "AsyncSession",
     }
     for name in eventstore.__all__:
         obj = getattr(eventstore, name)
