@@ -573,6 +573,15 @@ class Session:
         with self._store._lock:
             return projection.messages_json(self._store._connection(), self.id)
 
+    def context_at(self, seq: int | None = None) -> dict:
+        """What the model was sent just before the event at ``seq`` (at the head when None):
+        ``{"messages": [...], "tools": [...]}`` in the chat-completions request shape, the
+        instructions as a leading system message, retractions honoured. See
+        :func:`eventstore.context.context_at`; raises :class:`InvalidEvent`."""
+        from .context import context_at
+
+        return context_at(self, seq)
+
     def repair(self) -> list[Event]:
         """Append what an interrupted session needs for its projection to be valid for a
         chat API, and return the appended events (``[]`` when it needs nothing).

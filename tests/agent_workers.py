@@ -37,3 +37,14 @@ def get_or_create(db: str, session_id: str, index: int, barrier, results) -> Non
             results.put(("ok", index, s.append("user/message", {"content": f"from {index}"}).seq))
     except BaseException:
         results.put(("error", index, traceback.format_exc()))
+
+
+def add_items(db: str, session_id: str, content: str) -> None:
+    """A second process: one EventStoreSession.add_items of a user message."""
+    import asyncio
+
+    from eventstore import EventStore
+    from eventstore.integrations.openai_agents import EventStoreSession
+
+    with EventStore.open(db, busy_timeout=30) as store:
+        asyncio.run(EventStoreSession(session_id, store).add_items([{"content": content, "role": "user"}]))
