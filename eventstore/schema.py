@@ -44,12 +44,14 @@ from sqlalchemy import (
 )
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0150"
 
 #: Older revisions that a read-only open reads as they are, without asking for an upgrade:
-#: they differ from :data:`SCHEMA_REVISION` only in what applies to writes (0007 rewrote
-#: CHECK constraints), so every read, view and ``verify`` gives the same answers.
-READ_COMPATIBLE_REVISIONS = frozenset({"0006"})
+#: they may differ from :data:`SCHEMA_REVISION` only in what applies to writes, so every
+#: read, view and ``verify`` gives the same answers. None since 0150 (the ``tool_calls``
+#: view's ``is_error`` column); 0006 was one while 0007, which rewrote CHECK constraints
+#: only, was the latest.
+READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset()
 
 #: Event types that the projection turns into chat messages.
 MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")

@@ -599,24 +599,14 @@ def test_a_check_sqlite_cannot_compile_fails_the_upgrade_and_changes_nothing(tmp
     raw.close()
 
 
-def test_a_read_only_open_reads_a_0006_file_as_it_is(db_path, migrate_to):
-    """0007 changed only what applies to writes, so a reader (a file the user may only
-    read, an auditor's read-only open) reads a 0006 file without asking for an upgrade,
-    and leaves it at 0006; an older revision still needs a writable open first."""
+def test_a_read_only_open_asks_for_an_upgrade_of_an_older_file(db_path, migrate_to):
+    """A reader cannot migrate: a file at an older revision (0006, whose CHECKs and
+    tool_calls view differ) must be opened once for writing first; it is left as it is."""
     migrate_to(db_path, "0006")
     raw = sqlite3.connect(db_path, isolation_level=None)
-    put_back_the_typeof_checks(raw)
-    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
-    raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                f"VALUES (1, 'a', 0, 'user/message', 1.0, '{{\"content\":\"hi\"}}', '{H}')")
-    with EventStore.open(db_path, readonly=True) as store:
-        assert [e.payload for e in store.session("a").events()] == [{"content": "hi"}]
-        assert store.session("a").derive_messages() == [{"role": "user", "content": "hi"}]
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == ("0006",)
-    assert "typeof(seq)" in events_ddl(raw)
-    raw.execute("UPDATE alembic_version SET version_num = '0005'")
-    with pytest.raises(DatabaseError, match="schema revision '0005': open it once for writing"):
+    with pytest.raises(DatabaseError, match="schema revision '0006': open it once for writing"):
         EventStore.open(db_path, readonly=True)
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == ("0006",)
     raw.close()
 
 

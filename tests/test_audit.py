@@ -24,7 +24,8 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "schema.md"
 
 VIEW_COLUMNS = {
     "messages": ["session_id", "seq", "role", "message"],
-    "tool_calls": ["session_id", "call_seq", "call_id", "name", "arguments", "result_seq", "result", "latency_s"],
+    "tool_calls": ["session_id", "call_seq", "call_id", "name", "arguments", "result_seq", "result", "latency_s",
+                   "is_error"],
     "turns": ["session_id", "start_seq", "end_seq", "started_at", "ended_at", "duration_s", "steps", "tool_calls",
               "complete"],
     "session_summary": ["session_id", "events", "messages", "tool_calls", "first_ts", "last_ts"],
@@ -58,7 +59,7 @@ def check(db: Path, session_ids=None) -> audit.VerifyReport:
 # --- the views -----------------------------------------------------------------------------
 
 def test_views_exist_at_head_with_their_documented_columns(store, raw):
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0007"
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0150"
     doc = DOCS.read_text(encoding="utf-8")
     for view, columns in VIEW_COLUMNS.items():
         assert [r[1] for r in raw.execute(f"PRAGMA table_info({view})")] == columns
@@ -71,15 +72,27 @@ def test_tool_calls_parallel_tools_two_calls_each_joined_to_its_result(store, ra
     imported(store, "parallel_tools")
     rows = raw.execute("SELECT * FROM tool_calls ORDER BY call_seq, result_seq").fetchall()
     assert rows == [
-        ("a0c1e2f3-111", 3, "call_a", "run_bash", '{"command":"ls"}', 4, "README.md\nsrc\n", 0.12),
-        ("a0c1e2f3-111", 3, "call_b", "read_file", '{"path":"README.md"}', 5, "# Demo\n", 0.24),
+        ("a0c1e2f3-111", 3, "call_a", "run_bash", '{"command":"ls"}', 4, "README.md\nsrc\n", 0.12, 0),
+        ("a0c1e2f3-111", 3, "call_b", "read_file", '{"path":"README.md"}', 5, "# Demo\n", 0.24, 0),
     ]
 
 
 def test_tool_calls_interrupted_dangling_call_has_null_result(store, raw):
     imported(store, "interrupted")
     assert raw.execute("SELECT * FROM tool_calls").fetchall() == [
-        ("crash-0001", 3, "call_long", "run_bash", '{"command":"sleep 999"}', None, None, None)]
+        ("crash-0001", 3, "call_long", "run_bash", '{"command":"sleep 999"}', None, None, None, None)]
+
+
+def test_tool_calls_is_error_says_which_results_report_a_failed_tool(store, raw):
+    s = store.create_session("err")
+    s.append_many([
+        ("assistant/message", {"tool_calls": [call("a"), call("b"), call("c"), call("d")]}),
+        ("tool/result", {"tool_call_id": "a", "content": "boom", "is_error": True}),
+        ("tool/result", {"tool_call_id": "b", "content": "ok", "is_error": False}),
+        ("tool/result", {"tool_call_id": "c", "content": "ok"}),
+    ])
+    assert raw.execute("SELECT call_id, is_error FROM tool_calls ORDER BY call_id").fetchall() == [
+        ("a", 1), ("b", 0), ("c", 0), ("d", None)]
 
 
 def test_tool_calls_answer_must_come_before_the_next_message(store, raw):
@@ -192,13 +205,13 @@ def test_a_database_at_0001_is_upgraded_to_the_views(tmp_path, migrate_to):
     conn.close()
 
 
-def test_sql_does_not_ask_to_upgrade_a_file_that_reads_the_same(tmp_path, migrate_to):
-    """A file at 0006 differs from the head only in CHECK constraints (0007): `sql` reads
-    it without the warning that asks for `eventstore init`."""
+def test_sql_asks_to_upgrade_a_file_whose_views_differ(tmp_path, migrate_to):
+    """A file at 0007 lacks tool_calls.is_error (0150): `sql` still reads it, and says to
+    run `eventstore init`."""
     db = tmp_path / "old.db"
-    migrate_to(db, "0006")
+    migrate_to(db, "0007")
     r = run(db, "sql", "SELECT count(*) AS n FROM messages")
-    assert r.exit_code == 0 and "warning" not in r.stderr
+    assert r.exit_code == 0 and "run `eventstore init`" in r.stderr
 
 
 # --- read-only SQL -------------------------------------------------------------------------
