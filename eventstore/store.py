@@ -521,7 +521,8 @@ class Session:
         if types:
             sql += " AND type IN (" + ",".join("?" * len(types)) + ")"
         rows = self._store._read(sql + " ORDER BY seq DESC LIMIT ?", (self.id, last, *(types or ()), n))
-        return [Event(self.id, seq, position, type_, ts, json.loads(payload))
+        loads = projection.loads
+        return [_new_event(self.id, seq, position, type_, ts, loads(payload))
                 for seq, position, type_, ts, payload in reversed(rows)]
 
     def _events(self, after_seq: int | None, types: Iterable[str] | str | None) -> Iterator[Event]:
@@ -538,11 +539,11 @@ class Session:
         sql += f" ORDER BY seq LIMIT {_PAGE}"
         last = -1 if after_seq is None else after_seq
         sid = self.id
-        loads = json.loads
+        loads = projection.loads  # json.loads's result, through orjson where that gives the same
         while True:
             rows = self._store._read(sql, (sid, last, *(types or ())))
             for seq, position, type_, ts, payload in rows:
-                yield Event(sid, seq, position, type_, ts, loads(payload))
+                yield _new_event(sid, seq, position, type_, ts, loads(payload))
             if len(rows) < _PAGE:
                 return
             last = rows[-1][0]

@@ -43,7 +43,6 @@ nothing) instead of splicing two turns together; ``get_items`` reads the head ag
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -52,25 +51,19 @@ from agents.memory.session_settings import SessionSettings, resolve_session_limi
 from ..aio import AsyncEventStore, AsyncSession
 from ..context import RETRACT, SYSTEM, TOOLS, retraction
 from ..errors import SeqConflict
-from ..store import Event, EventStore
+from ..store import Event, EventStore, Session
 
 __all__ = ["EventStoreSession", "item_events", "event_items"]
 
 ITEM = "responses/item"
 _ITEM_TYPES = ("user/message", "assistant/message", "tool/result", ITEM, RETRACT)
 
-_wrappers: weakref.WeakKeyDictionary[EventStore, AsyncEventStore] = weakref.WeakKeyDictionary()
-
-
 def _async_store(store: EventStore | AsyncEventStore) -> AsyncEventStore:
     if isinstance(store, AsyncEventStore):
         return store
     if not isinstance(store, EventStore):
         raise TypeError(f"EventStoreSession takes an EventStore or an AsyncEventStore, not {type(store).__name__}")
-    wrapper = _wrappers.get(store)
-    if wrapper is None:
-        wrapper = _wrappers[store] = AsyncEventStore(store)
-    return wrapper
+    return AsyncEventStore(store, max_workers=2)  # its threads end when the session object goes
 
 
 # --- items <-> events ------------------------------------------------------------------------
@@ -240,6 +233,25 @@ class _Live:
         return found
 
 
+def _live_items(session: Session, want: int | None) -> tuple[list[tuple[int, int | None, dict]], int]:
+    """``(live items newest first, head)`` of ``session`` (see
+    :meth:`EventStoreSession._read_live`). With ``want``, reads backwards from the head in
+    growing windows of the item-bearing events: the cost follows ``want``, not the
+    length of the session."""
+    head = session.next_seq()
+    if want is None:
+        events = list(session.events(types=_ITEM_TYPES))
+        return _Live().take(events[::-1], None), head
+    window = max(16, 2 * want)
+    while True:
+        events = list(session.events(types=_ITEM_TYPES, last=window))
+        live = _Live()
+        found = live.take(events[::-1], want)
+        if len(found) >= want or live.done or len(events) < window:
+            return found, head
+        window *= 4
+
+
 class EventStoreSession:
     """The OpenAI Agents SDK's ``Session`` protocol, kept in an eventstore session.
 
@@ -286,23 +298,13 @@ class EventStoreSession:
 
     async def _read_live(self, want: int | None) -> list[tuple[int, int | None, dict]]:
         """The live items, newest first: all when ``want`` is None, else at least the newest
-        ``want`` (fewer when the session has fewer). Reads backwards from the head in
-        growing windows: the cost follows ``want``, not the length of the session."""
+        ``want`` (fewer when the session has fewer). One worker-thread call; notes the
+        head it read (before the items: a writer that comes in between makes the next
+        write fail, never pass)."""
         s = await self._s()
-        if want is None:
-            events = [e async for e in s.events()]
-            self._head = events[-1].seq + 1 if events else 0
-            return _Live().take(events[::-1], None)
-        window = max(16, 2 * want)
-        while True:
-            events = [e async for e in s.events(last=window)]
-            head = events[-1].seq + 1 if events else 0
-            live = _Live()
-            found = live.take(events[::-1], want)
-            if len(found) >= want or live.done or len(events) < window:
-                self._head = head
-                return found
-            window *= 4
+        found, head = await self._store._run(_live_items, s.sync, want)
+        self._head = head
+        return found
 
     # --- the Session protocol -------------------------------------------------------------
 
