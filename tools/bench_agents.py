@@ -61,6 +61,10 @@ async def run_case(work: Path, turns: int, rnd: int) -> dict[tuple[str, str], fl
     sdk = {"SQLiteSession": lambda sid: SQLiteSession(sid, work / f"sdk-{rnd}.db"),
            "EventStoreSession": lambda sid: EventStoreSession(sid, store)}
     for name, make in sdk.items():
+        warm = make("warm-up")  # connections opened, schema created: not part of any figure
+        for i in range(20):
+            await warm.add_items(turn_items(i))
+            await warm.get_items(limit=10)
         s = make("one")
         out[("add_items, 1 item", name)] = await timed(turns, lambda i, s=s: s.add_items([turn_items(i)[0]]))
         s = make("turns")
