@@ -72,8 +72,8 @@ _LAZY = {"EventStore": "store", "Session": "store", "Event": "store", "SessionIn
 
 # The submodules, reachable as attributes after a bare ``import eventstore`` (as they were
 # when this module imported the store eagerly).
-_SUBMODULES = {"aio", "audit", "bulk", "checkpoint", "cli", "demo", "engine", "follow", "jsonl", "parse_worker",
-               "projection", "schema", "store", "tailview", "writelock"}
+_SUBMODULES = {"aio", "audit", "bulk", "checkpoint", "cli", "context", "demo", "engine", "follow", "integrations",
+               "jsonl", "parse_worker", "projection", "schema", "store", "tailview", "writelock"}
 
 
 def __getattr__(name: str) -> object:  # PEP 562: called only for names not yet in the module

@@ -250,3 +250,12 @@ def test_get_or_create_across_processes(db_path):
     with EventStore.open(db_path) as store:
         assert [i.id for i in store.sessions()] == ["race"]
         assert store.session("race").next_seq() == n
+
+
+def test_the_core_imports_no_agent_framework():
+    import subprocess
+    import sys
+    code = ("import sys, eventstore, eventstore.aio, eventstore.context, eventstore.cli, eventstore.integrations; "
+            "eventstore.EventStore; print(sorted(m for m in ('agents', 'pydantic_ai', 'openai') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "[]\n"
