@@ -407,11 +407,13 @@ class EventStoreSession:
         event as it arrives (so ``eventstore tail -f`` shows the text typing in). Call it
         right after ``run_streamed``, whose ``hooks`` are :meth:`hooks` (they keep each
         response's chunks before its message)."""
-        self._streams += 1
         self._streamed = self._llm_calls  # the model calls before this run are not streamed here
         return self._record_stream(result)
 
     async def _record_stream(self, result) -> AsyncIterator[Any]:
+        # counted from the first step of the iteration (which runs before the runner's task
+        # does), so a stream that is never iterated holds nothing up
+        self._streams += 1
         try:
             async for event in result.stream_events():
                 if event.type == "raw_response_event":
