@@ -141,17 +141,27 @@ def event_items(type_: str, payload: dict) -> list[dict]:
     items stored with it, or, for a chat event written by other code, its equivalent
     items (an ``assistant/message`` with text and tool calls gives a message item, then a
     ``function_call`` item per call). ``[]`` for events that hold none."""
+    return _event_items(type_, payload, dict)
+
+
+def _same(d: dict) -> dict:
+    return d
+
+
+def _event_items(type_: str, payload: dict, copy) -> list[dict]:
+    """:func:`event_items`; ``copy`` is ``dict`` to leave ``payload`` as it is, or
+    :func:`_same` to build the items out of it (a payload parsed for this read only)."""
     if "responses_items" in payload:
         items = []
         for skeleton, call in zip(payload["responses_items"], payload.get("tool_calls") or [], strict=True):
-            item = dict(skeleton)
+            item = copy(skeleton)
             item["call_id"], item["name"], item["arguments"] = (
                 call["id"], call["function"]["name"], call["function"]["arguments"])
             items.append(item)
         return items
     skeleton = payload.get("responses_item")
     if skeleton is not None:
-        item = dict(skeleton)
+        item = copy(skeleton)
         if type_ == "user/message" or (type_ == "assistant/message" and item.get("content") is None):
             item["content"] = payload.get("content")
         elif type_ == "assistant/message":
@@ -223,11 +233,14 @@ class _Live:
                 continue
             if e.seq in self.whole:
                 continue
-            items = event_items(e.type, e.payload)
-            for i in reversed(range(len(items))):
-                index = _index(e.payload, items, i)
-                if index is None or (e.seq, index) not in self.parts:
-                    found.append((e.seq, index, items[i]))
+            items = _event_items(e.type, e.payload, _same)  # the payloads were parsed for this read
+            if len(items) == 1 and "responses_items" not in e.payload:
+                found.append((e.seq, None, items[0]))
+            else:
+                for i in reversed(range(len(items))):
+                    index = _index(e.payload, items, i)
+                    if index is None or (e.seq, index) not in self.parts:
+                        found.append((e.seq, index, items[i]))
             if want is not None and len(found) >= want:
                 break
         return found
