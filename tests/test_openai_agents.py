@@ -220,8 +220,9 @@ def test_another_process_cannot_splice_into_a_turn(db_path):
             p.start()
             await asyncio.get_running_loop().run_in_executor(None, p.join, 60)
             assert p.exitcode == 0
-            with pytest.raises(SeqConflict):   # the rest of the turn would land after theirs
+            with pytest.raises(SeqConflict) as e:   # the rest of the turn would land after theirs
                 await ses.add_items([{"role": "assistant", "content": "reply to mine"}])
+            assert "another writer appended to session 'shared'" in e.value.__notes__[0]
             items = await ses.get_items()       # reads the head again
             assert [i["content"] for i in items] == ["mine", "theirs"]
             await ses.add_items([{"role": "assistant", "content": "reply"}])

@@ -304,7 +304,13 @@ class EventStoreSession:
         has seen none): :class:`SeqConflict` if another writer came in between."""
         s = await self._s()
         async with self._writing:  # this object's tasks (a stream and the runner) take turns
-            stored = await s.append_many(events, expected_seq=self._head)
+            try:
+                stored = await s.append_many(events, expected_seq=self._head)
+            except SeqConflict as e:
+                e.add_note(f"another writer appended to session {self.session_id!r} since this EventStoreSession "
+                           "last read or wrote it: nothing of this write was stored; get_items() reads the "
+                           "session again, then run the turn again")
+                raise
             if stored:
                 self._head = stored[-1].seq + 1
         return stored
