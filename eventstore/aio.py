@@ -38,7 +38,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from . import follow as _follow
-from .store import Event, EventStore, Session, SessionInfo
+from .backends.base import Follower
+from .store import Event, EventStore, Session, SessionInfo, _event_from_row
+from .validate import _check_seq
 
 __all__ = ["AsyncEventStore", "AsyncSession"]
 
@@ -89,12 +91,10 @@ class AsyncSession:
         with ``seq > after_seq``, then each new one as any process commits it. Waits with
         ``asyncio.sleep`` between looks (the loop stays free); stops after ``idle_timeout``
         seconds without a new event (None: never). Raises :class:`DatabaseError`."""
-        after = -1 if after_seq is None else after_seq
-
-        def look(cursor: int) -> list[Event]:
-            return self.sync.follow(None if cursor < 0 else cursor, poll_interval=0, idle_timeout=0)
-
-        return self._store._poll(look, after, lambda e: e.seq, poll_interval, idle_timeout)
+        after = -1 if after_seq is None else _check_seq(after_seq, "after_seq")
+        sid = self.id
+        return self._store._poll(lambda f, a: f.session_events_after(sid, a, _follow.PAGE), after, 2,
+                                 poll_interval, idle_timeout)
 
     async def derive_messages(self) -> list[dict]:
         """The projection (:meth:`eventstore.Session.derive_messages`)."""
@@ -149,7 +149,7 @@ class AsyncEventStore:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="eventstore-aio")
 
     def __repr__(self) -> str:
-        return f"AsyncEventStore({self.sync._file or ':memory:'!r})"
+        return f"AsyncEventStore({self.sync.backend.display!r})"
 
     @classmethod
     def open(cls, target: str | os.PathLike = "eventstore.db", *, max_workers: int = 4,
@@ -201,33 +201,40 @@ class AsyncEventStore:
             if close is not None:
                 close()  # a generator between pages holds no transaction: closing it is instant
 
-    async def _poll(self, look: Callable[[int], Iterable], after: int, cursor: Callable[[Any], int],
-                    poll_interval: float, idle_timeout: float | None) -> AsyncIterator:
-        """Follow: each look (``look(after)``, a sync follower that stops when caught up)
-        runs on a worker thread; between looks that find nothing, ``asyncio.sleep``."""
+    async def _poll(self, read: Callable[[Follower, int], list], after: int, cursor_column: int,
+                    poll_interval: float, idle_timeout: float | None) -> AsyncIterator[Event]:
+        """Follow on one backend follower (its own connection, held for the whole iteration):
+        each look (``read(follower, after)``, a page of ``EventRow``) runs on a worker
+        thread; between looks that find nothing, ``asyncio.sleep(poll_interval)``."""
         poll_interval = _follow._check_interval(poll_interval, "poll_interval")
         idle_timeout = _follow._check_interval(idle_timeout, "idle_timeout")
         loop = asyncio.get_running_loop()
-
-        def page(after: int) -> list:
-            gen = look(after)
-            try:
-                return list(itertools.islice(gen, _PAGE))
-            finally:
-                gen.close()
-
-        idle_since = loop.time()
-        while True:
-            events = await self._run(page, after)
-            if events:
-                after = cursor(events[-1])
-                for event in events:
-                    yield event
-                idle_since = loop.time()
-                continue
-            if idle_timeout is not None and loop.time() - idle_since >= idle_timeout:
-                return
-            await asyncio.sleep(poll_interval)
+        pending = self._pool.submit(self.sync.backend.follower, poll_interval)
+        try:
+            follower = await asyncio.wrap_future(pending)
+        except asyncio.CancelledError:  # the follower may still be made: close it then
+            pending.add_done_callback(lambda f: None if f.exception() else f.result().close())
+            raise
+        try:
+            idle_since = loop.time()
+            while True:
+                pending = self._pool.submit(read, follower, after)
+                rows = await asyncio.wrap_future(pending)
+                if rows:
+                    after = rows[-1][cursor_column]
+                    for row in rows:
+                        yield _event_from_row(row)
+                    idle_since = loop.time()
+                    if len(rows) == _follow.PAGE:  # a full page: look again at once
+                        continue
+                if idle_timeout is not None and loop.time() - idle_since >= idle_timeout:
+                    return
+                await asyncio.sleep(poll_interval)
+        finally:
+            if pending.done():
+                follower.close()
+            else:  # cancelled during a look: close once the worker thread is done with it
+                pending.add_done_callback(lambda _: follower.close())
 
     # --- the API -----------------------------------------------------------------------
 
@@ -253,11 +260,8 @@ class AsyncEventStore:
                idle_timeout: float | None = None) -> AsyncIterator[Event]:
         """:meth:`eventstore.EventStore.follow` as an async iterator: every event of every
         session with ``position > after_position``, then each new one as committed."""
-        def look(cursor: int):
-            return self.sync.follow(cursor, poll_interval=0, idle_timeout=0)
-
-        return self._poll(look, 0 if after_position is None else after_position, lambda e: e.position,
-                          poll_interval, idle_timeout)
+        after = 0 if after_position is None else _check_seq(after_position, "after_position")
+        return self._poll(lambda f, a: f.events_after(a, _follow.PAGE), after, 0, poll_interval, idle_timeout)
 
     async def import_jsonl(self, source: str | os.PathLike | IO[bytes], **options: Any) -> str:
         """:meth:`eventstore.EventStore.import_jsonl` on a worker thread (same options:

@@ -10,19 +10,29 @@ import traceback
 
 
 def hold_write_lock_until(db: str, ready: str, release: str) -> None:
-    """Take the store's write lock (write queue and SQLite's lock, one open transaction),
-    write ``ready``, and hold it until the file ``release`` exists; then commit."""
-    from eventstore import EventStore
-
-    store = EventStore.open(db, busy_timeout=60)
-
-    def hold(cur) -> None:
+    """Take what every append of the store ``db`` must wait for, write ``ready``, and hold
+    it until the file ``release`` exists; then commit. SQLite: the store's write lock (write
+    queue and SQLite's lock, one open transaction). PostgreSQL: the position lock that the
+    insert guard takes (a transaction-scoped advisory lock, from plain psycopg)."""
+    def hold(*_) -> None:
         with open(ready, "w") as f:
             f.write(str(os.getpid()))
         while not os.path.exists(release):
             time.sleep(0.005)
 
-    store._transact(hold)
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        from eventstore.backends.postgres import POSITION_LOCK
+
+        with psycopg.connect(db) as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (POSITION_LOCK,))
+            hold()
+        return
+    from eventstore import EventStore
+
+    store = EventStore.open(db, busy_timeout=60)
+    store.backend._transact(hold)
     store.close()
 
 

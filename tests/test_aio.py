@@ -23,9 +23,9 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def test_every_method_is_awaitable(tmp_path):
+def test_every_method_is_awaitable(backend_url):
     async def main():
-        async with AsyncEventStore.open(tmp_path / "a.db") as store:
+        async with AsyncEventStore.open(backend_url) as store:
             s = await store.create_session("a")
             assert (await s.append("user/message", {"content": "1+1?"})).seq == 0
             got = await s.append_many([("assistant/message", {"content": "2"}), ("turn/end", {})])
@@ -52,7 +52,7 @@ def test_every_method_is_awaitable(tmp_path):
             repaired = await t.repair()
             assert [e.type for e in repaired] == ["tool/result", "step/end", "turn/end"]
             assert await store.last_position() == repaired[-1].position
-        store2 = await AsyncEventStore.open(tmp_path / "a.db")
+        store2 = await AsyncEventStore.open(backend_url)
         assert len(await store2.sessions()) == 3
         await store2.close()
 
@@ -68,9 +68,9 @@ def test_wraps_a_sync_store_and_leaves_it_open(store):
     assert store.session("w").next_seq() == 1  # still open
 
 
-def test_follow_yields_events_as_other_tasks_append(tmp_path):
+def test_follow_yields_events_as_other_tasks_append(backend_url):
     async def main():
-        async with AsyncEventStore.open(tmp_path / "f.db") as store:
+        async with AsyncEventStore.open(backend_url) as store:
             s = await store.create_session("f")
             other = await store.create_session("o")
             await s.append("turn/start", {})
@@ -95,9 +95,9 @@ def test_follow_yields_events_as_other_tasks_append(tmp_path):
     run(main())
 
 
-def test_many_tasks_share_one_store(tmp_path):
+def test_many_tasks_share_one_store(backend_url):
     async def main():
-        async with AsyncEventStore.open(tmp_path / "m.db") as store:
+        async with AsyncEventStore.open(backend_url) as store:
             shared = await store.create_session("shared")
 
             async def agent(i: int):
@@ -118,11 +118,11 @@ def test_many_tasks_share_one_store(tmp_path):
 class _LockHolder:
     """Another process holding the store's write lock until released."""
 
-    def __init__(self, db: Path):
-        self.ready = db.with_suffix(".ready")
-        self.release_file = db.with_suffix(".release")
+    def __init__(self, url: str, folder: Path):
+        self.ready = folder / "lock.ready"
+        self.release_file = folder / "lock.release"
         self.p = CTX.Process(target=agent_workers.hold_write_lock_until,
-                             args=(str(db), str(self.ready), str(self.release_file)))
+                             args=(url, str(self.ready), str(self.release_file)))
 
     def __enter__(self):
         self.p.start()
@@ -150,13 +150,13 @@ async def _lag_probe(stop: asyncio.Event, lags: list[float], tick: float = 0.01)
         lags.append(loop.time() - t - tick)
 
 
-def test_an_append_waiting_for_another_process_does_not_block_the_loop(db_path):
-    EventStore.open(db_path).close()
+def test_an_append_waiting_for_another_process_does_not_block_the_loop(backend_url, tmp_path):
+    EventStore.open(backend_url).close()
 
     async def main():
-        async with AsyncEventStore.open(db_path, busy_timeout=60) as store:
+        async with AsyncEventStore.open(backend_url, busy_timeout=60) as store:
             s = await store.create_session("s")
-            with _LockHolder(db_path) as holder:
+            with _LockHolder(backend_url, tmp_path) as holder:
                 stop, lags = asyncio.Event(), []
                 probe = asyncio.create_task(_lag_probe(stop, lags))
                 append = asyncio.create_task(s.append("user/message", {"content": "waited"}))
@@ -173,18 +173,18 @@ def test_an_append_waiting_for_another_process_does_not_block_the_loop(db_path):
     run(main())
 
 
-def test_a_cancelled_append_lands_whole_or_not_and_a_retry_stores_it_once(db_path):
-    EventStore.open(db_path).close()
+def test_a_cancelled_append_lands_whole_or_not_and_a_retry_stores_it_once(backend_url, tmp_path):
+    EventStore.open(backend_url).close()
 
     async def main():
-        async with AsyncEventStore.open(db_path, busy_timeout=60, max_workers=1) as store:
+        async with AsyncEventStore.open(backend_url, busy_timeout=60, max_workers=1) as store:
             s = await store.create_session("c")
-            with _LockHolder(db_path) as holder:
+            with _LockHolder(backend_url, tmp_path) as holder:
                 # started: its worker thread is waiting for the lock when it is cancelled
                 started = asyncio.create_task(s.append("user/message", {"content": "a"}, event_id="e-a"))
-                while store.sync._lock.acquire(blocking=False):  # until the worker holds the store
-                    store.sync._lock.release()
+                while not store._pool._work_queue.empty() or not store._pool._threads:  # until the worker took it
                     await asyncio.sleep(0.005)
+                await asyncio.sleep(0.1)  # (and is waiting for the lock)
                 # queued behind it on the one worker: not started when cancelled
                 queued = asyncio.create_task(s.append_many([("user/message", {"content": "b", "event_id": "e-b"}),
                                                             ("user/message", {"content": "c", "event_id": "e-c"})]))
@@ -220,8 +220,8 @@ def test_events_last_n(store):
         s.events(last=-1)
 
 
-def test_events_last_n_reads_the_index_backwards(store):
-    plan = store._read("EXPLAIN QUERY PLAN SELECT seq, position, type, ts, payload FROM events "
+def test_events_last_n_reads_the_index_backwards(sqlite_store):
+    plan = sqlite_store.backend._read("EXPLAIN QUERY PLAN SELECT seq, position, type, ts, payload FROM events "
                        "WHERE session_id = ? AND seq > ? ORDER BY seq DESC LIMIT ?", ("x", -1, 3))
     detail = " ".join(str(r[-1]) for r in plan)
     assert "USING INDEX" in detail and "TEMP B-TREE" not in detail, detail
@@ -234,11 +234,11 @@ def test_get_or_create(store):
     assert [i.id for i in store.sessions()] == ["g"]
 
 
-def test_get_or_create_across_processes(db_path):
-    EventStore.open(db_path).close()
+def test_get_or_create_across_processes(backend_url):
+    EventStore.open(backend_url).close()
     n = 4
     barrier, results = CTX.Barrier(n), CTX.Queue()
-    procs = [CTX.Process(target=agent_workers.get_or_create, args=(str(db_path), "race", i, barrier, results))
+    procs = [CTX.Process(target=agent_workers.get_or_create, args=(str(backend_url), "race", i, barrier, results))
              for i in range(n)]
     for p in procs:
         p.start()
@@ -247,7 +247,7 @@ def test_get_or_create_across_processes(db_path):
         p.join(30)
     assert all(r[0] == "ok" for r in got), got
     assert sorted(r[2] for r in got) == list(range(n))
-    with EventStore.open(db_path) as store:
+    with EventStore.open(backend_url) as store:
         assert [i.id for i in store.sessions()] == ["race"]
         assert store.session("race").next_seq() == n
 

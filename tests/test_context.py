@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, FIXTURES, REFERENCE, needs_reference
+from conftest import DATA, FIXTURES, REFERENCE, db_rows, needs_reference
 
 from eventstore import InvalidEvent
 from eventstore.cli import cli
@@ -28,7 +28,7 @@ def test_without_extension_events_the_context_is_the_projection(store, name):
     assert s.context_at() == {"messages": s.derive_messages()}
     assert s.derive_messages() == json.loads((DATA / f"{name}.messages.json").read_text())
     messages = s.derive_messages()
-    seqs = [seq for seq, in store._read("SELECT seq FROM messages WHERE session_id = ? ORDER BY seq", (sid,))]
+    seqs = [seq for seq, in db_rows(store, "SELECT seq FROM messages WHERE session_id = ? ORDER BY seq", (sid,))]
     n = s.next_seq()
     for at in sorted({0, 1, n // 3, n // 2, n - 1, n}):   # at a point: the messages of the events before it
         assert s.context_at(at) == {"messages": [m for m, seq in zip(messages, seqs, strict=True) if seq < at]}
@@ -103,15 +103,15 @@ def test_the_reference_projects_a_log_with_extension_events_as_the_store_does(st
     assert json.loads(out.stdout) == s.derive_messages()
 
 
-def test_cli_context(store, db_path):
+def test_cli_context(store, backend_url):
     s = _agent_session(store)
     runner = CliRunner()
-    r = runner.invoke(cli, ["--db", str(db_path), "context", "ag", "--at", "11"], catch_exceptions=False)
+    r = runner.invoke(cli, ["--db", str(backend_url), "context", "ag", "--at", "11"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout) == s.context_at(11)
-    r = runner.invoke(cli, ["--db", str(db_path), "context", "ag", "--pretty"], catch_exceptions=False)
+    r = runner.invoke(cli, ["--db", str(backend_url), "context", "ag", "--pretty"], catch_exceptions=False)
     assert r.exit_code == 0 and json.loads(r.stdout) == s.context_at() and "\n  " in r.stdout
-    r = runner.invoke(cli, ["--db", str(db_path), "context", "nope"])
+    r = runner.invoke(cli, ["--db", str(backend_url), "context", "nope"])
     assert r.exit_code == 1 and r.stderr == "error: session 'nope' not found\n"
-    r = runner.invoke(cli, ["--db", str(db_path), "context", "ag", "--at", "-2"])
+    r = runner.invoke(cli, ["--db", str(backend_url), "context", "ag", "--at", "-2"])
     assert r.exit_code == 2

@@ -79,9 +79,9 @@ class Twin:
         return b
 
 
-def test_runner_with_eventstore_session_matches_sqlite_session(tmp_path):
+def test_runner_with_eventstore_session_matches_sqlite_session(backend_url):
     async def main():
-        store = EventStore.open(tmp_path / "agents.db")
+        store = EventStore.open(backend_url)
         twin = Twin(store)
         await twin.turn("add 1+2, and the weather in Oslo?")
         await twin.turn("hello")
@@ -109,7 +109,7 @@ def test_runner_with_eventstore_session_matches_sqlite_session(tmp_path):
         assert types.count("system/message") == 1 and types.count("model/tools") == 1
         chunks = "".join(e.payload["delta"]["content"] for e in events if e.type == "assistant/chunk")
         assert chunks == "streamed: the answer is 42"
-        assert verify(store._conn).ok, verify(store._conn).findings
+        assert verify(store.backend).ok, verify(store.backend).findings
 
         # each item is one event (the two parallel calls one assistant/message), stored once
         first_turn = [e for e in events if e.seq < 10]
@@ -208,15 +208,15 @@ def test_events_written_by_other_code_read_as_items(store):
     asyncio.run(main())
 
 
-def test_another_process_cannot_splice_into_a_turn(db_path):
-    EventStore.open(db_path).close()
+def test_another_process_cannot_splice_into_a_turn(backend_url):
+    EventStore.open(backend_url).close()
 
     async def main():
-        async with AsyncEventStore.open(db_path) as astore:
+        async with AsyncEventStore.open(backend_url) as astore:
             ses = EventStoreSession("shared", astore)
             assert await ses.get_items() == []
             await ses.add_items([{"content": "mine", "role": "user"}])   # a turn begins
-            p = CTX.Process(target=agent_workers.add_items, args=(str(db_path), "shared", "theirs"))
+            p = CTX.Process(target=agent_workers.add_items, args=(str(backend_url), "shared", "theirs"))
             p.start()
             await asyncio.get_running_loop().run_in_executor(None, p.join, 60)
             assert p.exitcode == 0

@@ -22,7 +22,7 @@ from conftest import export_bytes
 
 from eventstore import DatabaseError, EventStore, ImportConflict, parse_worker
 from eventstore import bulk as bulk_mod
-from eventstore.jsonl import dumps, event_line
+from eventstore.codec import dumps, event_line
 
 
 def write_session(path: Path, sid: str, n: int, *, start: int = 0, text: str = "x") -> Path:
@@ -148,7 +148,7 @@ def test_two_threads_import_at_once(tmp_path, always):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_forked_child_starts_its_own_worker(store, tmp_path, always, db_path):
+def test_a_forked_child_starts_its_own_worker(store, tmp_path, always, backend_url):
     bulk_mod.import_jsonl(store, write_session(tmp_path / "a.jsonl", "a", 100))
     parent_pid = worker_pid()
     child_file = write_session(tmp_path / "c.jsonl", "c", 100)
@@ -156,7 +156,7 @@ def test_a_forked_child_starts_its_own_worker(store, tmp_path, always, db_path):
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         try:
-            with EventStore.open(db_path) as child_store:
+            with EventStore.open(backend_url) as child_store:
                 bulk_mod.import_jsonl(child_store, child_file)
             os.write(w, str(worker_pid()).encode())
         finally:

@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
+from conftest import db_rows  # noqa: E402
 from pydantic_ai import Agent, ModelRetry  # noqa: E402
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
@@ -71,9 +72,9 @@ def test_runs_recorded_and_rebuilt_losslessly(store):
     assert [c["function"]["arguments"] for c in calls.payload["tool_calls"]] == ['{"a":1,"b":2}', '{"x": 1}', "{}"]
     assert "let me add" not in str(events[3].payload)     # the text is its own event, stored once
     # the failed tool is marked, in the log and in the audit view
-    rows = store._read("SELECT name, is_error FROM tool_calls WHERE session_id = 'pai' ORDER BY call_seq, call_id")
+    rows = db_rows(store, "SELECT name, is_error FROM tool_calls WHERE session_id = 'pai' ORDER BY call_seq, call_id")
     assert sorted(rows) == sorted([("add", 0), ("check", 1), ("add", 0)] * 2)
-    assert verify(store._conn).ok, verify(store._conn).findings
+    assert verify(store.backend).ok, verify(store.backend).findings
     ctx = s.context_at()
     assert ctx["messages"][0] == {"role": "system", "content": "You add."}
     assert [m["role"] for m in ctx["messages"]].count("tool") == 6

@@ -33,7 +33,7 @@ def hold(db: str, ready: str, seconds: float) -> None:
         Path(ready).write_text(str(os.getpid()))
         time.sleep(seconds)
 
-    store._transact(body)
+    store.backend._transact(body)  # (SQLite's write transaction: the write queue and the lock)
     store.close()
 
 
@@ -52,6 +52,8 @@ async def one(db: Path, seconds: float, use_async: bool) -> tuple[float, float]:
         s = await store.session("lag", create=True)
         p.start()
         while not ready.exists():
+            if not p.is_alive():
+                raise SystemExit(f"the lock holder exited with {p.exitcode}")
             await asyncio.sleep(0.01)
         stop, lags = asyncio.Event(), []
         task = asyncio.create_task(probe(stop, lags))
