@@ -304,6 +304,7 @@ class PostgresBackend(Backend):
                 raise self._error(e, session_id) from None
             except UnicodeEncodeError as e:
                 raise InvalidEvent(f"session id or meta is not valid text: {e.reason}") from None
+            self._heads[session_id] = (0, genesis_hash(session_id))  # a new session's head is known
 
     def session_meta(self, session_id: str) -> str | None:
         row = self._one("SELECT meta FROM sessions WHERE id = %s", (session_id,))
