@@ -60,3 +60,12 @@ def test_bench_agents_and_aio_lag_run(tmp_path: Path):
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert proc.stdout.count("largest loop lag") == 2
+
+
+def test_aio_pg_runs(pg_url: str):
+    """tools/aio_pg.py (the worker thread against psycopg's AsyncConnection) keeps running
+    on a real server; no figure is asserted."""
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "aio_pg.py"), "--db", pg_url, "--n", "32",
+                           "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.count("| worker thread |") == 3 and proc.stdout.count("| AsyncConnection") == 5
