@@ -11,13 +11,14 @@ iterators::
             ...
 
 How: each call runs the sync API on a worker thread of the store's own pool
-(``max_workers`` threads, 4 by default), so the event loop never waits on SQLite, on the
-write queue's lock, or on a checkpoint: a coroutine whose append waits seconds for another
-process's write lock only suspends, and the other tasks keep running. The SQLite backend
-has no async driver; a worker thread is the only way to keep the loop free (see
-docs/concurrency.md, "asyncio", for the measurement). Calls on one store are serialized by
-the sync store's lock (one connection), so many tasks can share one store; followers read
-through connections of their own.
+(``max_workers`` threads, 4 by default), so the event loop never waits on the database (a
+lock, a checkpoint, a round trip): a coroutine whose append waits seconds for another
+process's write lock only suspends, and the other tasks keep running. The same path serves
+every backend: SQLite has no async driver, and on PostgreSQL psycopg's ``AsyncConnection``
+measured no better (appends are serialized by the position lock, and the encoding and
+hashing would run on the loop; docs/concurrency.md, "asyncio", has both measurements).
+Writes of one store are serialized by its backend (one write connection), so many tasks
+can share one store; followers read through connections of their own.
 
 Cancellation: a call that is cancelled before its worker thread starts it never runs; one
 that is already running runs to its end on its thread (the awaiting task sees
@@ -154,7 +155,7 @@ class AsyncEventStore:
     @classmethod
     def open(cls, target: str | os.PathLike = "eventstore.db", *, max_workers: int = 4,
              **options: Any) -> _Opening:
-        """Open the database at ``target`` (a path or an ``sqlite://`` URL) as
+        """Open the database at ``target`` (an SQLite path or a ``postgresql://`` URL) as
         :meth:`eventstore.EventStore.open` does, with the same keyword ``options``
         (``busy_timeout``, ``durability``, ``write_queue``, ``readonly``), on a worker
         thread. Await the result, or use it in ``async with``. Raises
