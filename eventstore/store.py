@@ -22,6 +22,7 @@ from .backends import open_backend
 from .backends.base import PAGE, Backend
 from .bulk import import_jsonl as _import_jsonl
 from .codec import dumps, encodable, event_line, good_event_id, loads, payload_json, payload_json_stored, payload_jsons
+from .context import context_at as _context_at
 from .errors import (
     AppendOnlyViolation,
     IdempotencyConflict,
@@ -392,9 +393,7 @@ class Session:
         ``{"messages": [...], "tools": [...]}`` in the chat-completions request shape, the
         instructions as a leading system message, retractions honoured. See
         :func:`eventstore.context.context_at`; raises :class:`InvalidEvent`."""
-        from .context import context_at
-
-        return context_at(self, seq)
+        return _context_at(self, seq)
 
     def repair(self) -> list[Event]:
         """Append what an interrupted session needs for its projection to be valid for a
