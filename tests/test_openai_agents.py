@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("agents")
 
 from agents import Agent, Runner, SQLiteSession, function_tool  # noqa: E402
+from conftest import db_rows  # noqa: E402
 from scripted_agents import ScriptedModel, calls, text  # noqa: E402
 
 from eventstore import AsyncEventStore, EventStore, SeqConflict  # noqa: E402
@@ -226,4 +227,36 @@ def test_another_process_cannot_splice_into_a_turn(backend_url):
             items = await ses.get_items()       # reads the head again
             assert [i["content"] for i in items] == ["mine", "theirs"]
             await ses.add_items([{"role": "assistant", "content": "reply"}])
+    asyncio.run(main())
+
+
+@function_tool
+def divide(a: int, b: int) -> float:
+    """Divide a by b."""
+    return a / b
+
+
+def test_a_failed_tool_call_is_stored_with_is_error(store):
+    """A tool that raises: the SDK shows the model its default message; with the session's
+    tool_error_formatter in the run config, that call's tool/result carries is_error (the
+    tool_calls view shows it), the other call's does not, and get_items still returns
+    exactly what SQLiteSession returns."""
+    from agents import RunConfig
+
+    script = [calls(("call_ok", "divide", {"a": 6, "b": 3}), ("call_bad", "divide", {"a": 1, "b": 0})),
+              text("one of them failed")]
+
+    async def main():
+        ours, theirs = EventStoreSession("err", store), SQLiteSession("err")
+        for session in (theirs, ours):
+            agent = Agent(name="calc", tools=[divide], model=ScriptedModel(script))
+            config = RunConfig(tool_error_formatter=ours.tool_error_formatter()) if session is ours else None
+            await Runner.run(agent, "divide", session=session, run_config=config)
+        assert _as_json(await ours.get_items()) == _as_json(await theirs.get_items())
+        results = {e.payload["tool_call_id"]: e.payload for e in store.session("err").events(types="tool/result")}
+        assert results["call_bad"]["is_error"] is True and "is_error" not in results["call_ok"]
+        assert "error" in results["call_bad"]["content"].lower()
+        rows = db_rows(store, "SELECT call_id, is_error FROM tool_calls WHERE session_id = 'err' ORDER BY call_id")
+        assert rows == [("call_bad", 1), ("call_ok", 0)]
+
     asyncio.run(main())

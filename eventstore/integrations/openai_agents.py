@@ -23,7 +23,10 @@ keys already carry set to null, so nothing is stored twice):
 * consecutive ``function_call`` items (of one ``add_items`` call) -> one
   ``assistant/message`` ``{"tool_calls": [...]}`` (chat tool calls), the items in
   ``responses_items``;
-* ``function_call_output`` -> ``tool/result`` ``{"tool_call_id", "content": output}``;
+* ``function_call_output`` -> ``tool/result`` ``{"tool_call_id", "content": output}``,
+  with ``"is_error": true`` when the call failed and the run reported it through
+  :meth:`EventStoreSession.tool_error_formatter`
+  (``RunConfig(tool_error_formatter=session.tool_error_formatter())``);
 * every other item (reasoning, web search, compaction, system or developer messages, ...)
   -> ``responses/item`` ``{"responses_item": item}``.
 
@@ -43,7 +46,8 @@ nothing) instead of splicing two turns together; ``get_items`` reads the head ag
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import inspect
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
@@ -290,6 +294,7 @@ class EventStoreSession:
         self._stream_progress = asyncio.Condition()
         self._instructions: Any = None
         self._tools: Any = None
+        self._failed_calls: set[str] = set()  # call ids the SDK reported failed (tool_error_formatter)
 
     def __repr__(self) -> str:
         return f"EventStoreSession({self.session_id!r})"
@@ -339,9 +344,19 @@ class EventStoreSession:
         return [item for _, _, item in reversed(found)]
 
     async def add_items(self, items: list[dict]) -> None:
-        """Store ``items`` (Responses input items), all in one atomic append."""
+        """Store ``items`` (Responses input items), all in one atomic append. The
+        ``tool/result`` of a call that :meth:`tool_error_formatter` saw fail carries
+        ``"is_error": true`` (the item itself is stored, and read back, unchanged)."""
         if items:
-            await self._append(item_events(list(items)))
+            events = item_events(list(items))
+            if self._failed_calls:
+                for type_, payload in events:
+                    if type_ == "tool/result" and payload["tool_call_id"] in self._failed_calls:
+                        payload["is_error"] = True
+            await self._append(events)
+            if self._failed_calls:
+                self._failed_calls.difference_update(
+                    p["tool_call_id"] for t, p in events if t == "tool/result")
 
     async def pop_item(self) -> dict | None:
         """Take back the newest item (None when there is none): appends a
@@ -419,6 +434,25 @@ class EventStoreSession:
                         lambda: session._streams == 0 or session._streamed >= session._llm_calls)
 
         return _Hooks()
+
+    def tool_error_formatter(self, then: Callable[[Any], Any] | None = None) -> Callable[[Any], Any]:
+        """A ``tool_error_formatter`` for ``RunConfig(tool_error_formatter=...)``: the SDK
+        calls it with the call id of each tool call that failed (the tool raised, was not
+        found, or its approval was rejected), and this session stores that call's
+        ``tool/result`` with ``"is_error": true`` (the ``tool_calls`` view's ``is_error``).
+        The SDK's items carry no failure flag, so without it the adapter cannot tell a
+        failure from a result. It returns what ``then(args)`` returns (None without
+        ``then``: the model sees the SDK's default message). The SDK calls it for tools with
+        its default ``failure_error_function``; a tool with its own failure function is not
+        reported."""
+        async def formatter(args: Any) -> str | None:
+            self._failed_calls.add(args.call_id)
+            if then is None:
+                return None
+            message = then(args)
+            return await message if inspect.isawaitable(message) else message
+
+        return formatter
 
     def record_stream(self, result) -> AsyncIterator[Any]:
         """Iterate ``result.stream_events()`` of ``Runner.run_streamed`` unchanged, while
