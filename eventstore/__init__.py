@@ -31,11 +31,18 @@ from .errors import (
 )
 from .store import Event, EventStore, Session, SessionInfo
 
+# typing.TYPE_CHECKING without importing typing; type checkers read any TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time, __getattr__ below
+    from .aio import AsyncEventStore, AsyncSession
+
 __all__ = [
     "EventStore",
     "Session",
     "Event",
     "SessionInfo",
+    "AsyncEventStore",
+    "AsyncSession",
     "ImportReport",
     "Dropped",
     "EventStoreError",
@@ -54,3 +61,11 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:  # PEP 562: the asyncio API, imported on first use
+    if name in ("AsyncEventStore", "AsyncSession"):
+        from . import aio
+
+        return getattr(aio, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -775,6 +775,25 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
         out.flush()
 
 
+@cli.command()
+@click.argument("session_id", type=TEXT)
+@click.option("--at", "at_seq", type=click.IntRange(min=0), metavar="SEQ",
+              help="The request as it stood before the event at SEQ (default: the next request).")
+@click.option("--pretty", is_flag=True, help="Indent the JSON.")
+@click.pass_context
+def context(ctx: click.Context, session_id: str, at_seq: int | None, pretty: bool) -> None:
+    """Print what the model was sent: instructions, tools and messages, as one
+    chat-completions request (JSON), retractions honoured. With --at SEQ, the request
+    before the event at SEQ; for an assistant/message, the one that produced it."""
+    from .codec import dumps
+
+    request = _store(ctx, readonly=True).session(session_id).context_at(at_seq)
+    text = json.dumps(request, indent=2, ensure_ascii=False) if pretty else dumps(request)
+    out = _out()
+    out.write(_printable(text).encode("utf-8") + b"\n")
+    out.flush()
+
+
 # --- moving between databases, PostgreSQL roles ---------------------------------------------
 
 @cli.command("copy")

@@ -17,9 +17,11 @@ it column by column. Tables:
 from __future__ import annotations
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0008"
+SCHEMA_REVISION = "0150"
 
-#: Revisions that a read-only open reads as they are, without asking for an upgrade.
+#: Revisions that a read-only open reads as they are, without asking for an upgrade: they
+#: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. None: 0150
+#: changed a view (``tool_calls.is_error``), which reads see.
 READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset()
 
 #: The last revision of the first release (its history 0001-0007 was replaced by the

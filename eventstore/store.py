@@ -22,11 +22,13 @@ from .backends import open_backend
 from .backends.base import PAGE, Backend
 from .bulk import import_jsonl as _import_jsonl
 from .codec import dumps, encodable, event_line, good_event_id, loads, payload_json, payload_json_stored, payload_jsons
+from .context import context_at as _context_at
 from .errors import (
     AppendOnlyViolation,
     IdempotencyConflict,
     InvalidEvent,
     SeqConflict,
+    SessionExists,
     SessionNotFound,
 )
 from .export import export_session as _export_session
@@ -37,6 +39,7 @@ from .validate import _check_seq, _check_session_id, _check_ts, _check_type
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
+_MAX_LIMIT = 2**62  # events(last=N): any N past this is "all" (a bound every database binds)
 
 @dataclass(frozen=True, slots=True)
 class Event:
@@ -325,9 +328,14 @@ class Session:
         """The seq the next appended event will get (= the number of events stored)."""
         return self._store.backend.next_seq(self.id)
 
-    def events(self, after_seq: int | None = None, types: Iterable[str] | str | None = None) -> Iterator[Event]:
+    def events(self, after_seq: int | None = None, types: Iterable[str] | str | None = None, *,
+               last: int | None = None) -> Iterator[Event]:
         """Iterate the session's events in seq order: those with ``seq > after_seq`` (all
         when None), of the given ``types`` only (all when None).
+
+        ``last=N`` keeps only the newest N of those events (still in seq order), read
+        backwards from the head through the ``(session_id, seq)`` index in one query: the
+        cost grows with N, not with the session.
 
         Reads page by page (1,000 events a query), so no read transaction stays open while
         the caller works between items.
@@ -337,14 +345,22 @@ class Session:
         if isinstance(types, str):
             types = [types]
         types = list(types) if types is not None else None
-        last = -1 if after_seq is None else max(-1, after_seq)
+        after = -1 if after_seq is None else max(-1, after_seq)
+        if last is not None:
+            n = min(_check_seq(last, "last"), _MAX_LIMIT)
+            rows = self._store.backend.session_events(self.id, after, types, n, last=True) if n else []
+            return iter([_new_event(self.id, seq, position, type_, ts, _messages_loads(payload))
+                         for seq, position, type_, ts, payload in rows])
+        return self._events(after, types)
+
+    def _events(self, last: int, types: list[str] | None) -> Iterator[Event]:
         sid = self.id
         read = self._store.backend.session_events
-        loads = json.loads
+        loads = _messages_loads  # json.loads's result, through orjson where that gives the same
         while True:
             rows = read(sid, last, types, PAGE)
             for seq, position, type_, ts, payload in rows:
-                yield Event(sid, seq, position, type_, ts, loads(payload))
+                yield _new_event(sid, seq, position, type_, ts, loads(payload))
             if len(rows) < PAGE:
                 return
             last = rows[-1][0]
@@ -371,6 +387,13 @@ class Session:
     def messages_json(self) -> str:
         """The projection as JSON array text, as ``JSON.stringify`` would write it."""
         return self._store.backend.messages_json(self.id)
+
+    def context_at(self, seq: int | None = None) -> dict:
+        """What the model was sent just before the event at ``seq`` (at the head when None):
+        ``{"messages": [...], "tools": [...]}`` in the chat-completions request shape, the
+        instructions as a leading system message, retractions honoured. See
+        :func:`eventstore.context.context_at`; raises :class:`InvalidEvent`."""
+        return _context_at(self, seq)
 
     def repair(self) -> list[Event]:
         """Append what an interrupted session needs for its projection to be valid for a
@@ -472,10 +495,20 @@ class EventStore:
         self.backend.create_session(sid, time.time(), meta_json)
         return Session(self, sid)
 
-    def session(self, session_id: str) -> Session:
-        """The handle of a stored session. Raises :class:`SessionNotFound`."""
+    def session(self, session_id: str, *, create: bool = False) -> Session:
+        """The handle of a stored session. Raises :class:`SessionNotFound`.
+
+        With ``create=True``, a session that is not stored yet is created (get-or-create):
+        race-free across processes and on every backend, since the database refuses a second
+        row for the id (:class:`SessionExists`) and whichever caller loses the race gets
+        the winner's session. Raises :class:`InvalidEvent` for an id that cannot be stored."""
         if not encodable(session_id) or self.backend.session_meta(session_id) is None:
-            raise SessionNotFound(session_id)
+            if not create:
+                raise SessionNotFound(session_id)
+            try:
+                return self.create_session(session_id)
+            except SessionExists:  # another process created it between the look and the insert
+                pass
         return Session(self, session_id)
 
     def sessions(self) -> list[SessionInfo]:

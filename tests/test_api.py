@@ -30,6 +30,7 @@ def test_public_api_is_small_and_listed():
         "EventStore", "Session", "Event", "SessionInfo", "EventStoreError", "SessionNotFound", "SessionExists",
         "SeqConflict", "IdempotencyConflict", "InvalidEvent", "InvalidJSONL", "AppendOnlyViolation", "DatabaseError",
         "QueryError", "ImportConflict", "ImportReport", "Dropped", "CheckpointError", "WalMismatch",
+        "AsyncEventStore", "AsyncSession",
     }
     for name in eventstore.__all__:
         obj = getattr(eventstore, name)

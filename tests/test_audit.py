@@ -28,7 +28,8 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "schema.md"
 
 VIEW_COLUMNS = {
     "messages": ["session_id", "seq", "role", "message"],
-    "tool_calls": ["session_id", "call_seq", "call_id", "name", "arguments", "result_seq", "result", "latency_s"],
+    "tool_calls": ["session_id", "call_seq", "call_id", "name", "arguments", "result_seq", "result", "latency_s",
+                   "is_error"],
     "turns": ["session_id", "start_seq", "end_seq", "started_at", "ended_at", "duration_s", "steps", "tool_calls",
               "complete"],
     "session_summary": ["session_id", "events", "messages", "tool_calls", "first_ts", "last_ts"],
@@ -59,7 +60,7 @@ def check(db: Path | str, session_ids=None) -> audit.VerifyReport:
 # --- the views -----------------------------------------------------------------------------
 
 def test_views_exist_at_head_with_their_documented_columns(store, raw):
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0008"
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0150"
     doc = DOCS.read_text(encoding="utf-8")
     for view, columns in VIEW_COLUMNS.items():
         assert [r[1] for r in raw.execute(f"PRAGMA table_info({view})")] == columns
@@ -72,15 +73,27 @@ def test_tool_calls_parallel_tools_two_calls_each_joined_to_its_result(store, ra
     imported(store, "parallel_tools")
     rows = raw.execute("SELECT * FROM tool_calls ORDER BY call_seq, result_seq").fetchall()
     assert rows == [
-        ("a0c1e2f3-111", 3, "call_a", "run_bash", '{"command":"ls"}', 4, "README.md\nsrc\n", 0.12),
-        ("a0c1e2f3-111", 3, "call_b", "read_file", '{"path":"README.md"}', 5, "# Demo\n", 0.24),
+        ("a0c1e2f3-111", 3, "call_a", "run_bash", '{"command":"ls"}', 4, "README.md\nsrc\n", 0.12, 0),
+        ("a0c1e2f3-111", 3, "call_b", "read_file", '{"path":"README.md"}', 5, "# Demo\n", 0.24, 0),
     ]
 
 
 def test_tool_calls_interrupted_dangling_call_has_null_result(store, raw):
     imported(store, "interrupted")
     assert raw.execute("SELECT * FROM tool_calls").fetchall() == [
-        ("crash-0001", 3, "call_long", "run_bash", '{"command":"sleep 999"}', None, None, None)]
+        ("crash-0001", 3, "call_long", "run_bash", '{"command":"sleep 999"}', None, None, None, None)]
+
+
+def test_tool_calls_is_error_says_which_results_report_a_failed_tool(store, raw):
+    s = store.create_session("err")
+    s.append_many([
+        ("assistant/message", {"tool_calls": [call("a"), call("b"), call("c"), call("d")]}),
+        ("tool/result", {"tool_call_id": "a", "content": "boom", "is_error": True}),
+        ("tool/result", {"tool_call_id": "b", "content": "ok", "is_error": False}),
+        ("tool/result", {"tool_call_id": "c", "content": "ok"}),
+    ])
+    assert raw.execute("SELECT call_id, is_error FROM tool_calls ORDER BY call_id").fetchall() == [
+        ("a", 1), ("b", 0), ("c", 0), ("d", None)]
 
 
 def test_tool_calls_answer_must_come_before_the_next_message(store, raw):
@@ -194,7 +207,11 @@ def test_a_database_of_the_first_release_is_upgraded_with_its_views(tmp_path):
     assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0007",)
     EventStore.open(db).close()
     assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (SCHEMA_REVISION,)
-    assert {v: conn.execute(f"SELECT * FROM {v} ORDER BY 1, 2").fetchall() for v in VIEW_COLUMNS} == before
+    after = {v: conn.execute(f"SELECT * FROM {v} ORDER BY 1, 2").fetchall() for v in VIEW_COLUMNS}
+    # 0150 added tool_calls.is_error (0: no result here says the tool failed); the rest is as it was
+    assert [row[-1] for row in after["tool_calls"]] == [0] * len(before["tool_calls"])
+    after["tool_calls"] = [row[:-1] for row in after["tool_calls"]]
+    assert after == before
     assert conn.execute("SELECT * FROM events ORDER BY position").fetchall() == events
     with EventStore.open(db) as store:
         assert [(i.id, i.events) for i in store.sessions()] == [("5a1b896f-beb", 15), ("second", 1)]

@@ -45,3 +45,27 @@ def test_bench_quick_runs_every_workload(tmp_path: Path):
     # the Markdown tables are what docs/benchmarks.md pastes
     assert "| case | system | time / op |" in proc.stdout
     assert "### Targets" in proc.stdout
+
+
+def test_bench_agents_and_aio_lag_run(tmp_path: Path):
+    """tools/bench_agents.py (which checks both sessions return the same items) and
+    tools/aio_lag.py keep running; no figure is asserted."""
+    import pytest
+    pytest.importorskip("agents")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_agents.py"), "--turns", "5", "--repeat", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "| get_items(limit=10) | EventStoreSession |" in proc.stdout
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "aio_lag.py"), "--hold", "0.2"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.count("largest loop lag") == 2
+
+
+def test_aio_pg_runs(pg_url: str):
+    """tools/aio_pg.py (the worker thread against psycopg's AsyncConnection) keeps running
+    on a real server; no figure is asserted."""
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "aio_pg.py"), "--db", pg_url, "--n", "32",
+                           "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.count("| worker thread |") == 3 and proc.stdout.count("| AsyncConnection") == 5

@@ -1,0 +1,499 @@
+"""A drop-in ``Session`` for the OpenAI Agents SDK that keeps the conversation in eventstore.
+
+::
+
+    from agents import Agent, Runner
+    from eventstore import EventStore
+    from eventstore.integrations.openai_agents import EventStoreSession
+
+    session = EventStoreSession("chat-1", EventStore.open("agent.db"))
+    result = await Runner.run(agent, "hello", session=session, hooks=session.hooks())
+
+``EventStoreSession(session_id, store)`` takes an :class:`~eventstore.EventStore` or an
+:class:`~eventstore.AsyncEventStore`; the session is created on first use (get-or-create,
+safe across processes). Needs ``pip install 'eventstore[openai-agents]'``.
+
+How Responses items become events (docs/session-log-format.md, "Extensions"): each item
+is stored once, as one event of the spec's types where one fits, with what the chat shape
+does not hold kept in the payload's ``responses_item`` (the item with the values the chat
+keys already carry set to null, so nothing is stored twice):
+
+* a message with role ``user`` -> ``user/message`` ``{"content"}``;
+* a message with role ``assistant`` -> ``assistant/message`` ``{"content": its text}``;
+* consecutive ``function_call`` items (of one ``add_items`` call) -> one
+  ``assistant/message`` ``{"tool_calls": [...]}`` (chat tool calls), the items in
+  ``responses_items``;
+* ``function_call_output`` -> ``tool/result`` ``{"tool_call_id", "content": output}``,
+  with ``"is_error": true`` when the call failed and the run reported it through
+  :meth:`EventStoreSession.tool_error_formatter`
+  (``RunConfig(tool_error_formatter=session.tool_error_formatter())``);
+* every other item (reasoning, web search, compaction, system or developer messages, ...)
+  -> ``responses/item`` ``{"responses_item": item}``.
+
+``get_items`` rebuilds exactly the items that were added (equal as JSON, key order
+included); events appended by other code (``user/message`` without ``responses_item``,
+say) come back as the equivalent Responses items. ``pop_item`` and ``clear_session``
+delete nothing: they append a ``context/retract`` event, which ``get_items`` and
+``Session.context_at`` honour (the reference projection, ``derive_messages``, shows the
+log as it is).
+
+Turns do not interleave: each write of a session object expects the seq that follows its
+own last read or write of the log (``expected_seq``), so when another process appended to
+the same session in between, the write raises :class:`~eventstore.SeqConflict` (stores
+nothing) instead of splicing two turns together; ``get_items`` reads the head again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from agents.memory.session_settings import SessionSettings, resolve_session_limit
+
+from ..aio import AsyncEventStore, AsyncSession
+from ..context import RETRACT, SYSTEM, TOOLS, retraction
+from ..errors import SeqConflict
+from ..store import Event, EventStore, Session
+
+__all__ = ["EventStoreSession", "item_events", "event_items"]
+
+ITEM = "responses/item"
+_ITEM_TYPES = ("user/message", "assistant/message", "tool/result", ITEM, RETRACT)
+
+def _async_store(store: EventStore | AsyncEventStore) -> AsyncEventStore:
+    if isinstance(store, AsyncEventStore):
+        return store
+    if not isinstance(store, EventStore):
+        raise TypeError(f"EventStoreSession takes an EventStore or an AsyncEventStore, not {type(store).__name__}")
+    return AsyncEventStore(store, max_workers=2)  # its threads end when the session object goes
+
+
+# --- items <-> events ------------------------------------------------------------------------
+
+
+def _single_text_part(content: Any) -> bool:
+    return (isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict)
+            and content[0].get("type") == "output_text")
+
+
+def _is_call(item: Any) -> bool:
+    return (isinstance(item, dict) and item.get("type") == "function_call"
+            and all(isinstance(item.get(k), str) for k in ("call_id", "name", "arguments")))
+
+
+def _item_event(item: dict) -> tuple[str, dict]:
+    """One item that is not a function call as ``(type, payload)``."""
+    kind = item.get("type", "message")
+    role = item.get("role")
+    if kind == "message" and "content" in item and role in ("user", "assistant"):
+        content = item["content"]
+        skeleton = dict(item)
+        if role == "user":
+            skeleton["content"] = None
+            return "user/message", {"content": content, "responses_item": skeleton}
+        if content is None or isinstance(content, str):
+            skeleton["content"] = None
+            return "assistant/message", {"content": content, "responses_item": skeleton}
+        if _single_text_part(content):
+            part = dict(content[0])
+            text = part.get("text")
+            part["text"] = None
+            skeleton["content"] = [part]
+            return "assistant/message", {"content": text, "responses_item": skeleton}
+        text = "".join(p.get("text") or p.get("refusal") or "" for p in content if isinstance(p, dict)) \
+            if isinstance(content, list) else ""
+        return "assistant/message", {"content": text, "responses_item": skeleton}
+    if kind == "function_call_output" and isinstance(item.get("call_id"), str) and "output" in item:
+        skeleton = dict(item)
+        skeleton["call_id"] = None
+        skeleton["output"] = None
+        return "tool/result", {"tool_call_id": item["call_id"], "content": item["output"], "responses_item": skeleton}
+    return ITEM, {"responses_item": item}
+
+
+def item_events(items: list[dict]) -> list[tuple[str, dict]]:
+    """Responses items as ``(type, payload)`` events: one event per item, except that a
+    run of consecutive ``function_call`` items becomes one ``assistant/message`` with
+    ``tool_calls`` (see the module's docstring)."""
+    events: list[tuple[str, dict]] = []
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if not isinstance(item, dict):
+            raise TypeError(f"a session item must be a dict (a Responses input item), not {type(item).__name__}")
+        if _is_call(item):
+            calls, skeletons = [], []
+            while i < len(items) and _is_call(items[i]):
+                call = items[i]
+                calls.append({"id": call["call_id"], "type": "function",
+                              "function": {"name": call["name"], "arguments": call["arguments"]}})
+                skeleton = dict(call)
+                skeleton["call_id"] = skeleton["name"] = skeleton["arguments"] = None
+                skeletons.append(skeleton)
+                i += 1
+            events.append(("assistant/message", {"tool_calls": calls, "responses_items": skeletons}))
+            continue
+        events.append(_item_event(item))
+        i += 1
+    return events
+
+
+def event_items(type_: str, payload: dict) -> list[dict]:
+    """The Responses items one event holds (the inverse of :func:`item_events`): the
+    items stored with it, or, for a chat event written by other code, its equivalent
+    items (an ``assistant/message`` with text and tool calls gives a message item, then a
+    ``function_call`` item per call). ``[]`` for events that hold none."""
+    return _event_items(type_, payload, dict)
+
+
+def _same(d: dict) -> dict:
+    return d
+
+
+def _event_items(type_: str, payload: dict, copy) -> list[dict]:
+    """:func:`event_items`; ``copy`` is ``dict`` to leave ``payload`` as it is, or
+    :func:`_same` to build the items out of it (a payload parsed for this read only)."""
+    if "responses_items" in payload:
+        items = []
+        for skeleton, call in zip(payload["responses_items"], payload.get("tool_calls") or [], strict=True):
+            item = copy(skeleton)
+            item["call_id"], item["name"], item["arguments"] = (
+                call["id"], call["function"]["name"], call["function"]["arguments"])
+            items.append(item)
+        return items
+    skeleton = payload.get("responses_item")
+    if skeleton is not None:
+        item = copy(skeleton)
+        if type_ == "user/message" or (type_ == "assistant/message" and item.get("content") is None):
+            item["content"] = payload.get("content")
+        elif type_ == "assistant/message":
+            if _single_text_part(item["content"]) and item["content"][0].get("text") is None:
+                part = dict(item["content"][0])
+                part["text"] = payload.get("content")
+                item["content"] = [part]
+        elif type_ == "tool/result":
+            item["call_id"], item["output"] = payload.get("tool_call_id"), payload.get("content")
+        return [item]
+    # a chat event that some other code appended
+    if type_ == "user/message":
+        return [{"role": "user", "content": payload.get("content")}]
+    if type_ == "tool/result":
+        return [{"type": "function_call_output", "call_id": payload.get("tool_call_id"),
+                 "output": payload.get("content")}]
+    if type_ == "assistant/message":
+        items: list[dict] = []
+        if payload.get("content"):
+            items.append({"role": "assistant", "content": payload["content"]})
+        for call in payload.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            items.append({"type": "function_call", "call_id": call.get("id"), "name": fn.get("name"),
+                          "arguments": fn.get("arguments")})
+        return items
+    return []
+
+
+def _index(payload: dict, items: list[dict], i: int) -> int | None:
+    """How a ``context/retract`` names item ``i`` of an event holding ``items``: None (the
+    whole event) for its only item, else the index of the tool call it is (an
+    ``assistant/message`` with text and tool calls holds its text first: taking that
+    back, the last of its items, takes back the event)."""
+    if "responses_items" in payload:
+        return i
+    if len(items) == 1:
+        return None
+    if items[0].get("type") != "function_call":  # the text of the message, then its calls
+        return None if i == 0 else i - 1
+    return i
+
+
+class _Live:
+    """Reads a session's events newest first and keeps the items that no
+    ``context/retract`` took back: ``(seq, index, item)``, index None for an event's only
+    item or the position of the item in an event that holds several."""
+
+    def __init__(self):
+        self.whole: set[int] = set()
+        self.parts: set[tuple[int, int]] = set()
+        self.before = -1  # every event below this seq is retracted
+        self.done = False  # reached a clear: nothing older is live
+
+    def take(self, events_newest_first: list[Event], want: int | None) -> list[tuple[int, int | None, dict]]:
+        found = []
+        for e in events_newest_first:
+            if e.seq < self.before:
+                self.done = True
+                break
+            if e.type == RETRACT:
+                target, index, before = retraction(e.payload)
+                if before is not None:
+                    self.before = max(self.before, before)
+                if target is not None:
+                    if index is None:
+                        self.whole.add(target)
+                    else:
+                        self.parts.add((target, index))
+                continue
+            if e.seq in self.whole:
+                continue
+            items = _event_items(e.type, e.payload, _same)  # the payloads were parsed for this read
+            if len(items) == 1 and "responses_items" not in e.payload:
+                found.append((e.seq, None, items[0]))
+            else:
+                for i in reversed(range(len(items))):
+                    index = _index(e.payload, items, i)
+                    if index is None or (e.seq, index) not in self.parts:
+                        found.append((e.seq, index, items[i]))
+            if want is not None and len(found) >= want:
+                break
+        return found
+
+
+def _live_items(session: Session, want: int | None) -> tuple[list[tuple[int, int | None, dict]], int]:
+    """``(live items newest first, head)`` of ``session`` (see
+    :meth:`EventStoreSession._read_live`). With ``want``, reads backwards from the head in
+    growing windows of the item-bearing events: the cost follows ``want``, not the
+    length of the session."""
+    head = session.next_seq()
+    if want is None:
+        events = list(session.events(types=_ITEM_TYPES))
+        return _Live().take(events[::-1], None), head
+    window = max(16, 2 * want)
+    while True:
+        events = list(session.events(types=_ITEM_TYPES, last=window))
+        live = _Live()
+        found = live.take(events[::-1], want)
+        if len(found) >= want or live.done or len(events) < window:
+            return found, head
+        window *= 4
+
+
+class EventStoreSession:
+    """The OpenAI Agents SDK's ``Session`` protocol, kept in an eventstore session.
+
+    ``session_id`` names the eventstore session (created on first use); ``store`` is an
+    :class:`~eventstore.EventStore` or :class:`~eventstore.AsyncEventStore`;
+    ``session_settings`` (the SDK's ``SessionSettings``) gives the default ``limit`` of
+    :meth:`get_items`. Methods raise the store's errors (:class:`~eventstore.SeqConflict`
+    when another process wrote to this session since this object last read or wrote it).
+    """
+
+    def __init__(self, session_id: str, store: EventStore | AsyncEventStore, *,
+                 session_settings: SessionSettings | None = None):
+        self.session_id = session_id
+        self.session_settings = session_settings
+        self._store = _async_store(store)
+        self._session: AsyncSession | None = None
+        self._head: int | None = None  # the seq after this object's last read or write
+        self._writing = asyncio.Lock()
+        # streaming: model calls begun (hooks), responses whose deltas are recorded, streams open
+        self._llm_calls = 0
+        self._streamed = 0
+        self._streams = 0
+        self._stream_progress = asyncio.Condition()
+        self._instructions: Any = None
+        self._tools: Any = None
+        self._failed_calls: set[str] = set()  # call ids the SDK reported failed (tool_error_formatter)
+
+    def __repr__(self) -> str:
+        return f"EventStoreSession({self.session_id!r})"
+
+    async def _s(self) -> AsyncSession:
+        if self._session is None:
+            self._session = await self._store.session(self.session_id, create=True)
+        return self._session
+
+    async def _append(self, events: list[tuple[str, dict]]) -> list[Event]:
+        """Append ``events`` right after the head this object last saw (any head when it
+        has seen none): :class:`SeqConflict` if another writer came in between."""
+        s = await self._s()
+        async with self._writing:  # this object's tasks (a stream and the runner) take turns
+            try:
+                stored = await s.append_many(events, expected_seq=self._head)
+            except SeqConflict as e:
+                e.add_note(f"another writer appended to session {self.session_id!r} since this EventStoreSession "
+                           "last read or wrote it: nothing of this write was stored; get_items() reads the "
+                           "session again, then run the turn again")
+                raise
+            if stored:
+                self._head = stored[-1].seq + 1
+        return stored
+
+    async def _read_live(self, want: int | None) -> list[tuple[int, int | None, dict]]:
+        """The live items, newest first: all when ``want`` is None, else at least the newest
+        ``want`` (fewer when the session has fewer). One worker-thread call; notes the
+        head it read (before the items: a writer that comes in between makes the next
+        write fail, never pass)."""
+        s = await self._s()
+        found, head = await self._store._run(_live_items, s.sync, want)
+        self._head = head
+        return found
+
+    # --- the Session protocol -------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[dict]:
+        """The items of the conversation, oldest first; with ``limit`` (or the settings'
+        limit), only the newest ``limit`` (a read of the newest events, not the session)."""
+        limit = resolve_session_limit(limit, self.session_settings)
+        if limit is not None and limit <= 0:
+            return [] if limit == 0 else [item for _, _, item in reversed(await self._read_live(None))]
+        found = await self._read_live(limit)
+        if limit is not None:
+            found = found[:limit]
+        return [item for _, _, item in reversed(found)]
+
+    async def add_items(self, items: list[dict]) -> None:
+        """Store ``items`` (Responses input items), all in one atomic append. The
+        ``tool/result`` of a call that :meth:`tool_error_formatter` saw fail carries
+        ``"is_error": true`` (the item itself is stored, and read back, unchanged)."""
+        if items:
+            events = item_events(list(items))
+            if self._failed_calls:
+                for type_, payload in events:
+                    if type_ == "tool/result" and payload["tool_call_id"] in self._failed_calls:
+                        payload["is_error"] = True
+            await self._append(events)
+            if self._failed_calls:
+                self._failed_calls.difference_update(
+                    p["tool_call_id"] for t, p in events if t == "tool/result")
+
+    async def pop_item(self) -> dict | None:
+        """Take back the newest item (None when there is none): appends a
+        ``context/retract`` naming it, and returns it."""
+        for _ in range(8):
+            found = await self._read_live(1)
+            if not found:
+                return None
+            seq, index, item = found[0]
+            payload = {"target_seq": seq, **({"index": index} if index is not None else {}), "reason": "pop_item"}
+            try:
+                await self._append([(RETRACT, payload)])
+            except SeqConflict:
+                continue  # another writer came in between: look again
+            return item
+        raise SeqConflict(self.session_id, self._head or 0, (await (await self._s()).next_seq()))
+
+    async def clear_session(self) -> None:
+        """Take back every item: appends one ``context/retract`` ``{"before_seq": N}`` (its
+        own seq), so nothing stored before it is in the conversation any more."""
+        s = await self._s()
+        for _ in range(8):
+            head = await s.next_seq()
+            try:
+                await s.append(RETRACT, {"before_seq": head, "reason": "clear_session"}, expected_seq=head)
+            except SeqConflict:
+                continue
+            self._head = head + 1
+            return
+        raise SeqConflict(self.session_id, head, await s.next_seq())
+
+    # --- the rest of the model request, and streaming -------------------------------------
+
+    async def record_request(self, instructions: str | None, tools: list[dict] | None) -> None:
+        """Record the instructions (``system/message``) and tool definitions
+        (``model/tools``, chat-completions shape) of the next model request, each only when
+        it differs from what the log already holds."""
+        events: list[tuple[str, dict]] = []
+        if self._instructions is None or self._tools is None:
+            s = await self._s()
+            last_system = [e async for e in s.events(types=[SYSTEM], last=1)]
+            last_tools = [e async for e in s.events(types=[TOOLS], last=1)]
+            self._instructions = last_system[0].payload.get("content") if last_system else None
+            self._tools = last_tools[0].payload.get("tools") if last_tools else []
+        if instructions is not None and instructions != self._instructions:
+            events.append((SYSTEM, {"content": instructions}))
+        tools = tools or []
+        if tools != self._tools:
+            events.append((TOOLS, {"tools": tools}))
+        if events:
+            await self._append(events)
+            self._instructions = instructions if instructions is not None else self._instructions
+            self._tools = tools
+
+    def hooks(self):
+        """``RunHooks`` for ``Runner.run(..., hooks=session.hooks())`` (and
+        ``run_streamed``) that record, before each model call, the agent's instructions and
+        tool definitions when they change (see :meth:`record_request`), so that
+        ``Session.context_at`` shows the whole request. With :meth:`record_stream`, they
+        also hold the saving of a streamed response until its deltas are in the log, so
+        the ``assistant/chunk`` events come before the message they spell."""
+        from agents import RunHooks
+
+        session = self
+
+        class _Hooks(RunHooks):
+            async def on_llm_start(self, context, agent, system_prompt, input_items) -> None:
+                session._llm_calls += 1
+                tools = await agent.get_all_tools(context)
+                await session.record_request(system_prompt, [_tool_definition(t) for t in tools])
+
+            async def on_llm_end(self, context, agent, response) -> None:
+                async with session._stream_progress:
+                    await session._stream_progress.wait_for(
+                        lambda: session._streams == 0 or session._streamed >= session._llm_calls)
+
+        return _Hooks()
+
+    def tool_error_formatter(self, then: Callable[[Any], Any] | None = None) -> Callable[[Any], Any]:
+        """A ``tool_error_formatter`` for ``RunConfig(tool_error_formatter=...)``: the SDK
+        calls it with the call id of each tool call that failed (the tool raised, was not
+        found, or its approval was rejected), and this session stores that call's
+        ``tool/result`` with ``"is_error": true`` (the ``tool_calls`` view's ``is_error``).
+        The SDK's items carry no failure flag, so without it the adapter cannot tell a
+        failure from a result. It returns what ``then(args)`` returns (None without
+        ``then``: the model sees the SDK's default message). The SDK calls it for tools with
+        its default ``failure_error_function``; a tool with its own failure function is not
+        reported."""
+        async def formatter(args: Any) -> str | None:
+            self._failed_calls.add(args.call_id)
+            if then is None:
+                return None
+            message = then(args)
+            return await message if inspect.isawaitable(message) else message
+
+        return formatter
+
+    def record_stream(self, result) -> AsyncIterator[Any]:
+        """Iterate ``result.stream_events()`` of ``Runner.run_streamed`` unchanged, while
+        appending each text delta as an ``assistant/chunk`` ``{"delta": {"content": ...}}``
+        event as it arrives (so ``eventstore tail -f`` shows the text typing in). Call it
+        right after ``run_streamed``, whose ``hooks`` are :meth:`hooks` (they keep each
+        response's chunks before its message)."""
+        self._streamed = self._llm_calls  # the model calls before this run are not streamed here
+        return self._record_stream(result)
+
+    async def _record_stream(self, result) -> AsyncIterator[Any]:
+        # counted from the first step of the iteration (which runs before the runner's task
+        # does), so a stream that is never iterated holds nothing up
+        self._streams += 1
+        try:
+            async for event in result.stream_events():
+                if event.type == "raw_response_event":
+                    kind = getattr(event.data, "type", None)
+                    if kind == "response.output_text.delta":
+                        await self._append([("assistant/chunk", {"delta": {"content": event.data.delta}})])
+                    elif kind in ("response.completed", "response.failed", "response.incomplete"):
+                        await self._streamed_one()
+                yield event
+        finally:
+            self._streams -= 1
+            async with self._stream_progress:
+                self._stream_progress.notify_all()
+
+    async def _streamed_one(self) -> None:
+        async with self._stream_progress:
+            self._streamed += 1
+            self._stream_progress.notify_all()
+
+
+def _tool_definition(tool: Any) -> dict:
+    """An SDK tool as a chat-completions tool definition; a hosted tool (no JSON schema)
+    as ``{"type": its type name}``."""
+    schema = getattr(tool, "params_json_schema", None)
+    if schema is None:
+        return {"type": getattr(tool, "type", None) or type(tool).__name__}
+    fn = {"name": tool.name, "description": getattr(tool, "description", "") or "", "parameters": schema}
+    if getattr(tool, "strict_json_schema", False):
+        fn["strict"] = True
+    return {"type": "function", "function": fn}
