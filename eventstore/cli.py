@@ -142,7 +142,7 @@ def demo(ctx: click.Context) -> None:
     click.echo(f"\nNext: eventstore {db}messages {s.id}   |   eventstore {db}export {s.id}")
 
 
-def _jsonl_files(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
+def _jsonl_files(paths: tuple[str, ...], quiet: bool = False) -> tuple[list[str], list[str]]:
     """Expand the import arguments: a folder means its ``*.jsonl`` files, recursively, sorted.
 
     Returns ``(files, failures)``: ``failures`` holds ``PATH: reason`` for each path that
@@ -169,7 +169,7 @@ def _jsonl_files(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
                         failures.append(f"{path}: a symbolic link to nothing ({os.readlink(path)})")
             for e in errors:
                 failures.append(f"{e.filename}: cannot read this folder: {e.strerror or e}")
-            if not found and not errors:
+            if not found and not errors and not quiet:
                 click.echo(f"{p}: no *.jsonl files in this folder", err=True)
             files.extend(sorted(found))
         else:
@@ -242,79 +242,132 @@ class _Bar:
 
 @cli.command("import")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--format", "fmt", type=click.Choice(["claude-code", "codex", "eventstore"]),
+              help="The files' format (default: detected from each file's first lines).")
 @click.option("--session-id", metavar="ID", help="The session id of a single file that has no session/meta line.")
 @click.option("--append", is_flag=True,
               help="Add a file's events past the head of its stored session (the stored ones must match).")
 @click.option("--salvage", is_flag=True,
-              help="Keep the valid prefix of a file whose tail is bad (truncated, corrupt); report what was dropped.")
+              help="Keep the valid part of a file with bad lines (truncated, corrupt); report what was dropped.")
+@click.option("--watch", is_flag=True,
+              help="Keep importing as the files grow (and new files appear) until Ctrl-C.")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, metavar="SECONDS",
+              help="With --watch: how often to look at the files' sizes and times.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per file, not only for problems.")
 @click.pass_context
-def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None, append: bool, salvage: bool,
-            verbose: bool) -> None:
-    """Import JSONL session files; a folder means every *.jsonl below it, - is stdin.
+def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session_id: str | None, append: bool,
+            salvage: bool, watch: bool, interval: float, verbose: bool) -> None:
+    """Import JSONL files: eventstore sessions, Claude Code transcripts, Codex rollouts.
 
-    Each file is atomic: all its events or none (with --salvage, its valid prefix). A bad
-    file is reported as FILE:LINE: reason and the other files still land; the exit status
-    is then 1. A session already stored with the same events is skipped; with other events
-    it is a conflict. Ends with a summary on stdout: files, sessions, events, skipped, failed.
-    A progress bar shows on a terminal.
+    A folder means every *.jsonl below it, - is stdin (eventstore format). The format of
+    each file is detected from its first lines unless --format says. Each session is
+    atomic: all its new events or none (with --salvage, a file's valid part). A bad file is
+    reported as FILE:LINE: reason and the other files still land; the exit status is then 1.
+    Importing a transcript again appends only what its agent wrote since; --watch does so
+    as the files grow. Ends with a summary on stdout: files, sessions, events, skipped,
+    failed. A progress bar shows on a terminal.
     """
     from .bulk import import_jsonl
+    from .transcripts.detect import detect_file, unknown_format_reason
+    from .transcripts.importer import Watcher, import_transcript
 
     files, unreadable = _jsonl_files(paths)
     if session_id is not None and len(files) + len(unreadable) != 1:
         raise click.UsageError(f"--session-id goes with exactly one file ({len(files)} given)")
     if files.count("-") > 1:
         raise click.UsageError("- (stdin) can be read only once")
+    if watch and "-" in files:
+        raise click.UsageError("--watch reads files; - (stdin) cannot be watched")
     store = _store(ctx)
     sizes = [0 if f == "-" else os.path.getsize(f) for f in files]
     bar = _Bar("import", len(files), None if "-" in files else sum(sizes))
     counts = {"imported": 0, "appended": 0, "skipped": 0, "failed": len(unreadable), "salvaged": 0}
-    events = normalized = 0
+    totals = {"events": 0, "normalized": 0}
     for message in unreadable:
         bar.note(message)
+
+    def one(f: str, quiet: bool = False) -> None:
+        """Import one file, count what happened, print what a user should see."""
+        try:
+            kind = "eventstore" if f == "-" else fmt or detect_file(f)
+            if kind is None:
+                raise InvalidJSONL(f, 0, unknown_format_reason())
+            if kind != "eventstore":
+                rep = import_transcript(store, f, kind, salvage=salvage)
+            elif f == "-":
+                rep = import_jsonl(store, sys.stdin.buffer, name="-", session_id=session_id,
+                                   append=append, salvage=salvage, progress=bar.advance)
+            else:
+                rep = import_jsonl(store, f, session_id=session_id, append=append, salvage=salvage,
+                                   progress=bar.advance)
+        except InvalidJSONL as e:
+            bar.note(str(e))
+            counts["failed"] += 1
+            return
+        except (EventStoreError, OSError) as e:
+            reason = f"{e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
+            bar.note(f"{f}: {reason}")
+            counts["failed"] += 1
+            return
+        finally:
+            bar.file_done()
+        if kind != "eventstore":
+            for r in rep.sessions:
+                counts[r.status] += 1
+                totals["events"] += r.events
+                sid = json.dumps(r.session_id, ensure_ascii=False)
+                if verbose or (watch and quiet and r.events):
+                    bar.note(f"{f}: {r.status} session {sid}: {r.events} events"
+                             + (f" ({r.held} lines wait for the rest of their message)" if r.held else ""))
+            if rep.dropped:
+                counts["salvaged"] += 1
+                bar.note(f"{f}: salvaged: dropped {len(rep.dropped)} line(s): " + "; ".join(rep.dropped))
+            if rep.waiting and verbose:
+                bar.note(f"{f}: the last line is incomplete; it waits for the next run")
+            bar.advance(os.path.getsize(f) if f != "-" else 0, 0)
+            return
+        counts[rep.status] += 1
+        totals["events"] += rep.events
+        totals["normalized"] += rep.normalized
+        sid = json.dumps(rep.session_id, ensure_ascii=False)
+        if rep.dropped is not None:
+            counts["salvaged"] += 1
+            bar.note(f"{f}: salvaged {rep.events} events of session {sid}; {rep.dropped}")
+        elif rep.status == "skipped" and not quiet:
+            bar.note(f"{f}: skipped: session {sid} is already stored ({rep.note})")
+        elif verbose or (watch and quiet and rep.events):
+            bar.note(f"{f}: {rep.status} session {sid}: {rep.events} events")
+        if verbose and rep.normalized:
+            bar.note(f"{f}: {rep.normalized} lines stored in canonical form (export writes them that way)")
+
+    watcher = Watcher()
     try:
         for f in files:
-            try:
-                if f == "-":
-                    rep = import_jsonl(store, sys.stdin.buffer, name="-", session_id=session_id,
-                                       append=append, salvage=salvage, progress=bar.advance)
-                else:
-                    rep = import_jsonl(store, f, session_id=session_id, append=append, salvage=salvage,
-                                       progress=bar.advance)
-            except InvalidJSONL as e:
-                bar.note(str(e))
-                counts["failed"] += 1
-                continue
-            except (EventStoreError, OSError) as e:
-                reason = f"{e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
-                bar.note(f"{f}: {reason}")
-                counts["failed"] += 1
-                continue
-            finally:
-                bar.file_done()
-            counts[rep.status] += 1
-            events += rep.events
-            normalized += rep.normalized
-            sid = json.dumps(rep.session_id, ensure_ascii=False)
-            if rep.dropped is not None:
-                counts["salvaged"] += 1
-                bar.note(f"{f}: salvaged {rep.events} events of session {sid}; {rep.dropped}")
-            elif rep.status == "skipped":
-                bar.note(f"{f}: skipped: session {sid} is already stored ({rep.note})")
-            elif verbose:
-                bar.note(f"{f}: {rep.status} session {sid}: {rep.events} events")
-            if verbose and rep.normalized:
-                bar.note(f"{f}: {rep.normalized} lines stored in canonical form (export writes them that way)")
+            if f != "-":
+                list(watcher.due([f]))
+            one(f)
     finally:
         bar.close()
+    if watch:
+        click.echo(f"watching {len(files)} file(s) every {interval:g} s; Ctrl-C stops", err=True)
+        import time
+
+        try:
+            while True:
+                time.sleep(interval)
+                found, _unreadable = _jsonl_files(paths, quiet=True)
+                for f in watcher.due(found):
+                    one(f, quiet=True)
+        except KeyboardInterrupt:  # the way to stop --watch
+            pass
     stored = counts["imported"] + counts["appended"]
-    parts = [f"files: {len(files)}", f"sessions: {stored} ({counts['imported']} new, {counts['appended']} appended)",
-             f"events: {events}", f"skipped: {counts['skipped']}", f"failed: {counts['failed']}"]
+    parts = [f"files: {len(watcher.seen) if watch else len(files)}",
+             f"sessions: {stored} ({counts['imported']} new, {counts['appended']} appended)",
+             f"events: {totals['events']}", f"skipped: {counts['skipped']}", f"failed: {counts['failed']}"]
     if counts["salvaged"]:
         parts.append(f"salvaged: {counts['salvaged']}")
-    if normalized:
-        parts.append(f"normalized lines: {normalized}")
+    if totals["normalized"]:
+        parts.append(f"normalized lines: {totals['normalized']}")
     click.echo(", ".join(parts))
     if counts["failed"]:
         sys.exit(EXIT_ERROR)
