@@ -101,7 +101,9 @@ def convert(lines: list[tuple[int, dict]], path: str,
     """
     data = [obj for _no, obj in lines]
     numbers = [no for no, _obj in lines]
-    base = _session_id(data, path)
+    base = _session_id(data)
+    if base is None:  # no conversation line yet (an empty file, snapshots only): wait for one
+        return []
     agent_id = next((d["agentId"] for d in data if isinstance(d.get("agentId"), str)), None)
     tree_lines = [i for i, d in enumerate(data) if isinstance(d.get("uuid"), str) and d["uuid"]]
     is_agent_file = agent_id is not None and bool(tree_lines) and all(
@@ -260,11 +262,11 @@ def _post_order(children: dict, roots: list) -> list:
     return out
 
 
-def _session_id(data: list[dict], path: str) -> str:
+def _session_id(data: list[dict]) -> str | None:
     for d in data:
         if isinstance(d.get("sessionId"), str) and d["sessionId"]:
             return d["sessionId"]
-    return os.path.splitext(os.path.basename(path))[0]
+    return None
 
 
 def _meta(data: list[dict], path: str) -> dict:

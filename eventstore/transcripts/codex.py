@@ -200,7 +200,8 @@ class _Converter:
                 self.close_turn(key, extra)
             return
         name = t if isinstance(t, str) and t and "/" not in t else "unknown"
-        self.emit(f"codex/{name}", {"source": {k: v for k, v in d.items() if k not in ("timestamp", "type")}}, key)
+        src = {**p, **rest_line} if p is not None else {k: v for k, v in d.items() if k not in ("timestamp", "type")}
+        self.emit(f"codex/{name}", {"source": src}, key)
 
     def response_item(self, no: int, key: str, pt: object, p: dict, rest_line: dict) -> None:
         if pt in CALL_TYPES:
@@ -292,6 +293,8 @@ def convert(lines: list[tuple[int, dict]], path: str) -> list[Converted]:
     calls of one model response are written one after the other, and the next line shows
     the run is over.
     """
+    if not lines:
+        return []
     c = _Converter(_session_id(lines, path), _meta(lines, path))
     for no, d in lines:
         c.line(no, d)
