@@ -438,11 +438,21 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
 @click.option("--json", "as_json", is_flag=True, help="A JSON array instead of a table.")
 @click.pass_context
 def sessions(ctx: click.Context, as_json: bool) -> None:
-    """List stored sessions: id, events, created, last event (UTC)."""
-    infos = _store(ctx, readonly=True).sessions()
+    """List stored sessions: id, events, created, last event (UTC), and token totals
+    (input, output, cache read, cache write) of sessions whose source recorded them."""
+    from .search import UsageTotals, usage_totals
+
+    store = _store(ctx, readonly=True)
+    infos = store.sessions()
+    tokens = usage_totals(store)
+    none = UsageTotals(0, 0, 0, 0, 0)
     if as_json:
         click.echo(json.dumps([{"id": i.id, "events": i.events, "created_at": i.created_at,
-                                "last_ts": i.last_ts} for i in infos], ensure_ascii=False))
+                                "last_ts": i.last_ts, "input_tokens": tokens.get(i.id, none).input_tokens,
+                                "output_tokens": tokens.get(i.id, none).output_tokens,
+                                "cache_read_tokens": tokens.get(i.id, none).cache_read_tokens,
+                                "cache_creation_tokens": tokens.get(i.id, none).cache_creation_tokens}
+                               for i in infos], ensure_ascii=False))
         return
     from rich.console import Console
     from rich.table import Table
@@ -453,9 +463,17 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     table.add_column("EVENTS", justify="right")
     table.add_column("CREATED (UTC)")
     table.add_column("LAST EVENT (UTC)")
+    if tokens:  # the token columns only where some session recorded usage
+        for name in ("IN", "OUT", "CACHE READ", "CACHE WRITE"):
+            table.add_column(f"{name} TOKENS" if name in ("IN", "OUT") else name, justify="right")
     for i in infos:
-        table.add_row(Text(_CONTROL_OR_NEWLINE.sub(escape_char, _printable(i.id))), str(i.events),
-                      _when(i.created_at), _when(i.last_ts))
+        row = [Text(_CONTROL_OR_NEWLINE.sub(escape_char, _printable(i.id))), str(i.events),
+               _when(i.created_at), _when(i.last_ts)]
+        if tokens:
+            t = tokens.get(i.id)
+            row += ["-"] * 4 if t is None else [f"{t.input_tokens:,}", f"{t.output_tokens:,}",
+                                                 f"{t.cache_read_tokens:,}", f"{t.cache_creation_tokens:,}"]
+        table.add_row(*row)
     Console(soft_wrap=True).print(table) if infos else click.echo("no sessions")
 
 
@@ -743,6 +761,49 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
     finally:
         view.finish()
         out.flush()
+
+
+@cli.command()
+@click.argument("query", metavar="QUERY", type=TEXT)
+@click.option("--session", "session_id", metavar="ID", type=TEXT, help="Only hits in this session.")
+@click.option("--type", "type_", metavar="TYPE", help="Only events of this type (user/message, assistant/message, "
+              "tool/result).")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True, help="At most N hits.")
+@click.option("--raw", is_flag=True, help='QUERY is FTS5 syntax as it stands ("a b" OR c*, NEAR(a b)).')
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of hits (matches marked **like this**).")
+@click.pass_context
+def search(ctx: click.Context, query: str, session_id: str | None, type_: str | None, limit: int, raw: bool,
+           as_json: bool) -> None:
+    """Full-text search over message content, tool call arguments and tool results.
+
+    Every word of QUERY must occur (a word ending in * matches as a prefix). Hits come best
+    first, each with its session, seq, type and a snippet around the match.
+    """
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from .search import MARK_END, MARK_START
+    from .search import search as run_search
+
+    hits = run_search(_store(ctx, readonly=True), query, session_id=session_id, type=type_, limit=limit, raw=raw)
+    if as_json:
+        click.echo(json.dumps([{"session_id": h.session_id, "seq": h.seq, "type": h.type, "ts": h.ts,
+                                "snippet": h.snippet.replace(MARK_START, "**").replace(MARK_END, "**"),
+                                "score": h.score} for h in hits], ensure_ascii=False))
+        return
+    if not hits:
+        click.echo("no match")
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("SESSION", "SEQ", "TYPE", "SNIPPET"):
+        table.add_column(name, justify="right" if name == "SEQ" else "left", overflow="fold")
+    for h in hits:
+        snippet = Text()
+        for k, part in enumerate(re.split(f"[{MARK_START}{MARK_END}]", h.snippet)):
+            snippet.append(_CONTROL_OR_NEWLINE.sub(" ", part), style="bold reverse" if k % 2 else None)
+        table.add_row(Text(_printable(h.session_id)), str(h.seq), h.type, snippet)
+    Console(soft_wrap=False).print(table)
 
 
 def main() -> None:

@@ -44,7 +44,7 @@ from sqlalchemy import (
 )
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0100"
 
 #: Older revisions that a read-only open reads as they are, without asking for an upgrade:
 #: they differ from :data:`SCHEMA_REVISION` only in what applies to writes (0007 rewrote
