@@ -70,7 +70,7 @@ _LAZY = {"EventStore": "store", "Session": "store", "Event": "store", "SessionIn
 # The submodules, reachable as attributes after a bare ``import eventstore`` (as they were
 # when this module imported the store eagerly).
 _SUBMODULES = {"audit", "bulk", "checkpoint", "cli", "demo", "engine", "follow", "jsonl", "parse_worker",
-               "projection", "schema", "store", "tailview", "writelock"}
+               "projection", "schema", "search", "store", "tailview", "transcripts", "writelock"}
 
 
 def __getattr__(name: str) -> object:  # PEP 562: called only for names not yet in the module

@@ -47,9 +47,11 @@ from sqlalchemy import (
 SCHEMA_REVISION = "0100"
 
 #: Older revisions that a read-only open reads as they are, without asking for an upgrade:
-#: they differ from :data:`SCHEMA_REVISION` only in what applies to writes (0007 rewrote
-#: CHECK constraints), so every read, view and ``verify`` gives the same answers.
-READ_COMPATIBLE_REVISIONS = frozenset({"0006"})
+#: every read, view and ``verify`` gives the same answers (0007 rewrote CHECK constraints,
+#: which apply to writes). What 0100 adds (the ``usage`` view, the search index) is missing
+#: from such a file until a writable open upgrades it: ``eventstore search`` says so, and
+#: ``eventstore sessions`` shows no token totals.
+READ_COMPATIBLE_REVISIONS = frozenset({"0006", "0007"})
 
 #: Event types that the projection turns into chat messages.
 MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")

@@ -100,8 +100,10 @@ class UsageTotals:
 
 
 def usage_totals(store) -> dict[str, UsageTotals]:
-    """``{session id: UsageTotals}`` for every session with recorded usage. Raises
-    :class:`QueryError` when the database has no ``usage`` view (older than 0100)."""
+    """``{session id: UsageTotals}`` for every session with recorded usage (empty for a
+    database older than revision 0100, read as it is). Raises :class:`QueryError`."""
+    if not store._read("SELECT 1 FROM sqlite_master WHERE name = 'usage'"):
+        return {}
     try:
         rows = store._read("""SELECT session_id, count(*), sum(input_tokens), sum(output_tokens),
                                      sum(cache_read_tokens), sum(cache_creation_tokens)

@@ -311,6 +311,9 @@ def test_migrations_build_exactly_the_schema_module(db_path, store):
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
     engine.dispose()
+    # The search index (migration 0100) is an FTS5 table and its shadow tables: derived, not
+    # part of the log's tables.
+    diff = [d for d in diff if not (d[0] == "remove_table" and d[1].name.startswith("events_search"))]
     assert diff == []
 
 

@@ -28,6 +28,8 @@ VIEW_COLUMNS = {
     "turns": ["session_id", "start_seq", "end_seq", "started_at", "ended_at", "duration_s", "steps", "tool_calls",
               "complete"],
     "session_summary": ["session_id", "events", "messages", "tool_calls", "first_ts", "last_ts"],
+    "usage": ["session_id", "seq", "ts", "type", "turn", "step", "model", "input_tokens", "output_tokens",
+              "cache_read_tokens", "cache_creation_tokens", "reasoning_tokens"],
 }
 
 
@@ -58,7 +60,7 @@ def check(db: Path, session_ids=None) -> audit.VerifyReport:
 # --- the views -----------------------------------------------------------------------------
 
 def test_views_exist_at_head_with_their_documented_columns(store, raw):
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0007"
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0100"
     doc = DOCS.read_text(encoding="utf-8")
     for view, columns in VIEW_COLUMNS.items():
         assert [r[1] for r in raw.execute(f"PRAGMA table_info({view})")] == columns
@@ -188,7 +190,8 @@ def test_a_database_at_0001_is_upgraded_to_the_views(tmp_path, migrate_to):
     assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
     with EventStore.open(db):
         pass
-    assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")} == set(VIEW_COLUMNS)
+    views = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+    assert views == set(VIEW_COLUMNS) | {"events_search_text"}  # the search index's content (docs/schema.md)
     conn.close()
 
 

@@ -1,0 +1,136 @@
+"""The usage view, token totals, and full-text search (migration 0100)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eventstore import EventStore, QueryError
+from eventstore.search import MARK_END, MARK_START, fts_query, search, usage_totals
+from eventstore.transcripts.importer import import_transcript
+
+DATA = Path(__file__).parent / "transcripts_data"
+ROOT = Path(__file__).resolve().parent.parent
+CODEX = "019aeb31-58f2-7a44-b1c9-d03e6f7a8b92"
+CLAUDE = "5a9d17e2-c3b0-4f4e-a812-6b2f09d8c1a4"
+
+
+@pytest.fixture
+def store(tmp_path):
+    with EventStore.open(tmp_path / "t.db") as s:
+        import_transcript(s, str(DATA / "codex/rollout-0.66-apply-patch.jsonl"), "codex")
+        import_transcript(s, str(DATA / "claude-code/v2.0-snapshots-rewind.jsonl"), "claude-code")
+        yield s
+
+
+def test_a_tool_call_is_found_by_a_word_of_its_output(store):
+    # rollout 0.66: the checker's output names docs/index.md's stale link
+    (hit,) = search(store, "urlopen", type="tool/result", limit=1)
+    assert hit.session_id == CODEX and hit.type == "tool/result"
+    result = next(store.session(CODEX).events(after_seq=hit.seq - 1))
+    assert "urlopen" in result.payload["content"]
+    assert f"{MARK_START}urlopen{MARK_END}" in hit.snippet
+    call_id = result.payload["tool_call_id"]
+    calls = [e for e in store.session(CODEX).events(types="assistant/message")
+             if any(c["id"] == call_id for c in e.payload.get("tool_calls", []))]
+    assert calls and calls[0].seq < hit.seq
+
+
+def test_tool_call_arguments_and_message_content_are_searched(store):
+    hits = search(store, "check_links.py", type="assistant/message")
+    assert hits and all(h.type == "assistant/message" for h in hits)
+    assert any("tool_calls" in next(store.session(h.session_id).events(after_seq=h.seq - 1)).payload for h in hits)
+    assert search(store, "multer", session_id=CODEX) == []
+    assert {h.session_id for h in search(store, "multer")} == {CLAUDE}
+
+
+def test_hits_are_ranked_and_limited(store):
+    hits = search(store, "upload", limit=3)
+    assert len(hits) == 3
+    assert [h.score for h in hits] == sorted(h.score for h in hits)
+    assert len(search(store, "upload", limit=1000)) > 3
+
+
+def test_every_word_must_occur_and_operators_are_text(store):
+    assert search(store, "multer LIMIT_FILE_SIZE")
+    assert search(store, "multer zzzznotthere") == []
+    assert fts_query('a"b OR c*') == '"a""b" "OR" "c"*'
+    assert search(store, "AND OR NOT") == []
+    with pytest.raises(QueryError):
+        search(store, "  ")
+    with pytest.raises(QueryError, match="syntax error"):
+        search(store, "AND", raw=True)
+
+
+def test_appends_are_indexed_whatever_the_payload_shape(tmp_path):
+    with EventStore.open(tmp_path / "t.db") as store:
+        s = store.create_session("s")
+        s.append("user/message", {"content": "the quick brown fox"})
+        s.append("assistant/message", {"content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "grep_tool", "arguments": '{"pattern": "lazy dog"}'}}]})
+        s.append("tool/result", {"tool_call_id": "c1", "content": [{"type": "text", "text": "jumped over"}, 7, None]})
+        # shapes no chat API sends must still be appended (and simply not searched)
+        s.append("tool/result", {"tool_call_id": "c2", "content": {"text": 5}, "tool_calls": "x"})
+        s.append("assistant/message", {"tool_calls": [1, "two", {"function": 3}]})
+        s.append("note/other", {"content": "quick"})
+        assert [h.seq for h in search(store, "quick")] == [0]
+        assert [h.seq for h in search(store, "lazy dog")] == [1]
+        assert [h.seq for h in search(store, "grep_tool")] == [1]
+        assert [h.seq for h in search(store, "jumped")] == [2]
+
+
+def test_the_migration_indexes_events_stored_before_it(tmp_path):
+    db = tmp_path / "t.db"
+    with EventStore.open(db) as store:
+        store.create_session("old").append("user/message", {"content": "ancient scroll"})
+    # Take the database back to revision 0007 as it was: no index, no views of 0100.
+    con = sqlite3.connect(db)
+    con.executescript("""DROP TRIGGER events_search_insert; DROP TABLE events_search;
+                         DROP VIEW events_search_text; DROP VIEW usage;
+                         UPDATE alembic_version SET version_num = '0007';""")
+    con.close()
+    with EventStore.open(db) as store:  # upgrades
+        assert [(h.session_id, h.seq) for h in search(store, "scroll")] == [("old", 0)]
+
+
+def test_usage_view_has_one_row_per_model_response(store):
+    rows = store._read("SELECT session_id, turn, step, model, input_tokens, output_tokens, cache_read_tokens "
+                       "FROM usage WHERE session_id = ? ORDER BY seq", (CLAUDE,))
+    messages = [e for e in store.session(CLAUDE).events(types="assistant/message")]
+    assert len(rows) == len(messages)
+    assert all(r[3] == "claude-sonnet-4-5-20250929" for r in rows)
+    assert [(r[1], r[2]) for r in rows] == [(e.payload["usage"]["turn"], e.payload["usage"]["step"]) for e in messages]
+    assert len({(r[1], r[2]) for r in rows}) == len(rows)
+    codex = store._read("SELECT sum(output_tokens), sum(input_tokens + cache_read_tokens) FROM usage "
+                        "WHERE session_id = ?", (CODEX,))[0]
+    assert codex == (674, 35507)  # the rollout's last cumulative totals
+
+
+def test_sessions_shows_the_totals(store, tmp_path):
+    totals = usage_totals(store)
+    assert totals[CODEX].output_tokens == 674
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(tmp_path / "t.db"), "sessions", "--json"],
+                       capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)}
+    assert rows[CODEX]["output_tokens"] == 674 and rows[CODEX]["cache_read_tokens"] == totals[CODEX].cache_read_tokens
+
+
+def test_cli_search(store, tmp_path):
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    cmd = [sys.executable, "-m", "eventstore", "--db", str(tmp_path / "t.db"), "search"]
+    r = subprocess.run([*cmd, "urlopen", "--json", "--limit", "1"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    (hit,) = json.loads(r.stdout)
+    assert hit["session_id"] == CODEX and "**urlopen**" in hit["snippet"] and isinstance(hit["seq"], int)
+    r = subprocess.run([*cmd, "urlopen", "--session", CLAUDE], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stdout == "no match\n"
+    r = subprocess.run([*cmd, "multer", "--type", "tool/result"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "tool/result" in r.stdout and "SNIPPET" in r.stdout
+    r = subprocess.run([*cmd, "AND", "--raw"], capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and r.stderr.startswith("error: search 'AND'") and "Traceback" not in r.stderr
