@@ -777,16 +777,38 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
     """Full-text search over message content, tool call arguments and tool results.
 
     Every word of QUERY must occur (a word ending in * matches as a prefix). Hits come best
-    first, each with its session, seq, type and a snippet around the match.
+    first (BM25, among the newest 5,000 matches), each with its session, seq, type and a
+    snippet around the match. The index is brought up to date first: the events stored
+    since the last search are indexed (with a progress line when there are many).
     """
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from .search import MARK_END, MARK_START
+    from .errors import DatabaseError
+    from .search import MARK_END, MARK_START, RANK_WINDOW, catch_up, count
     from .search import search as run_search
 
-    hits = run_search(_store(ctx, readonly=True), query, session_id=session_id, type=type_, limit=limit, raw=raw)
+    db = ctx.find_root().obj["db"]
+    store = _store(ctx, readonly=not (os.path.isfile(db) and os.access(db, os.W_OK)))
+    if not raw and not query.split():
+        raise click.UsageError("QUERY is empty: give the words to look for")
+    if _stderr_is_terminal():
+        def progress(done: int, total: int) -> None:
+            click.echo(f"\rindexing the events stored since the last search: {done:,}/{total:,}", err=True, nl=False)
+    else:
+        progress = None
+    try:
+        if catch_up(store, progress) and progress is not None:
+            click.echo("", err=True)
+    except DatabaseError:
+        pass  # a file we may only read: search() scans what is not indexed
+    hits = run_search(store, query, session_id=session_id, type=type_, limit=limit, raw=raw)
+    if len(hits) == limit and not as_json:
+        n = count(store, query, session_id=session_id, type=type_, raw=raw)
+        if n > limit:
+            click.echo(f"{n:,} matches; the best {limit} shown" + (f" (ranked among the newest {RANK_WINDOW:,})"
+                                                                    if n > RANK_WINDOW else ""), err=True)
     if as_json:
         click.echo(json.dumps([{"session_id": h.session_id, "seq": h.seq, "type": h.type, "ts": h.ts,
                                 "snippet": h.snippet.replace(MARK_START, "**").replace(MARK_END, "**"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eventstore import EventStore, QueryError
-from eventstore.search import MARK_END, MARK_START, fts_query, search, usage_totals
+from eventstore.search import MARK_END, MARK_START, catch_up, fts_query, indexed_through, search, usage_totals
 from eventstore.transcripts.importer import import_transcript
 
 DATA = Path(__file__).parent / "transcripts_data"
@@ -84,18 +84,62 @@ def test_appends_are_indexed_whatever_the_payload_shape(tmp_path):
         assert [h.seq for h in search(store, "jumped")] == [2]
 
 
-def test_the_migration_indexes_events_stored_before_it(tmp_path):
+def test_events_stored_before_the_migration_are_found(tmp_path):
     db = tmp_path / "t.db"
     with EventStore.open(db) as store:
         store.create_session("old").append("user/message", {"content": "ancient scroll"})
     # Take the database back to revision 0007 as it was: no index, no views of 0100.
     con = sqlite3.connect(db)
-    con.executescript("""DROP TRIGGER events_search_insert; DROP TABLE events_search;
+    con.executescript("""DROP TABLE events_search; DROP TABLE events_search_state;
                          DROP VIEW events_search_text; DROP VIEW usage;
                          UPDATE alembic_version SET version_num = '0007';""")
     con.close()
+    with EventStore.open(db, readonly=True) as store:  # 0007 reads as it is, but has no index
+        with pytest.raises(QueryError, match="no search index yet"):
+            search(store, "scroll")
     with EventStore.open(db) as store:  # upgrades
         assert [(h.session_id, h.seq) for h in search(store, "scroll")] == [("old", 0)]
+
+
+def test_appends_cost_nothing_and_the_next_search_indexes_them(tmp_path):
+    with EventStore.open(tmp_path / "t.db") as store:
+        s = store.create_session("s")
+        s.append("user/message", {"content": "first words"})
+        assert search(store, "first")[0].seq == 0
+        through = indexed_through(store)
+        s.append("tool/result", {"tool_call_id": "c", "content": "second words"})
+        assert indexed_through(store) == through  # the append did not touch the index
+        assert catch_up(store) == 1 and catch_up(store) == 0
+        assert sorted(h.seq for h in search(store, "words")) == [0, 1]
+
+
+def test_a_read_only_store_scans_what_is_not_indexed(tmp_path):
+    db = tmp_path / "t.db"
+    with EventStore.open(db) as store:
+        s = store.create_session("s")
+        s.append("user/message", {"content": "indexed needle"})
+        search(store, "needle")
+        s.append("assistant/message", {"content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "Bash", "arguments": '{"cmd": "find Needle"}'}}]})
+        s.append("tool/result", {"tool_call_id": "c", "content": "no match here"})
+    with EventStore.open(db, readonly=True) as store:
+        hits = search(store, "needle")
+        assert [h.seq for h in hits] == [0, 1]
+        assert hits[1].score == 0.0 and f"{MARK_START}Needle{MARK_END}" in hits[1].snippet
+        assert search(store, "needle", type="tool/result") == []
+
+
+def test_a_common_word_is_ranked_among_the_newest_matches(tmp_path, monkeypatch):
+    import eventstore.search as es
+    monkeypatch.setattr(es, "RANK_WINDOW", 10)
+    with EventStore.open(tmp_path / "t.db") as store:
+        s = store.create_session("s")
+        s.append_many([("user/message", {"content": "common " * (1 if i else 30) + f"n{i}"}) for i in range(40)])
+        hits = search(store, "common", limit=5)
+        assert len(hits) == 5 and all(h.seq >= 30 for h in hits)  # seq 0 matches best but is old
+        assert es.count(store, "common") == 40
+        monkeypatch.setattr(es, "RANK_WINDOW", 1000)
+        assert search(store, "common", limit=1)[0].seq == 0
 
 
 def test_usage_view_has_one_row_per_model_response(store):

@@ -10,12 +10,15 @@ Create Date: 2026-12-02
 * ``events_search_text``: the searchable text of each message event: a message's content
   (a string, or the ``text`` of its content parts), a tool call's name and arguments, a tool
   result's content. It is the FTS5 table's external content: the text is not stored twice.
-* ``events_search``: an FTS5 index over that text (``rowid`` = ``events.position``), kept
-  current by the trigger ``events_search_insert`` and filled here for the events already
-  stored. The log stays append-only: the index is derived and can be rebuilt:
-  ``INSERT INTO events_search (events_search) VALUES ('delete-all')``, then the INSERT of
-  :func:`upgrade` below (FTS5's own ``'rebuild'`` command fails on this view with "SQL
-  logic error" in SQLite 3.40, so the fill is written as a plain INSERT ... SELECT).
+* ``events_search``: an FTS5 index over that text (``rowid`` = ``events.position``), and
+  ``events_search_state``: the position up to which it holds every message event. The index
+  is derived and brought up to date by whoever searches (:func:`eventstore.search.catch_up`:
+  the events past that position, in batches), not by a trigger on ``events``: FTS5 writes a
+  segment per transaction, which made a single append of a message event 70% to 200%
+  slower (tools/bench_search.py), against a budget of 15%; so appends and imports pay
+  nothing, and the first search after many writes pays for indexing them. This revision
+  creates the index empty: on a large log, filling it here would hold the write lock for
+  the whole upgrade.
 
 The definitions are written out, not imported, so that this revision means the same thing
 forever. PostgreSQL (tsvector + GIN) comes with that backend.
@@ -48,7 +51,7 @@ WHERE payload GLOB '*"usage":{*' AND json_type(payload, '$.usage') = 'object'
 
 # The text of one message event's payload {P}: content strings and content parts' text,
 # then each tool call's name and arguments. Only rows json_each types as text or object are
-# read, so no payload shape can make the expression fail (and the trigger refuse an append).
+# read, so no payload shape can make the expression fail.
 _TEXT = """coalesce((SELECT group_concat(CASE WHEN c.type = 'text' THEN c.value
                                      ELSE json_extract(c.value, '$.text') END, ' ')
            FROM json_each({P}, '$.content') AS c
@@ -73,12 +76,11 @@ CREATE VIRTUAL TABLE events_search USING fts5(
 )
 """
 
-SEARCH_TRIGGER = f"""
-CREATE TRIGGER events_search_insert AFTER INSERT ON events
-WHEN new.type = 'user/message' OR new.type = 'assistant/message' OR new.type = 'tool/result'
-BEGIN
-  INSERT INTO events_search (rowid, text) VALUES (new.position, {_TEXT.format(P="new.payload")});
-END
+SEARCH_STATE = """
+CREATE TABLE events_search_state (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  indexed_through INTEGER NOT NULL
+)
 """
 
 
@@ -86,8 +88,8 @@ def upgrade() -> None:
     op.execute(USAGE)
     op.execute(SEARCH_TEXT)
     op.execute(SEARCH_INDEX)
-    op.execute(SEARCH_TRIGGER)
-    op.execute("INSERT INTO events_search (rowid, text) SELECT position, text FROM events_search_text")
+    op.execute(SEARCH_STATE)
+    op.execute("INSERT INTO events_search_state (id, indexed_through) VALUES (1, 0)")
 
 
 def downgrade() -> None:
