@@ -459,7 +459,7 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     from rich.text import Text
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("SESSION")
+    table.add_column("SESSION", overflow="fold")  # an id is for copying: wrapped, never cut
     table.add_column("EVENTS", justify="right")
     table.add_column("CREATED (UTC)")
     table.add_column("LAST EVENT (UTC)")

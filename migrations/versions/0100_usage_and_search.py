@@ -71,8 +71,7 @@ SEARCH_INDEX = """
 CREATE VIRTUAL TABLE events_search USING fts5(
   text,
   content = 'events_search_text',
-  content_rowid = 'position',
-  tokenize = 'unicode61 remove_diacritics 2'
+  content_rowid = 'position'
 )
 """
 
