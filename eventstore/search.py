@@ -22,7 +22,7 @@ from .errors import DatabaseError, QueryError
 MARK_START, MARK_END = "\x02", "\x03"
 #: Hits are ranked (BM25) among the newest this many matching events: a word found in
 #: hundreds of thousands of events still answers in milliseconds (tools/bench_search.py).
-RANK_WINDOW = 5000
+RANK_WINDOW = 2000
 #: Positions indexed per write transaction of :func:`catch_up` (writers wait at most one).
 CATCH_UP_BATCH = 20_000
 
@@ -133,13 +133,12 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
                            f"WHERE events_search MATCH ? AND events_search.rowid >= ? {where} "
                            f"ORDER BY score LIMIT ?", (match, floor[0][0] if floor else 0, *params, limit))
         hits = []
+        terms = _terms(query, raw)
         for position, score in best:
-            row = store._read("SELECT e.session_id, e.seq, e.type, e.ts, snippet(events_search, 0, ?, ?, '…', ?) "
-                              "FROM events_search JOIN events AS e ON e.position = events_search.rowid "
-                              "WHERE events_search MATCH ? AND events_search.rowid = ?",
-                              (MARK_START, MARK_END, max(1, min(context, 64)), match, position))
-            if row:
-                hits.append(Hit(*row[0], score))
+            sid, seq, t, ts, text = store._read(
+                "SELECT e.session_id, e.seq, e.type, e.ts, x.text FROM events AS e "
+                "JOIN events_search_text AS x ON x.position = e.position WHERE e.position = ?", (position,))[0]
+            hits.append(Hit(sid, seq, t, ts, snippet(text, terms, context), score))
     except (sqlite3.Error, DatabaseError) as e:  # a malformed raw query
         raise QueryError(f"search {match!r}: {e}") from None
     if len(hits) < limit:
@@ -178,30 +177,63 @@ def _scan_tail(store, query: str, session_id: str | None, type_: str | None, lim
     start = indexed_through(store)
     if start >= store._read("SELECT coalesce(max(position), 0) FROM events")[0][0]:
         return []
-    words = [w.strip('"*()').lower() for w in _WORD.findall(query)]
-    words = [w for w in words if w and not (raw and w in ("and", "or", "not", "near"))]
-    where, params = ["position > ?"], [start]
-    for w in words:
-        where.append("instr(lower(text), ?) > 0")
-        params.append(w)
+    terms = _terms(query, raw)
+    where, params = ["x.position > ?"], [start]
+    for word, _prefix in terms:
+        where.append("instr(lower(x.text), ?) > 0")
+        params.append(word)
     if session_id is not None:
-        where.append("session_id = ?")
+        where.append("x.session_id = ?")
         params.append(session_id)
     if type_ is not None:
-        where.append("type = ?")
+        where.append("x.type = ?")
         params.append(type_)
-    rows = store._read(f"SELECT session_id, seq, type, position, text FROM events_search_text "
-                       f"WHERE {' AND '.join(where)} ORDER BY position DESC LIMIT ?", (*params, limit))
-    hits = []
-    for sid, seq, t, position, text in rows:
-        ts = store._read("SELECT ts FROM events WHERE position = ?", (position,))[0][0]
-        low = text.lower()
-        at = low.find(words[0]) if words else 0
-        lo = max(0, at - 60)
-        piece = text[lo:at] + MARK_START + text[at:at + len(words[0])] + MARK_END + text[at + len(words[0]):at + 80] \
-            if words else text[:120]
-        hits.append(Hit(sid, seq, t, ts, ("…" if lo else "") + piece, 0.0))
-    return hits
+    rows = store._read(f"SELECT x.session_id, x.seq, x.type, e.ts, x.text FROM events_search_text AS x "
+                       f"JOIN events AS e ON e.position = x.position WHERE {' AND '.join(where)} "
+                       f"ORDER BY x.position DESC LIMIT ?", (*params, limit))
+    return [Hit(sid, seq, t, ts, snippet(text, terms), 0.0) for sid, seq, t, ts, text in rows]
+
+
+_TOKEN = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer takes as a token (letters, digits)
+_FTS_OPERATORS = {"and", "or", "not", "near"}
+
+
+def _terms(query: str, raw: bool) -> list[tuple[str, bool]]:
+    """The query's tokens as ``(lower-case token, is a prefix)``, as the index matches them."""
+    out = []
+    for w in _WORD.findall(query):
+        prefix = w.endswith("*")
+        tokens = [t.lower() for t in _TOKEN.findall(w)]
+        if raw and len(tokens) == 1 and tokens[0] in _FTS_OPERATORS and w.isupper():
+            continue
+        out += [(t, prefix and k == len(tokens) - 1) for k, t in enumerate(tokens)]
+    return out
+
+
+def snippet(text: str, terms: list[tuple[str, bool]], context: int = 16) -> str:
+    """About ``context`` tokens of ``text`` around its first match of ``terms`` (see
+    :func:`_terms`), each matching token between :data:`MARK_START` and :data:`MARK_END`,
+    ``…`` where text was cut."""
+    tokens = list(_TOKEN.finditer(text))
+
+    def hit(tok: str) -> bool:
+        tok = tok.lower()
+        return any(tok.startswith(t) if p else tok == t for t, p in terms)
+
+    first = next((k for k, m in enumerate(tokens) if hit(m.group())), 0)
+    lo = max(0, min(first - context // 4, len(tokens) - context))
+    hi = min(len(tokens), lo + context)
+    if not tokens:
+        return text[:200]
+    start = tokens[lo].start() if lo else 0
+    end = tokens[hi - 1].end() if hi < len(tokens) else len(text)
+    out, at = [], start
+    for m in tokens[lo:hi]:
+        if hit(m.group()):
+            out += [text[at:m.start()], MARK_START, m.group(), MARK_END]
+            at = m.end()
+    out.append(text[at:end])
+    return ("…" if start else "") + "".join(out) + ("…" if end < len(text) else "")
 
 
 @dataclass(frozen=True, slots=True)

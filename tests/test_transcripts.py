@@ -464,3 +464,14 @@ def test_cli_watch_imports_as_the_file_grows(tmp_path):
         want = [(e.type, e.payload) for e in other.session(sid).events()]
     with EventStore.open(db) as store:
         assert [(e.type, e.payload) for e in store.session(sid).events()] == want
+
+
+def test_a_repeated_line_is_kept_under_its_line_number(tmp_path):
+    src = (DATA / "claude-code/v1.0-split-blocks.jsonl").read_bytes().splitlines(keepends=True)
+    f = tmp_path / "s.jsonl"
+    f.write_bytes(b"".join(src + [src[5]]))  # a resumed session can write a line again
+    with EventStore.open(tmp_path / "t.db") as store:
+        rep = import_transcript(store, str(f), "claude-code")
+        events = list(store.session(rep.sessions[0].session_id).events())
+        assert events[-1].type == "tool/result" and events[-1].payload["event_id"].startswith(f"L{len(src) + 1}:")
+        assert events[-1].payload["source"]["uuid"] == json.loads(src[5])["uuid"]

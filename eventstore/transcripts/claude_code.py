@@ -227,7 +227,7 @@ def convert(lines: list[tuple[int, dict]], path: str,
     for b, br in enumerate(branches):
         keyed = [(float(i), i) for i in br.members] + extra.get(b, [])
         keyed.sort()
-        out.append(_Emitter(br, data, numbers, meta).run([i for _k, i in keyed]))
+        out.append(_Emitter(br, data, numbers, meta, tree).run([i for _k, i in keyed]))
     # Name where each fork leaves its parent: the parent's seq of the event of the fork node
     # (or of the last event before it on the way up).
     for b, br in enumerate(branches):
@@ -302,8 +302,9 @@ def _usage(raw: object, model: object, turn: int, step: int) -> dict | None:
 class _Emitter:
     """Turns one branch's lines (file order) into events, with turn and step boundaries."""
 
-    def __init__(self, branch: _Branch, data: list[dict], numbers: list[int], meta: dict):
+    def __init__(self, branch: _Branch, data: list[dict], numbers: list[int], meta: dict, tree: set[int]):
         self.b = branch
+        self.tree = tree  # the lines keyed by their uuid (a repeated uuid's later lines are not)
         self.data = data
         self.numbers = numbers
         self.meta_values = {k: meta.get(name) for k, name in META_KEYS.items()}
@@ -321,8 +322,7 @@ class _Emitter:
     # --- helpers ------------------------------------------------------------------------
 
     def _key(self, i: int) -> str:
-        u = self.data[i].get("uuid")
-        return u if isinstance(u, str) and u else f"L{self.numbers[i]}"
+        return self.data[i]["uuid"] if i in self.tree else f"L{self.numbers[i]}"
 
     def _emit(self, type_: str, payload: dict, i: int, ts: float | None = None) -> None:
         self.events.append((type_, payload, self.ts if ts is None else ts))
@@ -514,9 +514,12 @@ class _Emitter:
                                                "arguments": json.dumps(inp, ensure_ascii=False)}})
                     rest = without(b, ("type", "id", "name", "input"))
                 elif bt in ("thinking", "redacted_thinking"):
-                    payload = {k: v for k, v in b.items() if k != "type"}
+                    payload = {k: b[k] for k in ("thinking", "signature", "data") if k in b}
                     if bt == "redacted_thinking":
                         payload["redacted"] = True
+                    rest_b = without(b, ("type", "thinking", "signature", "data"))
+                    if rest_b:
+                        payload["source"] = rest_b
                     payload["event_id"] = f"{self._key(i)}#{n}"
                     self._emit("assistant/thinking", payload, i, line_ts)
                     rest = {}
