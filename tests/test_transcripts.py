@@ -475,3 +475,17 @@ def test_a_repeated_line_is_kept_under_its_line_number(tmp_path):
         events = list(store.session(rep.sessions[0].session_id).events())
         assert events[-1].type == "tool/result" and events[-1].payload["event_id"].startswith(f"L{len(src) + 1}:")
         assert events[-1].payload["source"]["uuid"] == json.loads(src[5])["uuid"]
+
+
+def test_a_parent_loop_loses_no_line():
+    lines = [d for _n, d in read_lines(str(DATA / "claude-code/v1.0-split-blocks.jsonl")).lines]
+    a, b = lines[3], lines[4]
+    a["parentUuid"], b["parentUuid"] = b["uuid"], a["uuid"]
+    (conv,) = claude_code.convert(list(enumerate(lines, 1)), "x.jsonl")
+    seen = set()
+    for _t, p, _ts in conv.events:
+        seen.add(p["event_id"].split(":")[0].split("#")[0])
+        src = p.get("source")
+        for part in src if isinstance(src, list) else [src] if isinstance(src, dict) else []:
+            seen.add(part.get("uuid"))
+    assert {d["uuid"] for d in lines if "uuid" in d} <= seen

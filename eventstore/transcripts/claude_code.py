@@ -164,9 +164,11 @@ def convert(lines: list[tuple[int, dict]], path: str,
         return by_uuid.get(u) if u else None
 
     def holds(sub: int, line: int | None) -> bool:
-        while line is not None:
+        seen = set()
+        while line is not None and line not in seen:  # (a malformed file can loop)
             if line == sub:
                 return True
+            seen.add(line)
             line = parent.get(line)
         return False
 
@@ -213,8 +215,8 @@ def convert(lines: list[tuple[int, dict]], path: str,
             branch_of[i] = b
     extra: dict[int, list[tuple[float, int]]] = {}
     for i, d in enumerate(data):
-        if i in tree:
-            continue
+        if i in branch_of:
+            continue  # (a line of a parentUuid loop, which no root reaches, goes to the main session)
         if d.get("type") == "summary":
             leaf = by_uuid.get(d.get("leafUuid")) if isinstance(d.get("leafUuid"), str) else None
             if leaf is None:
@@ -554,7 +556,7 @@ class _Emitter:
         """The seq of the newest event made from ``node`` or from a line above it."""
         ancestors = set()
         line: int | None = node
-        while line is not None:
+        while line is not None and line not in ancestors:
             ancestors.add(line)
             line = parent.get(line)
         found = None
