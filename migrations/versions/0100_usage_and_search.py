@@ -14,8 +14,8 @@ Create Date: 2026-12-02
   ``events_search_state``: the position up to which it holds every message event. The index
   is derived and brought up to date by whoever searches (:func:`eventstore.search.catch_up`:
   the events past that position, in batches), not by a trigger on ``events``: FTS5 writes a
-  segment per transaction, which made a single append of a message event 70% to 200%
-  slower (tools/bench_search.py), against a budget of 15%; so appends and imports pay
+  segment per transaction, which made a single append of a message event about three
+  times as slow (+188% to +235%, tools/bench_search.py), against a budget of 15%; so appends and imports pay
   nothing, and the first search after many writes pays for indexing them. This revision
   creates the index empty: on a large log, filling it here would hold the write lock for
   the whole upgrade.
