@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 import workers
+from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore
-from eventstore.jsonl import chain_hash, event_line, genesis_hash
+from eventstore.chain import chain_hash, genesis_hash
+from eventstore.codec import event_line
 
 DATA = Path(__file__).parent / "data"
 # Fresh processes that share nothing with the test process: "forkserver" starts them from a
@@ -374,7 +376,7 @@ def test_follow_holds_no_read_transaction_between_polls(db_path):
 def test_wal_stays_bounded_while_a_follower_tails_heavy_writing(db_path):
     n_writers, count, payload = 4, 1200, 9000
     with EventStore.open(db_path) as store:
-        page_size = store._read("PRAGMA page_size")[0][0]
+        page_size = db_rows(store, "PRAGMA page_size")[0][0]
     db = str(db_path)
     barrier = CTX.Barrier(n_writers + 1)
     results = CTX.Queue()

@@ -22,7 +22,7 @@ from conftest import export_bytes
 
 from eventstore import DatabaseError, EventStore, ImportConflict, parse_worker
 from eventstore import bulk as bulk_mod
-from eventstore.jsonl import dumps, event_line
+from eventstore.codec import dumps, event_line
 
 
 def write_session(path: Path, sid: str, n: int, *, start: int = 0, text: str = "x") -> Path:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA, FIXTURES
+from eventstore.engine import migrations_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore import projection
-from eventstore.engine import migrations_path
 
 
 def _revision(name: str):

@@ -10,9 +10,9 @@ import threading
 import time
 
 import pytest
+from eventstore.writelock import WriteLock, lock_path, open_write_lock
 
 from eventstore import DatabaseError, EventStore
-from eventstore.writelock import WriteLock, lock_path, open_write_lock
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock is POSIX")
 

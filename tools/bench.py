@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from eventstore import EventStore  # noqa: E402
-from eventstore.jsonl import event_line, meta_line  # noqa: E402
+from eventstore.codec import event_line, meta_line  # noqa: E402
 
 
 def find_shared() -> Path:
