@@ -1,5 +1,6 @@
-"""Importing Claude Code and Codex transcripts (tests/data/transcripts, copied from
-shared/transcripts; expected.json holds the counts its facts.py computes)."""
+"""Importing Claude Code and Codex transcripts (tests/transcripts_data, copied from
+shared/transcripts; expected.json holds the counts its facts.py computes). The tests that
+store something run on every backend (the ``store`` and ``backend_url`` fixtures)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore, ImportConflict, InvalidJSONL
 from eventstore.transcripts import claude_code, codex
@@ -56,7 +58,7 @@ def stored(store: EventStore):
     out = []
     for info in store.sessions():
         s = store.session(info.id)
-        meta = json.loads(store._read("SELECT meta FROM sessions WHERE id = ?", (info.id,))[0][0])
+        meta = json.loads(db_rows(store, "SELECT meta FROM sessions WHERE id = ?", (info.id,))[0][0])
         out.append((meta, [(e.type, e.payload) for e in s.events()]))
     return out
 
@@ -77,20 +79,18 @@ def test_counts_equal_expected(rel):
 
 
 @pytest.mark.parametrize("rel", sorted(EXPECTED))
-def test_counts_equal_expected_once_stored(rel, tmp_path):
-    with EventStore.open(tmp_path / "t.db") as store:
-        rep = import_transcript(store, str(DATA / rel), EXPECTED[rel]["format"])
-        assert all(r.status == "imported" for r in rep.sessions)
-        check_counts(counts(stored(store)), EXPECTED[rel])
-        assert store.sessions()[0].id.startswith(EXPECTED[rel]["session_ids"][0])
+def test_counts_equal_expected_once_stored(rel, store):
+    rep = import_transcript(store, str(DATA / rel), EXPECTED[rel]["format"])
+    assert all(r.status == "imported" for r in rep.sessions)
+    check_counts(counts(stored(store)), EXPECTED[rel])
+    assert store.sessions()[0].id.startswith(EXPECTED[rel]["session_ids"][0])
 
 
-def test_main_with_its_subagent_file_equals_expected(tmp_path):
+def test_main_with_its_subagent_file_equals_expected(store):
     e = EXPECTED["claude-code/v2.1-main.jsonl"]["with_subagents"]
-    with EventStore.open(tmp_path / "t.db") as store:
-        for rel in ["claude-code/v2.1-main.jsonl", *EXPECTED["claude-code/v2.1-main.jsonl"]["subagent_files"]]:
-            import_transcript(store, str(DATA / rel), "claude-code")
-        c = counts(stored(store))
+    for rel in ["claude-code/v2.1-main.jsonl", *EXPECTED["claude-code/v2.1-main.jsonl"]["subagent_files"]]:
+        import_transcript(store, str(DATA / rel), "claude-code")
+    c = counts(stored(store))
     check_counts(c, e)
 
 
@@ -272,35 +272,33 @@ def test_codex_turns_and_steps():
     assert ctx and ctx[0]["content"].startswith("<environment_context>")
 
 
-def test_non_json_line_names_file_and_line_and_stores_nothing(tmp_path):
+def test_non_json_line_names_file_and_line_and_stores_nothing(store):
     path = str(DATA / "bad/claude-nonjson-line.jsonl")
-    with EventStore.open(tmp_path / "t.db") as store:
-        with pytest.raises(InvalidJSONL) as e:
-            import_transcript(store, path, "claude-code")
-        assert str(e.value).startswith(f"{path}:8: ")
-        assert store.sessions() == []
-        rep = import_transcript(store, path, "claude-code", salvage=True)
-        assert rep.dropped and rep.dropped[0].startswith(f"{path}:8: ")
-        (info,) = store.sessions()
-        assert info.events == rep.sessions[0].total > 0
+    with pytest.raises(InvalidJSONL) as e:
+        import_transcript(store, path, "claude-code")
+    assert str(e.value).startswith(f"{path}:8: ")
+    assert store.sessions() == []
+    rep = import_transcript(store, path, "claude-code", salvage=True)
+    assert rep.dropped and rep.dropped[0].startswith(f"{path}:8: ")
+    (info,) = store.sessions()
+    assert info.events == rep.sessions[0].total > 0
 
 
-def test_truncated_last_line_waits_for_the_next_run(tmp_path):
+def test_truncated_last_line_waits_for_the_next_run(tmp_path, store):
     src = DATA / "bad/claude-truncated-last-line.jsonl"
     f = tmp_path / "s.jsonl"
     f.write_bytes(src.read_bytes())
-    with EventStore.open(tmp_path / "t.db") as store:
-        rep = import_transcript(store, str(f), "claude-code")
-        assert rep.waiting and rep.sessions[0].status == "imported"
-        n = rep.sessions[0].total
-        # the agent finishes the line (here: replaces the cut line by a whole one) and goes on
-        whole = (DATA / "claude-code/v2.1-main.jsonl").read_bytes().splitlines(keepends=True)
-        cut = f.read_bytes().splitlines(keepends=True)
-        extra = json.loads(whole[-1])
-        extra["sessionId"] = json.loads(cut[0])["sessionId"] if "sessionId" in json.loads(cut[0]) else extra["sessionId"]
-        f.write_bytes(b"".join(cut[:-1]) + json.dumps(extra).encode() + b"\n")
-        rep = import_transcript(store, str(f), "claude-code")
-        assert not rep.waiting and rep.sessions[0].status == "appended" and rep.sessions[0].total > n
+    rep = import_transcript(store, str(f), "claude-code")
+    assert rep.waiting and rep.sessions[0].status == "imported"
+    n = rep.sessions[0].total
+    # the agent finishes the line (here: replaces the cut line by a whole one) and goes on
+    whole = (DATA / "claude-code/v2.1-main.jsonl").read_bytes().splitlines(keepends=True)
+    cut = f.read_bytes().splitlines(keepends=True)
+    extra = json.loads(whole[-1])
+    extra["sessionId"] = json.loads(cut[0])["sessionId"] if "sessionId" in json.loads(cut[0]) else extra["sessionId"]
+    f.write_bytes(b"".join(cut[:-1]) + json.dumps(extra).encode() + b"\n")
+    rep = import_transcript(store, str(f), "claude-code")
+    assert not rep.waiting and rep.sessions[0].status == "appended" and rep.sessions[0].total > n
 
 
 def grow(src: bytes, step: int):
@@ -310,15 +308,14 @@ def grow(src: bytes, step: int):
 
 
 @pytest.mark.parametrize("rel", sorted(EXPECTED))
-def test_importing_a_growing_file_again_and_again_stores_what_one_import_stores(rel, tmp_path):
+def test_importing_a_growing_file_again_and_again_stores_what_one_import_stores(rel, tmp_path, store):
     src = (DATA / rel).read_bytes()
     f = tmp_path / Path(rel).name
     fmt = EXPECTED[rel]["format"]
-    with EventStore.open(tmp_path / "grown.db") as store:
-        for prefix in grow(src, 997):
-            f.write_bytes(prefix)
-            import_transcript(store, str(f), fmt)  # never a conflict, never a duplicate
-        grown = stored(store)
+    for prefix in grow(src, 997):
+        f.write_bytes(prefix)
+        import_transcript(store, str(f), fmt)  # never a conflict, never a duplicate
+    grown = stored(store)
     shutil.copy(DATA / rel, f)
     with EventStore.open(tmp_path / "once.db") as store:
         import_transcript(store, str(f), fmt)
@@ -338,33 +335,31 @@ def test_importing_a_growing_file_again_and_again_stores_what_one_import_stores(
         assert g.items() <= o.items()
 
 
-def test_rewind_after_an_import_keeps_the_stored_branch(tmp_path):
+def test_rewind_after_an_import_keeps_the_stored_branch(tmp_path, store):
     rel = "claude-code/v2.0-snapshots-rewind.jsonl"
     src = (DATA / rel).read_bytes().splitlines(keepends=True)
     fork_at = next(i for i, line in enumerate(src) if b"780bee9f-e746-4f1e-a49c-6d0fdecbf318" in line
                    and b'"type":"user"' in line.replace(b" ", b""))
     f = tmp_path / "s.jsonl"
-    with EventStore.open(tmp_path / "t.db") as store:
-        f.write_bytes(b"".join(src[:fork_at]))
-        import_transcript(store, str(f), "claude-code")
-        f.write_bytes(b"".join(src))
-        rep = import_transcript(store, str(f), "claude-code")
-        main = [r for r in rep.sessions if r.session_id == EXPECTED[rel]["session_ids"][0]][0]
-        assert main.status in ("appended", "skipped")
-        assert {r.status for r in rep.sessions if r.session_id != main.session_id} == {"imported"}
+    f.write_bytes(b"".join(src[:fork_at]))
+    import_transcript(store, str(f), "claude-code")
+    f.write_bytes(b"".join(src))
+    rep = import_transcript(store, str(f), "claude-code")
+    main = [r for r in rep.sessions if r.session_id == EXPECTED[rel]["session_ids"][0]][0]
+    assert main.status in ("appended", "skipped")
+    assert {r.status for r in rep.sessions if r.session_id != main.session_id} == {"imported"}
 
 
-def test_a_file_rewritten_with_other_content_is_a_conflict(tmp_path):
+def test_a_file_rewritten_with_other_content_is_a_conflict(tmp_path, store):
     f = tmp_path / "s.jsonl"
     lines = (DATA / "codex/rollout-0.40-shell.jsonl").read_bytes().splitlines(keepends=True)
     f.write_bytes(b"".join(lines))
-    with EventStore.open(tmp_path / "t.db") as store:
+    import_transcript(store, str(f), "codex")
+    n = store.sessions()[0].events
+    f.write_bytes(b"".join(lines[:1] + lines[3:]))
+    with pytest.raises(ImportConflict):
         import_transcript(store, str(f), "codex")
-        n = store.sessions()[0].events
-        f.write_bytes(b"".join(lines[:1] + lines[3:]))
-        with pytest.raises(ImportConflict):
-            import_transcript(store, str(f), "codex")
-        assert store.sessions()[0].events == n
+    assert store.sessions()[0].events == n
 
 
 @pytest.mark.parametrize("rel", sorted(EXPECTED) + ["bad/codex-unknown-type.jsonl"])
@@ -387,11 +382,11 @@ def run(db, *args, **kw):
                           capture_output=True, text=True, env=env, **kw)
 
 
-def test_cli_imports_a_folder_of_both_formats_and_again_adds_nothing(tmp_path):
+def test_cli_imports_a_folder_of_both_formats_and_again_adds_nothing(tmp_path, backend_url):
     folder = tmp_path / "logs"
     shutil.copytree(DATA / "claude-code", folder / "claude")
     shutil.copytree(DATA / "codex", folder / "codex")
-    db = tmp_path / "t.db"
+    db = backend_url
     r = run(db, "import", str(folder))
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("files: 7, sessions: 9 (9 new, 0 appended)")
@@ -411,13 +406,13 @@ def test_cli_unknown_format_names_the_formats(tmp_path):
     assert r.returncode == 1 and ":8: not JSON" in r.stderr
 
 
-def test_cli_watch_imports_as_the_file_grows(tmp_path):
+def test_cli_watch_imports_as_the_file_grows(tmp_path, backend_url):
     lines = (DATA / "codex/rollout-0.66-apply-patch.jsonl").read_bytes().splitlines(keepends=True)
     folder = tmp_path / "sessions"
     folder.mkdir()
     f = folder / "rollout.jsonl"
     f.write_bytes(b"".join(lines[:10]))
-    db = tmp_path / "t.db"
+    db = backend_url
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(db), "import", "--watch",
                              "--interval", "0.1", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -466,15 +461,14 @@ def test_cli_watch_imports_as_the_file_grows(tmp_path):
         assert [(e.type, e.payload) for e in store.session(sid).events()] == want
 
 
-def test_a_repeated_line_is_kept_under_its_line_number(tmp_path):
+def test_a_repeated_line_is_kept_under_its_line_number(tmp_path, store):
     src = (DATA / "claude-code/v1.0-split-blocks.jsonl").read_bytes().splitlines(keepends=True)
     f = tmp_path / "s.jsonl"
     f.write_bytes(b"".join(src + [src[5]]))  # a resumed session can write a line again
-    with EventStore.open(tmp_path / "t.db") as store:
-        rep = import_transcript(store, str(f), "claude-code")
-        events = list(store.session(rep.sessions[0].session_id).events())
-        assert events[-1].type == "tool/result" and events[-1].payload["event_id"].startswith(f"L{len(src) + 1}:")
-        assert events[-1].payload["source"]["uuid"] == json.loads(src[5])["uuid"]
+    rep = import_transcript(store, str(f), "claude-code")
+    events = list(store.session(rep.sessions[0].session_id).events())
+    assert events[-1].type == "tool/result" and events[-1].payload["event_id"].startswith(f"L{len(src) + 1}:")
+    assert events[-1].payload["source"]["uuid"] == json.loads(src[5])["uuid"]
 
 
 def test_a_parent_loop_loses_no_line():
