@@ -12,11 +12,16 @@
    events, the median and the best time. Target: under 50 ms.
 2. **Append cost.** Single appends (one event per transaction, ``Session.append``) of
    ``assistant/chunk`` events (the bench.py append workload) and of message events, into a
-   store at the current schema and into one at revision 0007 (before the index existed),
+   store at the current schema and into one at revision 0008 (before the index existed),
    interleaved, best of ``--rounds`` blocks. Target: the index costs at most 15%. For the
    record, the same with the rejected design: an FTS5 insert trigger on ``events``.
 3. **Catching up.** What the first search after the appends pays: indexing them
    (microseconds per indexed event).
+
+With ``--postgres URL`` (an empty database; the role must own it, to drop and recreate
+the index) a quick sanity run on PostgreSQL instead: the same queries over ``--events``
+imported events (GIN expression index, no catch-up), and single appends of message events
+with the index and with it dropped.
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eventstore import EventStore  # noqa: E402
-from eventstore.jsonl import dumps, event_line, meta_line  # noqa: E402
-from eventstore.search import catch_up, fts_query, search  # noqa: E402
+from eventstore.codec import dumps, event_line, meta_line  # noqa: E402
+from eventstore.search import catch_up, count, search  # noqa: E402
 
 VOCAB = 50_000
 T0 = 1764460800.0
@@ -111,6 +116,9 @@ def build(db: Path, work: Path, total: int, files: int) -> None:
     indexed = catch_up(store, lambda done, total: print(f"\rindexing {done:,}/{total:,}", end="",
                                                           file=sys.stderr, flush=True))
     spent = time.perf_counter() - t0
+    if not indexed:  # PostgreSQL: indexed on insert
+        store.close()
+        return
     print(f"\nindexed {indexed:,} message events in {spent:.1f} s ({spent / indexed * 1e6:.1f} µs each)",
           file=sys.stderr)
     (work / f"search-{total}.indexing.txt").write_text(f"{indexed} {spent}\n")
@@ -129,12 +137,12 @@ def timed(fn, repeat: int) -> tuple[float, float]:
 
 def bench_queries(db: Path, repeat: int) -> list[tuple]:
     store = EventStore.open(db, readonly=True)
-    n_events = store._read("SELECT count(*) FROM events")[0][0]
-    indexed = store._read("SELECT count(*) FROM events_search_text")[0][0]
+    n_events = store.backend._read("SELECT count(*) FROM events")[0][0]
+    indexed = store.backend._read("SELECT count(*) FROM events_search_text")[0][0]
     queries = ["w40000", "w5000", "w500", "w50", "w5", "w0", "w50 w500", "w5 w50 w500", "w123*"]
     rows = []
     for q in queries:
-        hits = store._read("SELECT count(*) FROM events_search WHERE events_search MATCH ?", (fts_query(q),))[0][0]
+        hits = count(store, q)
         med, best = timed(lambda q=q: search(store, q, limit=20), repeat)
         rows.append((q, hits, med, best))
     store.close()
@@ -142,16 +150,16 @@ def bench_queries(db: Path, repeat: int) -> list[tuple]:
 
 
 def _store_at(path: Path, variant: str) -> None:
-    """A new store: ``current`` (revision 0100), ``0007`` (the 0100 objects dropped), or
+    """A new store: ``current`` (revision 0100), ``0008`` (the 0100 objects dropped), or
     ``trigger`` (0100 plus an FTS5 insert trigger, the rejected design)."""
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(str(path) + suffix):
             os.unlink(str(path) + suffix)
     EventStore.open(path).close()
     con = sqlite3.connect(path)
-    if variant == "0007":
+    if variant == "0008":
         con.executescript("""DROP TABLE events_search; DROP TABLE events_search_state; DROP VIEW events_search_text;
-                             DROP VIEW usage; UPDATE alembic_version SET version_num = '0007';""")
+                             DROP VIEW usage; UPDATE alembic_version SET version_num = '0008';""")
     elif variant == "trigger":
         text = con.execute("SELECT sql FROM sqlite_master WHERE name = 'events_search_text'").fetchone()[0]
         expr = text.split("type,", 1)[1].rsplit("AS text", 1)[0].replace("payload", "new.payload")
@@ -172,17 +180,17 @@ def bench_appends(work: Path, n: int, rounds: int) -> tuple[list[tuple], float]:
                 {"id": "c", "type": "function", "function": {"name": "run_bash",
                                                              "arguments": json.dumps({"command": words.text(5)})}}]}),
             ("tool/result", {"tool_call_id": "c", "content": words.text(120)})]
-    variants = ("0007", "current", "trigger")
+    variants = ("0008", "current", "trigger")
     for v in variants:
         _store_at(work / f"append-{v}.db", v)
-    # Revision 0007 opens as it is only read-only; for appends, keep the store from
+    # Revision 0008 opens as it is only read-only; for appends, keep the store from
     # upgrading it by opening the current code's engine without migrating: the file is
     # opened once at head first, then stamped back (the objects are gone, the code does
     # not use them to append).
     stores = {}
     for v in variants:
         path = work / f"append-{v}.db"
-        if v == "0007":
+        if v == "0008":
             con = sqlite3.connect(path)
             con.execute("UPDATE alembic_version SET version_num = '0100'")
             con.commit()
@@ -202,13 +210,47 @@ def bench_appends(work: Path, n: int, rounds: int) -> tuple[list[tuple], float]:
                         t, p = msgs[i % 3]
                         sess.append(t, p)
                 best[v] = min(best[v], (time.perf_counter() - t0) / n)
-        results.append((workload, best["0007"], best["current"], best["trigger"]))
+        results.append((workload, best["0008"], best["current"], best["trigger"]))
     t0 = time.perf_counter()
     indexed = catch_up(stores["current"])
     per_indexed = (time.perf_counter() - t0) / max(1, indexed)
     for s in stores.values():
         s.close()
     return results, per_indexed
+
+
+def bench_postgres(url: str, work: Path, a: argparse.Namespace) -> None:
+    """The sanity run on PostgreSQL (see the module's docstring)."""
+    build(url, work, a.events, a.files)
+    store = EventStore.open(url)
+    n_events = store.backend._read("SELECT count(*) FROM events")[0][0]
+    version = store.backend._read("SHOW server_version")[0][0]
+    print(f"## Search on PostgreSQL {version}: events {n_events:,} (load {os.getloadavg()[0]:.2f})\n")
+    print("| query | matching events | median | best |\n|---|---:|---:|---:|")
+    for q in ["w40000", "w5000", "w500", "w50", "w5", "w0", "w50 w500", "w5 w50 w500", "w123*"]:
+        med, best = timed(lambda q=q: search(store, q, limit=20), a.repeat)
+        print(f"| `{q}` | {count(store, q):,} | {med * 1000:.1f} ms | {best * 1000:.1f} ms |")
+    words = Words(random.Random(7))
+    msgs = [("user/message", {"content": words.text(30)}), ("tool/result", {"tool_call_id": "c",
+                                                                            "content": words.text(120)})]
+    index = store.backend._read("SELECT indexdef FROM pg_indexes WHERE indexname = 'events_search'")[0][0]
+    sess = store.create_session("appends")
+    best = {}
+    for _ in range(a.rounds):
+        for variant in ("index", "no index"):
+            if variant == "no index":
+                store.backend._conn("w").execute("DROP INDEX events_search")
+            t0 = time.perf_counter()
+            for i in range(a.appends):
+                sess.append(*msgs[i % 2])
+            best[variant] = min(best.get(variant, float("inf")), (time.perf_counter() - t0) / a.appends)
+            if variant == "no index":
+                store.backend._conn("w").execute(index)
+    store.close()
+    print("\n## Single appends of message events (one per transaction)\n")
+    print("| without the index | with it | cost |\n|---:|---:|---:|")
+    print(f"| {best['no index'] * 1e6:.1f} µs | {best['index'] * 1e6:.1f} µs "
+          f"| {(best['index'] / best['no index'] - 1) * 100:+.1f}% |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,9 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--appends", type=int, default=2000, help="single appends per timed block")
     ap.add_argument("--rounds", type=int, default=5, help="blocks per system (best counts)")
     ap.add_argument("--work", type=Path, help="folder for the databases (kept; reused when it holds one)")
+    ap.add_argument("--postgres", metavar="URL", help="a sanity run on this (empty) PostgreSQL database instead")
     a = ap.parse_args(argv)
     work = a.work or Path(tempfile.mkdtemp(prefix="bench-search-"))
     work.mkdir(parents=True, exist_ok=True)
+    if a.postgres:
+        try:
+            bench_postgres(a.postgres, work, a)
+        finally:
+            if a.work is None:
+                shutil.rmtree(work, ignore_errors=True)
+        return 0
     db = work / f"search-{a.events}.db"
     try:
         if not db.exists():
@@ -239,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         for q, hits, med, best in rows:
             print(f"| `{q}` | {hits:,} | {med * 1000:.1f} ms | {best * 1000:.1f} ms |")
         print("\n## Single appends (one event per transaction)\n")
-        print("| events | revision 0007 (no index) | current (0100) | cost | rejected: FTS5 trigger | its cost |\n"
+        print("| events | revision 0008 (no index) | current (0100) | cost | rejected: FTS5 trigger | its cost |\n"
               "|---|---:|---:|---:|---:|---:|")
         appends, per_indexed = bench_appends(work, a.appends, a.rounds)
         for workload, old, cur, trig in appends:
