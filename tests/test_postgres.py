@@ -19,7 +19,7 @@ import workers
 from click.testing import CliRunner
 from conftest import DATA, FIXTURES, export_bytes
 
-from eventstore import EventStore, SeqConflict, audit
+from eventstore import DatabaseError, EventStore, SeqConflict, audit
 from eventstore.cli import cli
 
 psycopg = pytest.importorskip("psycopg")
@@ -246,9 +246,12 @@ def test_verify_names_every_tampered_seq(pg_url):
         conn.execute("UPDATE events SET ts = 5 WHERE session_id = 't' AND seq = 1")
         conn.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                      "VALUES (100, 'ghost', 0, 'x', 1, '{}', repeat('0', 64))")
+        conn.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                     "VALUES (101, 't', 2, 'user/message', 1, '{\"content\":\"forged\"}', repeat('0', 64))")
     with EventStore.open(pg_url, readonly=True) as ro:
         report = audit.verify(ro.backend)
     found = {(f.session_id, f.seq, f.kind) for f in report.findings}
+    assert ("t", 2, "hash") in found  # an event added at the end
     assert ("s", 0, "hash") in found
     assert ("s", 3, "seq") in found  # seq 2 is missing
     assert ("t", 1, "hash") in found
@@ -408,3 +411,15 @@ def test_export_of_a_postgres_session_streams(pg_url):
         out = io.BytesIO()
         store.export_jsonl(sid, out)
     assert out.getvalue() == (DATA / "big.jsonl").read_bytes()
+
+
+def test_urls_in_both_forms_and_no_password_in_messages(pg_url, pg_server):
+    sqlalchemy_form = pg_url.replace("postgresql://", "postgresql+psycopg://")
+    with EventStore.open(sqlalchemy_form) as store:
+        store.create_session("a").append("x", {})
+    with EventStore.open(pg_url) as store:
+        assert [s.id for s in store.sessions()] == ["a"]
+    closed_port = pg_url.replace(f":{pg_server.port}/", ":1/").replace("postgres@", "postgres:s3cret@")
+    with pytest.raises(DatabaseError) as e:
+        EventStore.open(closed_port)
+    assert "cannot connect" in str(e.value) and "s3cret" not in str(e.value)

@@ -39,6 +39,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
+from psycopg.adapt import Loader
+from psycopg.types.string import TextLoader
 
 from ..chain import chain_rows, genesis_hash
 from ..errors import (
@@ -302,6 +304,7 @@ class PostgresBackend(Backend):
                 raise self._error(e, session_id) from None
             except UnicodeEncodeError as e:
                 raise InvalidEvent(f"session id or meta is not valid text: {e.reason}") from None
+            self._heads[session_id] = (0, genesis_hash(session_id))  # a new session's head is known
 
     def session_meta(self, session_id: str) -> str | None:
         row = self._one("SELECT meta FROM sessions WHERE id = %s", (session_id,))
@@ -669,6 +672,21 @@ def _copy_field(data: bytes) -> bytes:
     return data
 
 
+_PLAIN = (str, int, float, bytes, bool, type(None))
+_SQL_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
+
+
+class _NumberLoader(Loader):
+    """numeric as an int when it is whole, else a float (NaN as float NaN)."""
+
+    def load(self, data) -> int | float:
+        text = bytes(data).decode("ascii")
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+
+
 class PgQueryConnection(QueryConnection):
     """``eventstore sql`` on PostgreSQL: every query runs alone (a prepared statement: one
     statement, no ``COMMIT; ...`` tricks) in a READ ONLY transaction with a
@@ -679,10 +697,17 @@ class PgQueryConnection(QueryConnection):
         self._display = _display(url)
         self._conn = _connect(url, self._display, autocommit=True)
         self._conn.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
+        # Values as the CLI writes them: json/jsonb as their text, numeric as int or float.
+        for name in ("json", "jsonb"):
+            self._conn.adapters.register_loader(name, TextLoader)
+        self._conn.adapters.register_loader("numeric", _NumberLoader)
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> tuple[list[str], Iterator[tuple]]:
         conn = self._conn
         params = tuple(params)
+        if not _SQL_COMMENTS.sub("", sql).strip(" \t\r\n\f;"):
+            raise QueryError("the query is empty" if not sql.strip()
+                             else "the query holds no statement (only comments or ';')")
         try:
             conn.execute("BEGIN READ ONLY")
             conn.execute(f"SET LOCAL statement_timeout = {int(QUERY_TIMEOUT * 1000)}")
@@ -706,7 +731,9 @@ class PgQueryConnection(QueryConnection):
                         batch = cur.fetchmany(1000)
                         if not batch:
                             break
-                        yield from batch
+                        for row in batch:  # dates, intervals, uuids, arrays...: as PostgreSQL writes them
+                            yield row if all(isinstance(v, _PLAIN) for v in row) else tuple(
+                                v if isinstance(v, _PLAIN) else str(v) for v in row)
             except psycopg.Error as e:
                 raise QueryError(_query_error(e)) from None
             finally:
@@ -725,7 +752,8 @@ class PgQueryConnection(QueryConnection):
 
 
 def _query_error(e: psycopg.Error) -> str:
-    if isinstance(e, pg_errors.ReadOnlySqlTransaction | pg_errors.InsufficientPrivilege):
+    if isinstance(e, pg_errors.ReadOnlySqlTransaction | pg_errors.InsufficientPrivilege
+                  | pg_errors.ActiveSqlTransaction):
         return f"refused: {e.diag.message_primary or _first_line(e)} (eventstore sql only reads)"
     if isinstance(e, pg_errors.QueryCanceled):
         return f"interrupted: {e.diag.message_primary or _first_line(e)} (limit {QUERY_TIMEOUT:g} s)"
