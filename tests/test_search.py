@@ -202,3 +202,23 @@ def test_cli_search(loaded, backend_url):
     bad = "AND" if loaded.backend.name == "sqlite" else "a &"
     r = subprocess.run([*cmd, bad, "--raw"], capture_output=True, text=True, env=env)
     assert r.returncode == 1 and r.stderr.startswith(f"error: search '{bad}'") and "Traceback" not in r.stderr
+
+
+def test_search_and_totals_work_as_the_postgres_writer_role(pg_server, pg_url):
+    """The least-privilege writer (INSERT and SELECT only) imports, searches and reads the
+    token totals: the index is kept on insert, nothing else is written."""
+    from click.testing import CliRunner
+
+    from eventstore.cli import cli
+
+    assert CliRunner().invoke(cli, ["--db", pg_url, "roles"]).exit_code == 0
+    import psycopg
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DO $$ BEGIN CREATE ROLE searcher LOGIN IN ROLE eventstore_writer; "
+                     "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    writer = pg_server.url(pg_url.rsplit("/", 1)[1], "searcher")
+    with EventStore.open(writer) as store:
+        import_transcript(store, str(DATA / "codex/rollout-0.66-apply-patch.jsonl"), "codex")
+        (hit,) = search(store, "urlopen", type="tool/result", limit=1)
+        assert hit.session_id == CODEX
+        assert usage_totals(store)[CODEX].output_tokens == 674

@@ -798,7 +798,7 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
         f"REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {w}, {a};",
         f"GRANT SELECT, INSERT ON {s}.events, {s}.sessions TO {w};",
         f"GRANT SELECT ON {s}.alembic_version, {s}.messages, {s}.tool_calls, {s}.turns, "
-        f"{s}.session_summary TO {w};",
+        f"{s}.session_summary, {s}.usage, {s}.events_search_text TO {w};",
         f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {a};",
     ]
     return "\n".join(lines) + "\n"
