@@ -147,7 +147,7 @@ def demo(ctx: click.Context) -> None:
     click.echo(f"\nNext: eventstore {db}messages {s.id}   |   eventstore {db}export {s.id}")
 
 
-def _jsonl_files(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
+def _jsonl_files(paths: tuple[str, ...], quiet: bool = False) -> tuple[list[str], list[str]]:
     """Expand the import arguments: a folder means its ``*.jsonl`` files, recursively, sorted.
 
     Returns ``(files, failures)``: ``failures`` holds ``PATH: reason`` for each path that
@@ -174,7 +174,7 @@ def _jsonl_files(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
                         failures.append(f"{path}: a symbolic link to nothing ({os.readlink(path)})")
             for e in errors:
                 failures.append(f"{e.filename}: cannot read this folder: {e.strerror or e}")
-            if not found and not errors:
+            if not found and not errors and not quiet:
                 click.echo(f"{p}: no *.jsonl files in this folder", err=True)
             files.extend(sorted(found))
         else:
@@ -247,79 +247,132 @@ class _Bar:
 
 @cli.command("import")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--format", "fmt", type=click.Choice(["claude-code", "codex", "eventstore"]),
+              help="The files' format (default: detected from each file's first lines).")
 @click.option("--session-id", metavar="ID", help="The session id of a single file that has no session/meta line.")
 @click.option("--append", is_flag=True,
               help="Add a file's events past the head of its stored session (the stored ones must match).")
 @click.option("--salvage", is_flag=True,
-              help="Keep the valid prefix of a file whose tail is bad (truncated, corrupt); report what was dropped.")
+              help="Keep the valid part of a file with bad lines (truncated, corrupt); report what was dropped.")
+@click.option("--watch", is_flag=True,
+              help="Keep importing as the files grow (and new files appear) until Ctrl-C.")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, metavar="SECONDS",
+              help="With --watch: how often to look at the files' sizes and times.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per file, not only for problems.")
 @click.pass_context
-def import_(ctx: click.Context, paths: tuple[str, ...], session_id: str | None, append: bool, salvage: bool,
-            verbose: bool) -> None:
-    """Import JSONL session files; a folder means every *.jsonl below it, - is stdin.
+def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session_id: str | None, append: bool,
+            salvage: bool, watch: bool, interval: float, verbose: bool) -> None:
+    """Import JSONL files: eventstore sessions, Claude Code transcripts, Codex rollouts.
 
-    Each file is atomic: all its events or none (with --salvage, its valid prefix). A bad
-    file is reported as FILE:LINE: reason and the other files still land; the exit status
-    is then 1. A session already stored with the same events is skipped; with other events
-    it is a conflict. Ends with a summary on stdout: files, sessions, events, skipped, failed.
-    A progress bar shows on a terminal.
+    A folder means every *.jsonl below it, - is stdin (eventstore format). The format of
+    each file is detected from its first lines unless --format says. Each session is
+    atomic: all its new events or none (with --salvage, a file's valid part). A bad file is
+    reported as FILE:LINE: reason and the other files still land; the exit status is then 1.
+    Importing a transcript again appends only what its agent wrote since; --watch does so
+    as the files grow. Ends with a summary on stdout: files, sessions, events, skipped,
+    failed. A progress bar shows on a terminal.
     """
     from .bulk import import_jsonl
+    from .transcripts.detect import detect_file, unknown_format_reason
+    from .transcripts.importer import Watcher, import_transcript
 
     files, unreadable = _jsonl_files(paths)
     if session_id is not None and len(files) + len(unreadable) != 1:
         raise click.UsageError(f"--session-id goes with exactly one file ({len(files)} given)")
     if files.count("-") > 1:
         raise click.UsageError("- (stdin) can be read only once")
+    if watch and "-" in files:
+        raise click.UsageError("--watch reads files; - (stdin) cannot be watched")
     store = _store(ctx)
     sizes = [0 if f == "-" else os.path.getsize(f) for f in files]
     bar = _Bar("import", len(files), None if "-" in files else sum(sizes))
     counts = {"imported": 0, "appended": 0, "skipped": 0, "failed": len(unreadable), "salvaged": 0}
-    events = normalized = 0
+    totals = {"events": 0, "normalized": 0}
     for message in unreadable:
         bar.note(message)
+
+    def one(f: str, quiet: bool = False) -> None:
+        """Import one file, count what happened, print what a user should see."""
+        try:
+            kind = "eventstore" if f == "-" else fmt or detect_file(f)
+            if kind is None:
+                raise InvalidJSONL(f, 0, unknown_format_reason())
+            if kind != "eventstore":
+                rep = import_transcript(store, f, kind, salvage=salvage)
+            elif f == "-":
+                rep = import_jsonl(store, sys.stdin.buffer, name="-", session_id=session_id,
+                                   append=append, salvage=salvage, progress=bar.advance)
+            else:
+                rep = import_jsonl(store, f, session_id=session_id, append=append, salvage=salvage,
+                                   progress=bar.advance)
+        except InvalidJSONL as e:
+            bar.note(str(e))
+            counts["failed"] += 1
+            return
+        except (EventStoreError, OSError) as e:
+            reason = f"{e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
+            bar.note(f"{f}: {reason}")
+            counts["failed"] += 1
+            return
+        finally:
+            bar.file_done()
+        if kind != "eventstore":
+            for r in rep.sessions:
+                counts[r.status] += 1
+                totals["events"] += r.events
+                sid = json.dumps(r.session_id, ensure_ascii=False)
+                if verbose or (watch and quiet and r.events):
+                    bar.note(f"{f}: {r.status} session {sid}: {r.events} events"
+                             + (f" ({r.held} lines wait for the rest of their message)" if r.held else ""))
+            if rep.dropped:
+                counts["salvaged"] += 1
+                bar.note(f"{f}: salvaged: dropped {len(rep.dropped)} line(s): " + "; ".join(rep.dropped))
+            if rep.waiting and verbose:
+                bar.note(f"{f}: the last line is incomplete; it waits for the next run")
+            bar.advance(os.path.getsize(f) if f != "-" else 0, 0)
+            return
+        counts[rep.status] += 1
+        totals["events"] += rep.events
+        totals["normalized"] += rep.normalized
+        sid = json.dumps(rep.session_id, ensure_ascii=False)
+        if rep.dropped is not None:
+            counts["salvaged"] += 1
+            bar.note(f"{f}: salvaged {rep.events} events of session {sid}; {rep.dropped}")
+        elif rep.status == "skipped" and not quiet:
+            bar.note(f"{f}: skipped: session {sid} is already stored ({rep.note})")
+        elif verbose or (watch and quiet and rep.events):
+            bar.note(f"{f}: {rep.status} session {sid}: {rep.events} events")
+        if verbose and rep.normalized:
+            bar.note(f"{f}: {rep.normalized} lines stored in canonical form (export writes them that way)")
+
+    watcher = Watcher()
     try:
         for f in files:
-            try:
-                if f == "-":
-                    rep = import_jsonl(store, sys.stdin.buffer, name="-", session_id=session_id,
-                                       append=append, salvage=salvage, progress=bar.advance)
-                else:
-                    rep = import_jsonl(store, f, session_id=session_id, append=append, salvage=salvage,
-                                       progress=bar.advance)
-            except InvalidJSONL as e:
-                bar.note(str(e))
-                counts["failed"] += 1
-                continue
-            except (EventStoreError, OSError) as e:
-                reason = f"{e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
-                bar.note(f"{f}: {reason}")
-                counts["failed"] += 1
-                continue
-            finally:
-                bar.file_done()
-            counts[rep.status] += 1
-            events += rep.events
-            normalized += rep.normalized
-            sid = json.dumps(rep.session_id, ensure_ascii=False)
-            if rep.dropped is not None:
-                counts["salvaged"] += 1
-                bar.note(f"{f}: salvaged {rep.events} events of session {sid}; {rep.dropped}")
-            elif rep.status == "skipped":
-                bar.note(f"{f}: skipped: session {sid} is already stored ({rep.note})")
-            elif verbose:
-                bar.note(f"{f}: {rep.status} session {sid}: {rep.events} events")
-            if verbose and rep.normalized:
-                bar.note(f"{f}: {rep.normalized} lines stored in canonical form (export writes them that way)")
+            if f != "-":
+                list(watcher.due([f]))
+            one(f)
     finally:
         bar.close()
+    if watch:
+        click.echo(f"watching {len(files)} file(s) every {interval:g} s; Ctrl-C stops", err=True)
+        import time
+
+        try:
+            while True:
+                time.sleep(interval)
+                found, _unreadable = _jsonl_files(paths, quiet=True)
+                for f in watcher.due(found):
+                    one(f, quiet=True)
+        except KeyboardInterrupt:  # the way to stop --watch
+            pass
     stored = counts["imported"] + counts["appended"]
-    parts = [f"files: {len(files)}", f"sessions: {stored} ({counts['imported']} new, {counts['appended']} appended)",
-             f"events: {events}", f"skipped: {counts['skipped']}", f"failed: {counts['failed']}"]
+    parts = [f"files: {len(watcher.seen) if watch else len(files)}",
+             f"sessions: {stored} ({counts['imported']} new, {counts['appended']} appended)",
+             f"events: {totals['events']}", f"skipped: {counts['skipped']}", f"failed: {counts['failed']}"]
     if counts["salvaged"]:
         parts.append(f"salvaged: {counts['salvaged']}")
-    if normalized:
-        parts.append(f"normalized lines: {normalized}")
+    if totals["normalized"]:
+        parts.append(f"normalized lines: {totals['normalized']}")
     click.echo(", ".join(parts))
     if counts["failed"]:
         sys.exit(EXIT_ERROR)
@@ -413,11 +466,21 @@ class _DayCache:
 @click.option("--json", "as_json", is_flag=True, help="A JSON array instead of a table.")
 @click.pass_context
 def sessions(ctx: click.Context, as_json: bool) -> None:
-    """List stored sessions: id, events, created, last event (UTC)."""
-    infos = _store(ctx, readonly=True).sessions()
+    """List stored sessions: id, events, created, last event (UTC), and token totals
+    (input, output, cache read, cache write) of sessions whose source recorded them."""
+    from .search import UsageTotals, usage_totals
+
+    store = _store(ctx, readonly=True)
+    infos = store.sessions()
+    tokens = usage_totals(store)
+    none = UsageTotals(0, 0, 0, 0, 0)
     if as_json:
         click.echo(json.dumps([{"id": i.id, "events": i.events, "created_at": i.created_at,
-                                "last_ts": i.last_ts} for i in infos], ensure_ascii=False))
+                                "last_ts": i.last_ts, "input_tokens": tokens.get(i.id, none).input_tokens,
+                                "output_tokens": tokens.get(i.id, none).output_tokens,
+                                "cache_read_tokens": tokens.get(i.id, none).cache_read_tokens,
+                                "cache_creation_tokens": tokens.get(i.id, none).cache_creation_tokens}
+                               for i in infos], ensure_ascii=False))
         return
     if not infos:
         click.echo("no sessions")
@@ -432,12 +495,20 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     n_width = max(6, len(str(max(i.events for i in infos))))
     out = _out()
     bold = out.isatty() and not os.environ.get("NO_COLOR")
-    header = f"{'SESSION'.ljust(id_width)}  {'EVENTS'.rjust(n_width)}  {'CREATED (UTC)':<19}  LAST EVENT (UTC)"
-    lines = [click.style(header, bold=True) if bold else header]
+    header = f"{'SESSION'.ljust(id_width)}  {'EVENTS'.rjust(n_width)}  {'CREATED (UTC)':<19}  {'LAST EVENT (UTC)':<19}"
+    if tokens:  # the token columns only where some session recorded usage
+        header += "".join(f"  {name:>13}" for name in ("IN TOKENS", "OUT TOKENS", "CACHE READ", "CACHE WRITE"))
+    lines = [click.style(header.rstrip(), bold=True) if bold else header.rstrip()]
     when = _DayCache()
     for sid, width, i in zip(ids, widths, infos, strict=True):
-        lines.append(f"{sid}{' ' * (id_width - width)}  {i.events:>{n_width}}  "
-                     f"{when(i.created_at):<19}  {when(i.last_ts)}")
+        line = (f"{sid}{' ' * (id_width - width)}  {i.events:>{n_width}}  "
+                f"{when(i.created_at):<19}  {when(i.last_ts):<19}")
+        if tokens:
+            t = tokens.get(i.id)
+            cells = ["-"] * 4 if t is None else [f"{t.input_tokens:,}", f"{t.output_tokens:,}",
+                                                 f"{t.cache_read_tokens:,}", f"{t.cache_creation_tokens:,}"]
+            line += "".join(f"  {c:>13}" for c in cells)
+        lines.append(line.rstrip())
         if len(lines) >= 2000:
             out.write(("\n".join(lines) + "\n").encode("utf-8", "backslashreplace"))
             lines = []
@@ -792,6 +863,76 @@ def context(ctx: click.Context, session_id: str, at_seq: int | None, pretty: boo
     out = _out()
     out.write(_printable(text).encode("utf-8") + b"\n")
     out.flush()
+
+
+@cli.command()
+@click.argument("query", metavar="QUERY", type=TEXT)
+@click.option("--session", "session_id", metavar="ID", type=TEXT, help="Only hits in this session.")
+@click.option("--type", "type_", metavar="TYPE", help="Only events of this type (user/message, assistant/message, "
+              "tool/result).")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True, help="At most N hits.")
+@click.option("--raw", is_flag=True, help="QUERY is the database's own syntax as it stands: FTS5 on SQLite "
+              '("a b" OR c*, NEAR(a b)), to_tsquery on PostgreSQL (a & (b | c:*)).')
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of hits (matches marked **like this**).")
+@click.pass_context
+def search(ctx: click.Context, query: str, session_id: str | None, type_: str | None, limit: int, raw: bool,
+           as_json: bool) -> None:
+    """Full-text search over message content, tool call arguments and tool results.
+
+    Every word of QUERY must occur (a word ending in * matches as a prefix). Hits come best
+    first (BM25 on SQLite, ts_rank on PostgreSQL, among the newest 2,000 matches), each
+    with its session, seq, type and a snippet around the match. On SQLite the index is
+    brought up to date first: the events stored since the last search are indexed (with a
+    progress line when there are many); PostgreSQL keeps it current on insert.
+    """
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from .backends import is_postgres_url
+    from .errors import DatabaseError
+    from .search import MARK_END, MARK_START, RANK_WINDOW, catch_up, count
+    from .search import search as run_search
+
+    db = ctx.find_root().obj["db"]
+    # An SQLite file we may only read is searched as it is (search() scans what is not indexed).
+    readonly = not is_postgres_url(db) and not (os.path.isfile(db) and os.access(db, os.W_OK))
+    store = _store(ctx, readonly=readonly)
+    if not raw and not query.split():
+        raise click.UsageError("QUERY is empty: give the words to look for")
+    if _stderr_is_terminal():
+        def progress(done: int, total: int) -> None:
+            click.echo(f"\rindexing the events stored since the last search: {done:,}/{total:,}", err=True, nl=False)
+    else:
+        progress = None
+    try:
+        if catch_up(store, progress) and progress is not None:
+            click.echo("", err=True)
+    except DatabaseError:
+        pass  # a file we may only read: search() scans what is not indexed
+    hits = run_search(store, query, session_id=session_id, type=type_, limit=limit, raw=raw)
+    if len(hits) == limit and not as_json:
+        n = count(store, query, session_id=session_id, type=type_, raw=raw)
+        if n > limit:
+            click.echo(f"{n:,} matches; the best {limit} shown" + (f" (ranked among the newest {RANK_WINDOW:,})"
+                                                                    if n > RANK_WINDOW else ""), err=True)
+    if as_json:
+        click.echo(json.dumps([{"session_id": h.session_id, "seq": h.seq, "type": h.type, "ts": h.ts,
+                                "snippet": h.snippet.replace(MARK_START, "**").replace(MARK_END, "**"),
+                                "score": h.score} for h in hits], ensure_ascii=False))
+        return
+    if not hits:
+        click.echo("no match")
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("SESSION", "SEQ", "TYPE", "SNIPPET"):
+        table.add_column(name, justify="right" if name == "SEQ" else "left", overflow="fold")
+    for h in hits:
+        snippet = Text()
+        for k, part in enumerate(re.split(f"[{MARK_START}{MARK_END}]", h.snippet)):
+            snippet.append(_CONTROL_OR_NEWLINE.sub(" ", part), style="bold reverse" if k % 2 else None)
+        table.add_row(Text(_printable(h.session_id)), str(h.seq), h.type, snippet)
+    Console(soft_wrap=False).print(table)
 
 
 # --- moving between databases, PostgreSQL roles ---------------------------------------------

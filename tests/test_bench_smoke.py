@@ -69,3 +69,17 @@ def test_aio_pg_runs(pg_url: str):
                            "--repeat", "1"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert proc.stdout.count("| worker thread |") == 3 and proc.stdout.count("| AsyncConnection") == 5
+
+
+def test_bench_search_runs_small(tmp_path: Path):
+    """tools/bench_search.py, on 3,000 events: every query and append row has a figure."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_search.py"), "--events", "3000", "--files", "2",
+         "--repeat", "2", "--appends", "30", "--rounds", "1", "--work", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| `")]
+    assert len(rows) == 9 and all(" ms |" in r for r in rows)
+    assert "| messages |" in proc.stdout and "| assistant/chunk |" in proc.stdout
+    assert "indexed by the first search" in proc.stdout

@@ -290,6 +290,42 @@ class Backend(ABC):
         and commit what it did, or roll everything back when it raises (the exception goes
         on, translated when it is the database's). Returns what ``body`` returns."""
 
+    # --- search and usage (revision 0100) ------------------------------------------------------
+
+    @abstractmethod
+    def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Bring the full-text index up to date with the stored message events and return
+        how many it indexed now (0 for a backend whose index is kept current on insert).
+        ``progress(done, total)`` (positions) may be called between batches. Raises
+        :class:`QueryError` when the database has no index (older than revision 0100),
+        :class:`DatabaseError` when the store cannot write."""
+
+    @abstractmethod
+    def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
+               rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
+        """The message events whose text matches ``query``, best first, at most ``limit``:
+        ``(session_id, seq, type, ts, text, score)`` with ``text`` the searchable text of the
+        event (the ``events_search_text`` view: content, tool call names and arguments,
+        tool results) and ``score`` lower for a better match (0.0 for a hit found without
+        the index).
+
+        ``query`` is the user's words, all of which must occur (a word ending in ``*``
+        matches as a prefix; punctuation separates words); with ``raw`` it is the database's
+        own query syntax (SQLite: FTS5; PostgreSQL: ``to_tsquery``). Hits are ranked among
+        the newest ``rank_window`` matches. Uses the index as it stands (see
+        :meth:`search_catch_up`); a backend whose index may lag scans the rest. Raises
+        :class:`QueryError` (empty or malformed query, no index)."""
+
+    @abstractmethod
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
+        """How many indexed message events match ``query`` (as :meth:`search`)."""
+
+    @abstractmethod
+    def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
+        """Token totals per session from the ``usage`` view: ``(session_id, responses,
+        input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens)`` for every
+        session with recorded usage; empty for a database older than revision 0100."""
+
     # --- audit --------------------------------------------------------------------------------
 
     @classmethod

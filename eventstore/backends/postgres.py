@@ -451,7 +451,63 @@ class PostgresBackend(Backend):
             except psycopg.Error as e:
                 raise self._error(e, session_id) from None
 
-    # --- audit --------------------------------------------------------------------------------
+    # --- search and usage (revision 0100) --------------------------------------------------------
+    # The GIN expression index events_search over es_search_vector(payload) is kept current
+    # on insert: nothing to catch up. The queries repeat the index's expression and its
+    # WHERE term so that the planner uses it.
+
+    def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        return 0
+
+    def _search_read(self, query: str, raw: bool, sql: str, params: dict) -> list:
+        """Rows of ``sql`` with the query as ``%(q)s`` (a ``to_tsquery`` text) and ``params``."""
+        tsquery = query if raw else _tsquery(query)
+        with self._rlock:
+            conn = self._conn("r")
+            try:
+                return conn.execute(sql, {**params, "q": tsquery}).fetchall()
+            except pg_errors.SyntaxError as e:  # a malformed raw query
+                raise QueryError(f"search {tsquery!r}: {_first_line(e)}") from None
+            except psycopg.Error as e:
+                raise self._error(e) from None
+
+    def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
+               rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
+        if limit < 1:
+            return []
+        where, params = _search_filters(session_id, type_)
+        # The newest matches, ranked; the text (for the snippet) of the best only. ts_rank
+        # recomputes each candidate's tsvector (about 0.15 ms an event), so at most
+        # _PG_RANK_WINDOW are ranked. The tsquery is written inline (a constant the planner
+        # folds), not joined from a CTE: only then does the planner use the index.
+        rows = self._search_read(query, raw, f"""
+            WITH window_ AS (
+              SELECT e.position, e.payload FROM events AS e
+               WHERE e.type IN {_SEARCH_TYPES} AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where}
+               ORDER BY e.position DESC LIMIT %(window)s),
+            best AS (
+              SELECT w.position, -ts_rank(es_search_vector(w.payload), to_tsquery('simple', %(q)s)) AS score
+                FROM window_ AS w ORDER BY score, w.position DESC LIMIT %(limit)s)
+            SELECT e.session_id, e.seq, e.type, e.ts, es_search_text(e.payload), b.score
+              FROM best AS b JOIN events AS e ON e.position = b.position
+             ORDER BY b.score, b.position DESC""",
+                                 {**params, "window": min(rank_window, _PG_RANK_WINDOW), "limit": limit})
+        return [(sid, seq, t, ts, text, float(score)) for sid, seq, t, ts, text, score in rows]
+
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
+        where, params = _search_filters(session_id, type_)
+        return self._search_read(query, raw, f"""
+            SELECT count(*) FROM events AS e
+             WHERE e.type IN {_SEARCH_TYPES} AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where}""",
+                                 params)[0][0]
+
+    def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
+        rows = self._read("""SELECT session_id, count(*), sum(input_tokens), sum(output_tokens),
+                                    sum(cache_read_tokens), sum(cache_creation_tokens)
+                             FROM usage GROUP BY session_id""")
+        return [(r[0], *(int(v or 0) for v in r[1:])) for r in rows]
+
+    # --- audit ------------------------------------------------------------------------------------
 
     @classmethod
     def query_connection(cls, url: str, *, busy_timeout: float = 5.0, timeout: float | None = QUERY_TIMEOUT,
@@ -962,7 +1018,7 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
         f"REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {w}, {a};",
         f"GRANT SELECT, INSERT ON {s}.events, {s}.sessions TO {w};",
         f"GRANT SELECT ON {s}.alembic_version, {s}.messages, {s}.tool_calls, {s}.turns, "
-        f"{s}.session_summary TO {w};",
+        f"{s}.session_summary, {s}.usage, {s}.events_search_text TO {w};",
         f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {a};",
     ]
     return "\n".join(lines) + "\n"
@@ -982,3 +1038,43 @@ def apply_roles(backend: PostgresBackend, text: str) -> None:
                 conn.execute(text)
         except psycopg.Error as e:
             raise DatabaseError(f"{backend.display}: cannot set up the roles: {_first_line(e)}") from None
+
+
+# --- search -----------------------------------------------------------------------------------
+
+#: At most this many of the newest matches are ranked (see PostgresBackend.search).
+_PG_RANK_WINDOW = 200
+#: The WHERE term of the events_search index (revision 0100): queries repeat it.
+_SEARCH_TYPES = "('user/message', 'assistant/message', 'tool/result')"
+# What separates words in the indexed text (es_search_vector): whitespace and ASCII
+# punctuation, "_" included.
+_SEARCH_SPLIT = re.compile(r"[\s!-/:-@\[-`{-~]+")
+
+
+def _tsquery(query: str) -> str:
+    """A user's words as a ``to_tsquery`` text: every word must occur; a word ending in
+    ``*`` matches as a prefix (``:*``); punctuation separates words as in the index, and no
+    character of the query is taken as an operator. Raises :class:`QueryError` for a query
+    with no word."""
+    from ..search import query_words
+
+    parts = []
+    for word, prefix in query_words(query):
+        tokens = [t for t in _SEARCH_SPLIT.split(word) if t]
+        for k, t in enumerate(tokens):
+            parts.append("'" + t.replace("\\", "\\\\").replace("'", "''") + "'"
+                         + (":*" if prefix and k == len(tokens) - 1 else ""))
+    if not parts:
+        raise QueryError("the search query has no word to look for")
+    return " & ".join(parts)
+
+
+def _search_filters(session_id: str | None, type_: str | None) -> tuple[str, dict]:
+    where, params = "", {}
+    if session_id is not None:
+        where += " AND e.session_id = %(session)s"
+        params["session"] = session_id
+    if type_ is not None:
+        where += " AND e.type = %(type)s"
+        params["type"] = type_
+    return where, params

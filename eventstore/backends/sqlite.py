@@ -633,6 +633,29 @@ class SQLiteBackend(Backend):
             self._wrote(tx.first_position, tx.first_position + tx.added - 1, tx.added_bytes)
         return result
 
+    # --- search and usage (see .sqlite_search) ----------------------------------------------
+
+    def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        from . import sqlite_search
+
+        return sqlite_search.catch_up(self, progress)
+
+    def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
+               rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
+        from . import sqlite_search
+
+        return sqlite_search.search(self, query, raw, session_id, type_, limit, rank_window)
+
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
+        from . import sqlite_search
+
+        return sqlite_search.count(self, query, raw, session_id, type_)
+
+    def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
+        from . import sqlite_search
+
+        return sqlite_search.usage_totals(self)
+
     # --- audit -------------------------------------------------------------------------------
 
     @classmethod

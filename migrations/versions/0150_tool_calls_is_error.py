@@ -16,7 +16,7 @@ and writer's SELECT, ``eventstore roles``), which a DROP would lose.
 from alembic import op
 
 revision = "0150"
-down_revision = "0008"
+down_revision = "0100"
 branch_labels = None
 depends_on = None
 

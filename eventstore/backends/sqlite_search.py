@@ -1,0 +1,160 @@
+"""SQLite's side of search and usage (revision 0100): the FTS5 index ``events_search``
+over the ``events_search_text`` view, kept current by whoever searches (:func:`catch_up`),
+and the ``usage`` view's totals. The functions take the :class:`SQLiteBackend` whose
+connection they use; see :class:`eventstore.backends.base.Backend` for the contract.
+
+The index is derived from the log and not kept by a trigger on ``events``: FTS5 writes a
+segment per transaction, which made a single append of a message event about three times
+as slow (tools/bench_search.py); so appends and imports pay nothing, and the first search
+after many writes pays for indexing them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..errors import DatabaseError, QueryError
+from ..search import query_terms, query_words
+
+if TYPE_CHECKING:
+    from .sqlite import SQLiteBackend
+
+#: Positions indexed per write transaction of :func:`catch_up` (writers wait at most one).
+CATCH_UP_BATCH = 20_000
+
+
+def fts_query(text: str) -> str:
+    """A user's words as an FTS5 query: every word must occur (in any order); a word ending
+    in ``*`` matches as a prefix; quotes and FTS5 operators are taken as text. Raises
+    :class:`QueryError` for a query with no word."""
+    words = ['"' + w.replace('"', '""') + '"' + ("*" if prefix else "") for w, prefix in query_words(text)]
+    if not words:
+        raise QueryError("the search query is empty")
+    return " ".join(words)
+
+
+def _require_index(backend: SQLiteBackend) -> None:
+    if not backend._read("SELECT 1 FROM sqlite_master WHERE name = 'events_search_state'"):
+        raise QueryError("this database has no search index yet (schema older than revision 0100): "
+                         "open it for writing once (eventstore init) to upgrade it")
+
+
+def _indexed_through(backend: SQLiteBackend) -> int:
+    return backend._read("SELECT indexed_through FROM events_search_state")[0][0]
+
+
+def catch_up(backend: SQLiteBackend, progress: Callable[[int, int], None] | None = None) -> int:
+    """Index the message events stored since the last call, in write transactions of
+    :data:`CATCH_UP_BATCH` positions; safe from several processes at once (each batch reads
+    the state inside its transaction)."""
+    _require_index(backend)
+    done = 0
+    total = None
+    while True:
+        def batch(cur: sqlite3.Cursor) -> tuple[int, int, int]:
+            start = cur.execute("SELECT indexed_through FROM events_search_state").fetchone()[0]
+            last = cur.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
+            if last <= start:
+                return 0, start, last
+            end = min(last, start + CATCH_UP_BATCH)
+            cur.execute("INSERT INTO events_search (rowid, text) SELECT position, text FROM events_search_text "
+                        "WHERE position > ? AND position <= ?", (start, end))
+            n = cur.rowcount
+            cur.execute("UPDATE events_search_state SET indexed_through = ?", (end,))
+            return n, end, last
+
+        n, end, last = backend._transact(batch)
+        done += n
+        if total is None:
+            total = last
+        if progress is not None and end < total:
+            progress(end, total)
+        if end >= last:
+            return done
+
+
+def _filters(session_id: str | None, type_: str | None) -> tuple[str, str, list]:
+    if session_id is None and type_ is None:
+        return "", "", []
+    where, params = [], []
+    if session_id is not None:
+        where.append("e.session_id = ?")
+        params.append(session_id)
+    if type_ is not None:
+        where.append("e.type = ?")
+        params.append(type_)
+    return "JOIN events AS e ON e.position = events_search.rowid", "AND " + " AND ".join(where), params
+
+
+def search(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None, type_: str | None,
+           limit: int, rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
+    """BM25 among the newest ``rank_window`` indexed matches, then (for a store that could
+    not catch up) the newest matches past the index, found by scanning."""
+    match = query if raw else fts_query(query)
+    _require_index(backend)
+    if limit < 1:
+        return []
+    join, where, params = _filters(session_id, type_)
+    try:
+        floor = backend._read(f"SELECT events_search.rowid FROM events_search {join} WHERE events_search MATCH ? "
+                              f"{where} ORDER BY events_search.rowid DESC LIMIT 1 OFFSET ?",
+                              (match, *params, rank_window - 1))
+        best = backend._read(f"SELECT events_search.rowid, bm25(events_search) AS score FROM events_search {join} "
+                             f"WHERE events_search MATCH ? AND events_search.rowid >= ? {where} "
+                             f"ORDER BY score LIMIT ?", (match, floor[0][0] if floor else 0, *params, limit))
+    except DatabaseError as e:  # a malformed raw query
+        raise QueryError(f"search {match!r}: {e}") from None
+    hits = []
+    for position, score in best:
+        sid, seq, t, ts, text = backend._read(
+            "SELECT e.session_id, e.seq, e.type, e.ts, x.text FROM events AS e "
+            "JOIN events_search_text AS x ON x.position = e.position WHERE e.position = ?", (position,))[0]
+        hits.append((sid, seq, t, ts, text, score))
+    if len(hits) < limit:
+        hits += _scan_tail(backend, query, raw, session_id, type_, limit - len(hits))
+    return hits
+
+
+def count(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None, type_: str | None) -> int:
+    match = query if raw else fts_query(query)
+    _require_index(backend)
+    join, where, params = _filters(session_id, type_)
+    try:
+        return backend._read(f"SELECT count(*) FROM events_search {join} WHERE events_search MATCH ? {where}",
+                             (match, *params))[0][0]
+    except DatabaseError as e:
+        raise QueryError(f"search {match!r}: {e}") from None
+
+
+def _scan_tail(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None, type_: str | None,
+               limit: int) -> list[tuple[str, int, str, float, str, float]]:
+    """Matches among the message events past the index, newest first: every token of
+    ``query`` as a case-insensitive substring (a raw FTS5 query: its words, operators aside)."""
+    start = _indexed_through(backend)
+    if start >= backend._read("SELECT coalesce(max(position), 0) FROM events")[0][0]:
+        return []
+    where, params = ["x.position > ?"], [start]
+    for word, _prefix in query_terms(query, raw):
+        where.append("instr(lower(x.text), ?) > 0")
+        params.append(word)
+    if session_id is not None:
+        where.append("x.session_id = ?")
+        params.append(session_id)
+    if type_ is not None:
+        where.append("x.type = ?")
+        params.append(type_)
+    rows = backend._read(f"SELECT x.session_id, x.seq, x.type, e.ts, x.text FROM events_search_text AS x "
+                         f"JOIN events AS e ON e.position = x.position WHERE {' AND '.join(where)} "
+                         f"ORDER BY x.position DESC LIMIT ?", (*params, limit))
+    return [(sid, seq, t, ts, text, 0.0) for sid, seq, t, ts, text in rows]
+
+
+def usage_totals(backend: SQLiteBackend) -> list[tuple[str, int, int, int, int, int]]:
+    if not backend._read("SELECT 1 FROM sqlite_master WHERE name = 'usage'"):
+        return []
+    rows = backend._read("""SELECT session_id, count(*), sum(input_tokens), sum(output_tokens),
+                                   sum(cache_read_tokens), sum(cache_creation_tokens)
+                            FROM usage GROUP BY session_id""")
+    return [(r[0], *(int(v or 0) for v in r[1:])) for r in rows]

@@ -1,0 +1,164 @@
+"""Full-text search over the log, and token usage totals: database-neutral.
+
+Both read what revision 0100 created (see docs/schema.md): a full-text index over the text
+of every message event (message content, tool call names and arguments, tool results;
+the ``events_search_text`` view), and the ``usage`` view (one row per event that carries a
+``usage`` object). Each backend keeps its index its own way (SQLite: an FTS5 table brought
+up to date by whoever searches; PostgreSQL: a GIN expression index kept on insert), behind
+:meth:`~eventstore.backends.base.Backend.search`; this module makes the query's terms, the
+snippets and the result types.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .errors import DatabaseError, QueryError
+
+#: What :func:`search` puts around each matched term in a snippet.
+MARK_START, MARK_END = "\x02", "\x03"
+#: Hits are ranked among the newest this many matching events: a word found in hundreds of
+#: thousands of events still answers in milliseconds (tools/bench_search.py).
+RANK_WINDOW = 2000
+
+_WORD = re.compile(r"\S+")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: the event (``session_id``, ``seq``, ``type``, ``ts`` in seconds),
+    a ``snippet`` of its text with each match between :data:`MARK_START` and
+    :data:`MARK_END`, and ``score`` (lower is a better match: BM25 on SQLite, minus
+    ``ts_rank`` on PostgreSQL; 0.0 for a hit found by scanning events not indexed yet)."""
+
+    session_id: str
+    seq: int
+    type: str
+    ts: float
+    snippet: str
+    score: float
+
+
+def query_words(text: str) -> list[tuple[str, bool]]:
+    """A user's query as ``(word, is a prefix)`` pairs: whitespace separates words; a word
+    ending in ``*`` (and more than ``*``) matches as a prefix, written without the star."""
+    out = []
+    for w in _WORD.findall(text):
+        prefix = w.endswith("*") and len(w) > 1
+        out.append((w.rstrip("*") if prefix else w, prefix))
+    return out
+
+
+def _store_backend(store):
+    return getattr(store, "backend", store)
+
+
+def catch_up(store, progress: Callable[[int, int], None] | None = None) -> int:
+    """Bring the search index up to date with the stored events; return how many events
+    it indexed now (always 0 on PostgreSQL, whose index is kept on insert).
+
+    ``progress(done, total)`` (positions) is called between batches. Raises
+    :class:`QueryError` for a database without the index (older than revision 0100),
+    :class:`DatabaseError` when the store cannot write (read-only, locked past the busy
+    timeout).
+    """
+    return _store_backend(store).search_catch_up(progress)
+
+
+def search(store, query: str, *, session_id: str | None = None, type: str | None = None,
+           limit: int = 20, raw: bool = False, context: int = 16) -> list[Hit]:
+    """The events of ``store`` (an :class:`~eventstore.EventStore`) whose text matches
+    ``query``, best first, at most ``limit``.
+
+    ``query`` is words that must all occur (a word ending in ``*`` matches as a prefix;
+    punctuation separates words, as in the indexed text); with ``raw`` it is the database's
+    own query syntax as it stands (SQLite: FTS5, ``"a b" OR c*``, ``NEAR(a b)``;
+    PostgreSQL: ``to_tsquery``, ``a & (b | c:*)``). ``session_id`` and ``type`` keep hits of
+    that session or event type only; ``context`` is the snippet's length in tokens. Hits
+    are ranked among the newest :data:`RANK_WINDOW` matching events (see :func:`count`).
+    Brings the index up to date first (:func:`catch_up`); a SQLite store that cannot write
+    scans the events past the index instead (their hits come last).
+    Raises :class:`QueryError` for an empty or malformed query, or a database without the
+    index (older than revision 0100: open it for writing once to upgrade).
+    """
+    backend = _store_backend(store)
+    if not raw and not query_words(query):
+        raise QueryError("the search query is empty")
+    try:
+        backend.search_catch_up()
+    except DatabaseError:
+        pass  # cannot write: the backend scans the events past the index
+    if limit < 1:
+        return []
+    rows = backend.search(query, raw=raw, session_id=session_id, type_=type, limit=limit, rank_window=RANK_WINDOW)
+    terms = query_terms(query, raw)
+    return [Hit(sid, seq, t, ts, snippet(text or "", terms, context), score) for sid, seq, t, ts, text, score in rows]
+
+
+def count(store, query: str, *, session_id: str | None = None, type: str | None = None, raw: bool = False) -> int:
+    """How many indexed events match ``query`` (with the filters of :func:`search`).
+    Raises :class:`QueryError` as :func:`search` does."""
+    return _store_backend(store).search_count(query, raw=raw, session_id=session_id, type_=type)
+
+
+_TOKEN = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer takes as a token (letters, digits)
+_FTS_OPERATORS = {"and", "or", "not", "near"}
+
+
+def query_terms(query: str, raw: bool) -> list[tuple[str, bool]]:
+    """The query's tokens as ``(lower-case token, is a prefix)``, as the index matches them
+    (letters and digits; a raw query's upper-case operators AND, OR, NOT, NEAR left out)."""
+    out = []
+    for w in _WORD.findall(query):
+        prefix = w.endswith("*")
+        tokens = [t.lower() for t in _TOKEN.findall(w)]
+        if raw and len(tokens) == 1 and tokens[0] in _FTS_OPERATORS and w.isupper():
+            continue
+        out += [(t, prefix and k == len(tokens) - 1) for k, t in enumerate(tokens)]
+    return out
+
+
+def snippet(text: str, terms: list[tuple[str, bool]], context: int = 16) -> str:
+    """About ``context`` tokens of ``text`` around its first match of ``terms`` (see
+    :func:`query_terms`), each matching token between :data:`MARK_START` and :data:`MARK_END`,
+    ``…`` where text was cut."""
+    tokens = list(_TOKEN.finditer(text))
+
+    def hit(tok: str) -> bool:
+        tok = tok.lower()
+        return any(tok.startswith(t) if p else tok == t for t, p in terms)
+
+    first = next((k for k, m in enumerate(tokens) if hit(m.group())), 0)
+    lo = max(0, min(first - context // 4, len(tokens) - context))
+    hi = min(len(tokens), lo + context)
+    if not tokens:
+        return text[:200]
+    start = tokens[lo].start() if lo else 0
+    end = tokens[hi - 1].end() if hi < len(tokens) else len(text)
+    out, at = [], start
+    for m in tokens[lo:hi]:
+        if hit(m.group()):
+            out += [text[at:m.start()], MARK_START, m.group(), MARK_END]
+            at = m.end()
+    out.append(text[at:end])
+    return ("…" if start else "") + "".join(out) + ("…" if end < len(text) else "")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """A session's token counts, summed over its model responses (the ``usage`` view)."""
+
+    responses: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_creation_tokens: int
+
+
+def usage_totals(store) -> dict[str, UsageTotals]:
+    """``{session id: UsageTotals}`` for every session of ``store`` with recorded usage
+    (empty for a database older than revision 0100, read as it is). Raises
+    :class:`DatabaseError`."""
+    return {r[0]: UsageTotals(*r[1:]) for r in _store_backend(store).usage_totals()}

@@ -1,0 +1,162 @@
+"""Store converted transcripts through the store's public API, appending only what is new.
+
+A transcript file grows while its agent runs. Every import converts the whole file again
+(the converters are deterministic, and what they make of a file's first lines does not
+change when lines are added after them), then compares the stored session's head with the
+converted events by their ``event_id``: the events past the head are appended in one
+``append_many`` with ``expected_seq`` (all or none), so running the import again, or from two
+places at once, never stores an event twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from ..errors import ImportConflict, SessionExists, SessionNotFound
+from . import claude_code, codex
+from .common import Converted, read_lines
+
+_UUID_PREFIX = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{7,}")
+
+
+@dataclass
+class SessionResult:
+    """What an import did to one session: ``status`` is ``imported`` (new), ``appended`` or
+    ``skipped`` (nothing new); ``events`` stored now, ``total`` afterwards, ``held`` source
+    lines left for the next run (an API message not yet complete)."""
+
+    session_id: str
+    status: str
+    events: int
+    total: int
+    held: int = 0
+
+
+@dataclass
+class TranscriptReport:
+    """What importing one transcript file did: a :class:`SessionResult` per session,
+    ``dropped`` the ``FILE:LINE: reason`` of lines ``salvage`` skipped, ``waiting`` True when
+    an incomplete last line was left for the next run."""
+
+    path: str
+    format: str
+    sessions: list[SessionResult] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    waiting: bool = False
+
+
+CONVERTERS = {"claude-code", "codex"}
+
+
+def convert_file(path: str, fmt: str, *, salvage: bool = False,
+                 stored_uuid: Callable[[str], str | None] | None = None,
+                 data: bytes | None = None) -> tuple[list[Converted], list[str], bool]:
+    """Convert one transcript file without a database: ``(sessions, dropped, waiting)``.
+
+    ``fmt`` is ``claude-code`` or ``codex``. Raises :class:`~eventstore.errors.InvalidJSONL`
+    (``FILE:LINE: reason``) for a line that is not JSON (unless ``salvage``), ``OSError``,
+    ``ValueError`` for another ``fmt``.
+    """
+    parsed = read_lines(path, data, salvage=salvage)
+    if fmt == "claude-code":
+        convs = claude_code.convert(parsed.lines, path, stored_uuid)
+    elif fmt == "codex":
+        convs = codex.convert(parsed.lines, path)
+    else:
+        raise ValueError(f"no transcript converter for format {fmt!r}")
+    return convs, parsed.dropped, parsed.waiting
+
+
+def _head(store, session_id: str):
+    """``(session handle, next seq, last stored event)`` or ``(None, 0, None)``."""
+    try:
+        s = store.session(session_id)
+    except SessionNotFound:
+        return None, 0, None
+    n = s.next_seq()
+    last = next(iter(s.events(after_seq=n - 2)), None) if n else None
+    return s, n, last
+
+
+def _stored_uuid(store) -> Callable[[str], str | None]:
+    def look(session_id: str) -> str | None:
+        s, n, _last = _head(store, session_id)
+        if s is None or not n:
+            return None
+        for ev in reversed(list(s.events(after_seq=max(-1, n - 51)))):
+            m = _UUID_PREFIX.match(str(ev.payload.get("event_id", "")))
+            if m and not m.group(0).startswith("L"):
+                return m.group(0)
+        return None
+    return look
+
+
+def store_converted(store, conv: Converted, path: str) -> SessionResult:
+    """Store one converted session: create it (with its meta) if it is new, then append the
+    events past the stored head in one atomic ``append_many``.
+
+    Raises :class:`~eventstore.errors.ImportConflict` when the stored session is not a
+    beginning of the converted one (another file, or a file that was rewritten), and what
+    ``append_many`` raises (``SeqConflict`` when another import got there first: nothing
+    is stored, run again).
+    """
+    s, n, last = _head(store, conv.session_id)
+    if n:
+        stored_key = last.payload.get("event_id")
+        file_key = conv.events[n - 1][1].get("event_id") if n <= len(conv.events) else None
+        if stored_key != file_key:
+            where = f"holds {len(conv.events)} events" if file_key is None else f"has {file_key!r} there"
+            raise ImportConflict(path, 0, f"session {conv.session_id!r} is stored with other events: its "
+                                          f"event {n - 1} is {stored_key!r}, the file {where}", conv.session_id)
+    created = False
+    if s is None:
+        try:
+            s = store.create_session(conv.session_id, meta=conv.meta)
+            created = True
+        except SessionExists:  # another import created it a moment ago
+            s = store.session(conv.session_id)
+    new = conv.events[n:]
+    if new:
+        s.append_many(new, expected_seq=n)
+    status = "imported" if created else ("appended" if new else "skipped")
+    return SessionResult(conv.session_id, status, len(new), n + len(new), conv.held)
+
+
+def import_transcript(store, path: str, fmt: str, *, salvage: bool = False) -> TranscriptReport:
+    """Import (or bring up to date) every session of one Claude Code or Codex file.
+
+    Returns a :class:`TranscriptReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
+    (``FILE:LINE: reason``: nothing of the file is stored), :class:`ImportConflict`,
+    :class:`~eventstore.errors.DatabaseError`, ``OSError``. Each session is written
+    atomically; the sessions of one file (a conversation, its forks and subagents) one
+    after the other.
+    """
+    convs, dropped, waiting = convert_file(path, fmt, salvage=salvage, stored_uuid=_stored_uuid(store))
+    rep = TranscriptReport(path, fmt, dropped=dropped, waiting=waiting)
+    for conv in convs:
+        rep.sessions.append(store_converted(store, conv, path))
+    return rep
+
+
+class Watcher:
+    """Which files changed since the last look: a file is due when its size or mtime moved
+    (or it is new). Holds one ``(size, mtime_ns)`` per file."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[int, int]] = {}
+
+    def due(self, files: Iterable[str]) -> Iterator[str]:
+        """The files of ``files`` that are new or changed; remembers them as seen."""
+        for f in files:
+            try:
+                st = os.stat(f)
+            except OSError:
+                self.seen.pop(f, None)
+                continue
+            sig = (st.st_size, st.st_mtime_ns)
+            if self.seen.get(f) != sig:
+                self.seen[f] = sig
+                yield f
