@@ -1,0 +1,141 @@
+"""The live feed: one thread follows the store and tells the open pages what changed.
+
+The thread runs :meth:`EventStore.follow` from the position the index was built at, applies
+each new event to the :class:`~eventstore.web.index.SessionIndex`, and wakes the subscribers
+(the server-sent-event streams of open pages) on the event loop. A subscriber learns only
+*that* something changed; it reads what is new itself (from the seq it sent last), so a
+burst of a thousand chunks wakes it once, and nothing is missed or sent twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING
+
+from . import queries
+from .index import SessionIndex
+
+if TYPE_CHECKING:
+    from ..store import EventStore
+
+__all__ = ["Hub", "Subscription"]
+
+ALL = "*"  # the topic of subscribers who want to hear of every session (the sessions page)
+
+
+class Subscription:
+    """A subscriber's wake-up flag: ``await wait()`` returns when its topic changed since
+    the last wait (at once if it did while the subscriber was busy)."""
+
+    def __init__(self, hub: Hub, topic: str):
+        self.hub = hub
+        self.topic = topic
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """True when woken, False after ``timeout`` seconds without a change."""
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._event.clear()
+        return True
+
+    def close(self) -> None:
+        self.hub._unsubscribe(self)
+
+
+class Hub:
+    """Builds the sessions index and keeps it (and the subscribers) current."""
+
+    def __init__(self, store: EventStore, poll_interval: float = 0.05):
+        self.store = store
+        self.index = SessionIndex()
+        self.poll_interval = poll_interval
+        self._subs: dict[str, set[Subscription]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: set[str] = set()
+        self._pending_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.position = 0
+        self.error: str | None = None
+
+    def build(self) -> None:
+        """Read the whole log into the index (call once, before :meth:`start`)."""
+        position = self.store.last_position()
+        for sid, created_at in queries.session_rows(self.store):
+            self.index.add_session(sid, created_at)
+        batch = []
+        for row in queries.summary_rows(self.store, position):
+            batch.append(row)
+            if len(batch) == 10_000:
+                self.index.apply(batch, 0.0)
+                batch = []
+        self.index.apply(batch, 0.0)
+        self.position = position
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Follow the store on a thread of its own, waking subscribers on ``loop``."""
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, name="eventstore-web-follow", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                # Returns after a second without events, to look at the stop flag.
+                for ev in self.store.follow(self.position, poll_interval=self.poll_interval, idle_timeout=1.0):
+                    payload = ev.payload
+                    extra = (payload.get("tool_calls") if ev.type == "assistant/message"
+                             else payload.get("tool_call_id") if ev.type == "tool/result" else None)
+                    created = ev.ts  # used only for a session first seen now (its created_at is not read back)
+                    self.index.apply([(ev.position, ev.session_id, ev.seq, ev.type, ev.ts, extra)], created)
+                    self.position = ev.position
+                    self._changed(ev.session_id)
+                    if self._stop.is_set():
+                        return
+                self.error = None
+            except Exception as e:  # the database went away, say: tell the pages, try again
+                self.error = str(e)
+                self._stop.wait(1.0)
+
+    def _changed(self, session_id: str) -> None:
+        with self._pending_lock:
+            first = not self._pending
+            self._pending.add(session_id)
+        if first and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._flush)
+            except RuntimeError:  # the loop is closed: the server is stopping
+                pass
+
+    def _flush(self) -> None:
+        with self._pending_lock:
+            changed, self._pending = self._pending, set()
+        for topic in (*changed, ALL):
+            for sub in self._subs.get(topic, ()):
+                sub.notify()
+
+    def subscribe(self, topic: str = ALL) -> Subscription:
+        """A subscription to one session's changes, or to every session's (``ALL``).
+        Call on the event loop."""
+        sub = Subscription(self, topic)
+        self._subs.setdefault(topic, set()).add(sub)
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        subs = self._subs.get(sub.topic)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subs[sub.topic]

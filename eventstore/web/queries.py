@@ -1,0 +1,72 @@
+"""The viewer's reads that the store's public API does not offer, in SQL.
+
+BACKEND SEAM: this module is the viewer's only database-specific code. Everything else in
+:mod:`eventstore.web` reads through the public API (``EventStore.session``,
+``EventStore.follow``, ``EventStore.last_position``, ``EventStore.export_jsonl``) or through
+the three functions below. Each is one read over the tables and views of docs/schema.md,
+written in SQL that SQLite and PostgreSQL both accept (``->`` / ``->>`` JSON operators aside,
+which a PostgreSQL backend spells the same on ``jsonb``), run through ``store._read``. When
+the store grows a backend contract, these three move behind it unchanged in meaning:
+
+* :func:`summary_rows`: the light columns of every event up to a global position, in
+  position order (the sessions index is built from them);
+* :func:`event_rows`: a range of one session's events with the payload as its stored JSON text;
+* :func:`messages_upto`: the projection (the ``messages`` view) of one session up to a seq.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..store import EventStore
+
+__all__ = ["summary_rows", "event_rows", "messages_upto", "session_rows"]
+
+_PAGE = 50_000  # rows a query: reads hold no transaction across pages
+
+_SUMMARY_SQL = """
+SELECT position, session_id, seq, type, ts,
+       CASE type WHEN 'assistant/message' THEN payload -> '$.tool_calls'
+                 WHEN 'tool/result' THEN payload ->> '$.tool_call_id' END
+FROM events WHERE position > ? AND position <= ? ORDER BY position LIMIT ?"""
+
+
+def session_rows(store: EventStore) -> list[tuple[str, float]]:
+    """Every stored session as ``(id, created_at)`` (seconds since the epoch), oldest first.
+
+    ``store.sessions()`` gives the same plus counts the index computes itself; this skips
+    the per-session look-ups (a second for 100,000 sessions)."""
+    return store._read("SELECT id, created_at FROM sessions ORDER BY rowid")
+
+
+def summary_rows(store: EventStore, upto_position: int) -> Iterator[tuple]:
+    """Every event with ``position <= upto_position``, in position order, as
+    ``(position, session_id, seq, type, ts, extra)``: ``extra`` is the ``tool_calls`` value's
+    JSON text for an ``assistant/message`` (None when absent), the ``tool_call_id`` for a
+    ``tool/result``, None otherwise. Read a page at a time. Raises ``DatabaseError``."""
+    after = 0
+    while True:
+        rows = store._read(_SUMMARY_SQL, (after, upto_position, _PAGE))
+        yield from rows
+        if len(rows) < _PAGE:
+            return
+        after = rows[-1][0]
+
+
+def event_rows(store: EventStore, session_id: str, after_seq: int, limit: int) -> list[tuple]:
+    """Up to ``limit`` events of ``session_id`` with ``seq > after_seq``, in seq order, as
+    ``(seq, type, ts, payload)`` with ``payload`` the stored JSON text of the event's
+    payload object (exactly as export writes it). Raises ``DatabaseError``."""
+    return store._read("SELECT seq, type, ts, payload FROM events WHERE session_id = ? AND seq > ? "
+                       "ORDER BY seq LIMIT ?", (session_id, after_seq, limit))
+
+
+def messages_upto(store: EventStore, session_id: str, upto_seq: int) -> str:
+    """The projection of ``session_id`` restricted to events with ``seq <= upto_seq``: the
+    chat messages array as JSON text, what the model was sent at that point. Raises
+    ``DatabaseError``."""
+    rows = store._read("SELECT message FROM messages WHERE session_id = ? AND seq <= ? ORDER BY seq",
+                       (session_id, upto_seq))
+    return "[" + ",".join(r[0] for r in rows) + "]"
