@@ -52,7 +52,7 @@ _HEADERS = [
 
 _LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 
-MAX_EVENTS = 50_000  # events per /api/events answer
+MAX_EVENTS = 200_000  # events per /api/events answer (a 100,000-event session in one)
 SSE_BATCH = 5_000  # events per server-sent event
 KEEPALIVE_S = 15.0
 

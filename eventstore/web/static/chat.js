@@ -122,9 +122,35 @@ class Chat {
 
 // --- rendering -------------------------------------------------------------------------
 
+// Long text goes into segments of about SEG characters, cut after a newline, each with
+// content-visibility: auto, so the browser lays out and paints only the segments on screen
+// (a 100,000-chunk answer is one message of a megabyte).
+const SEG = 4000;
+const segment = (into, text) => {
+  const seg = document.createElement("div");
+  seg.className = "seg";
+  const lines = text.length / 90 + (text.match(/\n/g) || []).length;
+  seg.style.containIntrinsicSize = `auto ${Math.round(22 * lines)}px`;
+  ES.appendText(seg, text);
+  seg._len = text.length;
+  into.appendChild(seg);
+  return seg;
+};
+const appendLong = (into, text) => {
+  if (text.length <= SEG * 1.5) { segment(into, text); return; }
+  let start = 0;
+  while (start < text.length) {
+    let cut = text.indexOf("\n", start + SEG);
+    if (cut < 0 || cut - start > SEG * 4) cut = text.length - start > SEG * 4 ? start + SEG * 4 : text.length;
+    else cut += 1;
+    segment(into, text.slice(start, cut));
+    start = cut;
+  }
+};
+
 const contentNodes = (content, into) => {
   if (content == null) return;
-  if (typeof content === "string") { ES.appendText(into, content); return; }
+  if (typeof content === "string") { appendLong(into, content); return; }
   if (Array.isArray(content)) {
     for (const part of content) {
       if (part && typeof part === "object" && part.type === "text" && typeof part.text === "string") ES.appendText(into, part.text);
@@ -176,7 +202,9 @@ function renderCall(ctx, call, live) {
   return el;
 }
 
-// The element of one block; `ctx` gives the buttons' actions and whether the view is live.
+// The element of one block; `ctx` gives the buttons' actions, and `ctx.active()` says whether
+// the session may still be running (followed live, last event under two minutes ago): an
+// open turn or a call without its result is then "in progress", otherwise "not ended".
 function renderBlock(ctx, b) {
   const item = document.createElement("div");
   item.className = "item";
@@ -187,7 +215,7 @@ function renderBlock(ctx, b) {
     case "turn":
       body = ES.el("div", { className: "divider turn" }, `Turn ${b.n}`, ES.el("span", { className: "note" }, ES.when(b.ts)),
         b.end ? ES.el("span", { className: "dur" }, ES.dur(b.end.ts - b.ts))
-              : ES.el("span", { className: "open" }, ctx.live ? "in progress" : "not ended"));
+              : ES.el("span", { className: "open" }, ctx.active() ? "in progress" : "not ended"));
       break;
     case "turn-end":
       body = ES.el("div", { className: "divider" }, b.start ? `Turn ${b.start.n} ended` : "turn ended",
@@ -195,7 +223,7 @@ function renderBlock(ctx, b) {
       break;
     case "step":
       body = ES.el("div", { className: "divider" }, `Step ${b.step ?? ""}`,
-        b.end ? ES.el("span", { className: "dur" }, ES.dur(b.end.ts - b.ts)) : ES.el("span", { className: "open" }, ctx.live ? "running" : "not ended"));
+        b.end ? ES.el("span", { className: "dur" }, ES.dur(b.end.ts - b.ts)) : ES.el("span", { className: "open" }, ctx.active() ? "running" : "not ended"));
       break;
     case "step-end": {
       const n = b.toolCalls;
@@ -214,14 +242,14 @@ function renderBlock(ctx, b) {
     case "assistant": {
       const text = ES.el("div", { className: "text" + (b.final ? "" : " streaming") });
       text.dataset.chunks = b.chunks;
-      if (b.final) contentNodes(b.content, text); else ES.appendText(text, b.text);
+      if (b.final) contentNodes(b.content, text); else appendLong(text, b.text);
       const note = b.chunks ? `${ES.num(b.chunks)} chunk${b.chunks === 1 ? "" : "s"}` : "";
       body = ES.el("div", { className: "msg assistant" },
         ES.el("div", { className: "msg-head" }, ES.el("span", { className: "role" }, "assistant"), headTime(b.ts, b.seq),
           note ? ES.el("span", { className: "note" }, note) : null,
           b.final && b.msg && b.chunks ? ES.el("span", { className: "note" }, "streamed in " + ES.dur(b.msg.ts - b.ts)) : null,
           tools(ctx, b)),
-        text, ...b.calls.map((c) => renderCall(ctx, c, ctx.live)));
+        text, ...b.calls.map((c) => renderCall(ctx, c, ctx.active())));
       item._text = text;
       item._textLen = b.final ? -1 : b.text.length;
       break;
@@ -244,10 +272,13 @@ function patchBlock(item, b) {
   if (b.kind !== "assistant" || item._sv !== b.sv || item._textLen < 0) return false;
   const delta = b.text.slice(item._textLen);
   const text = item._text;
-  const lastNode = text.lastChild;
+  let seg = text.lastElementChild;
+  if (!seg || (seg._len > SEG && b.text[item._textLen - 1] === "\n")) seg = segment(text, "");
+  const lastNode = seg.lastChild;
   ES.UNSAFE.lastIndex = 0;
   if (lastNode && lastNode.nodeType === 3 && !ES.UNSAFE.test(delta)) lastNode.appendData(delta);
-  else ES.appendText(text, delta);
+  else ES.appendText(seg, delta);
+  seg._len += delta.length;
   item._textLen = b.text.length;
   text.dataset.chunks = b.chunks;
   const note = item.querySelector(".msg-head .note");

@@ -7,7 +7,12 @@
   const q = (extra) => "session=" + encodeURIComponent(sid) + (extra || "");
   const events = []; // every event known, by seq
   const chat = new Chat();
-  const ctx = { live: true, showRaw: (b) => showRaw(b), showContext: (b) => showContext(b) };
+  const ctx = {
+    live: true,
+    active: () => ctx.live && events.length > 0 && Date.now() / 1000 - events[events.length - 1].ts < 120,
+    showRaw: (b) => showRaw(b),
+    showContext: (b) => showContext(b),
+  };
   const list = new VList($("log"), $("canvas"), ctx);
   list.setItems(chat.blocks);
   let summary = null;
@@ -112,7 +117,9 @@
     es.addEventListener("events", (m) => { if (accept(JSON.parse(m.data))) refreshSummary(); });
   };
 
+  // A first small page shows the top at once; the rest comes in as few answers as it can.
   const load = async () => {
+    const first = ES.getJSON("/api/events?" + q("&after=-1&limit=500"));
     try {
       summary = await ES.getJSON("/api/session?" + q());
     } catch (e) {
@@ -121,13 +128,16 @@
       return;
     }
     renderStats();
-    for (;;) {
-      const page = await ES.getJSON("/api/events?" + q(`&after=${events.length - 1}&limit=50000`));
+    let page = await first;
+    accept(page.events);
+    performance.mark("eventstore:first-page");
+    while (page.more) {
+      page = await ES.getJSON("/api/events?" + q(`&after=${events.length - 1}&limit=200000`));
       accept(page.events);
-      if (!page.more) break;
     }
     if (!events.length) $("notice").textContent = "No events yet: they appear here as they are committed.";
     $("replay").disabled = false;
+    performance.mark("eventstore:loaded");
     document.body.dataset.loaded = "1";
     follow();
   };
@@ -166,7 +176,7 @@
     play() {
       if (this.k >= events.length) this.seek(0);
       this.playing = true; this.v0 = this.v; this.w0 = performance.now();
-      this.tick(); this.controls();
+      this.controls(); this.tick();
     }
     pause() {
       this.v = this.now(); this.playing = false;
@@ -204,7 +214,7 @@
       this.clock(v);
       if (k >= events.length) {
         this.v = this.total; this.playing = false; this.controls(); this.clock();
-        $("replaystate").textContent = "end of the log";
+        $("replaystate").textContent = "end of the log: Play again, or Exit replay for the live view";
         document.body.dataset.replay = "ended";
         return;
       }
