@@ -196,24 +196,34 @@ def test_a_foreign_host_name_is_refused(server):
 
 
 def test_the_index_agrees_with_the_views(db):
-    """The sessions index (built in memory, event by event) counts what the SQL views count."""
+    """The sessions index (built from the log, then kept current event by event) counts
+    what the SQL views count."""
     import sqlite3
 
-    from eventstore.web import queries
+    from eventstore.web.hub import Hub
 
     with EventStore.open(db, readonly=True) as st:
-        index = SessionIndex()
-        for sid, created in queries.session_rows(st):
-            index.add_session(sid, created)
-        index.apply(queries.summary_rows(st, st.last_position()), 0.0)
+        hub = Hub(st)
+        hub.build()
+        index = hub.index
+    # the same from nothing but live events: every event of the log through apply()
+    live = SessionIndex()
+    with EventStore.open(db, readonly=True) as st:
+        for ev in st.follow(0, idle_timeout=0):
+            p = ev.payload
+            live.apply(ev.position, ev.session_id, ev.seq, ev.type, ev.ts,
+                       p.get("tool_calls") if ev.type == "assistant/message" else p.get("tool_call_id"))
     conn = sqlite3.connect(db)
     rows = conn.execute("""SELECT s.session_id, s.events, s.messages, s.tool_calls, s.first_ts, s.last_ts,
         (SELECT count(*) FROM turns t WHERE t.session_id = s.session_id AND NOT t.complete),
         (SELECT count(*) FROM tool_calls c WHERE c.session_id = s.session_id AND c.result_seq IS NULL)
         FROM session_summary s""").fetchall()
-    assert len(rows) == len(index) == 7
+    assert len(rows) == len(index) == len(live) == 7
     for sid, events, messages, calls, first, last, open_turns, dangling in rows:
         d = index.get(sid).to_dict()
+        built, followed = dict(d), live.get(sid).to_dict()
+        del built["created_at"], followed["created_at"]
+        assert built == followed
         assert (d["events"], d["messages"], d["tool_calls"], d["first_ts"], d["last_ts"]) == (events, messages, calls, first, last)
         assert d["dangling_calls"] == dangling and d["open_turn"] == bool(open_turns), sid
         assert d["complete"] == (not open_turns and not dangling)
@@ -447,3 +457,35 @@ def test_narrow_window(browser, server):
         assert pg.evaluate("document.getElementById('log').scrollWidth <= document.getElementById('log').clientWidth + 1")
     finally:
         ctx.close()
+
+
+def test_ctrl_c_stops_the_server_with_streams_open(db):
+    """Open event streams do not hold the server up: Ctrl-C ends it at once, quietly."""
+    import signal
+    import threading
+
+    srv = Server(db)
+    try:
+        opened = []
+
+        def listen(path):
+            with urllib.request.urlopen(srv.url + path, timeout=30) as r:
+                opened.append(r.readline())
+                r.read()  # until the server ends the stream
+
+        threads = [threading.Thread(target=listen, args=(p,), daemon=True)
+                   for p in ("/api/stream?session=paced", "/api/sessions/stream")]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(opened) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(opened) == 2
+        srv.proc.send_signal(signal.SIGINT)
+        assert srv.proc.wait(10) == 0
+        for t in threads:
+            t.join(5)
+            assert not t.is_alive()
+        assert srv.proc.stderr.read() == ""
+    finally:
+        srv.stop()

@@ -53,14 +53,25 @@ def url_of(sock: socket.socket) -> str:
 
 
 def serve(store, sock: socket.socket, *, db_label: str, on_ready: Callable[[], None] | None = None) -> None:
-    """Serve the viewer of ``store`` on the listening ``sock`` until interrupted (Ctrl-C,
-    SIGTERM). Raises ``ImportError`` without the ``web`` extra."""
+    """Serve the viewer of ``store`` on the listening ``sock`` until interrupted: returns
+    after Ctrl-C (SIGINT); SIGTERM ends the process by the signal once the server has
+    stopped. Raises ``ImportError`` without the ``web`` extra."""
     import uvicorn
 
     from .app import create_app
 
     host = sock.getsockname()[0]
     app = create_app(store, db_label=db_label, loopback_only=is_loopback(host), on_ready=on_ready)
+    hub = app.app.state.hub
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):  # Ctrl-C: end the open event streams, then stop
+            hub.close_streams()
+            super().handle_exit(sig, frame)
+
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=1)
-    uvicorn.Server(config).run(sockets=[sock])
+                            timeout_graceful_shutdown=2)
+    try:
+        Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn raises the Ctrl-C again once it has stopped
+        pass

@@ -137,9 +137,10 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
                on_ready: Callable[[], None] | None = None, poll_interval: float = 0.05) -> Guard:
     """The viewer as an ASGI application over ``store`` (open it read-only).
 
-    At start-up it reads the whole log once into the sessions index (about a second per
-    million events), then follows new commits every ``poll_interval`` seconds; ``on_ready``
-    is called when it serves. ``db_label`` is what the pages call the database.
+    At start-up it reads the log into the sessions index on a thread (seconds per million
+    events: the sessions page says it is reading meanwhile; session pages work at once),
+    then follows new commits every ``poll_interval`` seconds; ``on_ready`` is called when
+    it serves. ``db_label`` is what the pages call the database.
     """
     hub = Hub(store, poll_interval=poll_interval)
 
@@ -147,8 +148,7 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
     async def lifespan(app):
         import asyncio
 
-        await run_in_threadpool(hub.build)
-        hub.start(asyncio.get_running_loop())
+        hub.start(asyncio.get_running_loop())  # reads the log into the index, then follows it
         if on_ready is not None:
             on_ready()
         try:
@@ -168,8 +168,9 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
         return endpoint
 
     async def info(request):
-        return JSONResponse({"version": __version__, "database": db_label, "sessions": len(hub.index),
-                             "position": hub.position, "follow_error": hub.error})
+        return JSONResponse({"version": __version__, "database": db_label, "ready": hub.ready,
+                             "sessions": len(hub.index) if hub.ready else None, "position": hub.position,
+                             "follow_error": hub.error})
 
     def sessions(request):
         sort = request.query_params.get("sort", "last_ts")
@@ -178,6 +179,11 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
             raise _BadRequest("order must be asc or desc")
         offset = _int(request, "offset", 0, 0, 2**62)
         limit = _int(request, "limit", 50, 1, 1000)
+        if sort not in SORT_KEYS:
+            raise _BadRequest(f"sort must be one of {', '.join(SORT_KEYS)}")
+        if not hub.ready:
+            return JSONResponse({"loading": True, "total": 0, "matching": 0, "offset": offset, "limit": limit,
+                                 "sort": sort, "order": order, "position": 0, "sessions": [], "error": hub.error})
         try:
             matching, rows = hub.index.page(sort=sort, descending=order == "desc",
                                             query=request.query_params.get("q", ""), offset=offset, limit=limit)
@@ -188,10 +194,10 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
 
     def session_summary(request):
         s = session_or_404(request)
-        summary = hub.index.get(s.id)
+        summary = hub.index.get(s.id) if hub.ready else None
         body = summary.to_dict() if summary is not None else {
             "id": s.id, "created_at": None, "events": 0, "messages": 0, "tool_calls": 0, "first_ts": None,
-            "last_ts": None, "complete": True, "open_turn": False, "dangling_calls": 0}
+            "last_ts": None, "complete": True, "open_turn": False, "dangling_calls": 0, "loading": not hub.ready}
         return JSONResponse(body)
 
     def events(request):
@@ -219,11 +225,15 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
     async def stream_session(request):
         s = await run_in_threadpool(session_or_404, request)
         after = _int(request, "after", -1, -1, 2**63 - 1)
+        resumed = request.headers.get("last-event-id", "")
+        if resumed.isdigit():  # the browser reconnecting: go on after the last event it got
+            after = max(after, min(int(resumed), 2**63 - 1))
         sid = s.id
 
         async def gen():
             sub = hub.subscribe(sid)
             last = after
+            caught_up = False
             try:
                 yield "retry: 1000\n\n"
                 while True:
@@ -233,7 +243,13 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
                         yield f"id: {last}\nevent: events\ndata: {events_json(rows)}\n\n"
                         if len(rows) == SSE_BATCH:
                             continue
-                    if not await sub.wait(KEEPALIVE_S):
+                    if not caught_up:  # every stored event sent: from now on, only new ones
+                        caught_up = True
+                        yield f"event: caught-up\ndata: {{\"seq\":{last}}}\n\n"
+                    woken = await sub.wait(KEEPALIVE_S)
+                    if sub.closing:
+                        return
+                    if not woken:
                         yield ": keep-alive\n\n"
             finally:
                 sub.close()
@@ -247,7 +263,10 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
             try:
                 yield "retry: 1000\n\n"
                 while True:
-                    if await sub.wait(KEEPALIVE_S):
+                    woken = await sub.wait(KEEPALIVE_S)
+                    if sub.closing:
+                        return
+                    if woken:
                         yield f"event: changed\ndata: {json.dumps({'position': hub.position})}\n\n"
                     else:
                         yield ": keep-alive\n\n"

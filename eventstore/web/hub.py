@@ -1,10 +1,11 @@
 """The live feed: one thread follows the store and tells the open pages what changed.
 
-The thread runs :meth:`EventStore.follow` from the position the index was built at, applies
-each new event to the :class:`~eventstore.web.index.SessionIndex`, and wakes the subscribers
-(the server-sent-event streams of open pages) on the event loop. A subscriber learns only
-*that* something changed; it reads what is new itself (from the seq it sent last), so a
-burst of a thousand chunks wakes it once, and nothing is missed or sent twice.
+The thread first reads the log into the index (:meth:`Hub.build`), then runs
+:meth:`EventStore.follow` from the position the index was built at, applies each new event
+to the :class:`~eventstore.web.index.SessionIndex`, and wakes the subscribers (the
+server-sent-event streams of open pages) on the event loop. A subscriber learns only *that*
+something changed; it reads what is new itself (from the seq it sent last), so a burst of a
+thousand chunks wakes it once, and nothing is missed or sent twice.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ class Subscription:
     def notify(self) -> None:
         self._event.set()
 
+    @property
+    def closing(self) -> bool:
+        """The server is stopping: end the stream."""
+        return self.hub.closing
+
     async def wait(self, timeout: float) -> bool:
         """True when woken, False after ``timeout`` seconds without a change."""
         try:
@@ -64,26 +70,36 @@ class Hub:
         self._thread: threading.Thread | None = None
         self.position = 0
         self.error: str | None = None
+        self.closing = False
+        self.ready = False
 
     def build(self) -> None:
-        """Read the whole log into the index (call once, before :meth:`start`)."""
+        """Read the log into the index (once, before :meth:`start`; seconds per million
+        events). Until it returns, :attr:`ready` is False."""
         position = self.store.last_position()
-        for sid, created_at in queries.session_rows(self.store):
-            self.index.add_session(sid, created_at)
-        batch = []
-        for row in queries.summary_rows(self.store, position):
-            batch.append(row)
-            if len(batch) == 10_000:
-                self.index.apply(batch, 0.0)
-                batch = []
-        self.index.apply(batch, 0.0)
+        self.index.load(queries.session_rows(self.store), queries.session_counts(self.store, position),
+                        queries.state_rows(self.store, position))
         self.position = position
+        self.ready = True
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Follow the store on a thread of its own, waking subscribers on ``loop``."""
+        """On a thread of its own: :meth:`build` the index (unless built), then follow the
+        store, waking subscribers on ``loop``."""
         self._loop = loop
         self._thread = threading.Thread(target=self._run, name="eventstore-web-follow", daemon=True)
         self._thread.start()
+
+    def close_streams(self) -> None:
+        """Wake every subscriber with :attr:`closing` set, so that the server's open
+        streams end and it can stop at once. Safe to call from a signal handler."""
+        self.closing = True
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake_all)
+
+    def _wake_all(self) -> None:
+        for subs in self._subs.values():
+            for sub in subs:
+                sub.notify()
 
     def stop(self) -> None:
         self._stop.set()
@@ -91,15 +107,21 @@ class Hub:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        while not self.ready and not self._stop.is_set():
+            try:
+                self.build()
+                self.error = None
+            except Exception as e:  # the database cannot be read (yet): say so, try again
+                self.error = str(e)
+                self._stop.wait(1.0)
         while not self._stop.is_set():
             try:
-                # Returns after a second without events, to look at the stop flag.
-                for ev in self.store.follow(self.position, poll_interval=self.poll_interval, idle_timeout=1.0):
+                # Returns after a quarter second without events, to look at the stop flag.
+                for ev in self.store.follow(self.position, poll_interval=self.poll_interval, idle_timeout=0.25):
                     payload = ev.payload
                     extra = (payload.get("tool_calls") if ev.type == "assistant/message"
                              else payload.get("tool_call_id") if ev.type == "tool/result" else None)
-                    created = ev.ts  # used only for a session first seen now (its created_at is not read back)
-                    self.index.apply([(ev.position, ev.session_id, ev.seq, ev.type, ev.ts, extra)], created)
+                    self.index.apply(ev.position, ev.session_id, ev.seq, ev.type, ev.ts, extra)
                     self.position = ev.position
                     self._changed(ev.session_id)
                     if self._stop.is_set():

@@ -1,7 +1,8 @@
 """The sessions index: one summary per session, kept in memory, current to the last commit.
 
-Built once from the whole log (:func:`eventstore.web.queries.summary_rows`), then kept
-current event by event from :meth:`EventStore.follow`, through the same :meth:`Summary.apply`:
+Built once from the log (:meth:`SessionIndex.load`, from :mod:`eventstore.web.queries`),
+then kept current event by event from :meth:`EventStore.follow`, through the same
+:meth:`Summary.state` that followed the stored events' turns and calls:
 the sessions page sorts, filters and pages 100,000 sessions in memory in tens of
 milliseconds, where asking the database per request would cost a scan of the log.
 
@@ -46,15 +47,19 @@ class Summary:
         """No open turn and no dangling tool call."""
         return not self.open_turn and not self.pending and not self.dangling
 
-    def apply(self, position: int, seq: int, type_: str, ts: float, extra) -> None:
-        """Count one event. ``extra`` is, for an ``assistant/message``, its ``tool_calls``
-        (a list, or JSON text of it; anything else counts as no calls); for a
-        ``tool/result``, its ``tool_call_id``."""
+    def count(self, position: int, seq: int, ts: float) -> None:
+        """Count one event (every event, in order)."""
         self.events = seq + 1
         self.last_position = position
         if seq == 0:
             self.first_ts = ts
         self.last_ts = ts
+
+    def state(self, type_: str, extra) -> None:
+        """Follow the turns and tool calls with one event (events of other types change
+        nothing). ``extra`` is, for an ``assistant/message``, its ``tool_calls`` (a list, or
+        JSON text of it; anything else counts as no calls); for a ``tool/result``, its
+        ``tool_call_id``."""
         if type_ in _MESSAGE_TYPES:
             self.messages += 1
             if type_ == "tool/result":
@@ -103,33 +108,41 @@ class SessionIndex:
         self.version = 0  # grows with every change; sorted orders are cached per version
         self._sorted: dict[tuple, tuple[int, list[Summary]]] = {}
 
-    def add_session(self, session_id: str, created_at: float) -> Summary:
+    def load(self, sessions: Iterable[tuple], counts: Iterable[tuple], states: Iterable[tuple]) -> None:
+        """Build from the log as of one position: ``sessions`` rows ``(id, created_at)``,
+        ``counts`` rows ``(id, events, last_position, first_ts, last_ts)``, ``states`` rows
+        ``(position, id, type, extra)`` in position order (see :mod:`eventstore.web.queries`)."""
+        with self._lock:
+            by_id = self._by_id
+            for sid, created_at in sessions:
+                if sid not in by_id:
+                    s = by_id[sid] = Summary(sid, created_at)
+                    self._order.append(s)
+            for sid, events, last_position, first_ts, last_ts in counts:
+                s = by_id.get(sid)
+                if s is None:
+                    s = by_id[sid] = Summary(sid, first_ts)
+                    self._order.append(s)
+                s.events, s.last_position, s.first_ts, s.last_ts = events, last_position, first_ts, last_ts
+            for _position, sid, type_, extra in states:
+                by_id[sid].state(type_, extra)
+            self.version += 1
+
+    def apply(self, position: int, session_id: str, seq: int, type_: str, ts: float, extra) -> bool:
+        """Apply one new event (see :meth:`Summary.count` and :meth:`Summary.state`); a
+        session not yet known is added, created at ``ts``. False when the event was
+        already counted."""
         with self._lock:
             s = self._by_id.get(session_id)
             if s is None:
-                s = self._by_id[session_id] = Summary(session_id, created_at)
+                s = self._by_id[session_id] = Summary(session_id, ts)
                 self._order.append(s)
-                self.version += 1
-            return s
-
-    def apply(self, rows: Iterable[tuple], created_at: float) -> set[str]:
-        """Apply ``(position, session_id, seq, type, ts, extra)`` rows (see
-        :meth:`Summary.apply`); a session not yet known is added with ``created_at``.
-        Returns the ids of the sessions that changed."""
-        changed = set()
-        with self._lock:
-            by_id = self._by_id
-            for position, sid, seq, type_, ts, extra in rows:
-                s = by_id.get(sid)
-                if s is None:
-                    s = by_id[sid] = Summary(sid, created_at)
-                    self._order.append(s)
-                if position > s.last_position:  # applied once, even if read twice
-                    s.apply(position, seq, type_, ts, extra)
-                    changed.add(sid)
-            if changed:
-                self.version += 1
-        return changed
+            if position <= s.last_position:
+                return False
+            s.count(position, seq, ts)
+            s.state(type_, extra)
+            self.version += 1
+            return True
 
     def get(self, session_id: str) -> Summary | None:
         with self._lock:

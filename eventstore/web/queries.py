@@ -3,13 +3,14 @@
 BACKEND SEAM: this module is the viewer's only database-specific code. Everything else in
 :mod:`eventstore.web` reads through the public API (``EventStore.session``,
 ``EventStore.follow``, ``EventStore.last_position``, ``EventStore.export_jsonl``) or through
-the three functions below. Each is one read over the tables and views of docs/schema.md,
+the functions below. Each is one read over the tables and views of docs/schema.md,
 written in SQL that SQLite and PostgreSQL both accept (``->`` / ``->>`` JSON operators aside,
 which a PostgreSQL backend spells the same on ``jsonb``), run through ``store._read``. When
 the store grows a backend contract, these three move behind it unchanged in meaning:
 
-* :func:`summary_rows`: the light columns of every event up to a global position, in
-  position order (the sessions index is built from them);
+* :func:`session_rows`, :func:`session_counts`, :func:`state_rows`: what the sessions
+  index is built from (every session; each one's counts and first and last times; the
+  turn-bound and message events in commit order, without payloads but tool-call ids);
 * :func:`event_rows`: a range of one session's events with the payload as its stored JSON text;
 * :func:`messages_upto`: the projection (the ``messages`` view) of one session up to a seq.
 """
@@ -22,15 +23,27 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..store import EventStore
 
-__all__ = ["summary_rows", "event_rows", "messages_upto", "session_rows"]
+__all__ = ["session_rows", "session_counts", "state_rows", "event_rows", "messages_upto"]
 
 _PAGE = 50_000  # rows a query: reads hold no transaction across pages
 
-_SUMMARY_SQL = """
-SELECT position, session_id, seq, type, ts,
+# Counts and times per session: count, max(seq) and max(position) come from the
+# (session_id, seq) index alone; the two joins are index look-ups.
+_COUNTS_SQL = """
+SELECT a.session_id, a.n, a.last_position, f.ts, l.ts
+FROM (SELECT session_id, count(*) AS n, max(seq) AS last_seq, max(position) AS last_position
+      FROM events WHERE position <= ? GROUP BY session_id) AS a
+JOIN events AS f ON f.session_id = a.session_id AND f.seq = 0
+JOIN events AS l ON l.session_id = a.session_id AND l.seq = a.last_seq"""
+
+_STATE_SQL = """
+SELECT position, session_id, type,
        CASE type WHEN 'assistant/message' THEN payload -> '$.tool_calls'
                  WHEN 'tool/result' THEN payload ->> '$.tool_call_id' END
-FROM events WHERE position > ? AND position <= ? ORDER BY position LIMIT ?"""
+FROM events
+WHERE position > ? AND position <= ?
+  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result')
+ORDER BY position LIMIT ?"""
 
 
 def session_rows(store: EventStore) -> list[tuple[str, float]]:
@@ -41,14 +54,22 @@ def session_rows(store: EventStore) -> list[tuple[str, float]]:
     return store._read("SELECT id, created_at FROM sessions ORDER BY rowid")
 
 
-def summary_rows(store: EventStore, upto_position: int) -> Iterator[tuple]:
-    """Every event with ``position <= upto_position``, in position order, as
-    ``(position, session_id, seq, type, ts, extra)``: ``extra`` is the ``tool_calls`` value's
-    JSON text for an ``assistant/message`` (None when absent), the ``tool_call_id`` for a
+def session_counts(store: EventStore, upto_position: int) -> list[tuple]:
+    """For every session with events at positions ``<= upto_position``:
+    ``(session_id, events, last_position, first_ts, last_ts)``, where ``first_ts`` is the
+    ts of seq 0 and ``last_ts`` that of its last event. Raises ``DatabaseError``."""
+    return store._read(_COUNTS_SQL, (upto_position,))
+
+
+def state_rows(store: EventStore, upto_position: int) -> Iterator[tuple]:
+    """The events that decide a session's state and message counts (turn bounds and the
+    three message types) with ``position <= upto_position``, in position order, as
+    ``(position, session_id, type, extra)``: ``extra`` is the ``tool_calls`` value's JSON
+    text for an ``assistant/message`` (None when absent), the ``tool_call_id`` for a
     ``tool/result``, None otherwise. Read a page at a time. Raises ``DatabaseError``."""
     after = 0
     while True:
-        rows = store._read(_SUMMARY_SQL, (after, upto_position, _PAGE))
+        rows = store._read(_STATE_SQL, (after, upto_position, _PAGE))
         yield from rows
         if len(rows) < _PAGE:
             return

@@ -17,6 +17,7 @@
   list.setItems(chat.blocks);
   let summary = null;
   let replay = null; // the Replay while replaying
+  let started = false; // the first page is shown and the stream brings the rest
 
   if (sid == null) { $("notice").textContent = "No session given: open one from the sessions list."; return; }
   $("sid").textContent = ES.plain(sid);
@@ -101,7 +102,9 @@
       added++;
       if (!replay) chat.apply(ev);
     }
-    if (added) {
+    // While the stored events stream in after the first screen, the page is drawn once at
+    // the end ("caught-up"), not after every batch.
+    if (added && (document.body.dataset.loaded || !started)) {
       if (!replay) list.schedule(); else replay.grew();
       renderStats();
       $("notice").hidden = events.length > 0;
@@ -109,15 +112,27 @@
     return added;
   };
 
+  // The stream sends the stored events after `after` in batches (parsed and shown as they
+  // arrive), says "caught-up", then sends each new event as it is committed.
   const follow = () => {
     const live = $("live");
     const es = new EventSource("/api/stream?" + q("&after=" + (events.length - 1)));
     es.addEventListener("open", () => { live.className = "live on"; live.textContent = "live"; });
     es.addEventListener("error", () => { live.className = "live off"; live.textContent = "reconnecting"; });
-    es.addEventListener("events", (m) => { if (accept(JSON.parse(m.data))) refreshSummary(); });
+    es.addEventListener("events", (m) => { if (accept(JSON.parse(m.data)) && document.body.dataset.loaded) refreshSummary(); });
+    es.addEventListener("caught-up", () => {
+      if (document.body.dataset.loaded) return; // a reconnect
+      list.schedule();
+      renderStats();
+      $("notice").hidden = events.length > 0;
+      if (!events.length) $("notice").textContent = "No events yet: they appear here as they are committed.";
+      $("replay").disabled = false;
+      performance.mark("eventstore:loaded");
+      document.body.dataset.loaded = "1";
+    });
   };
 
-  // A first small page shows the top at once; the rest comes in as few answers as it can.
+  // A first small page shows the top at once; the stream brings the rest.
   const load = async () => {
     const first = ES.getJSON("/api/events?" + q("&after=-1&limit=500"));
     try {
@@ -128,17 +143,9 @@
       return;
     }
     renderStats();
-    let page = await first;
-    accept(page.events);
+    accept((await first).events);
     performance.mark("eventstore:first-page");
-    while (page.more) {
-      page = await ES.getJSON("/api/events?" + q(`&after=${events.length - 1}&limit=200000`));
-      accept(page.events);
-    }
-    if (!events.length) $("notice").textContent = "No events yet: they appear here as they are committed.";
-    $("replay").disabled = false;
-    performance.mark("eventstore:loaded");
-    document.body.dataset.loaded = "1";
+    started = true;
     follow();
   };
 

@@ -74,6 +74,11 @@
     try {
       const p = new URLSearchParams({ sort: state.sort, order: state.order, q: state.q, offset: state.offset, limit: PAGE });
       const data = await ES.getJSON("/api/sessions?" + p);
+      if (data.loading) { // the server is still reading the log (its first seconds)
+        $("count").textContent = data.error ? "cannot read the log yet: " + data.error : "Reading the log…";
+        setTimeout(load, 300);
+        return;
+      }
       if (data.sessions.length === 0 && state.offset > 0 && data.matching > 0) {
         state.offset = Math.max(0, Math.floor((data.matching - 1) / PAGE) * PAGE);
         again = true;
