@@ -18,9 +18,20 @@ import json
 import threading
 from collections.abc import Iterable
 
+import orjson
+
 __all__ = ["Summary", "SessionIndex", "SORT_KEYS"]
 
 _MESSAGE_TYPES = frozenset(("user/message", "assistant/message", "tool/result"))
+
+
+def _loads(text: str):
+    """JSON text to a value: orjson (3x json's speed), json where orjson refuses (a lone
+    surrogate escape, a number past a double)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 class Summary:
@@ -69,7 +80,7 @@ class Summary:
             self.dangling += len(self.pending)  # the window of the calls before closes
             self.pending = []
             if type_ == "assistant/message" and extra is not None:
-                calls = json.loads(extra) if isinstance(extra, str) else extra
+                calls = _loads(extra) if isinstance(extra, str) else extra
                 if isinstance(calls, list):
                     self.tool_calls += len(calls)
                     self.pending = [c.get("id") if isinstance(c, dict) else None for c in calls]
