@@ -8,8 +8,10 @@
   const events = []; // every event known, by seq
   const chat = new Chat();
   const ctx = {
-    live: true,
-    active: () => ctx.live && events.length > 0 && Date.now() / 1000 - events[events.length - 1].ts < 120,
+    // Whether an open turn or call may still end: replaying before the end of the log, or
+    // live with the last event under two minutes old.
+    active: () => (replay && replay.k < events.length) ||
+      (events.length > 0 && Date.now() / 1000 - events[events.length - 1].ts < 120),
     showRaw: (b) => showRaw(b),
     showContext: (b) => showContext(b),
   };
@@ -243,7 +245,6 @@
   const startReplay = () => {
     if (replay) replay.stop();
     replay = new Replay();
-    ctx.live = false;
     $("replaybar").hidden = false;
     $("replay").textContent = "↺ Restart";
     replay.seek(0);
@@ -253,7 +254,6 @@
     if (!replay) return;
     replay.stop();
     replay = null;
-    ctx.live = true;
     $("replaybar").hidden = true;
     $("replay").textContent = "▶ Replay";
     delete document.body.dataset.replay;
