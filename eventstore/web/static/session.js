@@ -124,6 +124,7 @@
     es.addEventListener("events", (m) => { if (accept(JSON.parse(m.data)) && document.body.dataset.loaded) refreshSummary(); });
     es.addEventListener("caught-up", () => {
       if (document.body.dataset.loaded) return; // a reconnect
+      if (ctx.active()) list.stick = true; // a running session: follow its end
       list.schedule();
       renderStats();
       $("notice").hidden = events.length > 0;
