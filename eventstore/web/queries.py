@@ -3,10 +3,10 @@
 BACKEND SEAM: this module is the viewer's only database-specific code. Everything else in
 :mod:`eventstore.web` reads through the public API (``EventStore.session``,
 ``EventStore.follow``, ``EventStore.last_position``, ``EventStore.export_jsonl``) or through
-the functions below. Each is one read over the tables and views of docs/schema.md,
-written in SQL that SQLite and PostgreSQL both accept (``->`` / ``->>`` JSON operators aside,
-which a PostgreSQL backend spells the same on ``jsonb``), run through ``store._read``. When
-the store grows a backend contract, these three move behind it unchanged in meaning:
+the five functions below. Each is one read over the tables and views of docs/schema.md, run
+through ``store._read``, in plain SQL but for SQLite's JSON paths (``payload -> '$.key'``;
+PostgreSQL's ``jsonb`` writes ``payload -> 'key'``). When the store grows a backend
+contract, they move behind it unchanged in meaning:
 
 * :func:`session_rows`, :func:`session_counts`, :func:`state_rows`: what the sessions
   index is built from (every session; each one's counts and first and last times; the
@@ -47,11 +47,12 @@ ORDER BY position LIMIT ?"""
 
 
 def session_rows(store: EventStore) -> list[tuple[str, float]]:
-    """Every stored session as ``(id, created_at)`` (seconds since the epoch), oldest first.
+    """Every stored session as ``(id, created_at)`` (seconds since the epoch), oldest first
+    (ties by id).
 
     ``store.sessions()`` gives the same plus counts the index computes itself; this skips
     the per-session look-ups (a second for 100,000 sessions)."""
-    return store._read("SELECT id, created_at FROM sessions ORDER BY rowid")
+    return store._read("SELECT id, created_at FROM sessions ORDER BY created_at, id")
 
 
 def session_counts(store: EventStore, upto_position: int) -> list[tuple]:
