@@ -270,7 +270,12 @@
   const scrub = $("scrub");
   scrub.addEventListener("pointerdown", () => { if (replay) replay.dragging = true; });
   scrub.addEventListener("pointerup", () => { if (replay) replay.dragging = false; });
-  scrub.addEventListener("input", () => { if (replay) replay.seek(replay.total * scrub.value / 1000); });
+  let seekFrame = 0, seekTo = 0; // a drag fires many inputs: rebuild the view once a frame at most
+  scrub.addEventListener("input", () => {
+    if (!replay) return;
+    seekTo = scrub.value / 1000;
+    if (!seekFrame) seekFrame = requestAnimationFrame(() => { seekFrame = 0; if (replay) replay.seek(replay.total * seekTo); });
+  });
   document.addEventListener("keydown", (e) => {
     if (!replay || e.target.tagName === "INPUT" || e.target.tagName === "SELECT") return;
     if (e.key === " ") { e.preventDefault(); $("playpause").click(); }
