@@ -512,3 +512,48 @@ def test_ctrl_c_stops_the_server_with_streams_open(db):
         assert srv.proc.stderr.read() == ""
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    """A server over 120 sessions, one of them a conversation of 6,000 messages."""
+    path = tmp_path_factory.mktemp("many") / "many.db"
+    with EventStore.open(path) as st:
+        t0 = 1764460800.0
+        for i in range(120):
+            st.create_session(f"s{i:03d}").append_many([("turn/start", {}, t0 + i), ("user/message", {"content": f"q{i}"}, t0 + i),
+                                                        ("turn/end", {}, t0 + i + 0.5)])
+        st.create_session("chatty").append_many(
+            [(("user/message", {"content": f"question {i}"}, t0 + i) if i % 2 == 0 else
+              ("assistant/message", {"content": f"answer {i}\n" + "text " * (i % 40)}, t0 + i)) for i in range(6000)])
+    srv = Server(path)
+    yield srv
+    srv.stop()
+
+
+def test_sessions_page_pages(page, many):
+    page.goto(many.url + "/?sort=id&order=asc")
+    page.wait_for_selector("body[data-loaded='1']")
+    first = lambda: page.locator("#rows td.sid a").first.inner_text()  # noqa: E731
+    assert page.locator("#rows tr").count() == 50 and first() == "chatty"
+    assert page.inner_text("#pageinfo") == "1–50 of 121"
+    page.click("#next")
+    page.wait_for_function("() => document.getElementById('pageinfo').textContent.startsWith('51')")
+    assert first() == "s049"
+    page.click("#last")
+    page.wait_for_function("() => document.getElementById('pageinfo').textContent === '101–121 of 121'")
+    assert page.locator("#rows tr").count() == 21 and "offset=100" in page.url
+    assert page.locator("#next").is_disabled()
+
+
+def test_a_long_session_keeps_only_what_is_visible_in_the_page(page, many):
+    open_session(page, many, "chatty")
+    items = lambda: page.locator("#canvas .item").count()  # noqa: E731
+    assert 0 < items() < 60
+    assert page.locator(".item[data-kind=user]").first.inner_text().endswith("question 0")
+    page.evaluate("() => { const l = document.getElementById('log'); l.scrollTop = l.scrollHeight; }")
+    page.wait_for_function("() => [...document.querySelectorAll('#canvas .item')].some(i => i.innerText.includes('answer 5999'))")
+    assert 0 < items() < 60
+    page.evaluate("() => { const l = document.getElementById('log'); l.scrollTop = l.scrollHeight / 2; }")
+    page.wait_for_function("() => [...document.querySelectorAll('#canvas .item')].some(i => /answer [2-3]\\d{3}\\b/.test(i.innerText))")
+    assert 0 < items() < 60

@@ -301,10 +301,9 @@ class VList {
     this.stick = false;
     this.raf = 0;
     this.width = 0;
+    // At the bottom, the list sticks to it (follows what is added); scrolling up lets go.
     scroller.addEventListener("scroll", () => {
-      if (this.programmatic) { this.programmatic = false; } else {
-        this.stick = scroller.scrollTop + scroller.clientHeight >= scroller.scrollHeight - 40;
-      }
+      this.stick = scroller.scrollTop + scroller.clientHeight >= scroller.scrollHeight - 40;
       this.schedule();
     }, { passive: true });
     new ResizeObserver(() => {
@@ -342,11 +341,13 @@ class VList {
   offsets() {
     const n = this.items.length, h = this.h, off = this.off;
     while (h.length < n) h.push(this.estimate(this.items[h.length]));
-    if (this.dirtyFrom <= n) {
+    // off[i] is the top of item i; off[0..dirtyFrom] are current (items added or re-measured
+    // since then move dirtyFrom back).
+    if (this.dirtyFrom < n) {
       off.length = n + 1;
       for (let i = this.dirtyFrom; i < n; i++) off[i + 1] = off[i] + h[i];
-      this.dirtyFrom = n + 1;
-    }
+      this.dirtyFrom = n;
+    } else off.length = n + 1;
     return off;
   }
 
@@ -357,7 +358,7 @@ class VList {
     return Math.max(0, lo);
   }
 
-  scrollTo(y) { this.programmatic = true; this.scroller.scrollTop = y; }
+  scrollTo(y) { this.scroller.scrollTop = y; }
 
   update() {
     const n = this.items.length, sc = this.scroller;
