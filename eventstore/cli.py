@@ -106,11 +106,11 @@ def _when(ts: float | None) -> str:
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar="EVENTSTORE_DB", default="eventstore.db", show_default=True,
-              metavar="PATH", help="Database file (or sqlite:// URL); also $EVENTSTORE_DB.")
+              metavar="PATH", help="Database file, sqlite:// or postgresql:// URL; also $EVENTSTORE_DB.")
 @click.version_option(__version__, prog_name="eventstore")
 @click.pass_context
 def cli(ctx: click.Context, db: str) -> None:
-    """Append-only AI-agent session logs in SQLite."""
+    """Append-only AI-agent session logs in SQLite or PostgreSQL."""
     ctx.obj = {"db": db, "store": None}
 
 
@@ -349,7 +349,7 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
     one file each, named from the session id so that no id can write outside DIR and each
     name maps back to its id (see docs/import-export.md).
     """
-    from .bulk import export_session, export_sessions
+    from .export import export_session, export_sessions
 
     if out_dir is None:
         if all_:
@@ -487,8 +487,8 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
     NULL is null in JSON, empty in CSV; a BLOB is lower-case hex; an infinite REAL (1e400)
     is null in JSON, as JSON.stringify writes it.
     """
-    from . import audit
-    from .engine import current_revision
+    from .backends import backend_class
+    from .errors import QueryError
     from .schema import READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION
 
     if as_json and as_csv:
@@ -496,13 +496,16 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool) -> None:
     fmt = "json" if as_json else "csv" if as_csv else None
     if query == "-":
         query = sys.stdin.read()
-    conn = audit.connect_readonly(ctx.obj["db"])
+    conn = backend_class(ctx.obj["db"]).query_connection(ctx.obj["db"])
     ctx.call_on_close(conn.close)
-    revision = current_revision(conn)
+    try:
+        revision = next(conn.query("SELECT version_num FROM alembic_version")[1], (None,))[0]
+    except QueryError:
+        revision = None
     if revision != SCHEMA_REVISION and revision not in READ_COMPATIBLE_REVISIONS:  # (those read the same)
         click.echo(f"warning: {ctx.obj['db']} is at schema revision {revision or 'none'}, not "
                    f"{SCHEMA_REVISION}: run `eventstore init` to upgrade it (views may be missing)", err=True)
-    columns, rows = audit.query(conn, query)
+    columns, rows = conn.query(query)
     out = _out()
     if fmt == "json":
         names = _unique(columns)
@@ -590,10 +593,8 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool) -> None
     """
     from . import audit
 
-    _store(ctx, readonly=True)  # refuses, in one line, a file that is not an eventstore database
-    conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
-    ctx.call_on_close(conn.close)
-    report = audit.verify(conn, session_ids or None)
+    store = _store(ctx, readonly=True)  # refuses, in one line, a file that is not an eventstore database
+    report = audit.verify(store.backend, session_ids or None)
     for f in report.findings:  # a name from the log may hold control or bidi characters: escaped
         click.echo(_CONTROL.sub(escape_char, _printable(str(f))), err=head)
     if head:
@@ -617,16 +618,15 @@ def repair(ctx: click.Context, session_id: str) -> None:
     """
     from . import audit
 
-    s = _store(ctx).session(session_id)
+    store = _store(ctx)
+    s = store.session(session_id)
     appended = s.repair()
     for ev in appended:
         what = f" for {ev.payload['tool_call_id']!r}" if ev.type == "tool/result" else ""
         click.echo(f"appended seq {ev.seq}: {ev.type}{_printable(what)}")
     if not appended:
         click.echo(f"session {_printable(session_id)}: nothing to repair")
-    conn = audit.connect_readonly(ctx.obj["db"], authorizer=False)
-    ctx.call_on_close(conn.close)
-    report = audit.verify(conn, [session_id])
+    report = audit.verify(store.backend, [session_id])
     for f in report.findings:
         click.echo(_printable(str(f)), err=True)
     if not report.ok:
@@ -733,6 +733,62 @@ def serve(ctx: click.Context, host: str, port: int, open_browser: bool) -> None:
             webbrowser.open(url)
 
     web.serve(store, sock, db_label=str(ctx.obj["db"]), on_ready=ready)
+
+
+# --- moving between databases, PostgreSQL roles ---------------------------------------------
+
+@cli.command("copy")
+@click.argument("src", metavar="SRC")
+@click.argument("dst", metavar="DST")
+@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID...]", type=TEXT)
+def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
+    """Copy every session (or the SESSION_IDs given) from the store SRC to the store DST.
+
+    SRC and DST are SQLite files or postgresql:// URLs (DST is created and migrated if
+    needed). Every seq, ts, payload, meta and hash is kept; sessions go one by one in the
+    order of their first event, each in one transaction, and are checked: a source session
+    whose hash chain does not verify is refused. Sessions already in DST with the same events
+    are skipped, so an interrupted copy can be run again.
+    """
+    from .copy import copy_sessions
+
+    with EventStore.open(src, readonly=True) as source, EventStore.open(dst) as target:
+        def done(r) -> None:
+            what = "already there" if r.skipped else "copied"
+            click.echo(f"{_printable(r.session_id)}: {r.events} events {what} (head {r.head[:12]})")
+
+        results = copy_sessions(source, target, session_ids or None, progress=done)
+    total = sum(r.events for r in results)
+    click.echo(f"{len(results)} session{'' if len(results) == 1 else 's'}, {total} events in {dst}", err=True)
+
+
+@cli.command()
+@click.option("--writer", default="eventstore_writer", show_default=True, help="Name of the writer role.")
+@click.option("--auditor", default="eventstore_auditor", show_default=True, help="Name of the auditor role.")
+@click.option("--print", "print_only", is_flag=True, help="Print the SQL instead of running it.")
+@click.pass_context
+def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> None:
+    """PostgreSQL: create the least-privilege roles (run as the database's owner).
+
+    The writer role may only INSERT and SELECT (it cannot UPDATE, DELETE, TRUNCATE, ALTER,
+    DROP or disable triggers): agents and `eventstore import` work as it. The auditor role
+    may only SELECT: for `eventstore sql` and `verify`. Both are NOLOGIN groups; grant them
+    to login roles: GRANT eventstore_writer TO agent1.
+    """
+    from .backends import is_postgres_url
+
+    db = ctx.find_root().obj["db"]
+    if not is_postgres_url(db):
+        _fail("roles: --db must be a postgresql:// URL (SQLite has no roles: use file permissions)")
+    from .backends.postgres import apply_roles, roles_sql
+
+    store = _store(ctx)  # creates and migrates the schema first: the grants name its tables
+    text = roles_sql(writer, auditor, store.backend.database_name())
+    if print_only:
+        click.echo(text, nl=False)
+        return
+    apply_roles(store.backend, text)
+    click.echo(f"roles {writer} (INSERT, SELECT) and {auditor} (SELECT) are set up on {store.backend.display}")
 
 
 def main() -> None:

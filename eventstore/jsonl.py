@@ -1,22 +1,10 @@
-"""The JSONL codec: JSON text exactly as JavaScript's ``JSON.stringify`` writes it.
-
-The reference implementation (``shared/reference/session.mjs``) saves a session as one
-``JSON.stringify`` line per event. To stay byte-compatible, every JSON text the store writes
-(the stored payloads and every exported line) follows the same rules:
-
-* no spaces; object keys in JavaScript's property order: keys that are array indices
-  (``"0"``, ``"7"``, ... up to 2**32-2) first in ascending numeric order, then every other
-  key in insertion order;
-* non-ASCII characters written as themselves; ``"`` ``\\`` and control characters escaped
-  (``\\b \\f \\n \\r \\t``, others as lower-case ``\\u00XX``); a lone UTF-16 surrogate as
-  ``\\udXXX`` (well-formed ``JSON.stringify``), a high+low pair as the character it encodes;
-* numbers as JavaScript's ``Number.prototype.toString`` writes them (``1`` not ``1.0``,
-  ``1e-7``, ``1e+21``, ``-0`` as ``0``); an integer that a double cannot hold exactly is
-  refused rather than rounded, and so are NaN and Infinity.
+"""The JSONL reader: session files in, as validated canonical rows, strictly.
 
 Reading is the reference loader made strict: lines split on ``\\n`` only (U+2028 and
 friends are content), a trailing ``\\r`` dropped, blank lines skipped, and every other line
-checked (see :class:`JsonlReader`).
+checked (see :class:`JsonlReader`). Each row comes with its payload in canonical form
+(:mod:`eventstore.codec`) and its chained hash (:mod:`eventstore.chain`). Also here: the
+file names of exported sessions (:func:`file_name_for`).
 """
 
 from __future__ import annotations
@@ -26,438 +14,24 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from itertools import accumulate, repeat
-from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
+from itertools import accumulate
 from operator import add
 from typing import IO, Any
 
+import orjson as _orjson
+
+from .chain import _SHA256, genesis_hash
+from .codec import _DOT0, _SURROGATES, RESERVED_KEYS, _std_decoder, dumps, event_line, js_number
 from .errors import InvalidEvent, InvalidJSONL
 
 __all__ = [
     "JsonlReader",
-    "chain_hash",
-    "dumps",
-    "event_line",
     "file_name_for",
-    "genesis_hash",
-    "js_number",
-    "meta_line",
     "parse_line",
     "session_id_from_file_name",
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
-RESERVED_KEYS = ("type", "seq", "ts")
-
-_SURROGATES = re.compile("[\ud800-\udfff]+")
-
-
-# --- numbers -------------------------------------------------------------------------
-
-def _js_float(f: float) -> str:
-    if f != f or f in (math.inf, -math.inf):
-        raise InvalidEvent(f"{f!r} is not a JSON number (NaN and Infinity are refused)")
-    if _fast_float is not None and type(f) is float:
-        # orjson (Ryu) writes the same shortest round-trip digits as repr() and JavaScript;
-        # where it writes plain decimal notation with a fraction, so do they (JavaScript's
-        # plain range, 1e-7 to 1e21, holds orjson's). A fifth of repr()'s cost: a ts is
-        # formatted on every single append.
-        r = _fast_float(f).decode()  # (substring tests on str cost a seventh of those on bytes)
-        if "e" not in r and not r.endswith(".0"):
-            return r
-    if f == 0.0:
-        return "0"
-    if -9007199254740992.0 <= f <= 9007199254740992.0 and f.is_integer():
-        return str(int(f))
-    r = repr(f)
-    if "e" not in r:
-        # Python writes fixed notation only for 1e-4 <= |f| < 1e16, inside JavaScript's
-        # fixed range, and with the same shortest round-trip digits; an integer-valued
-        # double above 2**53 (9007199254740994.0) loses its ".0", as in JavaScript.
-        return r[:-2] if r.endswith(".0") else r
-    mantissa, _, exp = r.partition("e")
-    neg = mantissa.startswith("-")
-    digits = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
-    k = len(digits)
-    n = int(exp) + 1  # value = 0.digits * 10**n
-    if k <= n <= 21:
-        s = digits + "0" * (n - k)
-    elif 0 < n <= 21:
-        s = digits[:n] + "." + digits[n:]
-    elif -6 < n <= 0:
-        s = "0." + "0" * (-n) + digits
-    else:
-        e = n - 1
-        s = digits[0] + ("." + digits[1:] if k > 1 else "") + ("e+" if e >= 0 else "e-") + str(abs(e))
-    return "-" + s if neg else s
-
-
-def js_number(x: int | float) -> str:
-    """Return the text JavaScript writes for the number ``x`` (``Number.prototype.toString``).
-
-    JSON numbers in this format are IEEE doubles, as in JavaScript. Raises
-    :class:`InvalidEvent` for NaN, Infinity, and integers that a double cannot hold: an
-    integer beyond 2**53 is kept when it is exactly a double's value (``2**60`` is written
-    ``1152921504606847000``, as JavaScript does) or already JavaScript's digits for the
-    nearest double (``123456789012345680000``); ``2**53 + 1`` would be rounded and is refused.
-    """
-    if type(x) is int or (isinstance(x, int) and not isinstance(x, bool)):
-        x = int(x)
-        if -9007199254740992 <= x <= 9007199254740992:
-            return str(x)
-        f = float(x) if abs(x) < 2**1024 else math.inf
-        if f != math.inf and f != -math.inf:
-            text = _js_float(f)
-            if int(f) == x or text == str(x):
-                return text
-        raise InvalidEvent(f"integer {x} cannot be stored exactly as a JSON number (IEEE double)")
-    return _js_float(float(x))
-
-
-# --- values --------------------------------------------------------------------------
-
-def _fix_surrogates(s: str) -> str:
-    """Pair adjacent high+low surrogates; escape lone ones as JSON.stringify does."""
-
-    def repl(m: re.Match) -> str:
-        run = m.group()
-        out = []
-        i = 0
-        while i < len(run):
-            c = ord(run[i])
-            if 0xD800 <= c <= 0xDBFF and i + 1 < len(run) and 0xDC00 <= ord(run[i + 1]) <= 0xDFFF:
-                out.append(chr(0x10000 + ((c - 0xD800) << 10) + (ord(run[i + 1]) - 0xDC00)))
-                i += 2
-            else:
-                out.append(f"\\u{c:04x}")
-                i += 1
-        return "".join(out)
-
-    return _SURROGATES.sub(repl, s)
-
-
-def _is_index(key: str) -> bool:
-    """True for keys JavaScript treats as array indices: "0" or [1-9][0-9]*, below 2**32-1."""
-    return key.isascii() and key.isdigit() and (key == "0" or key[0] != "0") and int(key) < 4294967295
-
-
-def js_items(d: dict) -> Any:
-    """``d``'s items in the order JavaScript enumerates (and ``JSON.stringify`` writes) them."""
-    for k in d:
-        if type(k) is str and k[:1].isdigit():
-            break
-    else:
-        return d.items()
-    index_keys = sorted((k for k in d if type(k) is str and _is_index(k)), key=int)
-    if not index_keys:
-        return d.items()
-    first = set(index_keys)
-    return [(k, d[k]) for k in index_keys] + [(k, v) for k, v in d.items() if k not in first]
-
-
-def _encode(o: Any, out: list) -> None:
-    t = type(o)
-    if t is str:
-        out.append(_c_encode_str(o))
-    elif t is dict:
-        if not o:
-            out.append("{}")
-            return
-        sep = "{"
-        for k, v in js_items(o):
-            if type(k) is not str:
-                if not isinstance(k, str):
-                    raise InvalidEvent(f"object key {k!r} is not a string")
-                k = str.__str__(k)
-            out.append(sep)
-            out.append(_c_encode_str(k))
-            out.append(":")
-            _encode(v, out)
-            sep = ","
-        out.append("}")
-    elif t is list or t is tuple:
-        if not o:
-            out.append("[]")
-            return
-        sep = "["
-        for v in o:
-            out.append(sep)
-            _encode(v, out)
-            sep = ","
-        out.append("]")
-    elif o is None:
-        out.append("null")
-    elif o is True:
-        out.append("true")
-    elif o is False:
-        out.append("false")
-    elif t is int or t is float:
-        out.append(js_number(o))
-    elif isinstance(o, str):
-        out.append(_c_encode_str(str.__str__(o)))
-    elif isinstance(o, (int, float)) and not isinstance(o, bool):
-        out.append(js_number(o))
-    elif isinstance(o, dict):
-        _encode(dict(o), out)
-    elif isinstance(o, (list, tuple)):
-        _encode(list(o), out)
-    else:
-        raise InvalidEvent(f"{type(o).__name__} value {o!r:.60} is not JSON")
-
-
-def dumps(obj: Any) -> str:
-    """Serialize ``obj`` exactly as ``JSON.stringify`` would (see the module docstring).
-
-    ``obj`` is made of dict (str keys), list/tuple, str, int, float, bool and None.
-    Raises :class:`InvalidEvent` for anything else, NaN/Infinity, non-string keys,
-    integers beyond what a double holds exactly, and nesting too deep or circular.
-    """
-    out: list = []
-    try:
-        _encode(obj, out)
-    except RecursionError:
-        raise InvalidEvent("value is nested too deeply (or contains itself)") from None
-    s = "".join(out)
-    if not s.isascii() and _SURROGATES.search(s):
-        s = _fix_surrogates(s)
-    return s
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-_std_decoder = json.JSONDecoder(parse_constant=_reject_constant)
-
-
-def loads(text: str) -> Any:
-    """Parse JSON text; NaN/Infinity are refused (JavaScript never writes them).
-
-    Lone surrogate escapes (``\\ud83d``) are kept as lone surrogates in the ``str``.
-    Raises ``ValueError`` (``json.JSONDecodeError``) on invalid input.
-    """
-    return _std_decoder.decode(text)
-
-
-# --- lines ---------------------------------------------------------------------------
-
-def meta_line(session_id: str, meta_json: str = "{}") -> str:
-    """The first line of an exported file: ``{"type":"session/meta","id":ID,...meta}``.
-
-    ``meta_json`` is the stored JSON object text of the meta line's other keys.
-    """
-    if meta_json[2:3].isdigit():  # index keys go before type and id in JavaScript
-        return dumps({"type": "session/meta", "id": session_id, **loads(meta_json)})
-    head = '{"type":"session/meta","id":' + dumps(session_id)
-    return head + ("}" if meta_json == "{}" else "," + meta_json[1:])
-
-
-def event_line(type_: str, seq: int, ts: float, payload_json: str) -> str:
-    """One exported event line (no trailing newline): ``{"type","seq","ts",...payload}``.
-
-    ``payload_json`` is the stored payload, a JSON object text already in canonical form.
-    """
-    if payload_json[2:3].isdigit():  # index keys go before type, seq and ts in JavaScript
-        return dumps({"type": type_, "seq": seq, "ts": ts, **loads(payload_json)})
-    head = '{"type":' + _c_encode_str(type_) + ',"seq":' + str(seq) + ',"ts":' + _js_float(ts)
-    if not head.isascii() and _SURROGATES.search(head):
-        head = _fix_surrogates(head)
-    return head + ("}" if payload_json == "{}" else "," + payload_json[1:])
-
-
-def encodable(text: Any) -> bool:
-    """True for a str that UTF-8 (and so SQLite) can hold: no lone UTF-16 surrogates."""
-    if type(text) is not str:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def genesis_hash(session_id: str) -> str:
-    """The hash chain's start for a session: SHA-256 (hex) of ``{"type":"session/meta","id":ID}``."""
-    return hashlib.sha256(meta_line(session_id).encode("utf-8")).hexdigest()
-
-
-def chain_hash(prev_hash: str, line: str) -> str:
-    """The hash of an event: SHA-256 (hex, 64 characters) of ``prev_hash + "\\n" + line``.
-
-    ``prev_hash`` is the previous event's hash in the same session, or
-    :func:`genesis_hash` for seq 0; ``line`` is the event's JSONL line (:func:`event_line`),
-    the canonical form. The chain binds each event to its session, its seq and all that
-    came before it: an edit, a deleted or reordered event breaks every later hash.
-    """
-    h = _SHA256.copy()  # quicker than hashlib.sha256(), which looks the digest up by name
-    h.update((prev_hash + "\n" + line).encode("utf-8"))
-    return h.hexdigest()
-
-
-_SHA256 = hashlib.sha256()
-
-
-def chain_rows(prev_hash: str, first_seq: int, types: list[str], tss: list[float],
-               payload_jsons: list[str]) -> list:
-    """Consecutive events of one session, hashed: the flat list ``[type, ts, payload_json,
-    hash, type, ts, ...]`` (four items an event, the order of an INSERT's parameters) for
-    seqs ``first_seq``, ``first_seq + 1``, ...; ``prev_hash`` is the hash before the first.
-    Each hash is :func:`chain_hash` of the event's :func:`event_line`; each type and ts is
-    encoded once per run (a batch shares its ts and a few types). Raises ``ValueError``
-    when the three lists differ in length.
-    """
-    new_sha256 = _SHA256.copy
-    heads: dict[str, str] = {}
-    last_type = last_ts = head = tail = None
-    out: list = []
-    seq = first_seq
-    for type_, ts, pj in zip(types, tss, payload_jsons, strict=True):
-        if type_ is not last_type:
-            head = heads.get(type_)
-            if head is None:
-                head = heads[type_] = _fix_surrogates('{"type":' + _c_encode_str(type_) + ',"seq":')
-            last_type = type_
-        if ts is not last_ts:  # a batch shares one float object; equal values encode alike anyway
-            tail = ',"ts":' + _js_float(ts)
-            last_ts = ts
-        if pj[2:3].isdigit():  # index keys go first: event_line() orders them
-            data = f"{prev_hash}\n{event_line(type_, seq, ts, pj)}"
-        elif pj == "{}":
-            data = f"{prev_hash}\n{head}{seq}{tail}}}"
-        else:
-            data = f"{prev_hash}\n{head}{seq}{tail},{pj[1:]}"
-        h = new_sha256()
-        h.update(data.encode())
-        prev_hash = h.hexdigest()
-        out += (type_, ts, pj, prev_hash)
-        seq += 1
-    return out
-
-
-def good_event_id(key: Any) -> bool:
-    """Whether ``key`` can be an idempotency key: a non-empty ``str`` that UTF-8 can hold (a
-    lone surrogate could be stored, escaped in the payload, but never looked up again)."""
-    return type(key) is str and key != "" and (key.isascii() or encodable(key))
-
-
-def payload_json(payload: dict) -> str:
-    """Validate an append's payload and return its canonical JSON object text; ``None`` (no
-    payload) is ``{}``.
-
-    Raises :class:`InvalidEvent` when ``payload`` is not a dict, holds a reserved key
-    (``type``, ``seq``, ``ts``), an ``event_id`` that is not a non-empty string, or anything
-    that is not JSON.
-    """
-    fast = _plain_fast_dumps(payload)
-    if fast is not None:
-        return fast[0]
-    if payload is None:
-        return "{}"
-    if not isinstance(payload, dict):
-        raise InvalidEvent(f"payload must be a dict (a JSON object), not {type(payload).__name__}")
-    for key in RESERVED_KEYS:
-        if key in payload:
-            raise InvalidEvent(f"payload key {key!r} is reserved: the store sets type, seq and ts")
-    if "event_id" in payload and not good_event_id(payload["event_id"]):
-        raise InvalidEvent(f"payload key 'event_id' (the idempotency key) must be a non-empty string "
-                           f"without lone UTF-16 surrogates (it is looked up as SQLite text), "
-                           f"not {payload['event_id']!r:.60}")
-    if _fast_dumps is not None:
-        fast = _fast_dumps(payload)
-        if fast is not None:
-            return fast[0]
-    return dumps(payload)
-
-
-def payload_json_stored(payload: dict) -> tuple[str, Any]:
-    """:func:`payload_json` of ``payload``, and the payload as stored: its text read back
-    (as :func:`payload_jsons` gives it for a batch). Raises what :func:`payload_json` raises.
-    """
-    fast = _plain_fast_dumps(payload)  # its proof reads the text back: that is the stored payload
-    if fast is not None:
-        return fast
-    text = payload_json(payload)
-    return text, loads(text)
-
-
-def _plain_fast_dumps(payload: Any) -> tuple[str, Any] | None:
-    """:func:`_fast_dumps` for the common case, a plain dict of JSON values without the
-    keys that :func:`payload_json` checks first (``type``, ``seq``, ``ts``, ``event_id``);
-    None for anything else."""
-    if (type(payload) is dict and _fast_dumps is not None
-            and "type" not in payload and "seq" not in payload and "ts" not in payload
-            and "event_id" not in payload):
-        return _fast_dumps(payload)
-    return None
-
-
-def _refuse(_value: Any) -> Any:
-    raise TypeError
-
-
-def _fast_dumps(obj: dict) -> tuple[str, Any] | None:
-    """``dumps(obj)`` written by orjson (C) when that is provably the same text, and the
-    text read back (the payload as stored); else None.
-
-    orjson writes what ``JSON.stringify`` writes (the import fast path below relies on the
-    same fact) except where :func:`_orjson_odd` looks. Integers past 2**53 and every type ``dumps`` does not
-    take as it is (subclasses, dataclasses, datetimes) make orjson raise; reading the
-    text back and comparing catches what orjson writes for values ``dumps`` refuses (NaN
-    and Infinity as ``null``, UUIDs and enums as their values). Any doubt returns None:
-    :func:`dumps` then decides, and gives every error its message.
-    """
-    try:
-        raw = _orjson.dumps(obj, default=_refuse, option=_ORJSON_STRICT)
-    except (TypeError, _orjson.JSONEncodeError):
-        return None
-    text = raw.decode("utf-8")
-    # Substring tests on str first: a few hundred instructions (on bytes, several times that).
-    if (".0" in text or "e+" in text or "e-" in text or _QUOTE_DIGIT_TEXT(text) is not None) and _orjson_odd(raw):
-        return None
-    stored = _orjson.loads(raw)
-    if stored != obj:
-        return None
-    return text, stored
-
-
-def payload_jsons(payloads: list) -> tuple[list[str], list]:
-    """:func:`payload_json` of each of ``payloads`` (a list of dicts; None counts as ``{}``),
-    and each payload as stored: its text read back (dicts, lists, str, int, float, bool,
-    None; a tuple comes back a list, an integer-valued float an int).
-
-    A batch of plain dicts is written by orjson and proven as :func:`_fast_dumps` proves
-    one payload, but once for the whole batch: one set of text screens over the joined
-    text and one read-back, instead of a function call and a screen per payload. The
-    reserved keys are looked up in each dict only when the joined text holds one of their
-    names (at any depth: a nested ``"type"`` is common and allowed). At any doubt every
-    payload goes through :func:`payload_json`, which also gives an error its message.
-    Raises :class:`InvalidEvent` as :func:`payload_json` does.
-    """
-    if _fast_dumps is not None and payloads and set(map(type, payloads)) == _DICT_ONLY:
-        try:  # C loops: without ``default``, orjson raises for every type it does not take as it is
-            texts = list(map(bytes.decode, map(_orjson.dumps, payloads, repeat(None), repeat(_ORJSON_STRICT))))
-        except (TypeError, _orjson.JSONEncodeError):
-            texts = None
-        if texts is not None:
-            joined = "[" + ",".join(texts) + "]"
-            if (('"type"' in joined or '"seq"' in joined or '"ts"' in joined or '"event_id"' in joined)
-                    and not all(map(_plain_keys, payloads))):
-                pass  # a reserved key or an odd event_id: payload_json() decides and says why
-            elif not ((".0" in joined or "e+" in joined or "e-" in joined or _QUOTE_DIGIT_TEXT(joined) is not None)
-                      and _orjson_odd(joined.encode("utf-8"))):
-                stored = _orjson.loads(joined)
-                if stored == payloads:
-                    return texts, stored
-    texts = list(map(payload_json, payloads))
-    return texts, [loads(text) for text in texts]
-
-
-_DICT_ONLY = {dict}
-
-
-def _plain_keys(p: dict) -> bool:
-    """No reserved key at the top of ``p``, and an ``event_id`` (if any) that can be a key."""
-    return not ("type" in p or "seq" in p or "ts" in p or "event_id" in p and not good_event_id(p["event_id"]))
 
 
 # --- reading -------------------------------------------------------------------------
@@ -472,54 +46,9 @@ def _plain_keys(p: dict) -> bool:
 # standard library parses it and dumps() writes the canonical form; that path also gives
 # every error its message.
 
-try:  # pragma: no cover - exercised by both settings in the tests
-    import orjson as _orjson
-except ImportError:  # pragma: no cover
-    _orjson = None
-else:
-    _ORJSON_STRICT = (_orjson.OPT_STRICT_INTEGER | _orjson.OPT_PASSTHROUGH_SUBCLASS
-                      | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME)
-# Whether orjson writes exponents with their sign, as JavaScript does (since 3.11.7; before,
-# 1e16 came out as "1e16"): _orjson_odd() and _odd_run() find exponents by it. Without
-# orjson, or with an older one, payloads and lines take the slow paths.
-_SIGNED_EXP = _orjson is not None and _orjson.dumps([1e16, 1e300, 1e-7, 2.5e-300]) == b"[1e+16,1e+300,1e-7,2.5e-300]"
-if not _SIGNED_EXP:
-    _fast_dumps = None  # noqa: F811
-_fast_float = _orjson.dumps if _SIGNED_EXP else None
-
-
-_EXP_AFTER_DIGIT = re.compile(rb"[0-9]e[-+]").search
-_DIGIT_AFTER_QUOTE = re.compile(rb'"[0-9]').search  # literal first: a quick scan
-# A digit after a quote: a key that may be an array index is one (so is a string that
-# starts with a digit: a false hit only costs _orjson_odd's exact look). A literal first
-# character lets the regex engine skip ahead; '[{,]"[0-9]' tried every position.
-_QUOTE_DIGIT_TEXT = re.compile('"[0-9]').search
-
-
-def _orjson_odd(raw: bytes) -> bool:
-    """True if orjson's output ``raw`` (compact: a number is followed by ``,`` ``}`` or ``]``)
-    may differ from ``JSON.stringify``'s: it holds an integer-valued float (``5.0``), an
-    exponent (orjson writes ``1e+16`` where JavaScript writes ``10000000000000000``), or a
-    key that may be an array index (JavaScript writes those first). Substring tests first
-    (fast, in C); false hits inside strings (``"v1.0,"``, ``"re-run"``) only cost a regex
-    search, or send the value down the slow path."""
-    if b".0" in raw and _DOT0(raw) is not None:
-        return True
-    if (b"e+" in raw or b"e-" in raw) and _EXP_AFTER_DIGIT(raw) is not None:
-        return True
-    m = _DIGIT_AFTER_QUOTE(raw)
-    while m is not None:
-        i = m.start()
-        if raw[i - 1] in b"{,":
-            return True
-        m = _DIGIT_AFTER_QUOTE(raw, i + 1)
-    return False
-
-# JavaScript's String.prototype.trim() whitespace: the reference skips lines made of it.
 _JS_SPACE = " \t\n\v\f\r\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
             "\u2028\u2029\u202f\u205f\u3000\ufeff"
 _DIGITS = frozenset(b"0123456789")
-_DOT0 = re.compile(rb"\.0[,}\]]").search  # literal prefixes: fast searches
 # A key that may be an array index: JavaScript writes those first, so the line's order may
 # not be JSON.stringify's (false hits, a string like ',"0' inside a value, only cost speed).
 _INDEX_KEY = re.compile(rb'[{,]"[0-9]').search
@@ -545,7 +74,7 @@ def _fast_line(raw: bytes) -> tuple[str, int, int | float, int] | None:
     """``(type, seq, ts, payload_start)`` when ``raw`` is a canonical event line whose first
     keys are ``type``, ``seq``, ``ts`` (the payload is ``"{" + raw[payload_start + 1:]``,
     or ``{}`` when ``raw[payload_start:]`` is ``"}"``); None when the slow path must decide."""
-    if _orjson is None or not raw.startswith(b'{"type":"'):
+    if not raw.startswith(b'{"type":"'):
         return None
     try:
         obj = _orjson.loads(raw)
@@ -569,7 +98,7 @@ def _fast_line(raw: bytes) -> tuple[str, int, int | float, int] | None:
 
 
 RUN_LINES = 500  # lines per run of the batch fast path
-_STRICT = 0 if _orjson is None else _orjson.OPT_STRICT_INTEGER
+_STRICT = _orjson.OPT_STRICT_INTEGER
 # Digits become \x01, the bytes before a key ({ ,) \x03, signs (+ -) \x04: control
 # characters never stand unescaped in a JSON text, so these bytes mean what they replace.
 _MARK = bytes.maketrans(b"0123456789{,+-", b"\x01" * 10 + b"\x03" * 2 + b"\x04" * 2)
@@ -742,7 +271,7 @@ class JsonlReader:
         expected = 0
         new_sha256 = _SHA256.copy
         fast = _fast_line
-        fast_rows = _fast_rows if _orjson is not None and _SIGNED_EXP else None
+        fast_rows = _fast_rows
         heads: dict[str, bytes] = {}
         slow = self._slow
         prevnl = self._genesis() if self.session_id is not None else None  # previous hash + "\n"

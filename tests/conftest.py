@@ -1,5 +1,10 @@
-"""Shared fixtures: a fresh store in a temporary folder, the conformance fixtures, and
-helpers to reach the reference implementation when it is beside the checkout."""
+"""Shared fixtures: a fresh store (on each backend), the conformance fixtures, and helpers
+to reach the reference implementation when it is beside the checkout.
+
+``store`` is parametrized by ``backend_url``: every test that only needs "a store" runs on
+each backend listed in ``BACKENDS`` (SQLite, and PostgreSQL on a throwaway server). Tests about
+SQLite itself (WAL, checkpoints, the lock file, fork, attacks through sqlite3) take
+``sqlite_store`` (or ``db_path``) instead, or carry ``@pytest.mark.sqlite_only``."""
 
 from __future__ import annotations
 
@@ -33,15 +38,61 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "events.db"
 
 
+#: The backends the parametrized ``store`` fixture runs on.
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_url(request, db_path: Path) -> str:
+    """What ``EventStore.open`` takes for a fresh, empty database of each backend."""
+    if request.param == "sqlite":
+        return str(db_path)
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_url")
+    raise AssertionError(f"no database for backend {request.param!r}")  # pragma: no cover
+
+
 @pytest.fixture
-def store(db_path: Path):
-    with EventStore.open(db_path) as s:
+def store(backend_url: str):
+    with EventStore.open(backend_url) as s:
         yield s
 
 
 @pytest.fixture
+def sqlite_store(db_path: Path):
+    """A store in an SQLite file (``db_path``), for tests about SQLite itself."""
+    with EventStore.open(db_path) as s:
+        yield s
+
+
+def db_rows(store: EventStore, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of a plain SQL read (``?`` placeholders) on ``store``'s own database, for tests
+    that look at what is stored."""
+    if store.backend.name == "sqlite":
+        return store.backend._read(sql, params)
+    if store.backend.name == "postgresql":
+        return [tuple(r) for r in store.backend._read(sql.replace("?", "%s"), params)]
+    raise AssertionError(f"db_rows: no reader for backend {store.backend.name!r}")  # pragma: no cover
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test marked ``sqlite_only`` runs only with the SQLite store (deselected otherwise)."""
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend_url", "sqlite") if callspec is not None else "sqlite"
+        (drop if backend != "sqlite" and item.get_closest_marker("sqlite_only") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture
 def raw(db_path: Path, store):
-    """A separate plain sqlite3 connection to the store's file (as an auditor would open it)."""
+    """A separate plain sqlite3 connection to the store's file (as an auditor would open it);
+    a test that takes it is about SQLite, and skips with another backend's store."""
+    if store.backend.name != "sqlite":
+        pytest.skip("a plain sqlite3 connection: about SQLite itself")
     conn = sqlite3.connect(db_path, isolation_level=None)
     yield conn
     conn.close()
@@ -62,24 +113,38 @@ needs_reference = pytest.mark.skipif(not reference_available(),
                                      reason="node or the shared folder is absent (set EVENTSTORE_SHARED)")
 
 
+# -- PostgreSQL: one throwaway server for the whole run (tests/pgserver.py) -------------------
+# Without PostgreSQL the tests that need it skip, with a reason that says how to install it;
+# EVENTSTORE_REQUIRE_POSTGRES=1 (set by .ci/run) makes a missing or broken server a failure.
+REQUIRE_POSTGRES = os.environ.get("EVENTSTORE_REQUIRE_POSTGRES") == "1"
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The running :class:`pgserver.PgServer` (stopped, and its folder removed, at the end)."""
+    from pgserver import PgServer, PostgresMissing
+
+    try:
+        server = PgServer().start()
+    except (PostgresMissing, RuntimeError) as e:
+        if REQUIRE_POSTGRES:
+            pytest.fail(f"EVENTSTORE_REQUIRE_POSTGRES=1 but no PostgreSQL server: {e}", pytrace=False)
+        pytest.skip(str(e).splitlines()[0])
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        server.stop()
+        if REQUIRE_POSTGRES:
+            pytest.fail("EVENTSTORE_REQUIRE_POSTGRES=1 but psycopg is missing: pip install -e '.[test]'",
+                        pytrace=False)
+        pytest.skip("psycopg is not installed (pip install 'eventstore[postgres]')")
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def migrate_to():
-    """``migrate_to(db_path, revision)``: create or upgrade the file to an older schema
-    revision with the project's own migrations (to test upgrades from it)."""
-    from alembic import command
-    from alembic.config import Config
-
-    from eventstore.engine import make_engine, migrations_path
-
-    def migrate(db_path, revision: str) -> None:
-        engine = make_engine(db_path)
-        try:
-            with engine.begin() as conn:
-                cfg = Config()
-                cfg.set_main_option("script_location", migrations_path())
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, revision)
-        finally:
-            engine.dispose()
-
-    return migrate
+def pg_url(pg_server) -> str:
+    """A libpq URL (as the superuser) of a new empty database of its own for one test."""
+    name = pg_server.create_database()
+    yield pg_server.url(name)
+    pg_server.drop_database(name)

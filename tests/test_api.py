@@ -8,6 +8,7 @@ import sqlite3
 import time
 
 import pytest
+from conftest import db_rows
 
 import eventstore
 from eventstore import (
@@ -20,7 +21,8 @@ from eventstore import (
     SessionExists,
     SessionNotFound,
 )
-from eventstore.jsonl import chain_hash, event_line, genesis_hash
+from eventstore.chain import chain_hash, genesis_hash
+from eventstore.codec import event_line
 
 
 def test_public_api_is_small_and_listed():
@@ -435,7 +437,7 @@ def test_no_payload_is_stored_as_an_empty_object_on_every_append_path(store):
     s.append_many([("b", None), ("c", {})])
     s.append_many(("d", None) for _ in range(2))
     assert [(e.type, e.payload) for e in s.events()] == [("a", {}), ("b", {}), ("c", {}), ("d", {}), ("d", {})]
-    assert store._read("SELECT DISTINCT payload FROM events WHERE session_id = 'none'") == [("{}",)]
+    assert db_rows(store, "SELECT DISTINCT payload FROM events WHERE session_id = 'none'") == [("{}",)]
 
 
 def test_every_error_survives_pickling_so_a_worker_process_can_raise_it():

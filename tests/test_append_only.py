@@ -7,17 +7,17 @@ tool or a buggy script would), then the stored rows are compared with a snapshot
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
+from conftest import DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import create_engine
 
 from eventstore import AppendOnlyViolation, DatabaseError, EventStore, SessionNotFound
-from eventstore.schema import GUARDS, SCHEMA_REVISION, metadata
+from eventstore.backends.sqlite_schema import GUARDS
+from eventstore.schema import SCHEMA_REVISION
 
 
 @pytest.fixture
@@ -33,6 +33,8 @@ def snapshot(conn: sqlite3.Connection):
     return (conn.execute("SELECT * FROM events ORDER BY position").fetchall(),
             conn.execute("SELECT * FROM sessions ORDER BY id").fetchall())
 
+
+pytestmark = pytest.mark.sqlite_only  # attacks through plain sqlite3 (PostgreSQL's: tests/pg*.py)
 
 H = "0" * 64  # a well-formed hash, so that only the guards can refuse the row
 
@@ -138,7 +140,7 @@ def test_every_write_path_is_refused_and_changes_nothing(filled, name, pragmas):
 ])
 def test_each_insert_is_refused_for_its_own_reason(filled, name, reason):
     """Each insert attack meets the guard's check meant for it (not an earlier one)."""
-    with pytest.raises(sqlite3.IntegrityError, match=f"eventstore: {reason}"):
+    with pytest.raises(sqlite3.IntegrityError, match=rf"^ES0[0-9][0-9]: {reason}"):
         filled.execute(ATTACKS[name])
 
 
@@ -165,7 +167,7 @@ def test_other_payload_spellings_are_stored_and_export_as_valid_json(store, fill
     import io
     import json
 
-    from eventstore.bulk import export_session
+    from eventstore.export import export_session
 
     out = io.BytesIO()
     export_session(store, "a", out)
@@ -248,45 +250,14 @@ def assert_upgrade_keeps_the_events_and_installs_the_guards(raw: sqlite3.Connect
     assert snapshot(raw)[0][:1] == before[0]
 
 
-def test_upgrade_from_0002_replaces_the_insert_guard_and_keeps_the_events(db_path, migrate_to):
-    """A database written at revision 0002 (json_each over every payload) gets the 0003
-    guard on open, in place, with its events untouched; the new guard refuses the same."""
-    migrate_to(db_path, "0002")
-    old_guard = GUARDS["events_guard_insert"].split("    WHERE NEW.payload GLOB")[0] + """    WHERE EXISTS (SELECT 1 FROM json_each(NEW.payload)
-                  WHERE key IN ('type', 'seq', 'ts') OR (key = 'event_id' AND type <> 'text'));
-END"""
-    raw = sqlite3.connect(db_path, isolation_level=None)
-    raw.execute("DROP TRIGGER events_guard_insert")
-    raw.execute(old_guard)
-    assert_upgrade_keeps_the_events_and_installs_the_guards(raw, db_path)
-    with pytest.raises(sqlite3.IntegrityError, match="payload holds a key"):
-        raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                    f"VALUES (3, 'a', 2, 'x', 1, '{{\"\\u0074ype\":1}}', '{H}')")
-    raw.close()
-
-
-def test_upgrade_from_0005_replaces_the_insert_guard_and_keeps_the_events(db_path, migrate_to):
-    """A database written at revision 0005 (max() in the guard, the session looked up for
-    every row) gets the 0006 guard on open, in place, with its events untouched."""
-    migrate_to(db_path, "0005")
-    raw = sqlite3.connect(db_path, isolation_level=None)
-    old = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events_guard_insert'").fetchone()[0]
-    assert "max(seq)" in old
-    assert_upgrade_keeps_the_events_and_installs_the_guards(raw, db_path)
-    with pytest.raises(sqlite3.IntegrityError, match="seq is not the next seq"):
-        raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                    f"VALUES (9, 'a', 5, 'x', 1, '{{}}', '{H}')")
-    raw.close()
-
-
 def test_the_store_leaves_the_session_check_to_the_guard(store):
     """The store's connection does not enforce the foreign key (the guard checks the
     session on every connection); an append to an unknown session is still refused."""
-    assert store._connection().execute("PRAGMA foreign_keys").fetchone() == (0,)
+    assert store.backend._connection().execute("PRAGMA foreign_keys").fetchone() == (0,)
     with pytest.raises(SessionNotFound):
         store.session("nope").append("x", {})
     with pytest.raises(AppendOnlyViolation, match="unknown session"):
-        store._transact(lambda cur: cur.execute(f"INSERT INTO events (position, session_id, seq, type, ts, "
+        store.backend._transact(lambda cur: cur.execute(f"INSERT INTO events (position, session_id, seq, type, ts, "
                                                 f"payload, hash) VALUES (1, 'nope', 0, 'x', 1, '{{}}', '{H}')"))
 
 
@@ -294,7 +265,7 @@ def test_store_reports_a_refused_write_as_append_only_violation(store):
     s = store.create_session("a")
     s.append("x", {})
     with pytest.raises(AppendOnlyViolation):
-        store._transact(lambda cur: cur.execute("DELETE FROM events"))
+        store.backend._transact(lambda cur: cur.execute("DELETE FROM events"))
     assert s.next_seq() == 1
 
 
@@ -305,20 +276,11 @@ def test_guards_and_view_exist_at_head(raw):
     assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == (SCHEMA_REVISION,)
 
 
-def test_migrations_build_exactly_the_schema_module(db_path, store):
-    """The tables are defined once (eventstore.schema); the migrated file must match them."""
-    engine = create_engine(f"sqlite:///{db_path}")
-    with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), metadata)
-    engine.dispose()
-    assert diff == []
-
-
 def test_schema_revision_is_the_alembic_head():
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from eventstore.engine import migrations_path
+    from eventstore.backends.sqlite_engine import migrations_path
 
     cfg = Config()
     cfg.set_main_option("script_location", migrations_path())
@@ -326,11 +288,11 @@ def test_schema_revision_is_the_alembic_head():
 
 
 def test_reopening_does_not_migrate_again(db_path, store):
-    from eventstore.engine import make_engine, upgrade
+    from eventstore.backends.sqlite_engine import connect, upgrade
 
-    engine = make_engine(db_path)
-    assert upgrade(engine) is False
-    engine.dispose()
+    conn = connect(str(db_path), 5.0)
+    assert upgrade(conn, str(db_path)) is False
+    conn.close()
     with EventStore.open(db_path) as again:
         assert again.sessions() == []
 
@@ -411,12 +373,10 @@ def _guard_db(tmp_path_factory) -> sqlite3.Connection:
     return _GUARD_DB["conn"]
 
 
-def test_opening_a_database_another_process_holds_for_its_upgrade_says_busy(db_path, migrate_to):
+def test_opening_a_database_another_process_holds_for_its_upgrade_says_busy(db_path):
     """An open that must upgrade the file while another connection holds the write lock
     (two processes starting at once on a new database) says the database is busy."""
-    from eventstore import DatabaseError
-
-    migrate_to(db_path, "0005")
+    shutil.copyfile(DATA / "legacy-0007.db", db_path)
     other = sqlite3.connect(db_path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     try:
@@ -428,217 +388,26 @@ def test_opening_a_database_another_process_holds_for_its_upgrade_says_busy(db_p
     EventStore.open(db_path).close()
 
 
-# --- 0007: the CHECK constraints without function calls ---------------------------------
-
-def migration_0007():
-    """The 0007 revision's module (its CHECK texts and ``rewrite_checks``)."""
-    import importlib.util
-    from pathlib import Path
-
-    from eventstore.engine import migrations_path
-
-    path = Path(migrations_path()) / "versions" / "0007_cheaper_checks.py"
-    spec = importlib.util.spec_from_file_location("migration_0007", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def events_ddl(conn: sqlite3.Connection) -> str:
-    return conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()[0]
-
-
-def put_back_the_typeof_checks(raw: sqlite3.Connection) -> None:
-    """Make the file's ``events`` definition what revisions 0001 to 0006 wrote (byte for
-    byte: a database written by the store before 0007 was checked to read so)."""
-    ddl = events_ddl(raw)
-    for old, cheap in migration_0007().CHECKS:
-        assert cheap in ddl
-        ddl = ddl.replace(cheap, old)
-    (version,) = raw.execute("PRAGMA schema_version").fetchone()
-    raw.execute("PRAGMA writable_schema = ON")
-    raw.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'events'", (ddl,))
-    raw.execute(f"PRAGMA schema_version = {version + 1}")
-    raw.execute("PRAGMA writable_schema = OFF")
-
-
-def test_upgrade_from_0006_rewrites_the_checks_in_place(db_path, migrate_to, tmp_path):
-    """A database written before 0007 gets the cheaper CHECKs on open: its definition then
-    reads exactly as a new database's, the file passes integrity_check, and the rows and
-    guards are kept."""
-    migrate_to(db_path, "0006")
-    raw = sqlite3.connect(db_path, isolation_level=None)
-    put_back_the_typeof_checks(raw)
-    assert "typeof(seq) = 'integer'" in events_ddl(raw)
-    assert_upgrade_keeps_the_events_and_installs_the_guards(raw, db_path)
-    EventStore.open(tmp_path / "new.db").close()
-    fresh = sqlite3.connect(tmp_path / "new.db")
-    assert events_ddl(raw) == events_ddl(fresh)
-    fresh.close()
-    assert "typeof" not in events_ddl(raw)
-    assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    # (values that pass the insert guard, which runs first: only a CHECK can refuse them)
-    for column, value in (("type", "x'00'"), ("type", "''"), ("ts", "9e999"), ("ts", "'soon'")):
-        values = {"position": "3", "session_id": "'a'", "seq": "2", "type": "'x'", "ts": "1",
-                  "payload": "'{}'", "hash": f"'{H}'"}
-        values[column] = value
-        with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
-            raw.execute(f"INSERT INTO events ({', '.join(values)}) VALUES ({', '.join(values.values())})")
-    raw.close()
-
-
-def test_rows_stored_before_0006_still_satisfy_the_checks_after_0007(db_path, migrate_to):
-    """Before 0006 the guard let a BLOB payload and whitespace before the object through;
-    such rows stay valid under the 0007 CHECKs: integrity_check (on a connection that may
-    write: a read-only one skips CHECKs) finds nothing, and a dump restores every row."""
-    migrate_to(db_path, "0005")
-    raw = sqlite3.connect(db_path, isolation_level=None)
-    put_back_the_typeof_checks(raw)
-    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
-    payloads = [' {"a":1}', '\n{"b":2}', b'{"c":3}', '{"d":4} ', "{ }"]
-    for seq, payload in enumerate(payloads):
-        raw.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                    "VALUES (?, 'a', ?, 'x', 1.0, ?, ?)", (seq + 1, seq, payload, H))
-    EventStore.open(db_path).close()
-    assert "typeof" not in events_ddl(raw)
-    assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    copy = sqlite3.connect(":memory:")
-    copy.executescript("\n".join(raw.iterdump()))
-    assert copy.execute("SELECT payload FROM events ORDER BY position").fetchall() == [(p,) for p in payloads]
-    raw.close()
-
-
-@pytest.mark.parametrize("answer", [sqlite3.SQLITE_DENY, sqlite3.SQLITE_IGNORE], ids=["deny", "ignore"])
-def test_the_checks_stay_as_they_were_where_sqlite_refuses_to_edit_its_schema(tmp_path, answer):
-    """On a connection that may not write sqlite_master (a "defensive" SQLite, an
-    authorizer that denies or skips the update), 0007 leaves the old CHECKs, which refuse
-    the same rows, and the transaction goes on."""
-    path = tmp_path / "events.db"
-    EventStore.open(path).close()
-    raw = sqlite3.connect(path, isolation_level=None)
-    put_back_the_typeof_checks(raw)
-    before = events_ddl(raw)
-
-    def no_schema_edits(action, arg1, *_):
-        if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
-            return answer
-        return sqlite3.SQLITE_OK
-
-    raw.set_authorizer(no_schema_edits)
-    raw.execute("BEGIN IMMEDIATE")
-    assert migration_0007().rewrite_checks(raw) is False
-    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
-    raw.execute("COMMIT")
-    raw.set_authorizer(None)
-    assert events_ddl(raw) == before
-    assert raw.execute("SELECT id FROM sessions").fetchall() == [("a",)]
-    assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    raw.close()
-
-
-def _check_tables() -> sqlite3.Connection:
-    """Two tables with the columns of ``events`` that the rewritten CHECKs test: ``old``
-    with the CHECKs of 0001 to 0006, ``new`` with those of 0007."""
-    m = migration_0007()
-    columns = "seq INTEGER NOT NULL, type TEXT NOT NULL, ts FLOAT NOT NULL, payload TEXT NOT NULL"
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    for name, pick in (("old", 0), ("new", 1)):
-        checks = ", ".join(pair[pick] for pair in m.CHECKS)
-        conn.execute(f"CREATE TABLE {name} ({columns}, {checks})")
-    return conn
-
-
-_CHECKS = _check_tables()
-_VALID = {"seq": 0, "type": "x", "ts": 1.0, "payload": "{}"}
-_NUMERIC_TEXT = st.from_regex(r"\A\s?[-+]?(\d{1,25}(\.\d{0,3})?|\.\d{1,3})([eE][-+]?\d{1,3})?\s?\Z")
-_VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1), st.floats(), st.text(max_size=12), st.binary(max_size=6),
-    _NUMERIC_TEXT, st.sampled_from(["", "session/meta", "{}", "{", "[1]", " {}", '{"a":1}', "{} ", '"x"', "null",
-                                    "1e400", "-1e400", "NaN", "inf", "9223372036854775808", "-0", "0x10",
-                                    '\n{"b":2}', "\t[]", b'{"c":3}', b"[1]", b"{}"]),
-    st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
-                 lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
-                 max_leaves=6).map(json.dumps),
-)
-
-
-@settings(max_examples=1500, deadline=None)
-@given(st.sampled_from(sorted(_VALID)), _VALUES)
-def test_the_cheaper_checks_refuse_exactly_what_the_typeof_checks_refused(column, value):
-    """Any value of any type in any one column: the 0007 CHECKs accept it exactly when the
-    old ones did (so rows stored under the old ones satisfy the new ones: before 0006 the
-    guard let a BLOB payload or whitespace before the object through)."""
-    row = {**_VALID, column: value}
-    accepted = {}
-    for table in ("old", "new"):
-        try:
-            _CHECKS.execute(f"INSERT INTO {table} (seq, type, ts, payload) VALUES (:seq, :type, :ts, :payload)", row)
-            accepted[table] = True
-        except sqlite3.IntegrityError:
-            accepted[table] = False
-    assert accepted["new"] == accepted["old"], (column, value, accepted)
-
-
-def test_a_check_sqlite_cannot_compile_fails_the_upgrade_and_changes_nothing(tmp_path):
-    """The rewrite compiles an INSERT before it keeps the new definition: a CHECK that
-    names an unknown function fails the migration there, with the old definition kept
-    (not at the next append, with the file already stamped)."""
-    path = tmp_path / "events.db"
-    EventStore.open(path).close()
-    raw = sqlite3.connect(path, isolation_level=None)
-    put_back_the_typeof_checks(raw)
-    before = events_ddl(raw)
-    m = migration_0007()
-    m.CHECKS = [(old, cheap.replace("json_valid(", "no_such_function(")) for old, cheap in m.CHECKS]
-    raw.execute("BEGIN IMMEDIATE")
-    with pytest.raises(sqlite3.OperationalError, match="no_such_function"):
-        m.rewrite_checks(raw)
-    raw.execute("COMMIT")
-    assert events_ddl(raw) == before
-    assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    raw.close()
-
-
-def test_a_read_only_open_reads_a_0006_file_as_it_is(db_path, migrate_to):
-    """0007 changed only what applies to writes, so a reader (a file the user may only
-    read, an auditor's read-only open) reads a 0006 file without asking for an upgrade,
-    and leaves it at 0006; an older revision still needs a writable open first."""
-    migrate_to(db_path, "0006")
-    raw = sqlite3.connect(db_path, isolation_level=None)
-    put_back_the_typeof_checks(raw)
-    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
-    raw.execute(f"INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                f"VALUES (1, 'a', 0, 'user/message', 1.0, '{{\"content\":\"hi\"}}', '{H}')")
-    with EventStore.open(db_path, readonly=True) as store:
-        assert [e.payload for e in store.session("a").events()] == [{"content": "hi"}]
-        assert store.session("a").derive_messages() == [{"role": "user", "content": "hi"}]
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == ("0006",)
-    assert "typeof(seq)" in events_ddl(raw)
-    raw.execute("UPDATE alembic_version SET version_num = '0005'")
-    with pytest.raises(DatabaseError, match="schema revision '0005': open it once for writing"):
-        EventStore.open(db_path, readonly=True)
-    raw.close()
-
-
 @pytest.mark.parametrize("payload", [' {"a":1}', '\n{"b":2}', b'{"c":3}', b"{}", "{ }", '{ "d":4}',
                                      '\t{}\r', '{"e":5} ', '{"f":\n6}'])
 @pytest.mark.parametrize("ts", [1.5, 1764562000.25], ids=["row by row", "page at once"])
-def test_export_writes_valid_lines_for_payloads_stored_before_0006(db_path, migrate_to, tmp_path, payload, ts):
+def test_export_writes_valid_lines_for_payloads_stored_before_0006(db_path, tmp_path, payload, ts):
     """Before 0006 the guard let plain SQL store whitespace around the object or a BLOB;
     export writes each such event as one valid line (the payload written anew), where it
     wrote broken lines or stopped with an unexpected error, and export of every session
     goes on past it."""
     import io
 
-    from eventstore.bulk import export_session, export_sessions
+    from eventstore.export import export_session, export_sessions
 
-    migrate_to(db_path, "0005")
+    EventStore.open(db_path).close()
     raw = sqlite3.connect(db_path, isolation_level=None)
-    put_back_the_typeof_checks(raw)
+    raw.execute("DROP TRIGGER events_guard_insert")  # the guard of the first release's 0005 let these in
     for position, sid in enumerate(("odd", "next"), start=1):
         raw.execute("INSERT INTO sessions (id, created_at) VALUES (?, 1)", (sid,))
         raw.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                     "VALUES (?, ?, 0, 'x', ?, ?, ?)", (position, sid, ts, payload if sid == "odd" else "{}", H))
+    raw.execute(GUARDS["events_guard_insert"])
     raw.close()
     expected = json.loads(payload.decode() if isinstance(payload, bytes) else payload)
     with EventStore.open(db_path) as store:

@@ -15,10 +15,14 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, FIXTURES
 
-from eventstore import DatabaseError, EventStore, QueryError, SessionNotFound, audit
+from eventstore import AppendOnlyViolation, DatabaseError, EventStore, QueryError, SessionNotFound, audit
+from eventstore import repair as repair_mod
+from eventstore.backends import sqlite_sandbox as sandbox
+from eventstore.backends.sqlite_schema import GUARDS
+from eventstore.chain import chain_hash, genesis_hash
 from eventstore.cli import cli
-from eventstore.jsonl import chain_hash, event_line, genesis_hash
-from eventstore.schema import GUARDS, SCHEMA_REVISION
+from eventstore.codec import event_line
+from eventstore.schema import SCHEMA_REVISION
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "schema.md"
 
@@ -47,18 +51,15 @@ def run(db: Path, *args: str, input: str | None = None):
     return CliRunner().invoke(cli, ["--db", str(db), *args], input=input, catch_exceptions=False)
 
 
-def check(db: Path, session_ids=None) -> audit.VerifyReport:
-    conn = audit.connect_readonly(db, authorizer=False)
-    try:
-        return audit.verify(conn, session_ids)
-    finally:
-        conn.close()
+def check(db: Path | str, session_ids=None) -> audit.VerifyReport:
+    with EventStore.open(db, readonly=True) as store:
+        return audit.verify(store.backend, session_ids)
 
 
 # --- the views -----------------------------------------------------------------------------
 
 def test_views_exist_at_head_with_their_documented_columns(store, raw):
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0007"
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0008"
     doc = DOCS.read_text(encoding="utf-8")
     for view, columns in VIEW_COLUMNS.items():
         assert [r[1] for r in raw.execute(f"PRAGMA table_info({view})")] == columns
@@ -159,12 +160,13 @@ def test_nul_in_a_string_is_kept_by_the_json_text_column(store, raw):
     assert "\x00" in json.loads(text)
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 shell is not installed")
-def test_views_work_in_the_sqlite3_shell(store, db_path):
+def test_views_work_in_the_sqlite3_shell(store, backend_url):
     imported(store, "parallel_tools", "interrupted")
 
     def shell(sql: str):
-        done = subprocess.run(["sqlite3", "-readonly", "-json", str(db_path), sql], capture_output=True, text=True)
+        done = subprocess.run(["sqlite3", "-readonly", "-json", str(backend_url), sql], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
@@ -178,27 +180,33 @@ def test_views_work_in_the_sqlite3_shell(store, db_path):
     assert len(shell("SELECT * FROM messages")) == 9
 
 
-def test_a_database_at_0001_is_upgraded_to_the_views(tmp_path, migrate_to):
+def test_a_database_of_the_first_release_is_upgraded_with_its_views(tmp_path):
+    """A file written by the first release (at its last revision, 0007): `sql` reads it as
+    it is and says it needs an upgrade; a writable open upgrades it in place (the guards
+    now carry their error codes), with every row and view kept."""
     db = tmp_path / "old.db"
-    migrate_to(db, "0001")
+    shutil.copyfile(DATA / "legacy-0007.db", db)
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'tool_calls'").fetchone() == (0,)
+    before = {v: conn.execute(f"SELECT * FROM {v} ORDER BY 1, 2").fetchall() for v in VIEW_COLUMNS}
+    events = conn.execute("SELECT * FROM events ORDER BY position").fetchall()
     r = run(db, "sql", "SELECT count(*) AS n FROM messages")  # reads, does not upgrade, says so
-    assert r.exit_code == 0 and f"schema revision 0001, not {SCHEMA_REVISION}" in r.stderr
-    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
-    with EventStore.open(db):
-        pass
-    assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")} == set(VIEW_COLUMNS)
+    assert r.exit_code == 0 and f"schema revision 0007, not {SCHEMA_REVISION}" in r.stderr
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0007",)
+    EventStore.open(db).close()
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (SCHEMA_REVISION,)
+    assert {v: conn.execute(f"SELECT * FROM {v} ORDER BY 1, 2").fetchall() for v in VIEW_COLUMNS} == before
+    assert conn.execute("SELECT * FROM events ORDER BY position").fetchall() == events
+    with EventStore.open(db) as store:
+        assert [(i.id, i.events) for i in store.sessions()] == [("5a1b896f-beb", 15), ("second", 1)]
+        store.session("second").append("user/message", {"content": "after the upgrade"})
+        with pytest.raises(AppendOnlyViolation, match="^ES007: "):
+            store.backend._transact(lambda cur: cur.execute(
+                "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
+                "(18, 'second', 2, 'x', 1, '{\"event_id\":\"k1\"}', ?)", ("0" * 64,)))
+    installed = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall())
+    assert installed == {name: ddl.strip() for name, ddl in GUARDS.items()}
+    assert run(db, "verify").exit_code == 0
     conn.close()
-
-
-def test_sql_does_not_ask_to_upgrade_a_file_that_reads_the_same(tmp_path, migrate_to):
-    """A file at 0006 differs from the head only in CHECK constraints (0007): `sql` reads
-    it without the warning that asks for `eventstore init`."""
-    db = tmp_path / "old.db"
-    migrate_to(db, "0006")
-    r = run(db, "sql", "SELECT count(*) AS n FROM messages")
-    assert r.exit_code == 0 and "warning" not in r.stderr
 
 
 # --- read-only SQL -------------------------------------------------------------------------
@@ -230,19 +238,21 @@ REFUSED = [
 
 
 @pytest.fixture
-def ro(store, db_path):
-    imported(store, "parallel_tools")
-    conn = audit.connect_readonly(db_path)
+def ro(sqlite_store, db_path):
+    """SQLite's sandbox (eventstore sql) on a file holding parallel_tools."""
+    imported(sqlite_store, "parallel_tools")
+    conn = sandbox.connect_readonly(db_path)
     yield conn
     conn.close()
 
 
 @pytest.mark.parametrize("sql", REFUSED)
-def test_query_refuses_writes_and_ddl(ro, raw, sql):
+def test_query_refuses_writes_and_ddl(ro, db_path, sql):
+    raw = sqlite3.connect(db_path, isolation_level=None)
     state = "SELECT count(*), (SELECT group_concat(name || sql) FROM sqlite_master) FROM events"
     before = raw.execute(state).fetchone()
     with pytest.raises(QueryError):
-        audit.query(ro, sql)
+        sandbox.query(ro, sql)
     assert raw.execute(state).fetchone() == before
     assert ro.execute("PRAGMA query_only").fetchone() == (1,)
 
@@ -251,54 +261,56 @@ def test_query_refuses_writes_and_ddl(ro, raw, sql):
 def test_query_refuses_attach_and_creates_no_file(ro, tmp_path, sql):
     target = tmp_path / "created.db"
     with pytest.raises(QueryError, match="refused: .*ATTACH"):
-        audit.query(ro, sql.format(p=target))
+        sandbox.query(ro, sql.format(p=target))
     assert not target.exists()
 
 
 def test_query_reads(ro):
-    cols, rows = audit.query(ro, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3) "
+    cols, rows = sandbox.query(ro, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3) "
                                  "SELECT i, (SELECT count(*) FROM tool_calls) AS calls FROM n")
     assert cols == ["i", "calls"] and list(rows) == [(1, 2), (2, 2), (3, 2)]
-    cols, rows = audit.query(ro, "PRAGMA table_info(turns)")
+    cols, rows = sandbox.query(ro, "PRAGMA table_info(turns)")
     assert [r[1] for r in rows] == VIEW_COLUMNS["turns"]
-    cols, rows = audit.query(ro, "SELECT name FROM pragma_table_info('events') WHERE pk")
+    cols, rows = sandbox.query(ro, "SELECT name FROM pragma_table_info('events') WHERE pk")
     assert list(rows) == [("position",)]
     with pytest.raises(QueryError, match="no such table"):
-        audit.query(ro, "SELECT * FROM nope")
+        sandbox.query(ro, "SELECT * FROM nope")
 
 
 def test_readonly_connection_never_creates_a_database(tmp_path):
     with pytest.raises(DatabaseError, match="no such database file"):
-        audit.connect_readonly(tmp_path / "missing.db")
+        sandbox.connect_readonly(tmp_path / "missing.db")
     assert not (tmp_path / "missing.db").exists()
     (tmp_path / "notes.txt").write_text("not a database\n" * 100)
     with pytest.raises(DatabaseError, match="notes.txt: file is not a database"):
-        audit.connect_readonly(tmp_path / "notes.txt")
+        sandbox.connect_readonly(tmp_path / "notes.txt")
     r = run(tmp_path / "missing.db", "sql", "SELECT 1")
     assert r.exit_code == 1 and r.stderr.startswith("error: ") and "Traceback" not in r.output
     assert not (tmp_path / "missing.db").exists()
 
 
-def test_cli_sql_formats(store, db_path):
+def test_cli_sql_formats(store, backend_url):
     imported(store, "parallel_tools", "lone_surrogate")
     q = "SELECT call_id, result_seq, result, latency_s FROM tool_calls ORDER BY call_id"
-    r = run(db_path, "sql", "--json", q)
+    r = run(backend_url, "sql", "--json", q)
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout) == [
         {"call_id": "call_a", "result_seq": 4, "result": "README.md\nsrc\n", "latency_s": 0.12},
         {"call_id": "call_b", "result_seq": 5, "result": "# Demo\n", "latency_s": 0.24}]
-    r = run(db_path, "sql", "--csv", q)
+    r = run(backend_url, "sql", "--csv", q)
     assert list(csv.reader(io.StringIO(r.stdout))) == [
         ["call_id", "result_seq", "result", "latency_s"],
         ["call_a", "4", "README.md\nsrc\n", "0.12"], ["call_b", "5", "# Demo\n", "0.24"]]
-    r = run(db_path, "sql", "SELECT call_id, result_seq, NULL AS n FROM tool_calls ORDER BY call_id")
+    r = run(backend_url, "sql", "SELECT call_id, result_seq, NULL AS n FROM tool_calls ORDER BY call_id")
     assert r.exit_code == 0
     lines = r.stdout.splitlines()
     assert lines[0].split() == ["call_id", "result_seq", "n"] and lines[1].split() == ["call_a", "4", "NULL"]
-    r = run(db_path, "sql", "--json", "-", input="SELECT payload ->> '$.content' AS c FROM events "
-                                                 "WHERE session_id = 'surr-0001' ORDER BY seq")
-    assert json.loads(r.stdout) == [{"c": "show the first 3 code units"}, {"c": "ab\ud83d"}, {"c": "\ude00 low first"}]
-    assert run(db_path, "sql", "--json", "SELECT 1 WHERE 0").stdout == "[]\n"
+    if store.backend.name == "sqlite":  # (SQLite's JSON path syntax; PostgreSQL's text holds no lone surrogate)
+        r = run(backend_url, "sql", "--json", "-", input="SELECT payload ->> '$.content' AS c FROM events "
+                                                     "WHERE session_id = 'surr-0001' ORDER BY seq")
+        assert json.loads(r.stdout) == [{"c": "show the first 3 code units"}, {"c": "ab\ud83d"},
+                                        {"c": "\ude00 low first"}]
+    assert run(backend_url, "sql", "--json", "SELECT 1 WHERE 1 = 0").stdout == "[]\n"
 
 
 @pytest.mark.parametrize("query, message", [
@@ -308,72 +320,83 @@ def test_cli_sql_formats(store, db_path):
     ("/* c */ ; -- d", "error: the query holds no statement (only comments or ';')\n"),
     ("VACUUM", "error: refused: the database is open read-only (VACUUM (it rewrites the file) is not allowed)\n"),
 ])
-def test_cli_sql_explains_a_query_it_cannot_run(store, db_path, query, message):
-    r = run(db_path, "sql", query)
+def test_cli_sql_explains_a_query_it_cannot_run(store, backend_url, query, message):
+    if store.backend.name == "postgresql":  # PostgreSQL's own words
+        message = PG_MESSAGES.get(query, message)
+    r = run(backend_url, "sql", query)
     assert (r.exit_code, r.stderr) == (1, message)
 
 
-def test_cli_sql_json_writes_infinity_as_null(store, db_path):
+PG_MESSAGES = {
+    "SELECT 1; SELECT 2": "error: cannot insert multiple commands into a prepared statement\n",
+    "VACUUM": "error: refused: VACUUM cannot run inside a transaction block (eventstore sql only reads)\n",
+}
+
+
+def test_cli_sql_json_writes_infinity_as_null(store, backend_url):
     """JSON has no Infinity: a REAL that overflowed is null, as JSON.stringify writes it."""
-    r = run(db_path, "sql", "--json", "SELECT 1e400 AS a, -1e400 AS b, 1.5 AS c")
+    inf = "'Infinity'::float8" if store.backend.name == "postgresql" else "1e400"
+    r = run(backend_url, "sql", "--json", f"SELECT {inf} AS a, -{inf} AS b, 1.5 AS c")
     assert r.exit_code == 0
     assert r.stdout == '[\n{"a": null, "b": null, "c": 1.5}\n]\n'
     assert json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON")) == [
         {"a": None, "b": None, "c": 1.5}]
 
 
-def test_cli_sql_refusal_is_one_line(store, db_path):
-    r = run(db_path, "sql", "DELETE FROM events")
+def test_cli_sql_refusal_is_one_line(store, backend_url):
+    r = run(backend_url, "sql", "DELETE FROM events")
     assert r.exit_code == 1
-    assert r.stderr == "error: refused: the database is open read-only (DELETE events is not allowed)\n"
+    assert r.stderr == ("error: refused: cannot execute DELETE in a read-only transaction (eventstore sql only reads)\n"
+                        if store.backend.name == "postgresql" else
+                        "error: refused: the database is open read-only (DELETE events is not allowed)\n")
 
 
 # --- verify --------------------------------------------------------------------------------
 
-def test_verify_clean_fixtures(store, db_path):
+def test_verify_clean_fixtures(store, backend_url):
     sids = imported(store, "demo", "parallel_tools", "unicode", "null_content", "extra_fields", "big")
-    report = check(db_path)
+    report = check(backend_url)
     assert report.ok, [str(f) for f in report.findings]
     assert report.sessions == 6 and report.events == sum(store.session(s).next_seq() for s in sids)
-    r = run(db_path, "verify")
+    r = run(backend_url, "verify")
     assert r.exit_code == 0 and r.stdout == "" and "6 sessions" in r.stderr and "OK" in r.stderr
 
 
-def test_verify_reports_the_fixtures_invalid_projections(store, db_path):
+def test_verify_reports_the_fixtures_invalid_projections(store, backend_url):
     imported(store, "interrupted", "lone_surrogate", "numbers")
-    assert sorted(kinds(check(db_path))) == [
+    assert sorted(kinds(check(backend_url))) == [
         ("dangling_call", "crash-0001", 3), ("orphan_result", "num-0001", 1),
         ("orphan_result", "surr-0001", 1), ("orphan_result", "surr-0001", 2)]
 
 
-def test_verify_catches_an_edit_made_after_dropping_the_triggers(store, db_path, raw):
+def test_verify_catches_an_edit_made_after_dropping_the_triggers(store, backend_url, raw):
     sid, = imported(store, "parallel_tools")
     raw.execute("DROP TRIGGER events_guard_update")
     raw.execute("UPDATE events SET payload = json_set(payload, '$.content', '# Evil\n') WHERE seq = 5")
-    report = check(db_path)
+    report = check(backend_url)
     assert kinds(report) == [("trigger", None, None), ("hash", sid, 5)]
     assert "events_guard_update is missing" in str(report.findings[0])
-    r = run(db_path, "verify")
+    r = run(backend_url, "verify")
     assert r.exit_code == 1
     assert r.stdout.splitlines() == ["database: trigger: append-only trigger events_guard_update is missing",
                                      f"session {sid} seq 5: hash: stored hash does not chain from the previous "
                                      "event: this event was edited, or one before it removed or reordered"]
 
 
-def test_verify_catches_an_edit_whose_hash_was_recomputed(store, db_path, raw):
+def test_verify_catches_an_edit_whose_hash_was_recomputed(store, backend_url, raw):
     sid, = imported(store, "parallel_tools")
     prev, = raw.execute("SELECT hash FROM events WHERE session_id = ? AND seq = 4", (sid,)).fetchone()
     raw.execute("DROP TRIGGER events_guard_update")
     raw.execute("UPDATE events SET payload = '{\"tool_call_id\":\"call_b\",\"content\":\"x\"}' WHERE seq = 5")
     t, ts, p = raw.execute("SELECT type, ts, payload FROM events WHERE seq = 5").fetchone()
     raw.execute("UPDATE events SET hash = ? WHERE seq = 5", (chain_hash(prev, event_line(t, 5, ts, p)),))
-    assert kinds(check(db_path, [sid])) == [("trigger", None, None), ("hash", sid, 6)]
+    assert kinds(check(backend_url, [sid])) == [("trigger", None, None), ("hash", sid, 6)]
 
 
-def test_verify_rewritten_chain_is_caught_by_a_kept_head(store, db_path, raw):
+def test_verify_rewritten_chain_is_caught_by_a_kept_head(store, backend_url, raw):
     sid, = imported(store, "parallel_tools")
-    kept = run(db_path, "verify", "--head").stdout
-    assert kept == f"{sid}\t23\t{check(db_path).heads[sid][1]}\n"
+    kept = run(backend_url, "verify", "--head").stdout
+    assert kept == f"{sid}\t23\t{check(backend_url).heads[sid][1]}\n"
     raw.execute("DROP TRIGGER events_guard_update")
     raw.execute("UPDATE events SET payload = '{\"tool_call_id\":\"call_b\",\"content\":\"x\"}' WHERE seq = 5")
     prev = raw.execute("SELECT hash FROM events WHERE seq = 4").fetchone()[0]
@@ -382,44 +405,44 @@ def test_verify_rewritten_chain_is_caught_by_a_kept_head(store, db_path, raw):
         prev = chain_hash(prev, event_line(t, seq, ts, p))
         raw.execute("UPDATE events SET hash = ? WHERE seq = ?", (prev, seq))
     raw.execute(GUARDS["events_guard_update"])
-    assert check(db_path).ok  # a consistent rewrite of the whole chain ...
-    assert run(db_path, "verify", "--head").stdout != kept  # ... changes the head kept elsewhere
+    assert check(backend_url).ok  # a consistent rewrite of the whole chain ...
+    assert run(backend_url, "verify", "--head").stdout != kept  # ... changes the head kept elsewhere
 
 
-def test_verify_reads_values_only_a_hand_edit_can_store(store, db_path, raw):
+def test_verify_reads_values_only_a_hand_edit_can_store(store, backend_url, raw):
     sid, = imported(store, "demo")
     raw.execute("DROP TRIGGER events_guard_update")
     raw.execute("UPDATE events SET payload = CAST(x'7b2261223a2280227d' AS TEXT) WHERE seq = 7")  # not UTF-8
     with pytest.raises(sqlite3.IntegrityError):  # the CHECK stays when the triggers are gone
         raw.execute("UPDATE events SET ts = 'noon' WHERE seq = 8")
     raw.execute(GUARDS["events_guard_update"])
-    assert kinds(check(db_path)) == [("hash", sid, 7)]
+    assert kinds(check(backend_url)) == [("hash", sid, 7)]
 
 
-def test_verify_catches_a_deleted_row(store, db_path, raw):
+def test_verify_catches_a_deleted_row(store, backend_url, raw):
     sid, = imported(store, "demo")
     raw.execute("DROP TRIGGER events_guard_delete")
     raw.execute("DELETE FROM events WHERE session_id = ? AND seq = 3", (sid,))
     raw.execute(GUARDS["events_guard_delete"])
-    report = check(db_path)
+    report = check(backend_url)
     # the removed chunk also leaves the next message longer than what was streamed
     assert kinds(report) == [("seq", sid, 4), ("hash", sid, 4), ("chunks", sid, 5)]
     assert "seq 3 missing" in report.findings[0].message
 
 
-def test_verify_catches_reordered_rows(store, db_path, raw):
+def test_verify_catches_reordered_rows(store, backend_url, raw):
     sid, = imported(store, "parallel_tools")
     raw.execute("DROP TRIGGER events_guard_update")
     raw.executescript("""UPDATE events SET seq = 1000 WHERE seq = 4;
                          UPDATE events SET seq = 4 WHERE seq = 5;
                          UPDATE events SET seq = 5 WHERE seq = 1000;""")
     raw.execute(GUARDS["events_guard_update"])
-    report = check(db_path)
+    report = check(backend_url)
     assert kinds(report) == [("hash", sid, 4), ("seq", sid, 5), ("hash", sid, 5), ("hash", sid, 6)]
     assert "commit order" in report.findings[1].message
 
 
-def test_verify_catches_events_moved_to_another_session(store, db_path, raw):
+def test_verify_catches_events_moved_to_another_session(store, backend_url, raw):
     a, b = store.create_session("a"), store.create_session("b")
     a.append("user/message", {"content": "a0"})
     b.append("user/message", {"content": "b0"})
@@ -427,22 +450,22 @@ def test_verify_catches_events_moved_to_another_session(store, db_path, raw):
     raw.execute("DROP TRIGGER events_guard_update")
     raw.execute("UPDATE events SET session_id = 'a', seq = 1 WHERE session_id = 'b' AND seq = 1")
     raw.execute(GUARDS["events_guard_update"])
-    assert kinds(check(db_path)) == [("hash", "a", 1)]
+    assert kinds(check(backend_url)) == [("hash", "a", 1)]
 
 
-def test_verify_catches_altered_triggers_and_a_removed_session_row(store, db_path, raw):
+def test_verify_catches_altered_triggers_and_a_removed_session_row(store, backend_url, raw):
     store.create_session("s").append("user/message", {"content": "x"})
     raw.execute("DROP TRIGGER events_guard_delete")
     raw.execute("CREATE TRIGGER events_guard_delete BEFORE DELETE ON events BEGIN SELECT 1; END")
     raw.execute("DROP TRIGGER sessions_guard_delete")
     raw.execute("DELETE FROM sessions WHERE id = 's'")
-    report = check(db_path)
+    report = check(backend_url)
     assert kinds(report) == [("trigger", None, None), ("trigger", None, None), ("session", "s", None)]
     assert "events_guard_delete differs" in report.findings[0].message
     assert "sessions_guard_delete is missing" in report.findings[1].message
 
 
-def test_verify_checks_streamed_chunks_against_the_message(store, db_path):
+def test_verify_checks_streamed_chunks_against_the_message(store, backend_url):
     s = store.create_session("chunks")
     s.append_many([
         ("step/start", {"step": 0}), ("assistant/chunk", {"delta": {"content": "ab"}}),
@@ -458,12 +481,12 @@ def test_verify_checks_streamed_chunks_against_the_message(store, db_path):
         ("step/start", {"step": 5}), ("assistant/chunk", {"delta": {}}),
         ("assistant/message", {"content": None}),
     ])
-    report = check(db_path)
+    report = check(backend_url)
     assert kinds(report) == [("chunks", "chunks", 3), ("chunks", "chunks", 14)]
     assert "at character 2" in report.findings[0].message and "seq 1..2" in report.findings[0].message
 
 
-def test_verify_checks_the_projection_for_a_chat_api(store, db_path):
+def test_verify_checks_the_projection_for_a_chat_api(store, backend_url):
     s = store.create_session("p")
     s.append_many([
         ("user/message", {"content": "go"}),
@@ -477,19 +500,19 @@ def test_verify_checks_the_projection_for_a_chat_api(store, db_path):
         ("assistant/message", {"content": "", "tool_calls": [{"type": "function"}, call("c"), call("c")]}),  # 8
         ("tool/result", {"tool_call_id": "c", "content": "ok"}),
     ])
-    report = check(db_path)
+    report = check(backend_url)
     assert kinds(report) == [("orphan_result", "p", 3), ("dangling_call", "p", 1), ("orphan_result", "p", 5),
                              ("tool_calls", "p", 7), ("tool_calls", "p", 8), ("tool_calls", "p", 8)]
     assert "'b' (read_file) has no tool/result before the next user/message at seq 4" in report.findings[1].message
 
 
-def test_verify_selected_sessions_and_heads(store, db_path, raw):
+def test_verify_selected_sessions_and_heads(store, backend_url, raw):
     imported(store, "demo", "interrupted")
     empty = store.create_session("empty")
-    report = check(db_path, ["5a1b896f-beb", empty.id])
+    report = check(backend_url, ["5a1b896f-beb", empty.id])
     assert report.ok and report.sessions == 2
     assert report.heads[empty.id] == (0, genesis_hash(empty.id))
-    r = run(db_path, "verify", "--head")
+    r = run(backend_url, "verify", "--head")
     assert r.exit_code == 1  # the interrupted session's dangling call
     assert "session crash-0001 seq 3: dangling_call" in r.stderr
     heads = dict((line.split("\t")[0], line.split("\t")[1:]) for line in r.stdout.splitlines())
@@ -497,22 +520,22 @@ def test_verify_selected_sessions_and_heads(store, db_path, raw):
                                                     "session_id = 'crash-0001'").fetchone()[0]]
     assert heads["empty"] == ["0", genesis_hash("empty")]
     with pytest.raises(SessionNotFound):
-        check(db_path, ["nope"])
-    r = run(db_path, "verify", "nope")
+        check(backend_url, ["nope"])
+    r = run(backend_url, "verify", "nope")
     assert r.exit_code == 1 and r.stderr == "error: session 'nope' not found\n"
 
 
 # --- repair --------------------------------------------------------------------------------
 
-def test_repair_interrupted_appends_and_verify_passes(store, db_path, raw):
+def test_repair_interrupted_appends_and_verify_passes(store, backend_url, raw):
     sid, = imported(store, "interrupted")
     s = store.session(sid)
     appended = s.repair()
     assert [(e.seq, e.type) for e in appended] == [(4, "tool/result"), (5, "step/end"), (6, "turn/end")]
-    assert appended[0].payload == {"tool_call_id": "call_long", "content": audit.INTERRUPTED, "repair": True}
+    assert appended[0].payload == {"tool_call_id": "call_long", "content": repair_mod.INTERRUPTED, "repair": True}
     assert appended[1].payload == {"step": 0, "tool_calls": 1, "repair": True}
-    assert check(db_path).ok
-    assert s.derive_messages()[-1] == {"role": "tool", "tool_call_id": "call_long", "content": audit.INTERRUPTED}
+    assert check(backend_url).ok
+    assert s.derive_messages()[-1] == {"role": "tool", "tool_call_id": "call_long", "content": repair_mod.INTERRUPTED}
     assert raw.execute("SELECT result_seq FROM tool_calls").fetchall() == [(4,)]
     assert raw.execute("SELECT end_seq, complete FROM turns").fetchall() == [(6, 1)]
     assert s.repair() == [] and s.next_seq() == 7  # a repaired session is clean
@@ -525,7 +548,7 @@ def test_repair_is_a_noop_on_clean_sessions(store):
         assert s.repair() == [] and s.next_seq() == n
 
 
-def test_repair_answers_only_the_missing_call_and_leaves_what_appending_cannot_fix(store, db_path):
+def test_repair_answers_only_the_missing_call_and_leaves_what_appending_cannot_fix(store, backend_url):
     s = store.create_session("half")
     s.append_many([("turn/start", {}), ("user/message", {"content": "x"}),
                    ("assistant/message", {"content": "", "tool_calls": [call("old")]}),
@@ -537,57 +560,61 @@ def test_repair_answers_only_the_missing_call_and_leaves_what_appending_cannot_f
     assert [(e.type, e.payload.get("tool_call_id")) for e in appended] == [
         ("tool/result", "b"), ("step/end", None), ("turn/end", None)]
     assert appended[1].payload == {"tool_calls": 2, "repair": True}  # the open step/start had no step number
-    assert kinds(check(db_path)) == [("dangling_call", "half", 2)]
-    r = run(db_path, "repair", "half")
+    assert kinds(check(backend_url)) == [("dangling_call", "half", 2)]
+    r = run(backend_url, "repair", "half")
     assert r.exit_code == 1 and "nothing to repair" in r.stdout
     assert "cannot repair" in r.stderr and "session half seq 2: dangling_call" in r.stderr
 
 
-def test_repair_retries_when_another_writer_appends_first(store, db_path, monkeypatch):
+def test_repair_retries_when_another_writer_appends_first(store, backend_url, monkeypatch):
     sid, = imported(store, "interrupted")
     plans = []
-    real_plan = audit.repair_plan
+    real_plan = repair_mod.repair_plan
 
     def plan_then_race(events):
         plan = real_plan(events)
         if not plans:  # another process appends between repair's read and its write
-            with EventStore.open(db_path) as other:
+            with EventStore.open(backend_url) as other:
                 other.session(sid).append("tool/result", {"tool_call_id": "call_long", "content": "done"})
         plans.append(plan)
         return plan
 
-    monkeypatch.setattr(audit, "repair_plan", plan_then_race)
+    monkeypatch.setattr(repair_mod, "repair_plan", plan_then_race)
     appended = store.session(sid).repair()
     assert len(plans) == 2 and [e.type for e in appended] == ["step/end", "turn/end"]
-    assert check(db_path).ok
+    assert check(backend_url).ok
 
 
-def test_cli_repair_then_verify(store, db_path):
+def test_cli_repair_then_verify(store, backend_url):
     imported(store, "interrupted", "demo")
-    r = run(db_path, "repair", "crash-0001")
+    r = run(backend_url, "repair", "crash-0001")
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines() == ["appended seq 4: tool/result for 'call_long'", "appended seq 5: step/end",
                                      "appended seq 6: turn/end"]
-    assert run(db_path, "verify").exit_code == 0
-    assert run(db_path, "repair", "5a1b896f-beb").stdout == "session 5a1b896f-beb: nothing to repair\n"
+    assert run(backend_url, "verify").exit_code == 0
+    assert run(backend_url, "repair", "5a1b896f-beb").stdout == "session 5a1b896f-beb: nothing to repair\n"
 
 
-def test_every_sql_example_in_the_docs_runs_read_only(store, db_path):
+def test_every_sql_example_in_the_docs_runs_read_only(store, backend_url):
+    if store.backend.name != "sqlite":
+        pytest.skip("docs/schema.md's examples are SQLite SQL")
     imported(store, *FIXTURES)
     examples = re.findall(r"```sql\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
     assert len(examples) >= 8
-    conn = audit.connect_readonly(db_path)
+    conn = store.backend.query_connection(backend_url)
     try:
         for sql in examples:
-            columns, rows = audit.query(conn, sql)
+            columns, rows = conn.query(sql)
             assert columns, sql
             list(rows)
     finally:
         conn.close()
 
 
-def test_cli_sql_table_shows_bidirectional_controls_as_escapes(store, db_path):
+def test_cli_sql_table_shows_bidirectional_controls_as_escapes(store, backend_url):
     """A table cell never carries U+202E to the terminal (it would reorder what is shown)."""
-    r = run(db_path, "sql", "SELECT char(97, 8238, 98, 1, 155, 8232, 65279) AS x")
+    text = ("chr(97) || chr(8238) || chr(98) || chr(1) || chr(155) || chr(8232) || chr(65279)"
+            if store.backend.name == "postgresql" else "char(97, 8238, 98, 1, 155, 8232, 65279)")
+    r = run(backend_url, "sql", f"SELECT {text} AS x")
     assert r.exit_code == 0 and "\u202e" not in r.stdout
     assert r.stdout.splitlines()[1].strip() == "a\\u202eb\\x01\\x9b\\u2028\\ufeff"

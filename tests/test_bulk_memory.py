@@ -25,7 +25,8 @@ MB = 1 << 20
 CHILD = r"""
 import json, sys, time
 from eventstore import EventStore
-from eventstore.bulk import export_session, import_jsonl
+from eventstore.bulk import import_jsonl
+from eventstore.export import export_session
 
 def status(key):
     with open("/proc/self/status") as f:

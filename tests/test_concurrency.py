@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 import workers
+from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore
-from eventstore.jsonl import chain_hash, event_line, genesis_hash
+from eventstore.chain import chain_hash, genesis_hash
+from eventstore.codec import event_line
 
 DATA = Path(__file__).parent / "data"
 # Fresh processes that share nothing with the test process: "forkserver" starts them from a
@@ -21,7 +23,7 @@ DATA = Path(__file__).parent / "data"
 # child does not pay the imports again. Nothing is opened in the server before it forks.
 CTX = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
 if CTX.get_start_method() == "forkserver":
-    CTX.set_forkserver_preload(["eventstore", "eventstore.engine", "alembic.command", "workers"])
+    CTX.set_forkserver_preload(["eventstore", "eventstore.backends.sqlite", "alembic.command", "workers"])
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and fork are POSIX")
 
 
@@ -265,14 +267,14 @@ def test_a_forked_child_gets_its_own_connection(db_path):
     with EventStore.open(db_path) as store:
         s = store.create_session("f")
         s.append("turn/start", {})
-        parent_conn = store._conn
+        parent_conn = store.backend._conn
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # child: use the inherited store, report, and leave without cleanup
             code = 1
             try:
                 ev = s.append("user/message", {"content": "from the child"})
-                own = store._conn is not parent_conn
+                own = store.backend._conn is not parent_conn
                 os.write(w, f"{ev.seq} {own} {len(list(s.events()))}".encode())
                 code = 0
             finally:
@@ -283,7 +285,7 @@ def test_a_forked_child_gets_its_own_connection(db_path):
         os.close(r)
         assert os.waitstatus_to_exitcode(status) == 0
         assert answer == "1 True 2"
-        assert store._conn is parent_conn
+        assert store.backend._conn is parent_conn
         assert s.append("assistant/message", {"content": "parent again"}).seq == 2
     integrity_ok(db_path)
 
@@ -359,7 +361,7 @@ def test_follow_holds_no_read_transaction_between_polls(db_path):
         time.sleep(0.05)
         # (the append crossed position 500: the store's own checkpointer may be running, and
         # a second checkpoint meanwhile would be refused as busy; that is not a reader)
-        assert store._checkpointer.wait_idle(timeout=30)
+        assert store.backend._checkpointer.wait_idle(timeout=30)
         # the writes may or may not have been seen yet; either way nothing holds the WAL
         assert auditor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone() == (0, 0, 0)
         assert os.path.getsize(str(db_path) + "-wal") == 0
@@ -374,7 +376,7 @@ def test_follow_holds_no_read_transaction_between_polls(db_path):
 def test_wal_stays_bounded_while_a_follower_tails_heavy_writing(db_path):
     n_writers, count, payload = 4, 1200, 9000
     with EventStore.open(db_path) as store:
-        page_size = store._read("PRAGMA page_size")[0][0]
+        page_size = db_rows(store, "PRAGMA page_size")[0][0]
     db = str(db_path)
     barrier = CTX.Barrier(n_writers + 1)
     results = CTX.Queue()
@@ -399,7 +401,7 @@ def test_wal_stays_bounded_while_a_follower_tails_heavy_writing(db_path):
     for p in procs:
         p.join(10)
     assert len(got["tail"]) == n_writers * count
-    from eventstore import engine
+    from eventstore.backends import sqlite_engine as engine
 
     frame = page_size + 24
     bound = 3 * engine.WAL_RESET_FRAMES * frame

@@ -1,4 +1,4 @@
-"""The fast paths of import (``jsonl._fast_rows``) and export (``bulk._fast_page``) against
+"""The fast paths of import (``jsonl._fast_rows``) and export (``backends.sqlite._fast_page``) against
 the exact paths they shortcut: same stored rows (payload text, hash chain, normalized
 count), same exported bytes, on canonical files and on every kind of line the fast paths
 must leave to the slow ones (non-canonical spellings, integer-valued and exponent floats,
@@ -12,14 +12,17 @@ import itertools
 import math
 
 import pytest
+from conftest import db_rows
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from eventstore import EventStore
-from eventstore import bulk as bulk_mod
+from eventstore import chain as chain_mod
+from eventstore import codec as codec_mod
 from eventstore import jsonl as jsonl_mod
+from eventstore.backends import sqlite as sqlite_mod
 from eventstore.bulk import import_jsonl
-from eventstore.jsonl import dumps, event_line, loads, meta_line
+from eventstore.codec import dumps, event_line, loads, meta_line
 
 orjson = pytest.importorskip("orjson")
 _ids = itertools.count()
@@ -43,7 +46,7 @@ TS = (st.floats(min_value=1073741824.0, max_value=2199023255551.0)
 
 
 def rows(store: EventStore, sid: str) -> list:
-    return store._read("SELECT seq, type, ts, payload, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))
+    return db_rows(store, "SELECT seq, type, ts, payload, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))
 
 
 def export_bytes(store: EventStore, sid: str) -> bytes:
@@ -60,14 +63,15 @@ def stores(tmp_path):
 
 
 def import_three_ways(stores, data: bytes, monkeypatch) -> list:
-    """Import ``data`` with the fast paths, without _fast_rows, and without orjson at all."""
+    """Import ``data`` with the fast paths, without _fast_rows, and without any fast path."""
     a, b, c = stores
     reports = [import_jsonl(a, io.BytesIO(data), name="f.jsonl")]
     with monkeypatch.context() as m:
         m.setattr(jsonl_mod, "_fast_rows", lambda *args: None)
         reports.append(import_jsonl(b, io.BytesIO(data), name="f.jsonl"))
     with monkeypatch.context() as m:
-        m.setattr(jsonl_mod, "_orjson", None)
+        m.setattr(jsonl_mod, "_fast_rows", lambda *args: None)
+        m.setattr(jsonl_mod, "_fast_line", lambda raw: None)
         reports.append(import_jsonl(c, io.BytesIO(data), name="f.jsonl"))
     return reports
 
@@ -80,7 +84,7 @@ def spelled(type_: str, seq: int, ts, payload: dict, how: int) -> str:
     if how == 2:
         return dumps({"seq": seq, "type": type_, "ts": ts, **payload})
     if how == 3:
-        return line.replace(f',"ts":{jsonl_mod.js_number(float(ts))}', f',"ts":{float(ts)!r}', 1)
+        return line.replace(f',"ts":{codec_mod.js_number(float(ts))}', f',"ts":{float(ts)!r}', 1)
     return line
 
 
@@ -144,7 +148,7 @@ def test_fast_rows_matches_the_line_by_line_rows():
     got, prevnl = jsonl_mod._fast_rows(lines, 0, b"g\n", {})
     h = b"g\n"
     for raw, (seq, t, ts, payload, hsh) in zip(lines, got, strict=True):
-        obj = jsonl_mod.loads(raw.decode())
+        obj = codec_mod.loads(raw.decode())
         assert (seq, t, ts) == (obj["seq"], obj["type"], obj["ts"])
         assert payload == dumps({k: v for k, v in obj.items() if k not in ("type", "seq", "ts")})
         h = jsonl_mod.hashlib.sha256(h + raw).hexdigest().encode() + b"\n"
@@ -160,7 +164,7 @@ def test_orjson_writes_floats_as_javascript_but_for_what_the_fast_paths_rule_out
     JavaScript number formatting, itself checked against node in test_jsonl_codec)."""
     text = orjson.dumps(x).decode()
     if "e" not in text and not text.endswith(".0"):
-        assert text == jsonl_mod.js_number(x)
+        assert text == codec_mod.js_number(x)
     if "e" in text:
         assert "e+" in text or "e-" in text  # what _odd_run searches for
 
@@ -174,17 +178,17 @@ def test_export_fast_and_row_by_row_pages_write_the_same_bytes(stores, monkeypat
     a = stores[0]
     sid = f"e{next(_ids)}"
     a.create_session(sid).append_many([(t, p, float(ts)) for t, p, ts in events * copies])
-    monkeypatch.setattr(bulk_mod, "EXPORT_PAGE", 7)  # several pages, fast and not, in one file
+    monkeypatch.setattr(sqlite_mod, "EXPORT_PAGE", 7)  # several pages, fast and not, in one file
     fast = export_bytes(a, sid)
-    monkeypatch.setattr(bulk_mod, "_orjson", None)
+    monkeypatch.setattr(sqlite_mod, "_fast_page", lambda *args: None)
     assert export_bytes(a, sid) == fast
 
 
 def test_export_fast_page_is_taken_and_exact(stores, monkeypatch):
     a = stores[0]
     taken = []
-    real = bulk_mod._fast_page
-    monkeypatch.setattr(bulk_mod, "_fast_page", lambda *args: taken.append(real(*args)) or taken[-1])
+    real = sqlite_mod._fast_page
+    monkeypatch.setattr(sqlite_mod, "_fast_page", lambda *args: taken.append(real(*args)) or taken[-1])
     s = a.create_session("p")
     events = [("turn/end", {}, 1764460800.0005)] + [
         ("assistant/chunk", {"delta": {"content": f"tok{i} é\n\"x\""}}, 1764460800.0005 + i * 0.001) for i in range(1200)]
@@ -196,7 +200,7 @@ def test_export_fast_page_is_taken_and_exact(stores, monkeypatch):
 
 
 @pytest.mark.parametrize("payload, ts, type_", [
-    ({"big": "x" * bulk_mod.FAST_PAYLOAD}, 1764460800.5, "a"),  # a long payload: row by row
+    ({"big": "x" * sqlite_mod.FAST_PAYLOAD}, 1764460800.5, "a"),  # a long payload: row by row
     ({"0": 1, "a": 2}, 1764460800.5, "a"),  # an index key
     ({"a": 1}, 1764460800.0, "a"),  # an integer-valued ts
     ({"a": 1}, 1e9, "a"),  # before 2004
@@ -230,17 +234,17 @@ def test_payload_json_with_orjson_is_the_pure_python_text(payload):
         slow = dumps(payload)
     except Exception as e:  # noqa: BLE001 - compare the kind of refusal
         slow = type(e)
-    fast = jsonl_mod._fast_dumps(payload) if jsonl_mod._fast_dumps else None
+    fast = codec_mod._fast_dumps(payload)
     if fast is not None:
         assert fast[0] == slow
         assert same_json(fast[1], loads(slow))  # the read-back is what the slow path reads back
     try:
-        got = jsonl_mod.payload_json(payload)
+        got = codec_mod.payload_json(payload)
     except Exception as e:  # noqa: BLE001
         got = type(e)
     assert got == slow
     try:
-        text, stored = jsonl_mod.payload_json_stored(payload)
+        text, stored = codec_mod.payload_json_stored(payload)
     except Exception as e:  # noqa: BLE001
         text, stored = type(e), None
     assert text == slow
@@ -267,10 +271,10 @@ def same_json(a, b) -> bool:
 def test_js_float_orjson_path_writes_what_the_javascript_algorithm_writes(f):
     """_js_float() takes orjson's text for a ts where orjson writes a plain decimal with a
     fraction; it must be the text of the Number.prototype.toString port it skips."""
-    fast = jsonl_mod._js_float(f)
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(jsonl_mod, "_fast_float", None)
-        assert fast == jsonl_mod._js_float(f)
+    class Subclass(float):  # not a float itself: _js_float takes the JavaScript algorithm for it
+        pass
+
+    assert codec_mod._js_float(f) == codec_mod._js_float(Subclass(f))
 
 
 @pytest.mark.parametrize("value", [
@@ -282,19 +286,19 @@ def test_payload_json_leaves_what_orjson_writes_otherwise_to_the_exact_encoder(v
     """Each value orjson writes differently from JSON.stringify (or takes where the store
     refuses) goes past _fast_dumps to dumps(), which writes it or refuses it."""
     payload = {"v": value}
-    assert jsonl_mod._fast_dumps is None or jsonl_mod._fast_dumps(payload) is None
+    assert codec_mod._fast_dumps is None or codec_mod._fast_dumps(payload) is None
     try:
         expected = dumps(payload)
     except Exception as e:  # noqa: BLE001
         with pytest.raises(type(e)):
-            jsonl_mod.payload_json(payload)
+            codec_mod.payload_json(payload)
     else:
-        assert jsonl_mod.payload_json(payload) == expected
+        assert codec_mod.payload_json(payload) == expected
 
 
 def _payload_json_or_error(payload):
     try:
-        return jsonl_mod.payload_json(payload)
+        return codec_mod.payload_json(payload)
     except Exception as e:  # noqa: BLE001 - compare the kind of refusal
         return type(e)
 
@@ -310,11 +314,11 @@ def test_payload_jsons_is_payload_json_of_each(payloads):
     refused = next((e for e in each if isinstance(e, type)), None)
     if refused is not None:
         with pytest.raises(refused):
-            jsonl_mod.payload_jsons(payloads)
+            codec_mod.payload_jsons(payloads)
         return
-    texts, stored = jsonl_mod.payload_jsons(payloads)
+    texts, stored = codec_mod.payload_jsons(payloads)
     assert texts == each
-    assert stored == [jsonl_mod.loads(t) for t in texts]
+    assert stored == [codec_mod.loads(t) for t in texts]
 
 
 @pytest.mark.parametrize("payloads", [
@@ -332,9 +336,9 @@ def test_payload_jsons_refuses_the_reserved_keys_at_the_top_only(payloads):
     refused = next((e for e in each if isinstance(e, type)), None)
     if refused is not None:
         with pytest.raises(refused):
-            jsonl_mod.payload_jsons(payloads)
+            codec_mod.payload_jsons(payloads)
     else:
-        assert jsonl_mod.payload_jsons(payloads) == (each, [jsonl_mod.loads(t) for t in each])
+        assert codec_mod.payload_jsons(payloads) == (each, [codec_mod.loads(t) for t in each])
 
 
 @pytest.mark.parametrize("value", [
@@ -349,11 +353,11 @@ def test_payload_jsons_leaves_an_odd_value_anywhere_in_the_batch_to_the_exact_en
         expected = [dumps(p) for p in payloads]
     except Exception as e:  # noqa: BLE001
         with pytest.raises(type(e)):
-            jsonl_mod.payload_jsons(payloads)
+            codec_mod.payload_jsons(payloads)
     else:
-        texts, stored = jsonl_mod.payload_jsons(payloads)
+        texts, stored = codec_mod.payload_jsons(payloads)
         assert texts == expected
-        assert stored == [jsonl_mod.loads(t) for t in expected]
+        assert stored == [codec_mod.loads(t) for t in expected]
 
 
 @settings(max_examples=200, deadline=None)
@@ -369,9 +373,9 @@ def test_chain_rows_is_each_event_with_chain_hash_of_its_line(events, first):
     expected = []
     for i, (t, ts, pj) in enumerate(rows):
         try:
-            prev = jsonl_mod.chain_hash(prev, event_line(t, first + i, ts, pj))
+            prev = chain_mod.chain_hash(prev, event_line(t, first + i, ts, pj))
         except UnicodeEncodeError:  # a type with a lone surrogate: the store refuses it
             return
         expected.append(prev)
-    flat = jsonl_mod.chain_rows("0" * 64, first, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+    flat = chain_mod.chain_rows("0" * 64, first, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
     assert flat == [x for (t, ts, pj), h in zip(rows, expected, strict=True) for x in (t, ts, pj, h)]

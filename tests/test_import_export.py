@@ -13,11 +13,14 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import DATA, FIXTURES
+from conftest import DATA, FIXTURES, db_rows
 
-from eventstore import EventStore, ImportConflict, InvalidJSONL, SessionNotFound, parse_worker
-from eventstore.bulk import Dropped, export_session, export_sessions, import_jsonl
-from eventstore.jsonl import chain_hash, dumps, event_line, file_name_for, genesis_hash, session_id_from_file_name
+from eventstore import EventStore, ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound, parse_worker
+from eventstore.bulk import Dropped, import_jsonl
+from eventstore.chain import chain_hash, genesis_hash
+from eventstore.codec import dumps, event_line
+from eventstore.export import export_session, export_sessions
+from eventstore.jsonl import file_name_for, session_id_from_file_name
 
 META = b'{"type":"session/meta","id":"s1"}'
 
@@ -46,7 +49,7 @@ def export_bytes(store: EventStore, sid: str) -> bytes:
 
 
 def stored_hashes(store: EventStore, sid: str) -> list[str]:
-    return [h for (h,) in store._read("SELECT hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))]
+    return [h for (h,) in db_rows(store, "SELECT hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))]
 
 
 def chain_of(sid: str, exported: bytes) -> list[str]:
@@ -129,6 +132,7 @@ def _demo(store) -> tuple[str, bytes]:
     return sid, (DATA / "demo.jsonl").read_bytes()
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("how", ["itself", "symlink", "hard link", "its WAL", "relative"])
 def test_export_never_overwrites_the_store_s_own_database(store, db_path, tmp_path, monkeypatch, how):
     """-o self.db renamed the export over the database (a newcomer helper: the store was
@@ -351,11 +355,11 @@ def write(tmp_path: Path, name: str, content: bytes) -> Path:
 
 
 def test_reimport_identical_is_skipped(store, stored):
-    before = store._read("SELECT position, hash FROM events ORDER BY position")
+    before = db_rows(store, "SELECT position, hash FROM events ORDER BY position")
     rep = import_jsonl(store, stored)
     assert (rep.status, rep.events, rep.total) == ("skipped", 0, 3)
     assert rep.note == "the stored session holds the same events"
-    assert store._read("SELECT position, hash FROM events ORDER BY position") == before
+    assert db_rows(store, "SELECT position, hash FROM events ORDER BY position") == before
 
 
 def test_reimport_noncanonical_spelling_of_the_same_events_is_skipped(store, stored, tmp_path):
@@ -406,7 +410,7 @@ def test_append_across_batches_and_after_other_sessions(store, tmp_path, monkeyp
     data = export_bytes(store, "s1")
     assert data == lines(META, *evs)
     assert stored_hashes(store, "s1") == chain_of("s1", data)
-    positions = [p for (p,) in store._read("SELECT position FROM events WHERE session_id='s1' ORDER BY seq")]
+    positions = [p for (p,) in db_rows(store, "SELECT position FROM events WHERE session_id='s1' ORDER BY seq")]
     assert positions == sorted(positions) and len(set(positions)) == 60
 
 
@@ -484,6 +488,11 @@ def test_export_folder_with_hostile_ids_stays_inside_and_maps_back(tmp_path):
 def test_a_session_id_starting_with_nul_round_trips(store, tmp_path):
     # SQLite's length() stops at NUL: the schema's not-empty CHECK compares with '' instead
     path = write(tmp_path, "nul.jsonl", lines(b'{"type":"session/meta","id":"\\u0000x"}', ev(0)))
+    if store.backend.name == "postgresql":  # PostgreSQL's text cannot hold U+0000
+        with pytest.raises(InvalidEvent, match="NUL"):
+            store.import_jsonl(path)
+        assert store.sessions() == []
+        return
     assert store.import_jsonl(path) == "\x00x"
     out = io.BytesIO()
     store.export_jsonl("\x00x", out)
@@ -520,8 +529,7 @@ def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path
     def boom(*_a, **_k):
         raise OSError(28, "No space left on device")
 
-    from eventstore import bulk
-    monkeypatch.setattr(bulk, "_export_chunks", boom)
+    monkeypatch.setattr(store.backend, "export_chunks", boom)
     with pytest.raises(OSError):
         export_session(store, "a", target)
     assert target.read_bytes() == b"previous"
@@ -529,13 +537,15 @@ def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path
 
 
 def test_export_streams_in_pages(store, monkeypatch):
-    from eventstore import bulk
+    from eventstore import export
+    from eventstore.backends import sqlite
 
-    monkeypatch.setattr(bulk, "EXPORT_PAGE", 3)
-    monkeypatch.setattr(bulk, "EXPORT_BUFFER", 50)
+    for module in (export, sqlite):  # the neutral pages and SQLite's own
+        monkeypatch.setattr(module, "EXPORT_PAGE", 3)
+        monkeypatch.setattr(module, "EXPORT_BUFFER", 50)
     s = store.create_session("p")
     s.append_many([("t", {"i": i}, float(i)) for i in range(10)])
-    chunks = list(bulk._export_chunks(store, "p"))
+    chunks = list(store.backend.export_chunks("p", "{}"))
     assert len(chunks) > 4 and sum(n for _c, _b, n in chunks) == 10
     assert b"".join(b"".join(c) for c, _b, _n in chunks) == export_bytes(store, "p")
     assert export_session(store, "p", io.BytesIO()) == 10

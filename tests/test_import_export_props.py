@@ -21,11 +21,12 @@ import math
 import subprocess
 
 import pytest
-from conftest import REFERENCE, needs_reference
+from conftest import REFERENCE, db_rows, needs_reference
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from eventstore import EventStore
+from eventstore import codec as codec_mod
 from eventstore import jsonl as jsonl_mod
 from eventstore.bulk import import_jsonl
 
@@ -74,7 +75,7 @@ def export_bytes(store: EventStore, sid: str) -> bytes:
 
 
 def hashes(store: EventStore, sid: str) -> list:
-    return store._read("SELECT seq, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))
+    return db_rows(store, "SELECT seq, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))
 
 
 @pytest.fixture
@@ -95,12 +96,13 @@ def test_export_import_export_is_byte_identical_on_both_parse_paths(two_stores, 
     assert (rep.status, rep.events, rep.normalized) == ("imported", len(events), 0)
     assert export_bytes(b, sid) == data
     assert hashes(b, sid) == hashes(a, sid)
-    saved = jsonl_mod._orjson
-    jsonl_mod._orjson = None  # the standard-library path must store the very same rows
+    saved = jsonl_mod._fast_line, jsonl_mod._fast_rows
+    jsonl_mod._fast_line = lambda raw: None  # the standard-library path must store the very same rows
+    jsonl_mod._fast_rows = lambda *args: None
     try:
         again = import_jsonl(b, io.BytesIO(data), name="f.jsonl")
     finally:
-        jsonl_mod._orjson = saved
+        jsonl_mod._fast_line, jsonl_mod._fast_rows = saved
     assert (again.status, again.normalized) == ("skipped", 0)
 
 
@@ -117,8 +119,8 @@ def spell(data, value, plain: bool = False) -> str:
         if isinstance(value, (list, dict)):
             if isinstance(value, list):
                 return "[" + ",".join(spell(data, v, True) for v in value) + "]"
-            return "{" + ",".join(jsonl_mod.dumps(k) + ":" + spell(data, v, True) for k, v in value.items()) + "}"
-        return jsonl_mod.dumps(value)
+            return "{" + ",".join(codec_mod.dumps(k) + ":" + spell(data, v, True) for k, v in value.items()) + "}"
+        return codec_mod.dumps(value)
     ws = "" if plain else data.draw(WS)
     if value is None or value is True or value is False:
         return ws + json.dumps(value)
@@ -128,7 +130,7 @@ def spell(data, value, plain: bool = False) -> str:
             forms += ["-0", "-0.0", "0e5"]
         return ws + data.draw(st.sampled_from(forms))
     if isinstance(value, float):
-        forms = [repr(value), jsonl_mod.js_number(value), f"{value:.17g}", f"{value:.25e}", f"{value:.17E}"]
+        forms = [repr(value), codec_mod.js_number(value), f"{value:.17g}", f"{value:.25e}", f"{value:.17E}"]
         if abs(value) < 1e25:
             forms.append(f"{value:.30f}".rstrip("0") + "0")
         return ws + data.draw(st.sampled_from(forms)).replace("inf", "1e999")

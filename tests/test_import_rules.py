@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from conftest import db_rows
 
 from eventstore import EventStore, InvalidJSONL, parse_worker
 from eventstore import jsonl as jsonl_mod
@@ -24,12 +25,11 @@ E1 = b'{"type":"a","seq":1,"ts":2}'
 
 @pytest.fixture(params=["orjson", "stdlib", "worker"])
 def path_kind(request, monkeypatch):
-    if request.param == "stdlib":
-        monkeypatch.setattr(jsonl_mod, "_orjson", None)
+    if request.param == "stdlib":  # the reader's slow path: the standard library parses every line
+        monkeypatch.setattr(jsonl_mod, "_fast_line", lambda raw: None)
+        monkeypatch.setattr(jsonl_mod, "_fast_rows", lambda *args: None)
     elif request.param == "worker":
         monkeypatch.setattr(parse_worker, "PARALLEL_MIN_BYTES", 0)
-    elif jsonl_mod._orjson is None:  # pragma: no cover - orjson is a dependency
-        pytest.skip("orjson is not installed")
     return request.param
 
 
@@ -144,7 +144,7 @@ def test_rejected_with_file_line_reason_and_nothing_stored(store, tmp_path, path
     assert str(info.value) == (f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
     assert (info.value.path, info.value.line, info.value.reason) == (str(path), line, reason)
     assert store.sessions() == []
-    assert store._read("SELECT count(*) FROM events") == [(0,)]
+    assert db_rows(store, "SELECT count(*) FROM events") == [(0,)]
 
 
 def test_meta_naming_another_id_than_session_id_option(store, tmp_path):

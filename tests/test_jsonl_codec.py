@@ -13,15 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventstore import InvalidEvent, InvalidJSONL
-from eventstore.jsonl import (
-    JsonlReader,
-    dumps,
-    event_line,
-    file_name_for,
-    js_number,
-    meta_line,
-    session_id_from_file_name,
-)
+from eventstore.codec import dumps, event_line, js_number, meta_line
+from eventstore.jsonl import JsonlReader, file_name_for, session_id_from_file_name
 
 
 @pytest.mark.parametrize("value, text", [

@@ -22,7 +22,7 @@ from conftest import export_bytes
 
 from eventstore import DatabaseError, EventStore, ImportConflict, parse_worker
 from eventstore import bulk as bulk_mod
-from eventstore.jsonl import dumps, event_line
+from eventstore.codec import dumps, event_line
 
 
 def write_session(path: Path, sid: str, n: int, *, start: int = 0, text: str = "x") -> Path:
@@ -74,20 +74,29 @@ def test_small_files_stay_in_the_importing_process(store, tmp_path, monkeypatch)
 
 def test_worker_killed_mid_file_stores_nothing_and_the_next_import_works(store, tmp_path, always, monkeypatch):
     path = write_session(tmp_path / "s.jsonl", "s", 30_000)  # 2.5 MB: the worker is still writing
-    real_insert = bulk_mod._Inserter.insert
+    real_transaction = store.backend.import_transaction
 
-    def insert_after_killing(self, rows):
-        if parse_worker._worker.proc.poll() is None:
-            os.kill(worker_pid(), signal.SIGKILL)
-            parse_worker._worker.proc.wait()
-        return real_insert(self, rows)
+    def transaction_killing_the_worker(session_id, body):
+        def wrapped(tx):
+            real_insert = tx.insert
 
-    monkeypatch.setattr(bulk_mod._Inserter, "insert", insert_after_killing)
+            def insert_after_killing(rows, position0):
+                if parse_worker._worker.proc.poll() is None:
+                    os.kill(worker_pid(), signal.SIGKILL)
+                    parse_worker._worker.proc.wait()
+                return real_insert(rows, position0)
+
+            tx.insert = insert_after_killing
+            return body(tx)
+
+        return real_transaction(session_id, wrapped)
+
+    monkeypatch.setattr(store.backend, "import_transaction", transaction_killing_the_worker)
     with pytest.raises(DatabaseError, match=r"the JSONL parse worker \(pid \d+\) ended unexpectedly while reading .*s\.jsonl; "
                                           r"nothing of the file is stored"):
         bulk_mod.import_jsonl(store, path)
     assert store.sessions() == []
-    monkeypatch.setattr(bulk_mod._Inserter, "insert", real_insert)
+    monkeypatch.setattr(store.backend, "import_transaction", real_transaction)
     assert bulk_mod.import_jsonl(store, path).events == 30_000  # a new worker
     assert export_bytes(store, "s") == path.read_bytes()
 
@@ -148,7 +157,7 @@ def test_two_threads_import_at_once(tmp_path, always):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_forked_child_starts_its_own_worker(store, tmp_path, always, db_path):
+def test_a_forked_child_starts_its_own_worker(store, tmp_path, always, backend_url):
     bulk_mod.import_jsonl(store, write_session(tmp_path / "a.jsonl", "a", 100))
     parent_pid = worker_pid()
     child_file = write_session(tmp_path / "c.jsonl", "c", 100)
@@ -156,7 +165,7 @@ def test_a_forked_child_starts_its_own_worker(store, tmp_path, always, db_path):
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         try:
-            with EventStore.open(db_path) as child_store:
+            with EventStore.open(backend_url) as child_store:
                 bulk_mod.import_jsonl(child_store, child_file)
             os.write(w, str(worker_pid()).encode())
         finally:

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
-
-from eventstore import EventStore
-from eventstore.schema import SCHEMA_REVISION
 
 
 def project(store, *events):
@@ -113,34 +109,3 @@ def test_an_insert_builds_no_temporary_b_tree_for_the_messages_index(store, raw)
                                "VALUES (1, 'a', 0, 'user/message', 1, '{}', 'h')"))
     main = program[:next(i for i, r in enumerate(program) if i and r[1] == "Init")]
     assert "OpenEphemeral" not in [r[1] for r in main]
-
-
-def test_upgrade_to_0005_rewrites_the_views_and_keeps_their_rows(db_path, migrate_to):
-    """A database at 0004 (IN-list index) upgraded in place: same rows from every view,
-    each now reading message events through the OR-predicate index."""
-    migrate_to(db_path, "0004")
-    raw = sqlite3.connect(db_path, isolation_level=None)
-    raw.execute("DROP INDEX events_messages")  # as 0001 made it, before 0005
-    raw.execute("CREATE INDEX events_messages ON events (session_id, seq) "
-                "WHERE type IN ('user/message', 'assistant/message', 'tool/result')")
-    raw.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
-    rows = [("turn/start", "{}"), ("user/message", '{"content":"q"}'),
-            ("assistant/message", '{"content":"","tool_calls":[{"id":"c1","type":"function",'
-                                  '"function":{"name":"sh","arguments":"{}"}}]}'),
-            ("tool/result", '{"tool_call_id":"c1","content":"ok"}'), ("assistant/message", '{"content":"done"}'),
-            ("turn/end", "{}")]
-    for seq, (type_, payload) in enumerate(rows):
-        raw.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                    "VALUES (?, 'a', ?, ?, 1, ?, ?)", (seq + 1, seq, type_, payload, "0" * 64))
-    views = ("messages", "tool_calls", "turns", "session_summary")
-    before = {v: raw.execute(f"SELECT * FROM {v} ORDER BY 1, 2").fetchall() for v in views}
-    EventStore.open(db_path).close()
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone() == (SCHEMA_REVISION,)
-    assert {v: raw.execute(f"SELECT * FROM {v} ORDER BY 1, 2").fetchall() for v in views} == before
-    for v in views:
-        sql = raw.execute("SELECT sql FROM sqlite_master WHERE name = ?", (v,)).fetchone()[0]
-        assert "IN ('user/message'" not in sql
-        plan = " ".join(r[3] for r in raw.execute(f"EXPLAIN QUERY PLAN SELECT * FROM {v} WHERE session_id = 'a'"))
-        if v != "turns":
-            assert "events_messages" in plan, v
-    raw.close()

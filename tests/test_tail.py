@@ -39,9 +39,9 @@ def fill(store, sid="s1"):
     return s
 
 
-def test_tail_renders_a_session_like_a_chat_ui(store, db_path):
+def test_tail_renders_a_session_like_a_chat_ui(store, backend_url):
     fill(store)
-    r = tail(db_path, "s1")
+    r = tail(backend_url, "s1")
     assert r.exit_code == 0, r.output
     assert r.output == (
         "--- turn ---\n"
@@ -55,56 +55,56 @@ def test_tail_renders_a_session_like_a_chat_ui(store, db_path):
     )
 
 
-def test_tail_shows_the_final_text_when_it_differs_from_the_stream(store, db_path):
+def test_tail_shows_the_final_text_when_it_differs_from_the_stream(store, backend_url):
     s = store.create_session("s")
     s.append("assistant/chunk", {"delta": {"content": "Draft"}})
     s.append("assistant/message", {"content": "Final"})
     s.append("assistant/chunk", {"delta": {"content": "cut off"}})  # interrupted: no message follows
-    assert tail(db_path, "s").output == "assistant: Draft\nassistant: Final\nassistant: cut off\n"
+    assert tail(backend_url, "s").output == "assistant: Draft\nassistant: Final\nassistant: cut off\n"
 
 
-def test_tail_of_every_session_prefixes_lines_and_interleaves_streams(store, db_path):
+def test_tail_of_every_session_prefixes_lines_and_interleaves_streams(store, backend_url):
     a, b = store.create_session("a"), store.create_session("b")
     a.append("assistant/chunk", {"delta": {"content": "one "}})
     b.append("user/message", {"content": "hello"})
     a.append("assistant/chunk", {"delta": {"content": "two"}})
     a.append("assistant/message", {"content": "one two"})
-    r = tail(db_path)
+    r = tail(backend_url)
     assert r.exit_code == 0, r.output
     assert r.output == "[a] assistant: one \n[b] user: hello\n[a] assistant: ...two\n"
-    assert tail(db_path, "-n", "1").output == "[a] assistant: one two\n"
+    assert tail(backend_url, "-n", "1").output == "[a] assistant: one two\n"
     # starting mid-stream: the final text differs from the part seen, so it is shown whole
-    assert tail(db_path, "a", "-n", "2").output == "assistant: two\nassistant: one two\n"
+    assert tail(backend_url, "a", "-n", "2").output == "assistant: two\nassistant: one two\n"
 
 
-def test_tail_neutralizes_terminal_control_characters(store, db_path):
+def test_tail_neutralizes_terminal_control_characters(store, backend_url):
     s = store.create_session("s")
     s.append("tool/result", {"tool_call_id": "c", "content": "\x1b[2J\x07gone\ud83d"})
-    r = tail(db_path, "s")
+    r = tail(backend_url, "s")
     assert "\x1b" not in r.output and "\x07" not in r.output
     assert r.output == "  <- c: \\x1b[2J\\x07gone\\ud83d\n"
 
 
-def test_tail_shows_bidirectional_controls_as_escapes(store, db_path):
+def test_tail_shows_bidirectional_controls_as_escapes(store, backend_url):
     """U+202E and its kin would make the terminal show the text in another order."""
     s = store.create_session("s")
     s.append("tool/result", {"tool_call_id": "c", "content": "ok\u202eexe.txt\u2066x\u200f"})
-    r = tail(db_path, "s")
+    r = tail(backend_url, "s")
     assert r.output == "  <- c: ok\\u202eexe.txt\\u2066x\\u200f\n"
 
 
-def test_tail_errors(store, db_path):
-    r = tail(db_path, "nope")
+def test_tail_errors(store, backend_url):
+    r = tail(backend_url, "nope")
     assert r.exit_code == 1 and "error: session 'nope' not found" in r.output
-    r = tail(db_path, "--timeout", "1")
+    r = tail(backend_url, "--timeout", "1")
     assert r.exit_code == 2 and "--timeout goes with --follow" in r.output
 
 
 @pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child process")
-def test_tail_follow_prints_deltas_as_another_process_commits_them(store, db_path):
+def test_tail_follow_prints_deltas_as_another_process_commits_them(store, backend_url):
     s = store.create_session("live")
     s.append("user/message", {"content": "go"})
-    proc = subprocess.Popen([sys.executable, "-m", "eventstore.cli", "--db", str(db_path), "tail", "live",
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore.cli", "--db", str(backend_url), "tail", "live",
                              "--follow", "--timeout", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"},
                             # a shell's background job ignores SIGINT, and a child inherits that
@@ -143,18 +143,18 @@ def test_tail_follow_prints_deltas_as_another_process_commits_them(store, db_pat
     assert output.decode() == "user: go\nassistant: Hello\n  <- c1: done\n"
 
 
-def test_follow_stops_after_the_idle_timeout(store, db_path):
+def test_follow_stops_after_the_idle_timeout(store, backend_url):
     fill(store)
-    r = tail(db_path, "s1", "--follow", "--timeout", "0.2")
+    r = tail(backend_url, "s1", "--follow", "--timeout", "0.2")
     assert r.exit_code == 0
     assert r.output.endswith("--- end of turn ---\n")
-    assert [ev.seq for ev in EventStore.open(db_path).session("s1").follow(after_seq=8, idle_timeout=0.1)] == [9, 10]
+    assert [ev.seq for ev in EventStore.open(backend_url).session("s1").follow(after_seq=8, idle_timeout=0.1)] == [9, 10]
 
 
 @pytest.mark.parametrize("tool_calls", [1.5, True, 7, "call", {"id": "c"}, None])
-def test_tail_shows_an_assistant_message_whose_tool_calls_are_not_a_list(store, db_path, tool_calls):
+def test_tail_shows_an_assistant_message_whose_tool_calls_are_not_a_list(store, backend_url, tool_calls):
     """Import, messages and verify accept such sessions; tail must not crash on them."""
     store.create_session("odd").append("assistant/message", {"content": "hi", "tool_calls": tool_calls})
-    r = tail(db_path, "odd")
+    r = tail(backend_url, "odd")
     assert r.exit_code == 0, r.output
     assert r.output == "assistant: hi\n"

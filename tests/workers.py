@@ -87,17 +87,17 @@ def migrate(dbs: list[str], index: int, barrier, results) -> None:
     import alembic.command  # noqa: F401 - imported before the race, not during it
 
     from eventstore import EventStore
-    from eventstore import engine as _engine
+    from eventstore.backends import sqlite_engine as _engine
 
     def run():
         out = []
         for db in dbs:
             barrier.wait()
-            engine = _engine.make_engine(db, busy_timeout=30)
+            conn = _engine.connect(str(db), 30)
             try:
-                out.append(_engine.upgrade(engine))
+                out.append(_engine.upgrade(conn, str(db), 30))
             finally:
-                engine.dispose()
+                conn.close()
             with EventStore.open(db, busy_timeout=30) as store:
                 store.create_session(f"s{index}").append("turn/start", {})
         return out
@@ -162,7 +162,7 @@ def hold_write_lock(db: str, ready: str) -> None:
             f.write(str(os.getpid()))
         time.sleep(600)
 
-    store._transact(hold)
+    store.backend._transact(hold)
 
 
 def follower(db: str, session_id: str | None, total: int, barrier, results, tag) -> None:

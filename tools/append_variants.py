@@ -51,8 +51,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eventstore import EventStore  # noqa: E402
-from eventstore import store as _store  # noqa: E402
-from eventstore.jsonl import chain_hash, event_line, genesis_hash, payload_json  # noqa: E402
+from eventstore.backends import sqlite as _store  # noqa: E402
+from eventstore.chain import chain_hash, genesis_hash  # noqa: E402
+from eventstore.codec import event_line, payload_json  # noqa: E402
 
 VARIANTS = ("api", "sql", "values", "no-trigger", "no-fk", "no-check", "no-event-id-index",
             "no-messages-index", "raw")
@@ -81,8 +82,8 @@ class Variant:
             self.session = self.store.create_session(SID)
             if prefill:
                 self.session.append_many([("assistant/chunk", payload(-i)) for i in range(prefill)])
-            self.cur = self.store._cur
-            self._degrade(self.store._conn)
+            self.cur = self.store.backend._cur
+            self._degrade(self.store.backend._conn)
         self.seq, self.position, self.prev = self._head()
 
     def _open_raw(self, path: Path) -> None:

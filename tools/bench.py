@@ -5,6 +5,7 @@ Usage (from the repository root; peers are optional: ``pip install -e '.[bench]'
     python tools/bench.py                      # the full run (sizes 1k/10k/100k, 1M-event corpus)
     python tools/bench.py --markdown           # the same, tables as Markdown (for docs/benchmarks.md)
     python tools/bench.py --quick --no-peers   # seconds: tiny sizes, eventstore and raw sqlite3 only
+    python tools/bench.py --backend postgres   # PostgreSQL: eventstore against raw psycopg (tools/bench_pg.py)
 
 Workloads (each on the same data for every system, the systems interleaved repetition by
 repetition so background load hits them alike; each figure is the **minimum** over
@@ -62,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from eventstore import EventStore  # noqa: E402
-from eventstore.jsonl import event_line, meta_line  # noqa: E402
+from eventstore.codec import event_line, meta_line  # noqa: E402
 
 
 def find_shared() -> Path:
@@ -1225,6 +1226,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--writers", type=int, default=8, help="contention: writer processes (default 8)")
     ap.add_argument("--writer-events", type=int, help="contention: appends per writer (default 2000)")
     ap.add_argument("--workdir", help="scratch folder (default: a temporary folder, removed afterwards)")
+    ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite",
+                    help="postgres: the PostgreSQL benchmarks of tools/bench_pg.py (default sqlite)")
+    ap.add_argument("--pg-url", help="with --backend postgres: a server to use (a new database is made in it); "
+                                     "default: a throwaway server with PostgreSQL's durable defaults")
+    ap.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
+                    help="with --backend postgres: a setting of the throwaway server (repeatable), "
+                         "e.g. synchronous_commit=off")
     a = ap.parse_args(argv)
     quick = a.quick
     defaults = {
@@ -1247,6 +1255,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    if a.backend == "postgres":
+        import bench_pg
+
+        return bench_pg.run(a)
     command = "python tools/bench.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if a.peers:
         AgentsPeer.probe()  # importing the Agents SDK takes seconds: only when it is wanted

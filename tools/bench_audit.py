@@ -92,12 +92,12 @@ def main() -> None:
 
     plain = best(lambda: read("SELECT seq, position, type, ts, payload, hash FROM events "
                               "ORDER BY session_id, seq"))
-    ro = audit.connect_readonly(args.db, authorizer=False)
+    ro = EventStore.open(args.db, readonly=True)
     report = None
 
     def run_verify() -> None:
         nonlocal report
-        report = audit.verify(ro)
+        report = audit.verify(ro.backend)
 
     took = best(run_verify)
     assert report is not None and report.ok, report.findings[:5] if report else None

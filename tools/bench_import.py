@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eventstore import EventStore  # noqa: E402
-from eventstore.jsonl import dumps, event_line, meta_line  # noqa: E402
+from eventstore.codec import dumps, event_line, meta_line  # noqa: E402
 
 WORDS = ("the of and to in is it that for on with as was be by this are or from at an not file line "
          "error value return function test import def class self print result output tool call run "
@@ -144,7 +144,7 @@ def import_store(db: Path, files: list[Path], drop_guards: bool = False) -> None
     with EventStore.open(db) as store:
         if drop_guards:
             for name in ("events_guard_insert",):
-                store._conn.execute(f"DROP TRIGGER {name}")
+                store.backend._conn.execute(f"DROP TRIGGER {name}")
         for path in files:
             store.import_jsonl(path)
 

@@ -1,0 +1,346 @@
+"""The backend contract: what the store asks of a database, in one small abstract class.
+
+A backend (one per database: :mod:`eventstore.backends.sqlite`,
+:mod:`eventstore.backends.postgres`) owns everything that depends on the database:
+connections, transactions, locking, migrations, and translating the database's errors into
+:mod:`eventstore.errors` by error code or constraint name, never by message text. The code
+above it (validation, the JSON codec, the hash chain, ``EventStore``/``Session``, import
+and export, ``verify``, ``follow``, the CLI) imports no driver and talks to the database
+only through these methods. Like the recorders of ``eventsourcing``, a backend stores and
+reads rows; it does not know what an event means.
+
+Shapes used below (every ``payload`` is the stored JSON object text, canonical as
+:func:`eventstore.codec.dumps` writes it; ``ts`` seconds since the epoch, a float):
+
+* ``SessionEventRow = (seq, position, type, ts, payload)``: a session's event;
+* ``EventRow = (position, session_id, seq, type, ts, payload)``: an event of any session;
+* ``StoredRow = (seq, type, ts, payload, hash)``: what import compares and inserts
+  (payload and hash may be ``str`` or UTF-8 ``bytes`` on the way in);
+* ``SessionRow = (id, created_at, events, last_ts)``: the registry (``last_ts`` None for an
+  empty session).
+
+The guarantees a backend gives: appends are atomic; seqs are dense per session (0, 1, 2,
+...); positions are dense across the store (1, 2, 3, ...) and grow in commit order (an
+event committed later never has a smaller position); the database itself refuses UPDATE,
+DELETE, TRUNCATE and any INSERT that overwrites or gaps (triggers, constraints), with the
+error codes below.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ClassVar, TypeVar
+
+__all__ = [
+    "Backend",
+    "Follower",
+    "ImportTransaction",
+    "QueryConnection",
+    "Refusal",
+    "CODES",
+]
+
+# --- error codes ---------------------------------------------------------------------------
+# The database's triggers raise these codes (SQLite: the RAISE message starts with the code
+# and a colon, and the error's sqlite_errorname is SQLITE_CONSTRAINT_TRIGGER; PostgreSQL:
+# the SQLSTATE). A backend recognises a refusal by its code, or by the constraint name
+# below, never by the rest of the message.
+
+UNKNOWN_SESSION = "ES001"  #: an event for a session that is not stored -> SessionNotFound
+SEQ_NOT_NEXT = "ES002"  #: an event's seq is not its session's next -> SeqConflict
+POSITION_NOT_NEXT = "ES003"  #: an event's position is not the next global one -> retry / AppendOnlyViolation
+EVENTS_APPEND_ONLY = "ES004"  #: UPDATE, DELETE or TRUNCATE of events -> AppendOnlyViolation
+SESSIONS_APPEND_ONLY = "ES005"  #: UPDATE, DELETE or TRUNCATE of sessions -> AppendOnlyViolation
+# SQLite refuses these in triggers too, so that no INSERT OR REPLACE can overwrite through
+# the unique key; PostgreSQL reports them as unique violations of the constraints named
+# SESSIONS_PKEY and EVENT_ID_INDEX.
+SESSION_EXISTS = "ES006"  #: a session id that is already stored -> SessionExists
+EVENT_ID_TAKEN = "ES007"  #: an event_id already stored in the session -> IdempotencyConflict / import error
+PAYLOAD_NOT_CANONICAL = "ES008"  #: payload is not JSON object text as JSON.stringify writes it
+PAYLOAD_RESERVED_KEY = "ES009"  #: payload holds type/seq/ts, or an event_id that is not a string
+SESSION_ROW_INVALID = "ES010"  #: a sessions row with a bad created_at or rowid (SQLite)
+
+SESSIONS_PKEY = "sessions_pkey"  #: PostgreSQL: the primary key of sessions
+EVENT_ID_INDEX = "events_session_event_id"  #: PostgreSQL: unique (session_id, event_id)
+
+#: Every code, with what it means (for messages and docs).
+CODES = {
+    UNKNOWN_SESSION: "unknown session",
+    SEQ_NOT_NEXT: "seq is not the next seq of its session",
+    POSITION_NOT_NEXT: "position is not the next global position",
+    EVENTS_APPEND_ONLY: "events are append-only",
+    SESSIONS_APPEND_ONLY: "sessions are append-only",
+    SESSION_EXISTS: "session already exists",
+    EVENT_ID_TAKEN: "event_id is already stored in this session",
+    PAYLOAD_NOT_CANONICAL: "payload must be the text of a JSON object as JSON.stringify writes it",
+    PAYLOAD_RESERVED_KEY: "payload holds a key of the line itself (type, seq, ts) or a non-string event_id",
+    SESSION_ROW_INVALID: "invalid sessions row",
+}
+
+#: Rows per page of :meth:`Backend.session_events` when the caller gives no limit.
+PAGE = 1000
+
+T = TypeVar("T")
+
+
+class Refusal:
+    """Why the database refused a row of an import: ``code`` (one of the codes above, or
+    None for another refusal) and ``message`` (the database's words, for the user)."""
+
+    __slots__ = ("code", "message")
+
+    def __init__(self, code: str | None, message: str):
+        self.code = code
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"Refusal({self.code!r}, {self.message!r})"
+
+
+class Backend(ABC):
+    """One open database. Thread-safe (calls may come from several threads; a backend
+    serializes them as it must). Every method raises :class:`~eventstore.errors.DatabaseError`
+    when the database cannot be reached or stays locked past the busy timeout, besides the
+    errors it names.
+    """
+
+    #: ``"sqlite"`` or ``"postgresql"``.
+    name: ClassVar[str]
+    #: What messages call the database: a file path, ``:memory:``, or the URL without password.
+    display: str
+
+    # --- open, migrate, close ------------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def open(cls, url: str, *, busy_timeout: float, durability: str = "normal", write_queue: bool = True,
+             readonly: bool = False) -> Backend:
+        """Connect to ``url`` and bring the schema to the head revision (Alembic, once, even
+        when several processes open a new database at once).
+
+        ``busy_timeout`` (seconds) is how long a write waits for other writers;
+        ``durability`` (``"normal"``/``"full"``) and ``write_queue`` are SQLite's (a backend
+        ignores options that do not apply to it). With ``readonly``, nothing is created or
+        migrated: the database must be at the head revision (or one that reads the same),
+        and every write raises :class:`DatabaseError`. Raises :class:`DatabaseError`
+        (cannot connect, not an eventstore database, a newer schema, bad options).
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections, locks and threads. The backend cannot be used afterwards;
+        closing twice is harmless."""
+
+    def files(self) -> list[str]:
+        """The real paths of the database's own files (export refuses to overwrite them);
+        none for a server or an in-memory database."""
+        return []
+
+    # --- sessions ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def create_session(self, session_id: str, created_at: float, meta_json: str) -> None:
+        """Store a new session row. Raises :class:`SessionExists`."""
+
+    @abstractmethod
+    def session_meta(self, session_id: str) -> str | None:
+        """The stored meta JSON object text of ``session_id``, or None when it is not stored."""
+
+    @abstractmethod
+    def sessions(self) -> list[tuple[str, float, int, float | None]]:
+        """The registry: ``SessionRow`` for every session, oldest first (by created_at, id)."""
+
+    # --- appends ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def append(self, session_id: str, types: list[str], tss: list[float], payloads: list[str],
+               expected_seq: int | None) -> tuple[int, int, str]:
+        """Append a batch of events (non-empty lists of equal length) to ``session_id``
+        atomically, and return ``(first seq, first position, last hash)``.
+
+        In one write transaction: take the session's head (next seq, next position, last
+        hash, :func:`eventstore.chain.genesis_hash` for an empty session); with
+        ``expected_seq``, refuse unless it is the next seq; build the rows with
+        :func:`eventstore.chain.chain_rows` (``[type, ts, payload, hash, ...]``); insert them
+        at seqs ``seq0...`` and positions ``pos0...``; commit.
+        Raises :class:`SeqConflict` (``expected_seq`` is not the head, or another writer took
+        the seq; ``actual_seq`` read in the transaction), :class:`SessionNotFound`,
+        :class:`AppendOnlyViolation` (any other refusal: a duplicate event_id (code ES007),
+        a payload the database refuses), :class:`InvalidEvent` (text the database cannot
+        hold), :class:`DatabaseError`.
+        """
+
+    def append_one(self, session_id: str, type_: str, ts: float, payload: str,
+                   expected_seq: int | None) -> tuple[int, int, str]:
+        """:meth:`append` of one event: ``(seq, position, hash)``. A backend may make this
+        quicker (one INSERT of plain VALUES, hashed with :func:`eventstore.chain.chain_hash`)."""
+        return self.append(session_id, [type_], [ts], [payload], expected_seq)
+
+    @abstractmethod
+    def event_by_id(self, session_id: str, event_id: str) -> tuple[int, int, str, float, str] | None:
+        """The event stored under idempotency key ``event_id`` in ``session_id``, as
+        ``SessionEventRow``, or None (an index read)."""
+
+    # --- reads ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def next_seq(self, session_id: str) -> int:
+        """The seq the session's next event gets (its number of events; 0 when not stored)."""
+
+    @abstractmethod
+    def session_events(self, session_id: str, after_seq: int = -1, types: list[str] | None = None,
+                       limit: int = PAGE, last: bool = False) -> list[tuple[int, int, str, float, str]]:
+        """``SessionEventRow`` of ``session_id`` with ``seq > after_seq``, of ``types`` only
+        (all when None or empty), in seq order, at most ``limit`` of them: the first ones, or
+        with ``last`` the last ones (still in seq order). One index read, no transaction left
+        open."""
+
+    @abstractmethod
+    def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
+        """``EventRow`` of every session with ``position > after_position``, in position
+        order, at most ``limit``."""
+
+    @abstractmethod
+    def last_position(self) -> int:
+        """The largest stored position (0 for an empty store)."""
+
+    @abstractmethod
+    def follower(self, poll_interval: float) -> Follower:
+        """A reader on a connection of its own, for following commits (see :class:`Follower`);
+        ``poll_interval`` (seconds) is how often a polling backend looks."""
+
+    # --- the projection ---------------------------------------------------------------------
+
+    @abstractmethod
+    def messages_json(self, session_id: str) -> str:
+        """The session's chat messages as JSON array text, read from the ``messages`` view
+        (``[]`` when there are none): the ``message`` column of its rows in seq order, joined
+        with commas."""
+
+    # --- export and import ------------------------------------------------------------------
+
+    @abstractmethod
+    def export_rows(self, session_id: str, after_seq: int, limit: int) -> list[tuple[str, int, float, str]]:
+        """``(type, seq, ts, payload)`` of the session's events with ``seq > after_seq``, in
+        seq order, at most ``limit``: the stored payload text as it is (a row holding text
+        that is not valid UTF-8 may come as ``bytes``). One short read each."""
+
+    def export_chunks(self, session_id: str, meta_json: str) -> Iterator[tuple[list, int, int]]:
+        """The session as JSONL, ``(pieces, bytes, events)`` at a time: ``pieces`` a list of
+        ``bytes`` (or memoryviews) to write in order, ``bytes`` their length (about),
+        ``events`` the events in them. The default formats :meth:`export_rows` pages with
+        :func:`eventstore.export.chunks_from_rows`; a backend may build pages in SQL.
+        Raises :class:`DatabaseError` for a stored payload export cannot write."""
+        from ..export import chunks_from_rows
+
+        return chunks_from_rows(self, session_id, meta_json)
+
+    @abstractmethod
+    def import_transaction(self, session_id: str, body: Callable[[ImportTransaction], T]) -> T:
+        """Call ``body(tx)`` inside one write transaction for the import of ``session_id``
+        and commit what it did, or roll everything back when it raises (the exception goes
+        on, translated when it is the database's). Returns what ``body`` returns."""
+
+    # --- audit --------------------------------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def query_connection(cls, url: str, *, busy_timeout: float = 5.0) -> QueryConnection:
+        """A sandboxed read-only connection for ``eventstore sql``: nothing that writes,
+        creates or changes a setting gets through (SQLite: ``mode=ro``, ``query_only`` and an
+        authorizer; PostgreSQL: a read-only transaction with a ``statement_timeout``, as the
+        auditor role). Raises :class:`DatabaseError` (no such database)."""
+
+    @abstractmethod
+    def guard_problems(self) -> list[str]:
+        """For ``verify``: one sentence per append-only guard (trigger) that is missing,
+        disabled or differs from its definition; empty when all are in place."""
+
+    @abstractmethod
+    def orphan_session_ids(self) -> list[str]:
+        """For ``verify``: ids of sessions that have events but no ``sessions`` row, sorted."""
+
+    @abstractmethod
+    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any]]:
+        """For ``verify``: ``(seq, position, type, ts, payload, hash)`` of every stored row
+        of ``session_id`` in seq order, read in one snapshot, as stored (a payload or hash
+        edited by hand may be any value: text that is not UTF-8, a number, NULL)."""
+
+
+class Follower(ABC):
+    """A reader on a connection of its own, for ``follow`` and ``tail -f``: it holds no read
+    transaction between calls, so it may run for days beside writers."""
+
+    @abstractmethod
+    def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
+        """As :meth:`Backend.events_after`."""
+
+    @abstractmethod
+    def session_events_after(self, session_id: str, after_seq: int,
+                             limit: int) -> list[tuple[int, str, int, str, float, str]]:
+        """``EventRow`` of ``session_id`` with ``seq > after_seq`` in seq order, at most ``limit``."""
+
+    @abstractmethod
+    def wait_for_commit(self, timeout: float | None) -> bool:
+        """Block until something may have been committed since this follower's last read
+        began, or ``timeout`` seconds pass (None: no limit); return False on timeout. May
+        return True when nothing new is there (the caller reads and finds nothing); never
+        sleeps through a commit that came after the last read began. (SQLite polls
+        ``PRAGMA data_version``; PostgreSQL waits on LISTEN/NOTIFY.)"""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Give the connection back."""
+
+
+class ImportTransaction(ABC):
+    """What an import does inside its one write transaction
+    (:meth:`Backend.import_transaction`)."""
+
+    @abstractmethod
+    def session_meta(self) -> str | None:
+        """The session's stored meta JSON text, or None when it is not stored."""
+
+    @abstractmethod
+    def create_session(self, created_at: float, meta_json: str) -> Refusal | None:
+        """Insert the session row; return the database's :class:`Refusal` instead of raising
+        when it refuses the row (the transaction stays usable)."""
+
+    @abstractmethod
+    def next_seq(self) -> int:
+        """The session's next seq, as this transaction sees it."""
+
+    @abstractmethod
+    def next_position(self) -> int:
+        """The next global position (the largest stored one + 1), as this transaction sees it."""
+
+    @abstractmethod
+    def stored(self, first_seq: int, last_seq: int) -> list[tuple[int, str, float, str, str]]:
+        """``StoredRow`` of the session's events ``first_seq..last_seq`` in seq order."""
+
+    @abstractmethod
+    def insert(self, rows: list[tuple], position0: int) -> tuple[int, Refusal] | None:
+        """Insert ``StoredRow`` ``rows`` (consecutive seqs; the row of seq ``s`` gets position
+        ``position0 + s``); as fast as the database allows (SQLite: multi-row INSERTs;
+        PostgreSQL: COPY). When the database refuses a row, return ``(its index, Refusal)``
+        with the rows before it stored and none after it; else None."""
+
+    @abstractmethod
+    def event_id_seq(self, event_id: str) -> int | None:
+        """The seq of the session's event stored under ``event_id``, or None."""
+
+
+class QueryConnection(ABC):
+    """A read-only SQL connection (:meth:`Backend.query_connection`)."""
+
+    @abstractmethod
+    def query(self, sql: str, params: Iterable[Any] = ()) -> tuple[list[str], Iterator[tuple]]:
+        """Run one statement: ``(column names, row iterator)`` (DB-API cursor rows). Raises
+        :class:`QueryError`: ``refused: ...`` for anything that is not a read, the database's
+        message for other errors, ``interrupted ...`` after Ctrl-C; while preparing or while
+        the rows are iterated."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection."""

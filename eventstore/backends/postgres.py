@@ -1,0 +1,764 @@
+"""The PostgreSQL backend (psycopg 3): ``postgresql://user@host:port/db`` or
+``postgresql+psycopg://...``.
+
+The schema (migrations/versions, the baseline's PostgreSQL branch) holds the guarantees; this
+module only talks to it:
+
+* **Positions.** The insert guard trigger takes the transaction-scoped advisory lock
+  :data:`POSITION_LOCK` before it reads the heads, and fills in ``position`` (the largest
+  stored one + 1) when the INSERT leaves it out. Every transaction that inserts events holds
+  the lock until it commits, so positions are dense and grow in commit order whoever
+  inserts (docs/concurrency.md says why this and not a sequence or a counter row).
+* **Appends.** A session's head (next seq, last hash) is cached per store; an append with a
+  cached head is one INSERT statement in autocommit (its own transaction: one round trip).
+  When the trigger refuses the seq (ES002: another process appended), or there is no cached
+  head, the append runs in a transaction that first calls ``es_lock_head(session)`` (takes
+  the lock, then reads the head) and then inserts: it cannot be refused again.
+* **Errors** are translated by SQLSTATE (the ``ESnnn`` codes of the triggers, see
+  :mod:`eventstore.backends.base`) and constraint name, never by message text.
+* **Follow** waits on ``LISTEN eventstore_events`` (a statement trigger NOTIFYs on every
+  insert); where LISTEN is not available it polls.
+* **Import** inserts with ``COPY``; ``sql`` runs each query in a READ ONLY transaction with
+  a ``statement_timeout``, rolled back afterwards.
+
+Connections: one for writes and one for reads (each guarded by a lock, so the backend is
+thread-safe), made again in a forked child (the parent's are left alone: closing them would
+end the parent's sessions).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql as pg_sql
+from psycopg.adapt import Loader
+from psycopg.types.string import TextLoader
+
+from ..chain import chain_rows, genesis_hash
+from ..errors import (
+    AppendOnlyViolation,
+    DatabaseError,
+    InvalidEvent,
+    QueryError,
+    SeqConflict,
+    SessionExists,
+    SessionNotFound,
+)
+from . import base
+from .base import Backend, Follower, ImportTransaction, QueryConnection, Refusal
+
+__all__ = ["PostgresBackend", "apply_roles", "conninfo", "POSITION_LOCK", "MIGRATION_LOCK", "roles_sql"]
+
+#: ``pg_advisory_xact_lock`` keys (the bytes ``esevent`` and ``esmigrat`` as integers): the
+#: insert guard's lock, and the lock that makes concurrent first opens migrate once.
+POSITION_LOCK = 28555852263026292
+MIGRATION_LOCK = 7310306919626989940
+
+#: The channel the schema's statement trigger NOTIFYs after every INSERT into events.
+CHANNEL = "eventstore_events"
+
+#: ``statement_timeout`` of ``eventstore sql`` queries (seconds).
+QUERY_TIMEOUT = 30.0
+
+#: The triggers that make events and sessions append-only, by table (verify checks them).
+GUARDS = {
+    "events": ("events_guard_insert", "events_guard_update", "events_guard_delete", "events_guard_truncate"),
+    "sessions": ("sessions_guard_update", "sessions_guard_delete", "sessions_guard_truncate"),
+}
+
+_EVENT_COLUMNS = "position, session_id, seq, type, ts, payload"
+_INSERT_ONE = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+               "VALUES (%s, %s, %s, %s, %s, %s) RETURNING position")
+# A batch: one statement text for every size (the server prepares it once).
+_INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+                "SELECT %s, %s + u.i - 1, u.type, u.ts, u.payload, u.hash "
+                "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[]) "
+                "WITH ORDINALITY AS u(type, ts, payload, hash, i) ORDER BY u.i RETURNING position")
+_LOCK_HEAD = "SELECT next_seq, last_hash FROM es_lock_head(%s)"
+_NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = %s"
+
+
+def conninfo(url: str) -> str:
+    """The libpq URL for ``url`` (``postgresql+psycopg://`` becomes ``postgresql://``)."""
+    scheme, rest = url.split("://", 1)
+    return "postgresql://" + rest if scheme.lower() in ("postgresql+psycopg", "postgres") else url
+
+
+def _display(url: str) -> str:
+    """``url`` without its password (for messages)."""
+    parts = urlsplit(conninfo(url))
+    if parts.password is None:
+        return urlunsplit(parts)
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[1]}"))
+
+
+def _connect(url: str, display: str, autocommit: bool = True) -> psycopg.Connection:
+    try:
+        return psycopg.connect(conninfo(url), autocommit=autocommit, application_name="eventstore")
+    except psycopg.Error as e:
+        raise DatabaseError(f"{display}: cannot connect: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _constraint(e: psycopg.Error) -> str | None:
+    return e.diag.constraint_name
+
+
+# Refusals that PostgreSQL reports as constraint violations, by constraint name.
+_CONSTRAINT_CODES = {
+    base.SESSIONS_PKEY: base.SESSION_EXISTS,
+    base.EVENT_ID_INDEX: base.EVENT_ID_TAKEN,
+    "events_payload_object": base.PAYLOAD_NOT_CANONICAL,
+    "events_session_fkey": base.UNKNOWN_SESSION,
+}
+
+
+def _refusal(e: psycopg.Error) -> Refusal:
+    """The database's refusal of a row, as a :class:`Refusal` with the contract's code."""
+    code = e.sqlstate
+    if not (code or "").startswith("ES"):
+        code = _CONSTRAINT_CODES.get(_constraint(e)) if isinstance(e, pg_errors.IntegrityError) else None
+    return Refusal(code, e.diag.message_primary or _first_line(e))
+
+
+_inherited: list = []  # connections of a parent process: kept, never used or closed (see module doc)
+
+
+class PostgresBackend(Backend):
+    """One PostgreSQL database (see the module's docstring)."""
+
+    name = "postgresql"
+
+    def __init__(self, url: str, busy_timeout: float, readonly: bool):
+        self.url = url
+        self.display = _display(url)
+        self.busy_timeout = busy_timeout
+        self.readonly = readonly
+        self._wlock = threading.RLock()
+        self._rlock = threading.RLock()
+        self._heads: dict[str, tuple[int, str]] = {}  # session -> (next seq, last hash)
+        self._pid = os.getpid()
+        self._w: psycopg.Connection | None = None
+        self._r: psycopg.Connection | None = None
+        self._closed = False
+
+    # --- open, migrate, close ------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, url: str, *, busy_timeout: float = 5.0, durability: str = "normal", write_queue: bool = True,
+             readonly: bool = False) -> PostgresBackend:
+        """Connect and migrate (see :meth:`Backend.open`). ``durability`` and ``write_queue``
+        are SQLite's and ignored here (durability is the server's ``synchronous_commit``)."""
+        self = cls(url, busy_timeout, readonly)
+        try:
+            revision = self._revision()
+            if revision != head_revision():
+                if readonly:
+                    raise DatabaseError(f"{self.display}: not an eventstore database at the current schema "
+                                        f"(revision {revision or 'none'}); open it once without read-only to "
+                                        f"migrate it")
+                self._migrate()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _conn(self, which: str) -> psycopg.Connection:
+        """The write (``"w"``) or read (``"r"``) connection, made on first use (again in a
+        forked child)."""
+        if self._closed:
+            raise DatabaseError(f"{self.display}: the store is closed")
+        if self._pid != os.getpid():
+            _inherited.extend(c for c in (self._w, self._r) if c is not None)
+            self._w = self._r = None
+            self._pid = os.getpid()
+            self._heads.clear()
+        conn = self._w if which == "w" else self._r
+        if conn is None or conn.closed:
+            conn = _connect(self.url, self.display)
+            ms = int(self.busy_timeout * 1000)
+            conn.execute(f"SET lock_timeout = {ms}")
+            if self.readonly:
+                conn.execute("SET default_transaction_read_only = on")
+            if which == "w":
+                self._w = conn
+            else:
+                self._r = conn
+        return conn
+
+    def _revision(self) -> str | None:
+        """The database's Alembic revision (None for a database without eventstore tables)."""
+        with self._rlock:
+            conn = self._conn("r")
+            try:
+                row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+            except pg_errors.UndefinedTable:
+                return None
+            except psycopg.Error as e:
+                raise self._error(e) from None
+        return row[0] if row else None
+
+    def _migrate(self) -> None:
+        """Upgrade to the head revision with Alembic, under :data:`MIGRATION_LOCK` so that
+        several processes opening a new database at once migrate it exactly once (the
+        others wait, then find it at the head). DDL is transactional: a failed migration
+        leaves nothing."""
+        from alembic import command
+        from alembic.config import Config
+        from sqlalchemy import create_engine
+        from sqlalchemy.pool import NullPool
+
+        from .sqlite_engine import migrations_path  # (where the scripts are; no SQLite in it)
+
+        engine = create_engine("postgresql+psycopg://", poolclass=NullPool,
+                               creator=lambda: psycopg.connect(conninfo(self.url), application_name="eventstore"))
+        try:
+            with engine.begin() as conn:
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+                cfg = Config()
+                cfg.set_main_option("script_location", migrations_path())
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        except psycopg.Error as e:
+            raise DatabaseError(f"{self.display}: cannot migrate: {_first_line(e)}") from None
+        except Exception as e:
+            orig = getattr(e, "orig", None)
+            if isinstance(orig, psycopg.Error):
+                raise DatabaseError(f"{self.display}: cannot migrate: {_first_line(orig)}") from None
+            raise
+        finally:
+            engine.dispose()
+
+    def close(self) -> None:
+        """Close both connections (a forked child leaves its parent's alone)."""
+        self._closed = True
+        if self._pid != os.getpid():
+            _inherited.extend(c for c in (self._w, self._r) if c is not None)
+        else:
+            for c in (self._w, self._r):
+                if c is not None:
+                    c.close()
+        self._w = self._r = None
+
+    def database_name(self) -> str:
+        """The name of the connected database."""
+        return self._one("SELECT current_database()")[0]
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _error(self, e: psycopg.Error, session_id: str | None = None) -> Exception:
+        """The store's error for a database error (by SQLSTATE and constraint name)."""
+        code = e.sqlstate or ""
+        if code == base.UNKNOWN_SESSION and session_id is not None:
+            return SessionNotFound(session_id)
+        if isinstance(e, pg_errors.UniqueViolation) and _constraint(e) == base.SESSIONS_PKEY and session_id:
+            return SessionExists(session_id)
+        if code.startswith("ES") or isinstance(e, pg_errors.IntegrityError):
+            r = _refusal(e)
+            return AppendOnlyViolation(f"{r.code or code}: {r.message}" if r.code else r.message)
+        if isinstance(e, pg_errors.ReadOnlySqlTransaction):
+            return DatabaseError(f"{self.display}: opened read-only: {_first_line(e)}")
+        if isinstance(e, pg_errors.LockNotAvailable):
+            return DatabaseError(f"{self.display}: database is locked (waited {self.busy_timeout:g} s)")
+        if isinstance(e, pg_errors.InsufficientPrivilege):
+            return DatabaseError(f"{self.display}: {_first_line(e)}")
+        if isinstance(e, pg_errors.DataError):
+            return InvalidEvent(_first_line(e))
+        return DatabaseError(f"{self.display}: {_first_line(e)}")
+
+    def _read(self, sql: str, params: tuple = ()) -> list:
+        with self._rlock:
+            conn = self._conn("r")
+            try:
+                return conn.execute(sql, params).fetchall()
+            except psycopg.Error as e:
+                raise self._error(e) from None
+
+    def _one(self, sql: str, params: tuple = ()):
+        rows = self._read(sql, params)
+        return rows[0] if rows else None
+
+    # --- sessions -----------------------------------------------------------------------------
+
+    def create_session(self, session_id: str, created_at: float, meta_json: str) -> None:
+        with self._wlock:
+            conn = self._conn("w")
+            try:
+                conn.execute("INSERT INTO sessions (id, created_at, meta) VALUES (%s, %s, %s)",
+                             (session_id, created_at, meta_json))
+            except psycopg.Error as e:
+                raise self._error(e, session_id) from None
+            except UnicodeEncodeError as e:
+                raise InvalidEvent(f"session id or meta is not valid text: {e.reason}") from None
+            self._heads[session_id] = (0, genesis_hash(session_id))  # a new session's head is known
+
+    def session_meta(self, session_id: str) -> str | None:
+        row = self._one("SELECT meta FROM sessions WHERE id = %s", (session_id,))
+        return row[0] if row else None
+
+    def sessions(self) -> list[tuple[str, float, int, float | None]]:
+        return [tuple(r) for r in self._read(
+            "SELECT s.id, s.created_at, coalesce(h.seq + 1, 0), h.ts FROM sessions AS s "
+            "LEFT JOIN LATERAL (SELECT e.seq, e.ts FROM events AS e WHERE e.session_id = s.id "
+            "ORDER BY e.seq DESC LIMIT 1) AS h ON true ORDER BY s.created_at, s.id")]
+
+    # --- appends ------------------------------------------------------------------------------
+
+    def append(self, session_id: str, types: list[str], tss: list[float], payloads: list[str],
+               expected_seq: int | None) -> tuple[int, int, str]:
+        if self.readonly:
+            raise DatabaseError(f"{self.display}: opened read-only")
+        with self._wlock:
+            conn = self._conn("w")
+            head = self._heads.get(session_id)
+            if head is not None and (expected_seq is None or expected_seq == head[0]):
+                # The cached head: one INSERT, its own transaction.
+                rows = chain_rows(head[1], head[0], types, tss, payloads)
+                try:
+                    position = self._insert(conn, session_id, head[0], rows)
+                except psycopg.Error as e:
+                    if e.sqlstate != base.SEQ_NOT_NEXT:
+                        self._heads.pop(session_id, None)
+                        raise self._error(e, session_id) from None
+                    # another process appended since: read the head under the lock, below
+                else:
+                    self._heads[session_id] = (head[0] + len(types), rows[-1])
+                    return head[0], position, rows[-1]
+            self._heads.pop(session_id, None)
+            try:
+                with conn.transaction():
+                    row = conn.execute(_LOCK_HEAD, (session_id,)).fetchone()
+                    if row is None or row[0] is None:
+                        raise SessionNotFound(session_id)
+                    seq, prev = row[0], row[1] or genesis_hash(session_id)
+                    if expected_seq is not None and expected_seq != seq:
+                        raise SeqConflict(session_id, expected_seq, seq)
+                    rows = chain_rows(prev, seq, types, tss, payloads)
+                    position = self._insert(conn, session_id, seq, rows)
+            except psycopg.Error as e:
+                raise self._error(e, session_id) from None
+            self._heads[session_id] = (seq + len(types), rows[-1])
+            return seq, position, rows[-1]
+
+    @staticmethod
+    def _insert(conn: psycopg.Connection, session_id: str, seq: int, rows: list) -> int:
+        """Insert the chained ``rows`` (``[type, ts, payload, hash, ...]``) at ``seq``...; the
+        first position."""
+        try:
+            if len(rows) == 4:
+                return conn.execute(_INSERT_ONE, (session_id, seq, *rows)).fetchone()[0]
+            return conn.execute(_INSERT_MANY, (session_id, seq, rows[0::4], rows[1::4], rows[2::4],
+                                               rows[3::4])).fetchone()[0]
+        except UnicodeEncodeError as e:
+            raise InvalidEvent(f"session {session_id!r}: text PostgreSQL cannot hold: {e.reason}") from None
+
+    def event_by_id(self, session_id: str, event_id: str) -> tuple[int, int, str, float, str] | None:
+        row = self._one("SELECT seq, position, type, ts, payload FROM events WHERE session_id = %s AND event_id = %s",
+                        (session_id, event_id))
+        return tuple(row) if row else None
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def next_seq(self, session_id: str) -> int:
+        return self._one(_NEXT_SEQ, (session_id,))[0]
+
+    def session_events(self, session_id: str, after_seq: int = -1, types: list[str] | None = None,
+                       limit: int = base.PAGE, last: bool = False) -> list[tuple[int, int, str, float, str]]:
+        where = "session_id = %s AND seq > %s" + (" AND type = ANY(%s)" if types else "")
+        params: tuple = (session_id, after_seq, list(types)) if types else (session_id, after_seq)
+        if last:
+            sql = (f"SELECT * FROM (SELECT seq, position, type, ts, payload FROM events WHERE {where} "
+                   f"ORDER BY seq DESC LIMIT %s) AS t ORDER BY seq")
+        else:
+            sql = f"SELECT seq, position, type, ts, payload FROM events WHERE {where} ORDER BY seq LIMIT %s"
+        return [tuple(r) for r in self._read(sql, (*params, limit))]
+
+    def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
+        return [tuple(r) for r in self._read(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE position > %s ORDER BY position LIMIT %s",
+            (after_position, limit))]
+
+    def last_position(self) -> int:
+        return self._one("SELECT coalesce(max(position), 0) FROM events")[0]
+
+    def follower(self, poll_interval: float) -> Follower:
+        return PgFollower(self, poll_interval)
+
+    # --- the projection -----------------------------------------------------------------------
+
+    def messages_json(self, session_id: str) -> str:
+        rows = self._read("SELECT message FROM messages WHERE session_id = %s ORDER BY seq", (session_id,))
+        return "[" + ",".join([r[0] for r in rows]) + "]"
+
+    # --- export and import --------------------------------------------------------------------
+
+    def export_rows(self, session_id: str, after_seq: int, limit: int) -> list[tuple[str, int, float, str]]:
+        return [tuple(r) for r in self._read(
+            "SELECT type, seq, ts, payload FROM events WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+            (session_id, after_seq, limit))]
+
+    def import_transaction(self, session_id: str, body: Callable[[ImportTransaction], Any]) -> Any:
+        if self.readonly:
+            raise DatabaseError(f"{self.display}: opened read-only")
+        with self._wlock:
+            conn = self._conn("w")
+            self._heads.pop(session_id, None)
+            try:
+                with conn.transaction():
+                    # The position lock first: next_position stays true until the commit.
+                    conn.execute(f"SELECT pg_advisory_xact_lock({POSITION_LOCK})")
+                    return body(_PgImport(conn, session_id))
+            except psycopg.Error as e:
+                raise self._error(e, session_id) from None
+
+    # --- audit --------------------------------------------------------------------------------
+
+    @classmethod
+    def query_connection(cls, url: str, *, busy_timeout: float = 5.0) -> QueryConnection:
+        return PgQueryConnection(url, busy_timeout)
+
+    def guard_problems(self) -> list[str]:
+        rows = self._read(
+            "SELECT c.relname, t.tgname, t.tgenabled FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = t.tgrelid "
+            "WHERE c.relname IN ('events', 'sessions') AND c.relnamespace = current_schema()::regnamespace "
+            "AND NOT t.tgisinternal")
+        found = {(r[0], r[1]): r[2] for r in rows}
+        problems = []
+        for table, names in GUARDS.items():
+            for name in names:
+                state = found.get((table, name))
+                if state is None:
+                    problems.append(f"trigger {name} on {table} is missing")
+                elif state not in ("O", "A"):  # fires in origin sessions (O), or in every session (A)
+                    how = "disabled" if state == "D" else "enabled only for replication sessions"
+                    problems.append(f"trigger {name} on {table} is {how} "
+                                    f"(ALTER TABLE {table} ENABLE TRIGGER {name})")
+        return problems
+
+    def orphan_session_ids(self) -> list[str]:
+        return [r[0] for r in self._read(
+            "SELECT DISTINCT e.session_id FROM events AS e "
+            "WHERE NOT EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = e.session_id) ORDER BY 1")]
+
+    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any]]:
+        # Its own connection: one REPEATABLE READ snapshot for the whole session, streamed
+        # through a server-side cursor, while other calls go on.
+        conn = _connect(self.url, self.display, autocommit=False)
+        try:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            with conn.cursor(name="verify_rows") as cur:
+                cur.itersize = 2000
+                cur.execute("SELECT seq, position, type, ts, payload, hash FROM events WHERE session_id = %s "
+                            "ORDER BY seq", (session_id,))
+                for row in cur:
+                    yield tuple(row)
+        except psycopg.Error as e:
+            raise self._error(e, session_id) from None
+        finally:
+            conn.close()
+
+
+class PgFollower(Follower):
+    """A follower on a connection of its own that LISTENs on :data:`CHANNEL` (polls every
+    ``poll_interval`` seconds where LISTEN fails)."""
+
+    def __init__(self, backend: PostgresBackend, poll_interval: float):
+        self._backend = backend
+        self._poll = poll_interval
+        self._conn = _connect(backend.url, backend.display)
+        try:
+            self._conn.execute(f"LISTEN {CHANNEL}")
+            self._listening = True
+        except psycopg.Error:
+            self._listening = False
+
+    def _rows(self, sql: str, params: tuple) -> list:
+        try:
+            return [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
+        except psycopg.Error as e:
+            raise self._backend._error(e) from None
+
+    def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
+        return self._rows(f"SELECT {_EVENT_COLUMNS} FROM events WHERE position > %s ORDER BY position LIMIT %s",
+                          (after_position, limit))
+
+    def session_events_after(self, session_id: str, after_seq: int,
+                             limit: int) -> list[tuple[int, str, int, str, float, str]]:
+        return self._rows(f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq > %s "
+                          "ORDER BY seq LIMIT %s", (session_id, after_seq, limit))
+
+    def wait_for_commit(self, timeout: float | None) -> bool:
+        # LISTEN ran before the first read: a NOTIFY of a commit after a read began is either
+        # in the connection's backlog or still to come, and notifies() returns the backlog first.
+        if not self._listening:
+            if timeout is not None and timeout < self._poll:
+                time.sleep(timeout)
+                return False
+            time.sleep(self._poll)
+            return True
+        try:
+            for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+                return True
+        except psycopg.Error as e:
+            raise self._backend._error(e) from None
+        return False
+
+    def close(self) -> None:
+        if not self._conn.closed:
+            self._conn.close()
+
+
+class _PgImport(ImportTransaction):
+    """An import's work inside its transaction (see :meth:`PostgresBackend.import_transaction`)."""
+
+    def __init__(self, conn: psycopg.Connection, session_id: str):
+        self._conn = conn
+        self._sid = session_id
+
+    def session_meta(self) -> str | None:
+        row = self._conn.execute("SELECT meta FROM sessions WHERE id = %s", (self._sid,)).fetchone()
+        return row[0] if row else None
+
+    def create_session(self, created_at: float, meta_json: str) -> Refusal | None:
+        try:
+            with self._conn.transaction():  # a savepoint: a refusal leaves the transaction usable
+                self._conn.execute("INSERT INTO sessions (id, created_at, meta) VALUES (%s, %s, %s)",
+                                   (self._sid, created_at, meta_json))
+        except psycopg.Error as e:
+            return _refusal(e)
+        return None
+
+    def next_seq(self) -> int:
+        return self._conn.execute(_NEXT_SEQ, (self._sid,)).fetchone()[0]
+
+    def next_position(self) -> int:
+        return self._conn.execute("SELECT coalesce(max(position), 0) + 1 FROM events").fetchone()[0]
+
+    def stored(self, first_seq: int, last_seq: int) -> list[tuple[int, str, float, str, str]]:
+        return [tuple(r) for r in self._conn.execute(
+            "SELECT seq, type, ts, payload, hash FROM events WHERE session_id = %s AND seq BETWEEN %s AND %s "
+            "ORDER BY seq", (self._sid, first_seq, last_seq)).fetchall()]
+
+    def insert(self, rows: list[tuple], position0: int) -> tuple[int, Refusal] | None:
+        if not rows:
+            return None
+        try:
+            with self._conn.transaction():
+                self._copy(rows, position0)
+            return None
+        except psycopg.Error:
+            pass
+        # COPY is all or nothing: find the first row the database refuses, one INSERT at a
+        # time, and keep the rows before it.
+        for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
+            try:
+                with self._conn.transaction():
+                    self._conn.execute(
+                        "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        (position0 + seq, self._sid, seq, type_, ts, _text(payload), _text(hash_)))
+            except psycopg.Error as e:
+                return i, _refusal(e)
+            except (UnicodeError, ValueError) as e:
+                return i, Refusal(None, f"text PostgreSQL cannot hold: {e}")
+        return None
+
+    def _copy(self, rows: list[tuple], position0: int) -> None:
+        sid = _copy_field(self._sid.encode())
+        with self._conn.cursor().copy(
+                "COPY events (position, session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
+            out: list[bytes] = []
+            size = 0
+            for seq, type_, ts, payload, hash_ in rows:
+                line = b"%d\t%s\t%d\t%s\t%s\t%s\t%s\n" % (
+                    position0 + seq, sid, seq, _copy_field(type_.encode()), repr(float(ts)).encode(),
+                    _copy_field(payload if isinstance(payload, bytes) else payload.encode()),
+                    hash_ if isinstance(hash_, bytes) else hash_.encode())
+                out.append(line)
+                size += len(line)
+                if size > 1 << 20:
+                    copy.write(b"".join(out))
+                    out.clear()
+                    size = 0
+            if out:
+                copy.write(b"".join(out))
+
+    def event_id_seq(self, event_id: str) -> int | None:
+        row = self._conn.execute("SELECT seq FROM events WHERE session_id = %s AND event_id = %s",
+                                 (self._sid, event_id)).fetchone()
+        return row[0] if row else None
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _copy_field(data: bytes) -> bytes:
+    """``data`` escaped for COPY's text format (backslash, tab, newline, carriage return)."""
+    if b"\\" in data:
+        data = data.replace(b"\\", b"\\\\")
+    if b"\t" in data or b"\n" in data or b"\r" in data:
+        data = data.replace(b"\t", b"\\t").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
+    return data
+
+
+_PLAIN = (str, int, float, bytes, bool, type(None))
+_SQL_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
+
+
+class _NumberLoader(Loader):
+    """numeric as an int when it is whole, else a float (NaN as float NaN)."""
+
+    def load(self, data) -> int | float:
+        text = bytes(data).decode("ascii")
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+
+
+class PgQueryConnection(QueryConnection):
+    """``eventstore sql`` on PostgreSQL: every query runs alone (a prepared statement: one
+    statement, no ``COMMIT; ...`` tricks) in a READ ONLY transaction with a
+    ``statement_timeout`` of :data:`QUERY_TIMEOUT`, and is rolled back afterwards, so that
+    not even a ``SET`` outlives it. Give the auditor role's URL for least privilege."""
+
+    def __init__(self, url: str, busy_timeout: float):
+        self._display = _display(url)
+        self._conn = _connect(url, self._display, autocommit=True)
+        self._conn.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
+        # Values as the CLI writes them: json/jsonb as their text, numeric as int or float.
+        for name in ("json", "jsonb"):
+            self._conn.adapters.register_loader(name, TextLoader)
+        self._conn.adapters.register_loader("numeric", _NumberLoader)
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> tuple[list[str], Iterator[tuple]]:
+        conn = self._conn
+        params = tuple(params)
+        if not _SQL_COMMENTS.sub("", sql).strip(" \t\r\n\f;"):
+            raise QueryError("the query is empty" if not sql.strip()
+                             else "the query holds no statement (only comments or ';')")
+        try:
+            conn.execute("BEGIN READ ONLY")
+            conn.execute(f"SET LOCAL statement_timeout = {int(QUERY_TIMEOUT * 1000)}")
+            cur = conn.cursor()
+            cur.execute(sql, params or None, prepare=True)
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
+                raise QueryError("refused: COMMIT, ROLLBACK and the like (eventstore sql runs each query in "
+                                 "a read-only transaction of its own)")
+        except psycopg.Error as e:
+            self._rollback()
+            raise QueryError(_query_error(e)) from None
+        except KeyboardInterrupt:
+            self._rollback()
+            raise QueryError("interrupted (Ctrl-C)") from None
+        columns = [d.name for d in cur.description or ()]
+
+        def rows() -> Iterator[tuple]:
+            try:
+                if cur.description is not None:
+                    while True:
+                        batch = cur.fetchmany(1000)
+                        if not batch:
+                            break
+                        for row in batch:  # dates, intervals, uuids, arrays...: as PostgreSQL writes them
+                            yield row if all(isinstance(v, _PLAIN) for v in row) else tuple(
+                                v if isinstance(v, _PLAIN) else str(v) for v in row)
+            except psycopg.Error as e:
+                raise QueryError(_query_error(e)) from None
+            finally:
+                self._rollback()
+
+        return columns, rows()
+
+    def _rollback(self) -> None:
+        try:
+            self._conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _query_error(e: psycopg.Error) -> str:
+    if isinstance(e, pg_errors.ReadOnlySqlTransaction | pg_errors.InsufficientPrivilege
+                  | pg_errors.ActiveSqlTransaction):
+        return f"refused: {e.diag.message_primary or _first_line(e)} (eventstore sql only reads)"
+    if isinstance(e, pg_errors.QueryCanceled):
+        return f"interrupted: {e.diag.message_primary or _first_line(e)} (limit {QUERY_TIMEOUT:g} s)"
+    return e.diag.message_primary or _first_line(e)
+
+
+def head_revision() -> str:
+    """The Alembic revision this package's schema is at (the head of migrations/versions)."""
+    from ..schema import SCHEMA_REVISION
+
+    return SCHEMA_REVISION
+
+
+# --- least privilege --------------------------------------------------------------------------
+
+def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_auditor",
+              database: str | None = None, schema: str = "public") -> str:
+    """The SQL that creates (or updates) the two roles of a least-privilege set-up, as plain
+    text to run as the database's owner or a superuser:
+
+    * ``writer`` may INSERT and SELECT the tables and SELECT the views: enough for
+      ``eventstore`` (appends, import, export, follow); it does not own anything, so it
+      cannot ALTER, DROP, TRUNCATE or disable triggers, and the triggers refuse its UPDATE
+      and DELETE;
+    * ``auditor`` may only SELECT: enough for ``eventstore sql`` and ``verify``.
+
+    Both are NOLOGIN groups: grant them to login roles (``GRANT eventstore_writer TO
+    agent1``), or give them a password and LOGIN yourself.
+    """
+    ident = pg_sql.Identifier
+    w, a, s = (ident(writer).as_string(None), ident(auditor).as_string(None), ident(schema).as_string(None))
+    db = ident(database).as_string(None) if database else None
+    lines = [
+        f"DO $$ BEGIN CREATE ROLE {w} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;",
+        f"DO $$ BEGIN CREATE ROLE {a} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;",
+    ]
+    if db:
+        lines.append(f"GRANT CONNECT ON DATABASE {db} TO {w}, {a};")
+    lines += [
+        f"GRANT USAGE ON SCHEMA {s} TO {w}, {a};",
+        f"REVOKE CREATE ON SCHEMA {s} FROM {w}, {a};",
+        f"REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {w}, {a};",
+        f"GRANT SELECT, INSERT ON {s}.events, {s}.sessions TO {w};",
+        f"GRANT SELECT ON {s}.alembic_version, {s}.messages, {s}.tool_calls, {s}.turns, "
+        f"{s}.session_summary TO {w};",
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {a};",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+ROLES_SQL = roles_sql()
+
+
+def apply_roles(backend: PostgresBackend, text: str) -> None:
+    """Run :func:`roles_sql`'s ``text`` on ``backend``'s database, in one transaction.
+    Raises :class:`DatabaseError` (not allowed to create roles or grant: run it as the
+    database's owner with CREATEROLE, or as a superuser)."""
+    with backend._wlock:
+        conn = backend._conn("w")
+        try:
+            with conn.transaction():
+                conn.execute(text)
+        except psycopg.Error as e:
+            raise DatabaseError(f"{backend.display}: cannot set up the roles: {_first_line(e)}") from None

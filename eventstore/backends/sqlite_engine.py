@@ -1,0 +1,295 @@
+"""SQLite connections: pragmas, read-only opens, the schema version check, and migrating.
+
+Connections are plain ``sqlite3`` connections in autocommit mode (the store emits its own
+``BEGIN IMMEDIATE``, so the busy timeout applies when a write transaction starts instead
+of failing with ``database is locked`` when a read is upgraded to a write). Opening a
+database whose schema is current imports neither SQLAlchemy nor Alembic: a cheap look at
+``alembic_version`` comes first, and only a database that needs migrating loads them.
+
+Defaults (documented in the README and docs/concurrency.md): WAL journal,
+``synchronous=NORMAL`` (an acknowledged append survives a crash of the process;
+``durability="full"`` also survives power loss), ``journal_size_limit`` 64 MiB, busy
+timeout 5 seconds. A store also queues its writers on a lock file and checkpoints the WAL
+itself (see :mod:`eventstore.backends.writelock` and the constants below).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+from ..errors import DatabaseError
+from ..schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION
+
+DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
+# WAL checkpoints with the write queue (see SQLiteBackend._wrote and sqlite_checkpoint):
+CHECKPOINT_FRAMES = 1000  # WAL frames (pages, estimated) one store writes between two checkpoints
+WAL_RESET_FRAMES = 4000  # WAL frames (pages) past which a checkpoint makes sure the WAL starts over
+RESTART_WAIT = 0.05  # seconds that checkpoint waits, holding the write lock, for readers to leave the WAL
+DURABILITY = {"normal": "NORMAL", "full": "FULL"}
+# Page cache per connection, KiB (SQLite's default is 2 MiB; it grows only as pages are read).
+# The message rows of a session with many chunks lie on table pages shared with the chunks:
+# 100,000 chunks spread 1,000 messages over ~550 pages, more than 2 MiB holds, so every
+# projection read them all again with a pread each (1.5x the time of a session without
+# chunks). 8 MiB keeps them; a write by another process still empties the cache.
+CACHE_SIZE_KIB = 8192
+
+
+def wal_frames(events: int, payload_bytes: int) -> float:
+    """About how many WAL frames (pages) one commit of ``events`` events holding
+    ``payload_bytes`` of payload writes: 2.5 (the table's last page, the key index's, now
+    and then a parent page) plus one per 2,800 bytes of rows (a row is its payload and
+    about 200 bytes more). SQLite wrote, with 4 KiB pages: 2.1 frames for a single small
+    append, 3.6 for a batch of 10 and 10.1 for a batch of 100 chunk events, 5.3 for one
+    5,000-byte payload (a test keeps the estimate within a factor of 1.6)."""
+    return 2.5 + (payload_bytes + 200 * events) / 2800
+
+
+def database_url(target: str | os.PathLike) -> str:
+    """Turn a path (``agent.db``) or an SQLAlchemy URL (``sqlite:///agent.db``) into a URL."""
+    text = os.fspath(target)
+    if "://" in text:
+        return text
+    if not text:  # Path("") is the current folder: say what is wrong instead
+        raise DatabaseError("the database path is empty (give a file, an sqlite:// URL or :memory:)")
+    if text == ":memory:":
+        return "sqlite://"
+    return "sqlite:///" + str(Path(text).expanduser().absolute())
+
+
+def database_path(target: str | os.PathLike) -> str | None:
+    """The file of ``target`` (a path or an ``sqlite://`` URL, read as SQLAlchemy reads one:
+    ``sqlite:///relative.db``, ``sqlite:////absolute.db``); None for an in-memory database.
+    Raises :class:`DatabaseError` for another URL or one with options."""
+    url = database_url(target)
+    if not url.lower().startswith("sqlite:"):
+        raise DatabaseError(f"{url.split('://', 1)[0]} is not an SQLite URL")
+    rest = url.split("://", 1)[1]
+    if "?" in rest:
+        raise DatabaseError(f"{url}: URL options are not supported (give the file's path)")
+    if rest in ("", "/", "/:memory:"):
+        return None
+    if not rest.startswith("/"):
+        raise DatabaseError(f"{url}: an SQLite URL has three slashes before the path (sqlite:///PATH)")
+    return rest[1:]
+
+
+def configure_connection(conn: sqlite3.Connection, busy_timeout: float, durability: str) -> None:
+    """Apply the store's per-connection pragmas to a fresh ``sqlite3`` connection (autocommit
+    mode). Nothing here writes to the file: the journal mode is set by :func:`ensure_wal`,
+    once the file is known to be an eventstore database."""
+    conn.isolation_level = None  # the store emits BEGIN itself
+    cur = conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    if cur.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+        cur.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+    cur.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
+    # events.session_id -> sessions.id is declared (readers and tools see it) but not
+    # enforced here: the guard trigger refuses an unknown session on every connection,
+    # whatever its pragmas, and checking it twice cost 1,500 CPU instructions a row.
+    cur.execute("PRAGMA foreign_keys = OFF")
+    cur.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
+    cur.close()
+
+
+def connect(path: str | None, busy_timeout: float, durability: str = "normal") -> sqlite3.Connection:
+    """A configured read-write connection to the file ``path`` (None: a new in-memory
+    database). Raises ``sqlite3.Error``."""
+    conn = sqlite3.connect(":memory:" if path is None else path, timeout=busy_timeout,
+                           isolation_level=None, check_same_thread=False)
+    configure_connection(conn, busy_timeout, durability)
+    return conn
+
+
+def ensure_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Switch the file to WAL (persistent) unless it is already there or in memory."""
+    cur = conn.cursor()
+    if cur.execute("PRAGMA journal_mode").fetchone()[0] not in ("wal", "memory"):
+        deadline = time.monotonic() + busy_timeout
+        while True:  # switching to WAL needs a moment alone with the file
+            try:
+                cur.execute("PRAGMA journal_mode = WAL").fetchone()
+                break
+            except sqlite3.OperationalError as e:
+                if e.sqlite_errorname not in ("SQLITE_BUSY", "SQLITE_LOCKED") or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+        cur.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+    cur.close()
+
+
+def open_read_only(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **connect_args) -> sqlite3.Connection:
+    """Open the database file ``path`` read-only (``mode=ro``), falling back to
+    ``immutable=1`` when SQLite cannot create the ``-shm`` file beside a WAL database (a
+    folder the user may only read) and no ``-wal`` file shows a writer at work.
+    ``connect_args`` go to ``sqlite3.connect``. Raises ``sqlite3.Error``."""
+    uri = "file:" + quote(os.path.abspath(path)) + "?mode=ro"
+    args = {"timeout": busy_timeout, "check_same_thread": False, **connect_args}
+    conn = sqlite3.connect(uri, uri=True, **args)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if e.sqlite_errorname not in ("SQLITE_CANTOPEN", "SQLITE_READONLY") or os.path.exists(path + "-wal"):
+            raise
+        conn = sqlite3.connect(uri + "&immutable=1", uri=True, **args)
+    return conn
+
+
+def current_revision(conn: sqlite3.Connection) -> str | None:
+    """The Alembic revision stamped in the database, or None for an empty file."""
+    try:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return row[0] if row else None
+
+
+def migrations_path() -> str:
+    """Where the Alembic scripts are: the installed ``eventstore/migrations`` (built from
+    the repository's top-level ``migrations/``), or that folder in a source checkout."""
+    here = Path(__file__).resolve().parents[1]
+    for candidate in (here / "migrations", here.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return str(candidate)
+    raise DatabaseError(f"the migration scripts are missing (looked in {here / 'migrations'})")
+
+
+def _refuse_foreign(conn: sqlite3.Connection, revision: str | None, known: list[str], name: str) -> None:
+    """Raise :class:`DatabaseError` unless the file is empty or an eventstore database at a
+    revision this package knows: another application's file is never changed."""
+    if revision is None:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite%' ORDER BY name LIMIT 6")]
+        if tables:
+            raise DatabaseError(f"{name} is not an eventstore database (it holds {', '.join(tables)} but no "
+                                f"eventstore schema version); eventstore leaves it unchanged")
+    elif revision not in known and revision not in LEGACY_REVISIONS:
+        if revision < min(LEGACY_REVISIONS):  # the first release's revisions were numbered 0001, 0002, ...
+            raise DatabaseError(f"{name} is at schema revision {revision!r} of the first eventstore release: open "
+                                f"it once with that release (0.1) to bring it to 0007, which this eventstore upgrades")
+        raise DatabaseError(f"{name} is at schema revision {revision!r}, which this eventstore does not know "
+                            f"(its latest is {SCHEMA_REVISION!r}): it was written by a newer eventstore, "
+                            f"or it is another application's database; eventstore leaves it unchanged")
+
+
+def check_revision(conn: sqlite3.Connection, name: str) -> None:
+    """For a read-only open: raise :class:`DatabaseError` unless the database is at
+    :data:`SCHEMA_REVISION` or one of the :data:`READ_COMPATIBLE_REVISIONS` (an older one
+    needs a writable open to be upgraded)."""
+    revision = current_revision(conn)
+    if revision == SCHEMA_REVISION or revision in READ_COMPATIBLE_REVISIONS:
+        return
+    if revision is not None and revision < SCHEMA_REVISION:  # revisions are numbered 0007, 0008, ...
+        raise DatabaseError(f"{name} is at schema revision {revision!r}: open it once for writing "
+                            f"('eventstore init') to upgrade it to {SCHEMA_REVISION!r}")
+    _refuse_foreign(conn, revision, [], name)
+    raise DatabaseError(f"{name} is empty: not an eventstore database yet")
+
+
+def _alembic():
+    """Alembic's config and script directory for the package's migrations (imported only
+    when a database needs migrating)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", migrations_path())
+    return cfg, ScriptDirectory.from_config(cfg)
+
+
+class _Borrowed:
+    """The store's own connection lent to SQLAlchemy for a migration: everything passes
+    through, but closing it is left to the store."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        object.__setattr__(self, "_conn", conn)
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._conn, name, value)
+
+    def close(self) -> None:
+        pass
+
+
+def upgrade(conn: sqlite3.Connection, name: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> bool:
+    """Bring the database behind ``conn`` (autocommit mode) to :data:`SCHEMA_REVISION`;
+    return True if this call migrated.
+
+    Cheap when the schema is current (one query; SQLAlchemy and Alembic are not imported).
+    Safe when several processes open a new file at once: the upgrade runs inside one
+    ``BEGIN IMMEDIATE`` transaction (SQLite DDL is transactional), so one process migrates
+    while the others wait on the lock, then find the database at head and do nothing.
+    A database of the first release (at its last revision, 0007) is upgraded by
+    :func:`upgrade_legacy` in the same transaction. Raises :class:`DatabaseError`, changing
+    nothing, for a file that holds tables but no eventstore schema version, or a revision
+    this package does not know (a newer one).
+    """
+    if current_revision(conn) == SCHEMA_REVISION:
+        ensure_wal(conn, busy_timeout)
+        return False
+    from alembic import command
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.pool import StaticPool
+
+    cfg, script = _alembic()
+    known = [s.revision for s in script.walk_revisions()]
+    engine = create_engine("sqlite://", creator=lambda: _Borrowed(conn), poolclass=StaticPool)
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(c):
+        c.exec_driver_sql("BEGIN IMMEDIATE")
+
+    migrated = False
+    try:
+        with engine.connect() as sa_conn:
+            with sa_conn.begin():  # BEGIN IMMEDIATE: one migrator at a time
+                revision = current_revision(conn)
+                if revision != SCHEMA_REVISION:
+                    _refuse_foreign(conn, revision, known, name)
+                    if revision in LEGACY_REVISIONS:
+                        upgrade_legacy(conn, name, script)
+                    cfg.attributes["connection"] = sa_conn
+                    command.upgrade(cfg, "head")
+                    migrated = True
+    finally:
+        engine.dispose()
+    ensure_wal(conn, busy_timeout)
+    return migrated
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _normal(sql: str | None) -> str:
+    return _SPACE.sub(" ", sql or "").strip()
+
+
+def upgrade_legacy(conn: sqlite3.Connection, name: str, script) -> None:
+    """Bring a database of the first release (stamped ``0007``) to the baseline revision,
+    inside the caller's write transaction: check that its tables are the baseline's (they
+    were created by the same DDL), then drop its indexes, triggers and views and create the
+    baseline's (plain DROP and CREATE: the stored rows are not touched), and stamp the
+    baseline. Raises :class:`DatabaseError` if the tables differ (changing nothing)."""
+    base = script.get_revision(script.get_base()).module
+    stored = {n: s for n, s in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")}
+    for table, ddl in base.SQLITE_TABLES.items():
+        if _normal(stored.get(table)) != _normal(ddl):
+            raise DatabaseError(f"{name}: table {table} is not the one the first eventstore release created "
+                                f"(edited by hand?); eventstore leaves the file unchanged")
+    objects = conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('index', 'trigger', 'view') "
+                           "AND name NOT LIKE 'sqlite_autoindex%'").fetchall()
+    for kind, obj in objects:
+        conn.execute(f'DROP {kind.upper()} "{obj}"')
+    for group in (base.SQLITE_INDEXES, base.SQLITE_TRIGGERS, base.SQLITE_VIEWS):
+        for ddl in group.values():
+            conn.execute(ddl)
+    conn.execute("UPDATE alembic_version SET version_num = ?", (script.get_base(),))

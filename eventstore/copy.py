@@ -1,0 +1,107 @@
+"""Copy sessions between two stores (SQLite to PostgreSQL and back): how a user outgrows one
+machine.
+
+Each session goes through the JSONL format, the store's own lossless interchange (export
+writes it byte for byte as the reference does; import reads it back, validates it and
+rebuilds the same hash chain): every seq, ts, payload (as its canonical text) and the
+session's meta are kept, so the hashes are the same ones. Sessions are copied one by one,
+each in one transaction, in the order of their first event; within a session, events keep
+their seq (= position) order. The copy is checked: the source's stored hash chain first
+(a session whose stored hashes do not verify is not copied: the copy would hide the
+tampering behind a fresh, valid chain), the target's heads afterwards.
+
+A session already in the target with the same events is left as it is, so a copy that was
+interrupted can simply be run again; a session already there with other events is an
+error (nothing of it is written).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .errors import EventStoreError, SessionNotFound
+from .store import EventStore
+
+__all__ = ["CopyError", "CopyResult", "copy_sessions"]
+
+#: Bytes of one session's JSONL kept in memory on the way; more goes to a temporary file.
+SPOOL_BYTES = 16 * 1024 * 1024
+
+
+class CopyError(EventStoreError):
+    """A session could not be copied (its source fails its hash chain, or the target holds
+    other events under its id). ``session_id`` names it."""
+
+    _init_args = ("session_id", "reason")
+
+    def __init__(self, session_id: str, reason: str):
+        self.session_id = session_id
+        self.reason = reason
+        super().__init__(f"session {session_id!r}: {reason}")
+
+
+@dataclass
+class CopyResult:
+    """One copied session: its id, its number of events, its head hash, and whether it was
+    already in the target (``skipped``)."""
+
+    session_id: str
+    events: int
+    head: str
+    skipped: bool
+
+
+def _ordered_ids(src: EventStore, session_ids: Iterable[str] | None) -> list[str]:
+    infos = src.sessions()
+    if session_ids is None:
+        ids = [i.id for i in infos]
+    else:
+        ids = list(dict.fromkeys(session_ids))
+        known = {i.id for i in infos}
+        for sid in ids:
+            if sid not in known:
+                raise SessionNotFound(sid)
+
+    def first_position(sid: str) -> float:
+        first = src.backend.session_events(sid, limit=1)
+        return first[0][1] if first else float("inf")
+
+    return sorted(ids, key=first_position)
+
+
+def copy_sessions(src: EventStore, dst: EventStore, session_ids: Iterable[str] | None = None,
+                  progress: Callable[[CopyResult], None] | None = None) -> list[CopyResult]:
+    """Copy the sessions ``session_ids`` (all when None) from ``src`` to ``dst`` and return
+    one :class:`CopyResult` per session, in the order copied (by first event).
+
+    ``progress`` is called after each session. Raises :class:`SessionNotFound` (an id not in
+    ``src``), :class:`CopyError` (a session whose stored hashes do not verify in ``src``, or
+    whose copy's head differs), :class:`~eventstore.errors.ImportConflict` (``dst`` holds
+    other events under the id), :class:`~eventstore.errors.DatabaseError`. Sessions copied
+    before an error stay copied.
+    """
+    from . import audit
+    from .bulk import import_jsonl
+    from .export import export_session
+
+    results = []
+    for sid in _ordered_ids(src, session_ids):
+        before = audit.verify(src.backend, [sid])
+        broken = [f for f in before.findings if f.kind in ("hash", "seq")]
+        if broken:
+            raise CopyError(sid, f"its stored events do not verify ({broken[0]}); run eventstore verify")
+        events, head = before.heads[sid]
+        with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as buf:
+            export_session(src, sid, buf)
+            buf.seek(0)
+            report = import_jsonl(dst, buf, name=f"{sid} (copied)")
+        after = audit.verify(dst.backend, [sid]).heads[sid]
+        if after != (events, head):
+            raise CopyError(sid, f"the copy's head {after} differs from the source's {(events, head)}")
+        result = CopyResult(sid, events, head, skipped=report.status == "skipped")
+        results.append(result)
+        if progress is not None:
+            progress(result)
+    return results

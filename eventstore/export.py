@@ -1,0 +1,241 @@
+"""JSONL export: whole sessions out, byte for byte as the reference ``save()`` writes them.
+
+:func:`export_session` and :func:`export_sessions` write files (atomically, beside the
+target) or file objects; the lines come from the backend
+(:meth:`~eventstore.backends.base.Backend.export_chunks`), page by page, so memory does not
+grow with the session. :func:`chunks_from_rows` formats raw rows for a backend that does not
+build pages itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from .codec import dumps, encodable, event_line, loads, meta_line
+from .errors import DatabaseError, InvalidEvent, SessionNotFound
+from .jsonl import file_name_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .backends.base import Backend
+    from .store import EventStore
+
+__all__ = ["chunks_from_rows", "export_session", "export_sessions", "rewritten_payload"]
+
+EXPORT_PAGE = 500  # events per read of an export (one short read each)
+EXPORT_BUFFER = 1 << 20  # bytes gathered before each write
+
+Progress = Callable[[int, int], None]
+"""``progress(bytes, events)``: called as an export goes, with the bytes and events written
+since the previous call."""
+
+
+def chunks_from_rows(backend: Backend, session_id: str, meta_json: str) -> Iterator[tuple[list, int, int]]:
+    """The session's JSONL as ``(pieces, bytes, events)`` (see
+    :meth:`~eventstore.backends.base.Backend.export_chunks`), built from
+    :meth:`~eventstore.backends.base.Backend.export_rows` pages of :data:`EXPORT_PAGE`
+    events, about :data:`EXPORT_BUFFER` bytes a chunk."""
+    out: list = [(meta_line(session_id, meta_json) + "\n").encode("utf-8")]
+    size = len(out[0])
+    pending = 0
+    last = -1
+    while True:
+        rows = backend.export_rows(session_id, last, EXPORT_PAGE)
+        for type_, seq, ts, payload in rows:
+            text = payload if type(payload) is str and _canonical_start(payload) else None
+            if text is None or "\n" in text or "\r" in text:
+                raw = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else bytes(payload)
+                text = rewritten_payload(raw, session_id, seq)
+            line = (event_line(type_, seq, ts, text) + "\n").encode("utf-8")
+            out.append(line)
+            size += len(line)
+            pending += 1
+            if size >= EXPORT_BUFFER:
+                yield out, size, pending
+                out = []
+                size = pending = 0
+        if len(rows) < EXPORT_PAGE:
+            break
+        last = rows[-1][1]
+    yield out, size, pending
+
+
+def _canonical_start(payload: str) -> bool:
+    """Whether ``payload`` starts as JSON.stringify starts an object (``{"`` or exactly ``{}``)."""
+    return payload.startswith('{"') or payload == "{}"
+
+
+def rewritten_payload(raw: bytes, session_id: str, seq: int) -> str:
+    """The canonical text of a stored payload (UTF-8 ``raw``) that export cannot write as
+    it stands: a line break, whitespace before or just after the ``{``, or a BLOB, which
+    plain SQL could store (the last two only before revision 0006). Raises
+    :class:`DatabaseError` naming the event if it is not a JSON object after all."""
+    try:
+        payload = loads(raw.decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError too
+        payload = e
+    if not isinstance(payload, dict):
+        raise DatabaseError(f"session {session_id!r} seq {seq}: the stored payload is not a JSON object "
+                            f"that export can write ({str(payload)[:80] or type(payload).__name__})")
+    return dumps(payload)
+
+
+
+
+def _create_beside(path: Path) -> tuple[int, str]:
+    """Create an empty temporary file in ``path``'s folder, for writing, with the mode a new
+    file gets there (0666 less the umask, as the reference's writeFileSync gives it), or
+    ``path``'s own mode when it exists. ``tempfile.mkstemp`` would make it 0600: an export
+    that other users (auditors) could not read. Returns ``(fd, name)``."""
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = None
+    while True:
+        tmp = str(path.parent / f".export-{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:
+            continue
+        if mode is not None:
+            os.fchmod(fd, mode)
+        return fd, tmp
+
+
+
+def _check_not_the_store(store: EventStore, text: str) -> None:
+    """Raise ``OSError`` (EINVAL) if ``text`` names one of the store's own files (by any
+    path, a link included): an export there would replace the database with JSONL."""
+    real = os.path.realpath(text)
+    for f in store.backend.files():
+        if real == f or (os.path.exists(f) and os.path.exists(text) and os.path.samefile(text, f)):
+            raise OSError(errno.EINVAL, "is this store's own database file (export would overwrite it)", text)
+
+
+
+def export_session(store: EventStore, session_id: str, dest: str | os.PathLike | IO,
+                   progress: Progress | None = None) -> int:
+    """Write one session as JSONL, byte-identical to what the reference ``save()`` writes
+    for it, and return the number of events written.
+
+    ``dest`` is a path or a file object (binary, or text with an ``encoding``). A path to
+    a regular file (or to none yet) is written to a temporary file beside it, then renamed
+    into place, so a reader never sees half a file; through a symbolic link, the link's
+    target is replaced and the link kept. A path to something else (a FIFO, a device,
+    ``/dev/stdout``) is written straight through, as the reference's ``writeFileSync``
+    does. Reads :data:`EXPORT_PAGE` events per query and writes about every
+    :data:`EXPORT_BUFFER` bytes: memory does not grow with the session.
+    Raises :class:`~eventstore.errors.SessionNotFound`, ``OSError`` (``IsADirectoryError``
+    for a folder, or a path ending in a slash, ``FileNotFoundError`` for an empty path,
+    ``NotADirectoryError`` when a folder of the path is a file, ``PermissionError`` for a
+    file the user may not write, ``EINVAL`` for one of the store's own database files; all
+    before anything is created).
+    """
+    if isinstance(dest, (str, os.PathLike)):
+        if not encodable(session_id) or store.backend.session_meta(session_id) is None:
+            raise SessionNotFound(session_id)  # before creating anything
+        text = os.fspath(dest)
+        if not text:  # Path("") is the current folder; open("") fails so, as the reference save("") does
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), text)
+        # A folder is no file to write ("." failed only at the rename, as EBUSY), nor is a
+        # path ending in a slash, which Path() would drop ("out/" overwrote the file "out").
+        # Nor is one ending in "/." or "/..", which Path() would also drop ("f/." overwrote f).
+        if os.path.isdir(text) or text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
+        _check_not_the_store(store, text)
+        try:
+            mode = os.stat(text).st_mode  # through a link, its target
+        except FileNotFoundError:  # nothing there yet (or a link to nothing: its target is created)
+            mode = None
+        except OSError as e:  # ENOTDIR, ENAMETOOLONG, EACCES, ELOOP: as open() would say
+            raise OSError(e.errno, e.strerror, text) from None
+        if mode is not None:
+            if not os.access(text, os.W_OK):  # a read-only file is not replaced
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), text)
+            if not stat.S_ISREG(mode):
+                try:
+                    with open(text, "wb") as f:
+                        return export_session(store, session_id, f, progress)
+                except OSError as e:  # a write's error (ENOSPC, EPIPE) names no file: this one
+                    if e.filename is None:
+                        raise OSError(e.errno, e.strerror, text) from None
+                    raise
+        # A link is followed, not replaced: the rename lands on what it points to.
+        path = Path(os.path.realpath(text)) if os.path.islink(text) else Path(text)
+        try:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)  # as the reference save() does
+            except FileExistsError:  # a folder of the path is a file: say so, as open() would
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text) from None
+            fd, tmp = _create_beside(path)
+        except OSError as e:  # named after the file asked for, not the temporary one
+            raise OSError(e.errno, e.strerror, text) from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                n = export_session(store, session_id, f, progress)
+            os.replace(tmp, path)
+        except BaseException as e:
+            os.unlink(tmp)
+            if isinstance(e, OSError) and e.filename == tmp:
+                raise OSError(e.errno, e.strerror, text) from None
+            raise
+        return n
+    binary = not hasattr(dest, "encoding")
+    write = dest.write
+    n = 0
+    meta_json = store.backend.session_meta(session_id) if encodable(session_id) else None
+    if meta_json is None:
+        raise SessionNotFound(session_id)
+    for pieces, nbytes, events in store.backend.export_chunks(session_id, meta_json):
+        chunk = b"".join(pieces)
+        write(chunk if binary else chunk.decode("utf-8"))
+        n += events
+        if progress is not None:
+            progress(nbytes, events)
+    return n
+
+
+
+def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: Iterable[str] | None = None,
+                    progress: Progress | None = None,
+                    done: Callable[[str, Path, int], None] | None = None) -> list[tuple[str, Path, int]]:
+    """Export sessions to ``folder`` (created if missing), one file each, and return
+    ``(session_id, path, events)`` per session.
+
+    ``session_ids`` selects sessions (default: every stored one). File names come from
+    :func:`~eventstore.jsonl.file_name_for`: whatever an id holds (``/``, ``..``, NUL, a
+    drive letter, upper case), its file lands inside ``folder`` under a name that maps back
+    to it alone; an existing file of that name is replaced. ``done(session_id, path,
+    events)`` is called after each file. Raises :class:`~eventstore.errors.SessionNotFound`
+    and ``OSError`` (``EINVAL`` when a file would land on the store's own database), both
+    before writing anything, and ``OSError`` for a file that cannot be written.
+    """
+    base = Path(folder)
+    ids = [i.id for i in store.sessions()] if session_ids is None else list(dict.fromkeys(session_ids))
+    for sid in ids:
+        if not encodable(sid) or store.backend.session_meta(sid) is None:
+            raise SessionNotFound(sid)
+    base.mkdir(parents=True, exist_ok=True)
+    taken: dict[str, str] = {}
+    paths = []
+    for sid in ids:
+        name = file_name_for(sid)
+        key = name.lower()
+        if key in taken or os.path.basename(name) != name or name in (".", ".."):  # pragma: no cover - by design
+            raise InvalidEvent(f"session {sid!r}: export name {name!r} is not unique or not a plain file name")
+        taken[key] = sid
+        paths.append(base / name)
+        _check_not_the_store(store, os.fspath(paths[-1]))  # before writing any file
+    result = []
+    for sid, path in zip(ids, paths, strict=True):
+        n = export_session(store, sid, path, progress)
+        result.append((sid, path, n))
+        if done is not None:
+            done(sid, path, n)
+    return result
+

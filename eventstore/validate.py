@@ -1,0 +1,54 @@
+"""Checks of what callers pass in: event types, timestamps, seqs, session ids.
+
+Each raises :class:`~eventstore.errors.InvalidEvent` with a sentence saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import InvalidEvent
+
+__all__ = ["_check_seq", "_check_session_id", "_check_ts", "_check_type"]
+
+
+def _check_type(type_: Any) -> None:
+    if type(type_) is not str or not type_:
+        if isinstance(type_, str) and type_:  # a StrEnum member, say: stored types are plain text
+            raise InvalidEvent(f"event type must be a plain str, not a {type(type_).__name__} "
+                               f"(a str subclass): pass str.__str__ of it, {str.__str__(type_)!r}")
+        raise InvalidEvent(f"event type must be a non-empty string, not {type_!r}")
+    if type_ == "session/meta":
+        raise InvalidEvent("event type 'session/meta' is reserved for the first line of a JSONL file")
+    if not type_.isascii():
+        try:
+            type_.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidEvent(f"event type {type_!r} holds a lone UTF-16 surrogate") from None
+
+
+def _check_ts(ts: Any) -> float:
+    try:  # an int past a double's range raises OverflowError in float() and isfinite()
+        ok = not isinstance(ts, bool) and isinstance(ts, (int, float)) and math.isfinite(ts)
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise InvalidEvent(f"ts must be a finite number of seconds since the epoch, not {ts!r:.80}")
+    return float(ts) + 0.0  # -0.0 is stored (and read back) as 0.0
+
+
+def _check_seq(seq: Any, what: str = "expected_seq") -> int:
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise InvalidEvent(f"{what} must be an integer >= 0, not {seq!r}")
+    return seq
+
+
+def _check_session_id(session_id: Any) -> str:
+    if type(session_id) is not str or not session_id:
+        raise InvalidEvent(f"session id must be a non-empty string, not {session_id!r}")
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidEvent(f"session id {session_id!r} holds a lone UTF-16 surrogate") from None
+    return session_id

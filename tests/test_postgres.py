@@ -1,0 +1,422 @@
+"""PostgreSQL itself: attacks through plain psycopg, least-privilege roles, tampering with the
+triggers switched off, concurrency with real processes, LISTEN/NOTIFY, the sql sandbox,
+the projection equal to SQLite's, and `eventstore copy` between the two databases.
+
+Everything runs against the throwaway server of tests/pgserver.py (fixtures ``pg_server``
+and ``pg_url`` in conftest.py); the contract suite runs on PostgreSQL through the
+parametrized ``store`` fixture."""
+
+from __future__ import annotations
+
+import io
+import json
+import multiprocessing as mp
+import sqlite3
+import threading
+
+import pytest
+import workers
+from click.testing import CliRunner
+from conftest import DATA, FIXTURES, export_bytes
+
+from eventstore import DatabaseError, EventStore, SeqConflict, audit
+from eventstore.cli import cli
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg import errors as pg_errors  # noqa: E402
+
+CTX = mp.get_context("spawn")
+
+
+def filled(url: str) -> EventStore:
+    """A store with two sessions (s: 6 events, t: 2 events)."""
+    store = EventStore.open(url)
+    s = store.create_session("s")
+    s.append("user/message", {"content": "hi"})
+    s.append("assistant/message", {"content": "", "tool_calls": [{"id": "c1", "type": "function",
+                                                                  "function": {"name": "ls", "arguments": "{}"}}]})
+    s.append("tool/result", {"tool_call_id": "c1", "content": "a\nb"})
+    s.append("assistant/message", {"content": "done", "event_id": "k1"})
+    s.append_many([("turn/start", {}), ("turn/end", {})])
+    t = store.create_session("t")
+    t.append_many([("user/message", {"content": "x"}), ("assistant/message", {"content": "y"})])
+    return store
+
+
+def snapshot(conn) -> list:
+    return [conn.execute("SELECT * FROM events ORDER BY position").fetchall(),
+            conn.execute("SELECT * FROM sessions ORDER BY id").fetchall()]
+
+
+# --- attacks: each way of changing, removing, overwriting or gapping stored rows -------------
+
+ATTACKS = [
+    ("UPDATE events SET payload = '{\"content\":\"evil\"}' WHERE session_id = 's' AND seq = 0", "ES004"),
+    ("UPDATE events SET seq = seq + 100", "ES004"),
+    ("DELETE FROM events WHERE session_id = 's' AND seq = 5", "ES004"),
+    ("DELETE FROM events", "ES004"),
+    ("TRUNCATE events CASCADE", "ES004"),
+    ("TRUNCATE sessions CASCADE", "ES005"),
+    ("UPDATE sessions SET meta = '{\"x\":1}'", "ES005"),
+    ("DELETE FROM sessions WHERE id = 't'", "ES005"),
+    # overwrite: a stored seq again, plainly or through ON CONFLICT
+    ("INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES ('s', 2, 'x', 1, '{}', repeat('0', 64))",
+     "ES002"),
+    ("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES (3, 's', 6, 'x', 1, '{}', "
+     "repeat('0', 64)) ON CONFLICT (position) DO UPDATE SET payload = EXCLUDED.payload", "ES003"),
+    ("INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES ('s', 0, 'x', 1, '{}', repeat('0', 64)) "
+     "ON CONFLICT (session_id, seq) DO UPDATE SET payload = EXCLUDED.payload", "ES002"),
+    ("INSERT INTO sessions (id, created_at) VALUES ('s', 1) ON CONFLICT (id) DO UPDATE SET meta = '{\"x\":1}'",
+     "ES005"),
+    ("INSERT INTO sessions (id, created_at) VALUES ('s', 1)", "23505"),
+    # gaps: a seq past the next one, a position past the next one
+    ("INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES ('s', 7, 'x', 1, '{}', repeat('0', 64))",
+     "ES002"),
+    ("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES (100, 's', 6, 'x', 1, '{}', "
+     "repeat('0', 64))", "ES003"),
+    ("INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES ('nobody', 0, 'x', 1, '{}', "
+     "repeat('0', 64))", "ES001"),
+]
+
+
+@pytest.mark.parametrize("sql,code", ATTACKS, ids=[a[0][:60] for a in ATTACKS])
+def test_plain_sql_attacks_fail_and_change_nothing(pg_url, sql, code):
+    filled(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the superuser who owns the tables
+        before = snapshot(conn)
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute(sql)
+        assert e.value.sqlstate == code, e.value
+        assert snapshot(conn) == before
+
+
+def test_on_conflict_do_nothing_cannot_overwrite(pg_url):
+    filled(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        before = snapshot(conn)
+        conn.execute("INSERT INTO sessions (id, created_at, meta) VALUES ('s', 1, '{\"x\":1}') "
+                     "ON CONFLICT DO NOTHING")
+        assert snapshot(conn) == before
+
+
+def test_the_store_translates_refusals_by_code(pg_url):
+    store = filled(pg_url)
+    other = EventStore.open(pg_url)  # a second writer: the first one's cached head goes stale
+    other.session("s").append("x", {})
+    ev = store.session("s").append("y", {})  # refused at the stale head (ES002), then at the real one
+    assert ev.seq == 7
+    with pytest.raises(SeqConflict) as e:
+        store.session("s").append("z", {}, expected_seq=3)
+    assert e.value.actual_seq == 8
+    store.close()
+    other.close()
+
+
+# --- positions, commit order, rolled-back appends ---------------------------------------------
+
+def test_positions_stay_dense_after_rolled_back_inserts(pg_url):
+    store = filled(pg_url)
+    with psycopg.connect(pg_url) as conn:  # a transaction that inserts, then rolls back
+        conn.execute("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+                     "VALUES ('t', 2, 'x', 1, '{}', repeat('0', 64))")
+        conn.rollback()
+    store.session("t").append("after", {})
+    with psycopg.connect(pg_url) as conn:
+        positions = [r[0] for r in conn.execute("SELECT position FROM events ORDER BY position")]
+    assert positions == list(range(1, len(positions) + 1))
+    store.close()
+
+
+def test_a_later_commit_never_has_a_smaller_position(pg_url):
+    """A transaction that inserted first but commits later: a second writer waits for it
+    (the position lock), so positions follow commit order."""
+    store = filled(pg_url)
+    conn = psycopg.connect(pg_url)
+    conn.execute("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+                 "VALUES ('t', 2, 'x', 1, '{}', repeat('0', 64))")  # position 9, not committed yet
+    done = threading.Event()
+    result = {}
+
+    def append() -> None:
+        result["ev"] = store.session("s").append("late", {})
+        done.set()
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    assert not done.wait(0.5)  # waits for the open transaction's lock
+    with psycopg.connect(pg_url, autocommit=True) as look:
+        assert look.execute("SELECT max(position) FROM events").fetchone()[0] == 8
+    conn.commit()
+    thread.join(10)
+    assert result["ev"].position == 10
+    conn.close()
+    store.close()
+
+
+def test_concurrent_first_opens_migrate_once(pg_server):
+    name = pg_server.create_database()
+    url = pg_server.url(name)
+    args = [(url, i, 1, None, 10) for i in range(6)]
+    barrier = CTX.Barrier(len(args))
+    results = CTX.Queue()
+    procs = [CTX.Process(target=workers.writer, args=(*a, barrier, results)) for a in args]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        tag, status, value = results.get(timeout=120)
+        assert status == "ok", value
+    for p in procs:
+        p.join(10)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM alembic_version").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 6
+
+
+# --- concurrency: real processes ----------------------------------------------------------------
+
+def test_writers_and_a_follower_lose_nothing(pg_url):
+    """8 writer processes on their own sessions, 8 on one shared session, and a follower:
+    nothing lost, duplicated or reordered; positions dense; the follower sees every event
+    once, in position order."""
+    count = 150
+    with EventStore.open(pg_url) as store:
+        store.create_session("shared")
+    args = [(pg_url, i, count, None, 50) for i in range(8)] + [(pg_url, 8 + i, count, "shared", 50) for i in range(8)]
+    total = len(args) * count
+    barrier = CTX.Barrier(len(args) + 1)
+    results = CTX.Queue()
+    procs = [CTX.Process(target=workers.follower, args=(pg_url, None, total, barrier, results, "follower"))]
+    procs += [CTX.Process(target=workers.writer, args=(*a, barrier, results)) for a in args]
+    for p in procs:
+        p.start()
+    got = {}
+    try:
+        for _ in procs:
+            tag, status, value = results.get(timeout=300)
+            assert status == "ok", value
+            got[tag] = value
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+    seen = got["follower"]
+    assert [e[0] for e in seen] == list(range(1, total + 1))  # every position once, in order
+    for w in range(16):
+        assert [e[4] for e in seen if e[3] == w] == list(range(count))  # each writer's order kept
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT position, session_id, seq FROM events ORDER BY position").fetchall()
+    assert [r[0] for r in rows] == list(range(1, total + 1))
+    assert [(r[0], r[1], r[2]) for r in rows] == [(e[0], e[1], e[2]) for e in seen]
+    by_session: dict = {}
+    for _pos, sid, seq in rows:
+        by_session.setdefault(sid, []).append(seq)
+    assert by_session["shared"] == list(range(8 * count))
+    for i in range(8):
+        assert by_session[f"w{i}"] == list(range(count))
+    with EventStore.open(pg_url, readonly=True) as store:  # (the writers' tool results answer no call)
+        assert [f for f in audit.verify(store.backend).findings if f.kind in ("hash", "seq", "trigger")] == []
+
+
+def test_follower_wakes_on_notify(pg_url):
+    store = filled(pg_url)
+    follower = store.backend.follower(poll_interval=60)
+    try:
+        last = follower.events_after(0, 100)[-1][0]
+        assert follower.wait_for_commit(0.2) is False  # nothing committed: the timeout
+        with EventStore.open(pg_url) as other:
+            other.session("t").append("x", {})
+        assert follower.wait_for_commit(30) is True  # woken by the commit, not by the 60 s poll
+        assert [r[0] for r in follower.events_after(last, 100)] == [last + 1]
+    finally:
+        follower.close()
+        store.close()
+
+
+# --- tampering with the triggers switched off ------------------------------------------------
+
+def test_verify_names_every_tampered_seq(pg_url):
+    store = filled(pg_url)
+    with EventStore.open(pg_url, readonly=True) as ro:
+        assert audit.verify(ro.backend).ok
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # a superuser switches the triggers off
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE events SET payload = '{\"content\":\"bye\"}' WHERE session_id = 's' AND seq = 0")
+        conn.execute("DELETE FROM events WHERE session_id = 's' AND seq = 2")
+        conn.execute("UPDATE events SET ts = 5 WHERE session_id = 't' AND seq = 1")
+        conn.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                     "VALUES (100, 'ghost', 0, 'x', 1, '{}', repeat('0', 64))")
+    with EventStore.open(pg_url, readonly=True) as ro:
+        report = audit.verify(ro.backend)
+    found = {(f.session_id, f.seq, f.kind) for f in report.findings}
+    assert ("s", 0, "hash") in found
+    assert ("s", 3, "seq") in found  # seq 2 is missing
+    assert ("t", 1, "hash") in found
+    assert ("ghost", None, "session") in found
+    store.close()
+
+
+def test_verify_reports_a_disabled_trigger(pg_url):
+    filled(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE events DISABLE TRIGGER events_guard_update")
+        conn.execute("DROP TRIGGER sessions_guard_delete ON sessions")
+    with EventStore.open(pg_url, readonly=True) as ro:
+        report = audit.verify(ro.backend)
+    text = "\n".join(str(f) for f in report.findings if f.kind == "trigger")
+    assert "events_guard_update on events is disabled" in text
+    assert "sessions_guard_delete on sessions is missing" in text
+
+
+# --- least privilege --------------------------------------------------------------------------
+
+def test_writer_and_auditor_roles(pg_server, pg_url, tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(cli, ["--db", pg_url, "roles"])
+    assert r.exit_code == 0, r.output
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DO $$ BEGIN CREATE ROLE agent1 LOGIN IN ROLE eventstore_writer; "
+                     "CREATE ROLE audit1 LOGIN IN ROLE eventstore_auditor; "
+                     "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    name = pg_url.rsplit("/", 1)[1]
+    writer, auditor = pg_server.url(name, "agent1"), pg_server.url(name, "audit1")
+
+    # the store works as the writer: appends, batches, import
+    with EventStore.open(writer) as store:
+        s = store.create_session("w")
+        s.append("user/message", {"content": "hi"})
+        s.append_many([("turn/start", {}), ("turn/end", {})])
+        store.import_jsonl(DATA / "demo.jsonl")
+    with psycopg.connect(writer, autocommit=True) as conn:
+        before = snapshot(conn)
+        for sql in ["UPDATE events SET ts = 0", "DELETE FROM events", "TRUNCATE events CASCADE",
+                    "ALTER TABLE events DISABLE TRIGGER events_guard_update", "DROP TABLE events CASCADE",
+                    "SET session_replication_role = replica", "DROP TRIGGER events_guard_delete ON events",
+                    "CREATE TABLE x (a int)", "DELETE FROM alembic_version"]:
+            with pytest.raises((pg_errors.InsufficientPrivilege, pg_errors.ReadOnlySqlTransaction)):
+                conn.execute(sql)
+        assert snapshot(conn) == before
+
+    # sql and verify work as the auditor, who cannot write
+    r = runner.invoke(cli, ["--db", auditor, "sql", "SELECT count(*) AS n FROM events WHERE session_id = 'w'",
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output) == [{"n": 3}]
+    r = runner.invoke(cli, ["--db", auditor, "verify", "w"])
+    assert r.exit_code == 0, r.output
+    with psycopg.connect(auditor, autocommit=True) as conn:
+        with pytest.raises(pg_errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
+
+
+# --- eventstore sql ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sql", ["DELETE FROM events", "CREATE TABLE x (a int)", "SELECT 1; DELETE FROM events",
+                                 "COMMIT", "INSERT INTO sessions (id, created_at) VALUES ('z', 1)"])
+def test_sql_refuses_what_writes(pg_url, sql):
+    filled(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        before = snapshot(conn)
+    r = CliRunner().invoke(cli, ["--db", pg_url, "sql", sql])
+    assert r.exit_code != 0
+    assert "Traceback" not in r.output
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert snapshot(conn) == before
+
+
+def test_sql_settings_do_not_outlive_the_query(pg_url):
+    filled(pg_url).close()
+    from eventstore.backends.postgres import PostgresBackend
+
+    q = PostgresBackend.query_connection(pg_url)
+    try:
+        list(q.query("SELECT set_config('statement_timeout', '0', false)")[1])
+        _cols, rows = q.query("SELECT current_setting('statement_timeout'), current_setting('transaction_read_only')")
+        assert list(rows) == [("30s", "on")]
+    finally:
+        q.close()
+
+
+# --- the projection and the audit views equal SQLite's ---------------------------------------
+
+def test_views_give_the_same_rows_as_sqlite(pg_url, tmp_path):
+    db = tmp_path / "x.db"
+    with EventStore.open(db) as lite, EventStore.open(pg_url) as pg:
+        for name in FIXTURES:
+            lite.import_jsonl(DATA / f"{name}.jsonl")
+            pg.import_jsonl(DATA / f"{name}.jsonl")
+    src = sqlite3.connect(db)
+    with psycopg.connect(pg_url) as conn:
+        for view, key in [("messages", "session_id, seq"), ("tool_calls", "session_id, call_seq, call_id"),
+                          ("turns", "session_id, start_seq"), ("session_summary", "session_id")]:
+            a = src.execute(f"SELECT * FROM {view} ORDER BY {key}").fetchall()
+            b = [tuple(r) for r in conn.execute(f"SELECT * FROM {view} ORDER BY {key}")]
+            if view == "tool_calls":  # SQLite's ->> ends a text at U+0000, which PostgreSQL cannot hold
+                a = [r[:6] + r[7:] for r in a]
+                b = [r[:6] + r[7:] for r in b]
+            assert a == b, view
+    src.close()
+
+
+# --- eventstore copy --------------------------------------------------------------------------
+
+def test_copy_sqlite_to_postgres_and_back(pg_url, tmp_path):
+    lite = tmp_path / "a.db"
+    with EventStore.open(lite) as store:
+        ids = [store.import_jsonl(DATA / f"{name}.jsonl") for name in FIXTURES]
+        store.create_session("empty")
+        store.session(ids[0]).append("note", {"text": "live"})
+    runner = CliRunner()
+    r = runner.invoke(cli, ["copy", str(lite), pg_url])
+    assert r.exit_code == 0, r.output
+    back = tmp_path / "b.db"
+    r = runner.invoke(cli, ["copy", pg_url, str(back)])
+    assert r.exit_code == 0, r.output
+    with EventStore.open(lite) as a, EventStore.open(pg_url) as p, EventStore.open(back) as b:
+        for sid in [*ids, "empty"]:
+            assert export_bytes(a, sid) == export_bytes(p, sid) == export_bytes(b, sid)
+        for store in (p, b):
+            report = audit.verify(store.backend)
+            src_report = audit.verify(a.backend)
+            assert report.heads == src_report.heads
+            assert {str(f) for f in report.findings} == {str(f) for f in src_report.findings}
+    # again: everything is already there
+    r = runner.invoke(cli, ["copy", str(lite), pg_url, ids[1]])
+    assert r.exit_code == 0 and "already there" in r.output, r.output
+
+
+def test_copy_refuses_a_tampered_source_session(pg_url, tmp_path):
+    lite = tmp_path / "a.db"
+    with EventStore.open(lite) as store:
+        sid = store.import_jsonl(DATA / "demo.jsonl")
+    conn = sqlite3.connect(lite)
+    conn.execute("DROP TRIGGER events_guard_update")
+    conn.execute("UPDATE events SET ts = ts + 1 WHERE seq = 1")
+    conn.commit()
+    conn.close()
+    r = CliRunner().invoke(cli, ["copy", str(lite), pg_url])
+    assert r.exit_code != 0
+    assert "do not verify" in r.output
+    with EventStore.open(pg_url) as p:
+        assert [s.id for s in p.sessions()] == []
+    assert sid
+
+
+def test_export_of_a_postgres_session_streams(pg_url):
+    with EventStore.open(pg_url) as store:
+        sid = store.import_jsonl(DATA / "big.jsonl")
+        out = io.BytesIO()
+        store.export_jsonl(sid, out)
+    assert out.getvalue() == (DATA / "big.jsonl").read_bytes()
+
+
+def test_urls_in_both_forms_and_no_password_in_messages(pg_url, pg_server):
+    sqlalchemy_form = pg_url.replace("postgresql://", "postgresql+psycopg://")
+    with EventStore.open(sqlalchemy_form) as store:
+        store.create_session("a").append("x", {})
+    with EventStore.open(pg_url) as store:
+        assert [s.id for s in store.sessions()] == ["a"]
+    closed_port = pg_url.replace(f":{pg_server.port}/", ":1/").replace("postgres@", "postgres:s3cret@")
+    with pytest.raises(DatabaseError) as e:
+        EventStore.open(closed_port)
+    assert "cannot connect" in str(e.value) and "s3cret" not in str(e.value)
