@@ -725,14 +725,14 @@ def serve(ctx: click.Context, host: str, port: int, open_browser: bool) -> None:
                    f"{sock.getsockname()[1]} can read the whole log", err=True)
 
     def ready() -> None:
-        click.echo(f"eventstore viewer of {ctx.obj['db']} at {url}  (Ctrl-C stops)")
+        click.echo(f"eventstore viewer of {store.backend.display} at {url}  (Ctrl-C stops)")
         sys.stdout.flush()
         if open_browser:
             import webbrowser
 
             webbrowser.open(url)
 
-    web.serve(store, sock, db_label=str(ctx.obj["db"]), on_ready=ready)
+    web.serve(store, sock, db_label=store.backend.display, on_ready=ready)  # a URL without its password
 
 
 # --- moving between databases, PostgreSQL roles ---------------------------------------------

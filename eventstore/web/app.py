@@ -25,7 +25,6 @@ from starlette.staticfiles import StaticFiles
 
 from .. import __version__
 from ..errors import EventStoreError, SessionNotFound
-from . import queries
 from .hub import ALL, Hub
 from .index import SORT_KEYS
 
@@ -114,11 +113,11 @@ _TYPE_JSON: dict[str, str] = {}
 
 
 def events_json(rows: list[tuple]) -> str:
-    """``(seq, type, ts, payload text)`` rows as a JSON array of
-    ``{"seq", "type", "ts", "payload"}`` objects; the payload is the stored text as it is."""
+    """``(type, seq, ts, payload text)`` rows (:meth:`Backend.export_rows`) as a JSON array
+    of ``{"seq", "type", "ts", "payload"}`` objects; the payload is the stored text as it is."""
     parts = []
     type_json = _TYPE_JSON
-    for seq, type_, ts, payload in rows:
+    for type_, seq, ts, payload in rows:
         t = type_json.get(type_)
         if t is None:
             t = json.dumps(type_)
@@ -143,6 +142,7 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
     it serves. ``db_label`` is what the pages call the database.
     """
     hub = Hub(store, poll_interval=poll_interval)
+    backend = store.backend  # reads the public API has no call for: the contract's own
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -201,7 +201,7 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
         s = session_or_404(request)
         after = _int(request, "after", -1, -1, 2**63 - 1)
         limit = _int(request, "limit", 10_000, 1, MAX_EVENTS)
-        rows = queries.event_rows(store, s.id, after, limit + 1)
+        rows = backend.export_rows(s.id, after, limit + 1)
         more = len(rows) > limit
         body = '{"session":' + json.dumps(s.id) + ',"more":' + ("true" if more else "false") + \
                ',"events":' + events_json(rows[:limit]) + "}"
@@ -210,7 +210,7 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
     def messages(request):
         s = session_or_404(request)
         upto = _int(request, "upto", 2**63 - 1, -1, 2**63 - 1)
-        return Response(queries.messages_upto(store, s.id, upto), media_type="application/json")
+        return Response(backend.messages_json(s.id, upto), media_type="application/json")
 
     def export(request):
         s = session_or_404(request)
@@ -234,9 +234,9 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
             try:
                 yield "retry: 1000\n\n"
                 while True:
-                    rows = await run_in_threadpool(queries.event_rows, store, sid, last, SSE_BATCH)
+                    rows = await run_in_threadpool(backend.export_rows, sid, last, SSE_BATCH)
                     if rows:
-                        last = rows[-1][0]
+                        last = rows[-1][1]
                         yield f"id: {last}\nevent: events\ndata: {events_json(rows)}\n\n"
                         if len(rows) == SSE_BATCH:
                             continue

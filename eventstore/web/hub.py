@@ -1,8 +1,10 @@
 """The live feed: one thread follows the store and tells the open pages what changed.
 
-The thread first reads the log into the index (:meth:`Hub.build`), then runs
-:meth:`EventStore.follow` from the position the index was built at, applies each new event
-to the :class:`~eventstore.web.index.SessionIndex`, and wakes the subscribers (the
+The thread first reads the log into the index (:meth:`Hub.build`, through the backend's
+``session_rows``, ``session_counts`` and ``state_rows``), then follows new commits from the
+position the index was built at with one backend follower (SQLite: ``PRAGMA data_version``
+polls; PostgreSQL: LISTEN/NOTIFY), applies each new event to the
+:class:`~eventstore.web.index.SessionIndex`, and wakes the subscribers (the
 server-sent-event streams of open pages) on the event loop. A subscriber learns only *that*
 something changed; it reads what is new itself (from the seq it sent last), so a burst of a
 thousand chunks wakes it once, and nothing is missed or sent twice.
@@ -11,10 +13,11 @@ thousand chunks wakes it once, and nothing is missed or sent twice.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from . import queries
 from .index import SessionIndex
 
 if TYPE_CHECKING:
@@ -23,6 +26,9 @@ if TYPE_CHECKING:
 __all__ = ["Hub", "Subscription"]
 
 ALL = "*"  # the topic of subscribers who want to hear of every session (the sessions page)
+PAGE = 50_000  # rows a query while building the index: no read holds a transaction across pages
+FOLLOW_PAGE = 1000  # rows a query while following
+IDLE_WAKE = 0.25  # seconds: how often the follow thread looks at the stop flag when nothing happens
 
 
 class Subscription:
@@ -76,11 +82,20 @@ class Hub:
     def build(self) -> None:
         """Read the log into the index (once, before :meth:`start`; seconds per million
         events). Until it returns, :attr:`ready` is False."""
-        position = self.store.last_position()
-        self.index.load(queries.session_rows(self.store), queries.session_counts(self.store, position),
-                        queries.state_rows(self.store, position))
+        backend = self.store.backend
+        position = backend.last_position()
+        self.index.load(backend.session_rows(), backend.session_counts(position), self._states(position))
         self.position = position
         self.ready = True
+
+    def _states(self, upto_position: int) -> Iterator[tuple]:
+        after = 0
+        while True:
+            rows = self.store.backend.state_rows(after, upto_position, PAGE)
+            yield from rows
+            if len(rows) < PAGE:
+                return
+            after = rows[-1][0]
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """On a thread of its own: :meth:`build` the index (unless built), then follow the
@@ -116,20 +131,34 @@ class Hub:
                 self._stop.wait(1.0)
         while not self._stop.is_set():
             try:
-                # Returns after a quarter second without events, to look at the stop flag.
-                for ev in self.store.follow(self.position, poll_interval=self.poll_interval, idle_timeout=0.25):
-                    payload = ev.payload
-                    extra = (payload.get("tool_calls") if ev.type == "assistant/message"
-                             else payload.get("tool_call_id") if ev.type == "tool/result" else None)
-                    self.index.apply(ev.position, ev.session_id, ev.seq, ev.type, ev.ts, extra)
-                    self.position = ev.position
-                    self._changed(ev.session_id)
-                    if self._stop.is_set():
-                        return
-                self.error = None
+                follower = self.store.backend.follower(self.poll_interval)
             except Exception as e:  # the database went away, say: tell the pages, try again
                 self.error = str(e)
                 self._stop.wait(1.0)
+                continue
+            try:
+                self._follow(follower)
+            except Exception as e:
+                self.error = str(e)
+                self._stop.wait(1.0)
+            finally:
+                follower.close()
+
+    def _follow(self, follower) -> None:
+        """Apply every event after :attr:`position` as it commits, until :meth:`stop`."""
+        while not self._stop.is_set():
+            rows = follower.events_after(self.position, FOLLOW_PAGE)
+            for position, sid, seq, type_, ts, payload in rows:
+                extra = None
+                if type_ == "assistant/message" or type_ == "tool/result":
+                    p = json.loads(payload)
+                    extra = p.get("tool_calls") if type_ == "assistant/message" else p.get("tool_call_id")
+                self.index.apply(position, sid, seq, type_, ts, extra)
+                self.position = position
+                self._changed(sid)
+            self.error = None
+            if len(rows) < FOLLOW_PAGE:
+                follower.wait_for_commit(IDLE_WAKE)
 
     def _changed(self, session_id: str) -> None:
         with self._pending_lock:

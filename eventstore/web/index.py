@@ -1,7 +1,8 @@
 """The sessions index: one summary per session, kept in memory, current to the last commit.
 
-Built once from the log (:meth:`SessionIndex.load`, from :mod:`eventstore.web.queries`),
-then kept current event by event from :meth:`EventStore.follow`, through the same
+Built once from the log (:meth:`SessionIndex.load`, from the backend's ``session_rows``,
+``session_counts`` and ``state_rows``), then kept current event by event from a backend
+follower (see :mod:`eventstore.web.hub`), through the same
 :meth:`Summary.state` that followed the stored events' turns and calls:
 the sessions page sorts, filters and pages 100,000 sessions in memory in tens of
 milliseconds, where asking the database per request would cost a scan of the log.
@@ -122,7 +123,7 @@ class SessionIndex:
     def load(self, sessions: Iterable[tuple], counts: Iterable[tuple], states: Iterable[tuple]) -> None:
         """Build from the log as of one position: ``sessions`` rows ``(id, created_at)``,
         ``counts`` rows ``(id, events, last_position, first_ts, last_ts)``, ``states`` rows
-        ``(position, id, type, extra)`` in position order (see :mod:`eventstore.web.queries`)."""
+        ``(position, id, type, extra)`` in position order (see :meth:`Backend.state_rows`)."""
         with self._lock:
             by_id = self._by_id
             for sid, created_at in sessions:
