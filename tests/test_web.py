@@ -83,8 +83,18 @@ def _paced(s, t0: float, gap: float, chunks: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("web") / "web.db"
+def db(request, tmp_path_factory):
+    """The database every page is served from: an SQLite file (a Path), or with
+    ``@pytest.mark.parametrize("db", ["postgres"], indirect=True)`` a new database on the
+    throwaway PostgreSQL server (its URL), filled with the same sessions."""
+    backend = getattr(request, "param", "sqlite")
+    if backend == "postgres":
+        pg = request.getfixturevalue("pg_server")
+        name = pg.create_database()
+        request.addfinalizer(lambda: pg.drop_database(name))
+        path = pg.url(name)
+    else:
+        path = tmp_path_factory.mktemp("web") / "web.db"
     with EventStore.open(path) as st:
         for name in ("demo", "parallel_tools", "interrupted", "unicode"):
             st.import_jsonl(DATA / f"{name}.jsonl")
@@ -149,6 +159,10 @@ def open_session(page, server, sid: str) -> None:
     page.wait_for_selector("body[data-loaded='1']")
 
 
+#: Runs a test on a server over each backend (the ``db`` fixture).
+both_backends = pytest.mark.parametrize("db", ["sqlite", "postgres"], indirect=True)
+
+
 # --- without a browser ---------------------------------------------------------------------
 
 def test_only_get_and_head(server):
@@ -165,6 +179,7 @@ def test_only_get_and_head(server):
     assert headers["x-content-type-options"] == "nosniff"
 
 
+@both_backends
 def test_the_api(server, db):
     status, _, body = server.get("/api/sessions?sort=events&order=desc&limit=2")
     data = json.loads(body)
@@ -218,11 +233,10 @@ def test_a_foreign_host_name_is_refused(server):
     assert server.get("/api/sessions", headers={"Host": "localhost"})[0] == 200
 
 
+@both_backends
 def test_the_index_agrees_with_the_views(db):
     """The sessions index (built from the log, then kept current event by event) counts
     what the SQL views count."""
-    import sqlite3
-
     from eventstore.web.hub import Hub
 
     with EventStore.open(db, readonly=True) as st:
@@ -236,11 +250,16 @@ def test_the_index_agrees_with_the_views(db):
             p = ev.payload
             live.apply(ev.position, ev.session_id, ev.seq, ev.type, ev.ts,
                        p.get("tool_calls") if ev.type == "assistant/message" else p.get("tool_call_id"))
-    conn = sqlite3.connect(db)
-    rows = conn.execute("""SELECT s.session_id, s.events, s.messages, s.tool_calls, s.first_ts, s.last_ts,
-        (SELECT count(*) FROM turns t WHERE t.session_id = s.session_id AND NOT t.complete),
-        (SELECT count(*) FROM tool_calls c WHERE c.session_id = s.session_id AND c.result_seq IS NULL)
-        FROM session_summary s""").fetchall()
+    with EventStore.open(db, readonly=True) as st:
+        conn = type(st.backend).query_connection(str(db))
+    try:
+        _, cursor = conn.query("""SELECT s.session_id, s.events, s.messages, s.tool_calls, s.first_ts, s.last_ts,
+            (SELECT count(*) FROM turns t WHERE t.session_id = s.session_id AND t.complete = 0),
+            (SELECT count(*) FROM tool_calls c WHERE c.session_id = s.session_id AND c.result_seq IS NULL)
+            FROM session_summary s""")
+        rows = list(cursor)
+    finally:
+        conn.close()
     assert len(rows) == len(index) == len(live) == 7
     for sid, events, messages, calls, first, last, open_turns, dangling in rows:
         d = index.get(sid).to_dict()
@@ -272,6 +291,7 @@ def test_without_the_extra_it_says_what_to_install(tmp_path):
 
 # --- in the browser -----------------------------------------------------------------------
 
+@both_backends
 def test_sessions_page(page, server):
     page.goto(server.url + "/")
     page.wait_for_selector("body[data-loaded='1']")
@@ -294,6 +314,7 @@ def test_sessions_page(page, server):
     assert page.url.endswith("/session?id=crash-0001")
 
 
+@both_backends
 def test_session_page(page, server, db):
     open_session(page, server, "a0c1e2f3-111")
     log = page.locator("#canvas")
@@ -327,12 +348,14 @@ def test_session_page(page, server, db):
     assert Path(dl.value.path()).read_bytes() == (DATA / "parallel_tools.jsonl").read_bytes()
 
 
+@both_backends
 def test_interrupted_call_is_marked(page, server):
     open_session(page, server, "crash-0001")
     assert page.locator(".call .lat").inner_text() == "no result"
     assert page.locator(".divider.turn .open").count() == 1
 
 
+@both_backends
 def test_live_append_appears_without_reload(page, server, writer):
     s = writer.create_session("live-1")
     s.append_many([("turn/start", {}), ("user/message", {"content": "hello"})])
