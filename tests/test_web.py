@@ -580,3 +580,35 @@ def test_a_long_session_keeps_only_what_is_visible_in_the_page(page, many):
     page.evaluate("() => { const l = document.getElementById('log'); l.scrollTop = l.scrollHeight / 2; }")
     page.wait_for_function("() => [...document.querySelectorAll('#canvas .item')].some(i => /answer [2-3]\\d{3}\\b/.test(i.innerText))")
     assert 0 < items() < 60
+
+
+# --- the backend contract's reads for the index (every backend) ------------------------------
+
+def test_the_index_reads_of_the_contract(store):
+    """``session_rows``, ``session_counts``, ``state_rows`` and ``messages_json(upto_seq)``
+    give the same on every backend: payload values as stored, a position bound, paging."""
+    a = store.create_session("a")
+    call = {"id": "c\u00e91", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    a.append_many([("turn/start", {}, 10.0), ("user/message", {"content": "hi \u0000 \ud83d"}, 11.0),
+                   ("assistant/chunk", {"delta": {"content": "x"}}, 12.0),
+                   ("assistant/message", {"content": "", "tool_calls": [call]}, 13.0),
+                   ("tool/result", {"tool_call_id": "c\u00e91", "content": "ok"}, 14.0)])
+    b = store.create_session("b")
+    b.append("user/message", {"content": "later"}, ts=20.0)
+    store.create_session("empty")
+    backend = store.backend
+    assert [r[0] for r in backend.session_rows()] == ["a", "b", "empty"]
+    assert sorted(tuple(r) for r in backend.session_counts(10)) == [("a", 5, 5, 10.0, 14.0), ("b", 1, 6, 20.0, 20.0)]
+    assert [tuple(r) for r in backend.session_counts(3)] == [("a", 3, 3, 10.0, 12.0)]
+    states = [tuple(r) for r in backend.state_rows(0, 6, 1000)]
+    assert [r[:3] for r in states] == [(1, "a", "turn/start"), (2, "a", "user/message"),
+                                        (4, "a", "assistant/message"), (5, "a", "tool/result"), (6, "b", "user/message")]
+    assert json.loads(states[2][3]) == [call] and states[3][3] == "c\u00e91"
+    assert [r[3] for r in states if r[2] not in ("assistant/message", "tool/result")] == [None, None, None]
+    assert [tuple(r) for r in backend.state_rows(2, 5, 1)] == [states[2]]  # after, upto, limit
+    assert backend.state_rows(0, 0, 10) == []
+    full = json.loads(backend.messages_json("a"))
+    assert len(full) == 3
+    assert json.loads(backend.messages_json("a", 3)) == full[:2]
+    assert backend.messages_json("a", -1) == "[]"
+    assert backend.messages_json("a", 2**63 - 1) == backend.messages_json("a")
