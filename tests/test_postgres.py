@@ -246,9 +246,12 @@ def test_verify_names_every_tampered_seq(pg_url):
         conn.execute("UPDATE events SET ts = 5 WHERE session_id = 't' AND seq = 1")
         conn.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                      "VALUES (100, 'ghost', 0, 'x', 1, '{}', repeat('0', 64))")
+        conn.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                     "VALUES (101, 't', 2, 'user/message', 1, '{\"content\":\"forged\"}', repeat('0', 64))")
     with EventStore.open(pg_url, readonly=True) as ro:
         report = audit.verify(ro.backend)
     found = {(f.session_id, f.seq, f.kind) for f in report.findings}
+    assert ("t", 2, "hash") in found  # an event added at the end
     assert ("s", 0, "hash") in found
     assert ("s", 3, "seq") in found  # seq 2 is missing
     assert ("t", 1, "hash") in found
