@@ -1,10 +1,12 @@
 """Figures of `eventstore serve` at scale: 100,000 sessions, and one session of 100,000 events.
 
     python tools/web_bench.py [--db PATH] [--sessions N] [--chunks N]
+    python tools/web_bench.py --backend postgres [--sessions N] [--chunks N]
 
 Builds the database at PATH (default /tmp/eventstore-web-bench.db; kept, and reused when it
-exists): N sessions of 12 events (a turn with a streamed answer and a tool call; every
-seventh left interrupted), and one session `big-session` whose answer streams in N chunks.
+exists; with ``--backend postgres``, a new database on a throwaway server, tests/pgserver.py):
+N sessions of 12 events (a turn with a streamed answer and a tool call; every seventh left
+interrupted), and one session `big-session` whose answer streams in N chunks.
 Then starts `eventstore serve` on a free port and measures, printing a Markdown table:
 
 * start-up: from starting the process to the URL printed, and to the sessions index read
@@ -37,7 +39,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--no-first-run"]
 
 
-def build(path: Path, sessions: int, chunks: int) -> None:
+def build(path, sessions: int, chunks: int) -> None:
     call = {"id": "call_1", "type": "function", "function": {"name": "run_bash", "arguments": '{"command":"ls"}'}}
     with EventStore.open(path) as store:
         base = 1764460800.0
@@ -82,12 +84,33 @@ def main() -> None:
     ap.add_argument("--db", default="/tmp/eventstore-web-bench.db")
     ap.add_argument("--sessions", type=int, default=100_000)
     ap.add_argument("--chunks", type=int, default=100_000)
+    ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite",
+                    help="postgres: build and serve a database on a throwaway PostgreSQL server")
     args = ap.parse_args()
+    if args.backend == "postgres":
+        sys.path.insert(0, str(ROOT / "tests"))
+        from pgserver import PgServer
+
+        pg = PgServer().start()
+        try:
+            db = pg.url(pg.create_database("web_bench"))
+            t = time.perf_counter()
+            build(db, args.sessions, args.chunks)
+            print(f"built {db} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+            measure(db, args)
+        finally:
+            pg.stop()
+        return
     db = Path(args.db)
     if not db.exists():
         t = time.perf_counter()
         build(db, args.sessions, args.chunks)
         print(f"built {db} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    measure(db, args)
+
+
+def measure(db, args) -> None:
+    """Serve ``db`` (a path or URL) and print the figures as a Markdown table."""
     with EventStore.open(db, readonly=True) as st:
         n_events = st.last_position()
         n_sessions = len(st.sessions())
