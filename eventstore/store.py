@@ -20,6 +20,7 @@ from typing import IO, Any
 from . import follow as _follow
 from .backends import open_backend
 from .backends.base import PAGE, Backend
+from .bulk import import_jsonl as _import_jsonl
 from .codec import dumps, encodable, event_line, good_event_id, loads, payload_json, payload_json_stored, payload_jsons
 from .errors import (
     AppendOnlyViolation,
@@ -28,7 +29,9 @@ from .errors import (
     SeqConflict,
     SessionNotFound,
 )
+from .export import export_session as _export_session
 from .projection import loads as _messages_loads
+from .repair import repair as _repair
 from .validate import _check_seq, _check_session_id, _check_ts, _check_type
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
@@ -380,9 +383,7 @@ class Session:
         session is not running. See :func:`eventstore.repair.repair`; raises
         :class:`SeqConflict` if other writers keep appending.
         """
-        from .repair import repair
-
-        return repair(self)
+        return _repair(self)
 
 
 class EventStore:
@@ -499,9 +500,7 @@ class EventStore:
         stored), :class:`ImportConflict` (stored with other events, or continued without
         ``append``), :class:`InvalidEvent`, :class:`DatabaseError`, ``OSError``.
         """
-        from .bulk import import_jsonl
-
-        return import_jsonl(self, source, name=name, session_id=session_id, append=append,
+        return _import_jsonl(self, source, name=name, session_id=session_id, append=append,
                             salvage=salvage).session_id
 
     def export_jsonl(self, session_id: str, dest: str | os.PathLike | IO) -> int:
@@ -513,6 +512,4 @@ class EventStore:
         Raises :class:`SessionNotFound`, ``OSError`` (``IsADirectoryError`` for a folder, or a
         path ending in a slash).
         """
-        from .export import export_session
-
-        return export_session(self, session_id, dest)
+        return _export_session(self, session_id, dest)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -373,3 +375,27 @@ def test_python_dash_m_eventstore_is_the_command():
     proc = subprocess.run([sys.executable, "-m", "eventstore", "--version"], capture_output=True, text=True,
                           timeout=60)
     assert (proc.returncode, proc.stdout) == (0, "eventstore, version 0.1.0\n")
+
+
+def test_ctrl_c_during_a_command_is_one_line(tmp_path):
+    """A Ctrl-C while a command runs (here an endless query) ends it in one line on stderr
+    and status 1, not a traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    db = tmp_path / "c.db"
+    EventStore.open(db).close()
+    endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(db), "sql", endless],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    fds = Path(f"/proc/{proc.pid}/fd")
+    deadline = time.monotonic() + 30
+    while not any(str(db) == os.path.realpath(f) for f in fds.iterdir()):  # the query runs on the file
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and out == ""
+    assert err.startswith("error: interrupted") and err.count("\n") == 1, err

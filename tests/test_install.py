@@ -39,8 +39,9 @@ def sh(exe, cwd, *args):
 def test_installed_package_is_not_the_checkout(installed):
     exe, cwd = installed
     python = exe.parent / "python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as sh() runs the command
     where = subprocess.run([str(python), "-c", "import eventstore, sys; print(eventstore.__file__)"],
-                           cwd=cwd, capture_output=True, text=True, check=True).stdout
+                           cwd=cwd, capture_output=True, text=True, check=True, env=env).stdout
     assert str(ROOT) not in where and "site-packages" in where
 
 

@@ -13,6 +13,8 @@ import json
 import multiprocessing as mp
 import sqlite3
 import threading
+import time
+from pathlib import Path
 
 import pytest
 import workers
@@ -143,8 +145,13 @@ def test_a_later_commit_never_has_a_smaller_position(pg_url):
 
     thread = threading.Thread(target=append)
     thread.start()
-    assert not done.wait(0.5)  # waits for the open transaction's lock
     with psycopg.connect(pg_url, autocommit=True) as look:
+        deadline = time.monotonic() + 30
+        while not look.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                               "AND wait_event = 'advisory'").fetchone()[0]:  # the append waits for the lock
+            assert time.monotonic() < deadline, "the append never waited for the open transaction"
+            time.sleep(0.01)
+        assert not done.is_set()
         assert look.execute("SELECT max(position) FROM events").fetchone()[0] == 8
     conn.commit()
     thread.join(10)
@@ -423,3 +430,35 @@ def test_urls_in_both_forms_and_no_password_in_messages(pg_url, pg_server):
     with pytest.raises(DatabaseError) as e:
         EventStore.open(closed_port)
     assert "cannot connect" in str(e.value) and "s3cret" not in str(e.value)
+
+
+def test_ctrl_c_stops_a_long_sql_query(pg_url):
+    """A real process, a real SIGINT, while the server runs its query: one line, status 1,
+    and the server's query is cancelled."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    filled(pg_url).close()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", pg_url, "sql", "SELECT pg_sleep(600)"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    running = "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(600)' AND state = 'active'"
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as look:
+            deadline = time.monotonic() + 60
+            while not look.execute(running).fetchone()[0]:
+                assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=30) == 1
+            deadline = time.monotonic() + 30
+            while look.execute(running).fetchone()[0]:  # cancelled on the server too
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+    finally:
+        proc.kill()
+    err = proc.stderr.read()
+    assert b"interrupted" in err and b"Traceback" not in err

@@ -99,10 +99,41 @@ def bench_append(url: str, n: int, rounds: int) -> dict:
             raw_one(i)
         return (time.perf_counter() - t) / n
 
-    res = best(rounds, {"eventstore": es, "raw psycopg": rw})
+    systems = {"eventstore": es, "raw psycopg": rw}
+    peer = _agents_peer(url)
+    if peer is not None:
+        loop, session = peer
+
+        def agents() -> float:
+            t = time.perf_counter()
+            for i in range(n):
+                loop.run_until_complete(session.add_items([{"role": "tool", "content": payload(i)["content"],
+                                                            "tool_call_id": "c", "i": i}]))
+            return (time.perf_counter() - t) / n
+
+        systems["Agents SDK SQLAlchemySession"] = agents
+    res = best(rounds, systems)
+    if peer is not None:
+        peer[0].run_until_complete(peer[1].engine.dispose())
+        peer[0].close()
     store.close()
     raw.close()
     return res
+
+
+def _agents_peer(url: str):
+    """The OpenAI Agents SDK's SQLAlchemySession on the same server (psycopg's async driver),
+    or None when the SDK is not installed."""
+    try:
+        from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+    except ImportError:
+        return None
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    session = SQLAlchemySession.from_url("bench-agents", url=url.replace("postgresql://", "postgresql+psycopg://"),
+                                         create_tables=True)
+    return loop, session
 
 
 def bench_batch(url: str, batches: int, rounds: int, size: int = 100) -> dict:
@@ -269,6 +300,10 @@ def run(a) -> int:
     lines += ["| workload | eventstore | raw psycopg | ratio (eventstore / raw) |", "|---|---|---|---|"]
     lines.append(f"| single append (1 event per transaction) | {rate(app['eventstore'])} | {rate(app['raw psycopg'])} "
                  f"| {app['raw psycopg'] / app['eventstore']:.2f}x |")
+    if "Agents SDK SQLAlchemySession" in app:
+        peer = app["Agents SDK SQLAlchemySession"]
+        lines.append(f"| single append: Agents SDK `SQLAlchemySession.add_items` (1 item) | {rate(peer)} "
+                     f"| {rate(app['raw psycopg'])} | {app['raw psycopg'] / peer:.2f}x |")
     lines.append(f"| batch of 100 (events) | {rate(bat['eventstore'])} | {rate(bat['raw psycopg'])} "
                  f"| {bat['raw psycopg'] / bat['eventstore']:.2f}x |")
     e, r = imp["eventstore (COPY)"], imp["raw psycopg executemany"]

@@ -86,7 +86,9 @@ T = TypeVar("T")
 
 class Refusal:
     """Why the database refused a row of an import: ``code`` (one of the codes above, or
-    None for another refusal) and ``message`` (the database's words, for the user)."""
+    None for another refusal) and ``message`` (the database's words, for the user). A
+    backend reports a unique violation of :data:`EVENT_ID_INDEX` as :data:`EVENT_ID_TAKEN`
+    and one of :data:`SESSIONS_PKEY` as :data:`SESSION_EXISTS`."""
 
     __slots__ = ("code", "message")
 
@@ -257,7 +259,8 @@ class Backend(ABC):
         """The session as JSONL, ``(pieces, bytes, events)`` at a time: ``pieces`` a list of
         ``bytes`` (or memoryviews) to write in order, ``bytes`` their length (about),
         ``events`` the events in them. The default formats :meth:`export_rows` pages with
-        :func:`eventstore.export.chunks_from_rows`; a backend may build pages in SQL.
+        :func:`eventstore.export.chunks_from_rows`; a backend may build pages in SQL (SQLite
+        does).
         Raises :class:`DatabaseError` for a stored payload export cannot write."""
         from ..export import chunks_from_rows
 

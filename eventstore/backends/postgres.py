@@ -154,6 +154,9 @@ class PostgresBackend(Backend):
         self._pid = os.getpid()
         self._w: psycopg.Connection | None = None
         self._r: psycopg.Connection | None = None
+        self._v: psycopg.Connection | None = None  # verify_rows
+        self._v_pid = self._pid
+        self._vlock = threading.RLock()
         self._closed = False
 
     # --- open, migrate, close ------------------------------------------------------------------
@@ -246,13 +249,16 @@ class PostgresBackend(Backend):
     def close(self) -> None:
         """Close both connections (a forked child leaves its parent's alone)."""
         self._closed = True
+        if self._v is not None and self._v_pid != os.getpid():
+            _inherited.append(self._v)
+            self._v = None
         if self._pid != os.getpid():
-            _inherited.extend(c for c in (self._w, self._r) if c is not None)
+            _inherited.extend(c for c in (self._w, self._r, self._v) if c is not None)
         else:
-            for c in (self._w, self._r):
+            for c in (self._w, self._r, self._v):
                 if c is not None:
                     c.close()
-        self._w = self._r = None
+        self._w = self._r = self._v = None
 
     def database_name(self) -> str:
         """The name of the connected database."""
@@ -470,21 +476,26 @@ class PostgresBackend(Backend):
             "WHERE NOT EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = e.session_id) ORDER BY 1")]
 
     def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any]]:
-        # Its own connection: one REPEATABLE READ snapshot for the whole session, streamed
-        # through a server-side cursor, while other calls go on.
-        conn = _connect(self.url, self.display, autocommit=False)
-        try:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            with conn.cursor(name="verify_rows") as cur:
-                cur.itersize = 2000
-                cur.execute("SELECT seq, position, type, ts, payload, hash FROM events WHERE session_id = %s "
-                            "ORDER BY seq", (session_id,))
-                for row in cur:
-                    yield tuple(row)
-        except psycopg.Error as e:
-            raise self._error(e, session_id) from None
-        finally:
-            conn.close()
+        # A connection of its own (kept for the next session): one REPEATABLE READ READ ONLY
+        # snapshot per session, streamed through a server-side cursor while other calls go on.
+        with self._vlock:
+            if self._v is None or self._v.closed or self._v_pid != os.getpid():
+                self._v = _connect(self.url, self.display, autocommit=False)
+                self._v_pid = os.getpid()
+            conn = self._v
+            try:
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                with conn.cursor(name="verify_rows") as cur:
+                    cur.itersize = 2000
+                    cur.execute("SELECT seq, position, type, ts, payload, hash FROM events WHERE session_id = %s "
+                                "ORDER BY seq", (session_id,))
+                    for row in cur:
+                        yield tuple(row)
+            except psycopg.Error as e:
+                raise self._error(e, session_id) from None
+            finally:
+                if not conn.closed:
+                    conn.rollback()
 
 
 # The viewer's index (see Backend.session_counts and Backend.state_rows). The payload is

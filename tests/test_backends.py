@@ -1,0 +1,83 @@
+"""The seam: which backend a target opens, and that nothing above the backends imports a
+database driver."""
+
+from __future__ import annotations
+
+import ast
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eventstore import DatabaseError, EventStore
+from eventstore.backends import backend_class, base
+from eventstore.backends.sqlite import SQLiteBackend, error_code
+
+PACKAGE = Path(__file__).resolve().parents[1] / "eventstore"
+DRIVERS = {"sqlite3", "psycopg", "psycopg2", "sqlalchemy", "alembic"}
+
+
+@pytest.mark.parametrize("target", ["agent.db", "/tmp/x/agent.db", ":memory:", "sqlite://", "sqlite:///agent.db",
+                                    "sqlite:////tmp/agent.db", Path("agent.db")])
+def test_paths_and_sqlite_urls_open_sqlite(target):
+    assert backend_class(target) is SQLiteBackend
+
+
+def test_another_database_url_is_refused_in_one_sentence():
+    with pytest.raises(DatabaseError, match=r"^mysql:// databases are not supported"):
+        backend_class("mysql://u@h/db")
+
+
+@pytest.mark.parametrize("url", ["postgresql://u@localhost:5432/db", "postgresql+psycopg://u@localhost/db"])
+def test_postgresql_without_its_driver_says_which_install_fixes_it(url, monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
+    with pytest.raises(DatabaseError, match=r"pip install 'eventstore\[postgres\]'"):
+        EventStore.open(url)
+
+
+def test_no_module_above_the_backends_imports_a_driver():
+    """validation, codec, chain, store, import/export, follow, verify, the CLI: database-neutral."""
+    offenders = []
+    for path in sorted(PACKAGE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in DRIVERS]
+    assert offenders == []
+
+
+def test_importing_the_package_loads_no_driver():
+    code = f"import sys, eventstore, eventstore.cli; print(sorted({{m.split('.')[0] for m in sys.modules}} & {DRIVERS!r}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout
+    assert out.strip() == "[]"
+
+
+def test_sqlite_refusals_are_read_by_their_code_not_their_words(db_path):
+    """error_code() takes the leading ES code of a trigger's RAISE, and nothing else."""
+    with EventStore.open(db_path) as store:
+        store.create_session("s").append("x", {})
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    with pytest.raises(sqlite3.IntegrityError) as refused:
+        conn.execute("DELETE FROM events")
+    assert error_code(refused.value) == base.EVENTS_APPEND_ONLY
+    with pytest.raises(sqlite3.IntegrityError) as refused:
+        conn.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1), ('a', 2)")
+    assert error_code(refused.value) == base.SESSION_EXISTS
+    conn.execute("CREATE TEMP TABLE t (x)")
+    conn.execute("CREATE TEMP TRIGGER t_guard BEFORE INSERT ON t BEGIN SELECT RAISE(ABORT, 'seq is not the next seq'); END")
+    with pytest.raises(sqlite3.IntegrityError) as other:
+        conn.execute("INSERT INTO t VALUES (1)")
+    assert error_code(other.value) is None  # the words alone are no code
+    with pytest.raises(sqlite3.IntegrityError) as check:
+        conn.execute("INSERT INTO sessions (id, created_at) VALUES ('', 1)")
+    assert error_code(check.value) is None  # a CHECK constraint, not a trigger
+    conn.close()
+
+
+def test_every_code_is_documented():
+    schema_md = (PACKAGE.parent / "docs" / "schema.md").read_text(encoding="utf-8")
+    for code in base.CODES:
+        assert f"`{code}`" in schema_md, code
