@@ -935,6 +935,49 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
     Console(soft_wrap=False).print(table)
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but a loopback address shows the log to the network.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port to listen on (0: a free one).")
+@click.option("--open", "open_browser", is_flag=True, help="Open the viewer in the web browser.")
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int, open_browser: bool) -> None:
+    """Start the local, read-only web viewer and print its URL (Ctrl-C stops it).
+
+    Sessions, each session as a chat, Replay at the recorded pace, live updates as other
+    processes append. Needs: pip install 'eventstore[web]'. See docs/web.md.
+    """
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        from .web import MISSING_EXTRA
+
+        _fail(MISSING_EXTRA)
+    from . import web
+
+    store = _store(ctx, readonly=True)
+    try:
+        sock = web.listen(host, port)
+    except OSError as e:
+        _fail(f"cannot listen on {host}:{port}: {e.strerror or e}")
+    url = web.url_of(sock)
+    if not web.is_loopback(host):
+        click.echo(f"warning: listening on {host}: anyone who can reach this machine on port "
+                   f"{sock.getsockname()[1]} can read the whole log", err=True)
+
+    def ready() -> None:
+        click.echo(f"eventstore viewer of {store.backend.display} at {url}  (Ctrl-C stops)")
+        sys.stdout.flush()
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+
+    web.serve(store, sock, db_label=store.backend.display, on_ready=ready)  # a URL without its password
+
+
 # --- moving between databases, PostgreSQL roles ---------------------------------------------
 
 @cli.command("copy")

@@ -75,3 +75,17 @@ def test_errors_have_no_traceback(installed):
     result = sh(exe, cwd, "--db", "x.db", "export", "missing")
     assert result.returncode == 1
     assert result.stderr == b"error: session 'missing' not found\n"
+
+
+def test_the_viewer_ships_its_pages_and_names_its_extra(installed, tmp_path):
+    """The static files install with the package; without the web extra (not installed
+    here), `eventstore serve` says which pip install it needs."""
+    exe, cwd = installed
+    python = exe.parent / "python"
+    names = subprocess.run([str(python), "-c", "import eventstore.web, pathlib; print(' '.join(sorted(p.name for p in "
+                            "(pathlib.Path(eventstore.web.__file__).parent / 'static').iterdir())))"],
+                           cwd=cwd, capture_output=True, text=True, check=True).stdout.split()
+    assert {"sessions.html", "session.html", "style.css", "common.js", "chat.js", "session.js", "sessions.js"} <= set(names)
+    result = sh(exe, cwd, "--db", str(tmp_path / "v.db"), "serve")
+    assert result.returncode == 1
+    assert result.stderr.decode().strip() == "error: the web viewer needs its extra: pip install 'eventstore[web]'"

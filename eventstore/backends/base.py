@@ -260,10 +260,37 @@ class Backend(ABC):
     # --- the projection ---------------------------------------------------------------------
 
     @abstractmethod
-    def messages_json(self, session_id: str) -> str:
+    def messages_json(self, session_id: str, upto_seq: int | None = None) -> str:
         """The session's chat messages as JSON array text, read from the ``messages`` view
         (``[]`` when there are none): the ``message`` column of its rows in seq order, joined
-        with commas."""
+        with commas. With ``upto_seq``, only the rows of events with ``seq <= upto_seq``:
+        what the model was sent at that point."""
+
+    # --- the viewer's index (eventstore serve) --------------------------------------------------
+    # The sessions page keeps every session's counts and state in memory; these three reads
+    # build it as of one position (then the viewer follows new events). Each is one query
+    # over the tables, no per-session look-ups (100,000 sessions load in about a second).
+
+    @abstractmethod
+    def session_rows(self) -> list[tuple[str, float]]:
+        """``(id, created_at)`` of every session, oldest first (by created_at, id): the
+        registry without :meth:`sessions`' per-session look-ups."""
+
+    @abstractmethod
+    def session_counts(self, upto_position: int) -> list[tuple[str, int, int, float, float]]:
+        """For every session with events at positions ``<= upto_position``:
+        ``(session_id, events, last_position, first_ts, last_ts)``, where ``first_ts`` is the
+        ts of seq 0 and ``last_ts`` that of its last event up to that position. Any order."""
+
+    @abstractmethod
+    def state_rows(self, after_position: int, upto_position: int, limit: int) -> list[tuple[int, str, str, Any]]:
+        """The events that decide a session's state and message counts (types
+        ``turn/start``, ``turn/end``, ``user/message``, ``assistant/message``,
+        ``tool/result``) with ``after_position < position <= upto_position``, in position
+        order, at most ``limit``, as ``(position, session_id, type, extra)``: ``extra`` is
+        the payload's ``tool_calls`` value as JSON text for an ``assistant/message`` (None
+        when absent), the ``tool_call_id`` string for a ``tool/result``, None otherwise. The
+        payloads themselves are not read."""
 
     # --- export and import ------------------------------------------------------------------
 

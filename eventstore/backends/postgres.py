@@ -426,9 +426,24 @@ class PostgresBackend(Backend):
 
     # --- the projection -----------------------------------------------------------------------
 
-    def messages_json(self, session_id: str) -> str:
-        rows = self._read("SELECT message FROM messages WHERE session_id = %s ORDER BY seq", (session_id,))
+    def messages_json(self, session_id: str, upto_seq: int | None = None) -> str:
+        if upto_seq is None:
+            rows = self._read("SELECT message FROM messages WHERE session_id = %s ORDER BY seq", (session_id,))
+        else:
+            rows = self._read("SELECT message FROM messages WHERE session_id = %s AND seq <= %s ORDER BY seq",
+                              (session_id, upto_seq))
         return "[" + ",".join([r[0] for r in rows]) + "]"
+
+    # --- the viewer's index -------------------------------------------------------------------
+
+    def session_rows(self) -> list[tuple[str, float]]:
+        return [tuple(r) for r in self._read("SELECT id, created_at FROM sessions ORDER BY created_at, id")]
+
+    def session_counts(self, upto_position: int) -> list[tuple[str, int, int, float, float]]:
+        return [tuple(r) for r in self._read(_COUNTS_SQL, (upto_position,))]
+
+    def state_rows(self, after_position: int, upto_position: int, limit: int) -> list[tuple[int, str, str, Any]]:
+        return [tuple(r) for r in self._read(_STATE_SQL, (after_position, upto_position, limit))]
 
     # --- export and import --------------------------------------------------------------------
 
@@ -724,6 +739,23 @@ def _expected_catalog(url: str, display: str) -> dict[str, tuple[str, str]]:
     finally:
         engine.dispose()
     return _expected[url]
+# The viewer's index (see Backend.session_counts and Backend.state_rows). The payload is
+# text: es_field gives a value's JSON text as stored, es_json parses it (both in the baseline).
+_COUNTS_SQL = """
+SELECT a.session_id, a.n, a.last_position, f.ts, l.ts
+FROM (SELECT session_id, count(*) AS n, max(seq) AS last_seq, max(position) AS last_position
+      FROM events WHERE position <= %s GROUP BY session_id) AS a
+JOIN events AS f ON f.session_id = a.session_id AND f.seq = 0
+JOIN events AS l ON l.session_id = a.session_id AND l.seq = a.last_seq"""
+
+_STATE_SQL = """
+SELECT position, session_id, type,
+       CASE type WHEN 'assistant/message' THEN es_field(payload, 'tool_calls')
+                 WHEN 'tool/result' THEN es_json(payload) ->> 'tool_call_id' END
+FROM events
+WHERE position > %s AND position <= %s
+  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result')
+ORDER BY position LIMIT %s"""
 
 
 class PgFollower(Follower):

@@ -605,9 +605,26 @@ class SQLiteBackend(Backend):
 
     # --- the projection ----------------------------------------------------------------------------
 
-    def messages_json(self, session_id: str) -> str:
-        rows = self._read("SELECT message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
+    def messages_json(self, session_id: str, upto_seq: int | None = None) -> str:
+        if upto_seq is None:
+            rows = self._read("SELECT message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
+        else:
+            rows = self._read("SELECT message FROM messages WHERE session_id = ? AND seq <= ? ORDER BY seq",
+                              (session_id, max(-1, min(upto_seq, MAX_CURSOR))))
         return "[" + ",".join([r[0] for r in rows]) + "]"
+
+    # --- the viewer's index ----------------------------------------------------------------------
+
+    def session_rows(self) -> list[tuple[str, float]]:
+        return self._read("SELECT id, created_at FROM sessions ORDER BY created_at, id")
+
+    def session_counts(self, upto_position: int) -> list[tuple[str, int, int, float, float]]:
+        # count, max(seq) and max(position) come from the (session_id, seq) index alone; the
+        # two joins are index look-ups.
+        return self._read(_COUNTS_SQL, (min(upto_position, MAX_CURSOR),))
+
+    def state_rows(self, after_position: int, upto_position: int, limit: int) -> list[tuple[int, str, str, Any]]:
+        return self._read(_STATE_SQL, (min(after_position, MAX_CURSOR), min(upto_position, MAX_CURSOR), limit))
 
     # --- export -------------------------------------------------------------------------------
 
@@ -903,6 +920,25 @@ class _MemoryFollower(Follower):
 
 
 _MEMORY_POLL = 0.02  # seconds
+
+
+# --- the viewer's index ------------------------------------------------------------------------
+
+_COUNTS_SQL = """
+SELECT a.session_id, a.n, a.last_position, f.ts, l.ts
+FROM (SELECT session_id, count(*) AS n, max(seq) AS last_seq, max(position) AS last_position
+      FROM events WHERE position <= ? GROUP BY session_id) AS a
+JOIN events AS f ON f.session_id = a.session_id AND f.seq = 0
+JOIN events AS l ON l.session_id = a.session_id AND l.seq = a.last_seq"""
+
+_STATE_SQL = """
+SELECT position, session_id, type,
+       CASE type WHEN 'assistant/message' THEN payload -> '$.tool_calls'
+                 WHEN 'tool/result' THEN payload ->> '$.tool_call_id' END
+FROM events
+WHERE position > ? AND position <= ?
+  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result')
+ORDER BY position LIMIT ?"""
 
 
 # --- import ----------------------------------------------------------------------------------

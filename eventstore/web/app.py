@@ -1,0 +1,307 @@
+"""The viewer's ASGI application: pages, static assets and the JSON API (docs/web.md).
+
+Read-only by construction: every route is GET (and HEAD); any other method gets 405 from
+:class:`Guard` before routing. Every response carries a strict Content-Security-Policy
+(scripts and styles only from this server's ``/static/``, no inline script, no other
+origin), and the pages put every stored string into the page as text (``textContent``),
+never as HTML.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .. import __version__
+from ..errors import EventStoreError, SessionNotFound
+from .hub import ALL, Hub
+from .index import SORT_KEYS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..store import EventStore
+
+__all__ = ["create_app", "Guard", "CSP"]
+
+STATIC = Path(__file__).parent / "static"
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+]
+
+_LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
+
+MAX_EVENTS = 200_000  # events per /api/events answer (a 100,000-event session in one)
+SSE_BATCH = 5_000  # events per server-sent event
+KEEPALIVE_S = 15.0
+
+
+class Guard:
+    """ASGI middleware: 405 for any method but GET and HEAD; the security headers on every
+    response; with ``loopback_only``, 421 for a request whose ``Host`` is not a loopback name
+    (a page of another site that rebinds its DNS name to 127.0.0.1 cannot read the log)."""
+
+    def __init__(self, app, loopback_only: bool):
+        self.app = app
+        self.loopback_only = loopback_only
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                message = {**message, "headers": [*message.get("headers", []),
+                                                   *(h for h in _HEADERS if h[0] not in names)]}
+            await send(message)
+
+        if scope["method"] not in ("GET", "HEAD"):
+            response = Response("read-only: only GET and HEAD\n", status_code=405,
+                                headers={"Allow": "GET, HEAD"}, media_type="text/plain")
+            return await response(scope, receive, send_with_headers)
+        if self.loopback_only:
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name.lower() not in _LOOPBACK_HOSTS:
+                response = Response("this viewer answers only to localhost, 127.0.0.1 and [::1]\n",
+                                    status_code=421, media_type="text/plain")
+                return await response(scope, receive, send_with_headers)
+        await self.app(scope, receive, send_with_headers)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _int(request, name: str, default: int, lo: int, hi: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _BadRequest(f"{name} must be an integer, not {raw!r}") from None
+    return max(lo, min(hi, value))
+
+
+class _BadRequest(Exception):
+    pass
+
+
+_TYPE_JSON: dict[str, str] = {}
+
+
+def events_json(rows: list[tuple]) -> str:
+    """``(type, seq, ts, payload text)`` rows (:meth:`Backend.export_rows`) as a JSON array
+    of ``{"seq", "type", "ts", "payload"}`` objects; the payload is the stored text as it is."""
+    parts = []
+    type_json = _TYPE_JSON
+    for type_, seq, ts, payload in rows:
+        t = type_json.get(type_)
+        if t is None:
+            t = json.dumps(type_)
+            if len(type_json) < 1000:
+                type_json[type_] = t
+        parts.append(f'{{"seq":{seq},"type":{t},"ts":{float(ts)!r},"payload":{payload}}}')
+    return "[" + ",".join(parts) + "]"
+
+
+def _download_name(session_id: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", session_id).strip("._") or "session"
+    return safe[:100] + ".jsonl"
+
+
+def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = True,
+               on_ready: Callable[[], None] | None = None, poll_interval: float = 0.05) -> Guard:
+    """The viewer as an ASGI application over ``store`` (open it read-only).
+
+    At start-up it reads the log into the sessions index on a thread (seconds per million
+    events: the sessions page says it is reading meanwhile; session pages work at once),
+    then follows new commits every ``poll_interval`` seconds; ``on_ready`` is called when
+    it serves. ``db_label`` is what the pages call the database.
+    """
+    hub = Hub(store, poll_interval=poll_interval)
+    backend = store.backend  # reads the public API has no call for: the contract's own
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        import asyncio
+
+        hub.start(asyncio.get_running_loop())  # reads the log into the index, then follows it
+        if on_ready is not None:
+            on_ready()
+        try:
+            yield
+        finally:
+            await run_in_threadpool(hub.stop)
+
+    def session_or_404(request):
+        sid = request.query_params.get("session")
+        if sid is None:
+            raise _BadRequest("the query needs session=ID")
+        return store.session(sid)  # SessionNotFound -> 404
+
+    def page(name: str):
+        async def endpoint(request):
+            return FileResponse(STATIC / name, headers={"Cache-Control": "no-cache"})
+        return endpoint
+
+    async def info(request):
+        return JSONResponse({"version": __version__, "database": db_label, "ready": hub.ready,
+                             "sessions": len(hub.index) if hub.ready else None, "position": hub.position,
+                             "follow_error": hub.error})
+
+    def sessions(request):
+        sort = request.query_params.get("sort", "last_ts")
+        order = request.query_params.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise _BadRequest("order must be asc or desc")
+        offset = _int(request, "offset", 0, 0, 2**62)
+        limit = _int(request, "limit", 50, 1, 1000)
+        if sort not in SORT_KEYS:
+            raise _BadRequest(f"sort must be one of {', '.join(SORT_KEYS)}")
+        if not hub.ready:
+            return JSONResponse({"loading": True, "total": 0, "matching": 0, "offset": offset, "limit": limit,
+                                 "sort": sort, "order": order, "position": 0, "sessions": [], "error": hub.error})
+        matching, rows = hub.index.page(sort=sort, descending=order == "desc",
+                                        query=request.query_params.get("q", ""), offset=offset, limit=limit)
+        return JSONResponse({"total": len(hub.index), "matching": matching, "offset": offset, "limit": limit,
+                             "sort": sort, "order": order, "position": hub.position, "sessions": rows})
+
+    def session_summary(request):
+        s = session_or_404(request)
+        summary = hub.index.get(s.id) if hub.ready else None
+        body = summary.to_dict() if summary is not None else {
+            "id": s.id, "created_at": None, "events": 0, "messages": 0, "tool_calls": 0, "first_ts": None,
+            "last_ts": None, "complete": True, "open_turn": False, "dangling_calls": 0, "loading": not hub.ready}
+        return JSONResponse(body)
+
+    def events(request):
+        s = session_or_404(request)
+        after = _int(request, "after", -1, -1, 2**63 - 1)
+        limit = _int(request, "limit", 10_000, 1, MAX_EVENTS)
+        rows = backend.export_rows(s.id, after, limit + 1)
+        more = len(rows) > limit
+        body = '{"session":' + json.dumps(s.id) + ',"more":' + ("true" if more else "false") + \
+               ',"events":' + events_json(rows[:limit]) + "}"
+        return Response(body, media_type="application/json")
+
+    def messages(request):
+        s = session_or_404(request)
+        upto = _int(request, "upto", 2**63 - 1, -1, 2**63 - 1)
+        return Response(backend.messages_json(s.id, upto), media_type="application/json")
+
+    def export(request):
+        s = session_or_404(request)
+        buf = io.BytesIO()
+        store.export_jsonl(s.id, buf)
+        return Response(buf.getvalue(), media_type="application/x-ndjson", headers={
+            "Content-Disposition": f'attachment; filename="{_download_name(s.id)}"'})
+
+    async def stream_session(request):
+        s = await run_in_threadpool(session_or_404, request)
+        after = _int(request, "after", -1, -1, 2**63 - 1)
+        resumed = request.headers.get("last-event-id", "")
+        if resumed.isdigit():  # the browser reconnecting: go on after the last event it got
+            after = max(after, min(int(resumed), 2**63 - 1))
+        sid = s.id
+
+        async def gen():
+            sub = hub.subscribe(sid)
+            last = after
+            caught_up = False
+            try:
+                yield "retry: 1000\n\n"
+                while True:
+                    rows = await run_in_threadpool(backend.export_rows, sid, last, SSE_BATCH)
+                    if rows:
+                        last = rows[-1][1]
+                        yield f"id: {last}\nevent: events\ndata: {events_json(rows)}\n\n"
+                        if len(rows) == SSE_BATCH:
+                            continue
+                    if not caught_up:  # every stored event sent: from now on, only new ones
+                        caught_up = True
+                        yield f"event: caught-up\ndata: {{\"seq\":{last}}}\n\n"
+                    woken = await sub.wait(KEEPALIVE_S)
+                    if sub.closing:
+                        return
+                    if not woken:
+                        yield ": keep-alive\n\n"
+            finally:
+                sub.close()
+
+        return StreamingResponse(gen(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def stream_sessions(request):
+        async def gen():
+            sub = hub.subscribe(ALL)
+            try:
+                yield "retry: 1000\n\n"
+                while True:
+                    woken = await sub.wait(KEEPALIVE_S)
+                    if sub.closing:
+                        return
+                    if woken:
+                        yield f"event: changed\ndata: {json.dumps({'position': hub.position})}\n\n"
+                    else:
+                        yield ": keep-alive\n\n"
+            finally:
+                sub.close()
+
+        return StreamingResponse(gen(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    def api(endpoint):
+        is_async = inspect.iscoroutinefunction(endpoint)
+
+        async def wrapped(request):
+            try:
+                if is_async:
+                    return await endpoint(request)
+                return await run_in_threadpool(endpoint, request)
+            except SessionNotFound as e:
+                return _error(404, str(e))
+            except _BadRequest as e:
+                return _error(400, str(e))
+            except EventStoreError as e:
+                return _error(500, str(e))
+        return wrapped
+
+    routes = [
+        Route("/", page("sessions.html")),
+        Route("/session", page("session.html")),
+        Route("/api/info", api(info)),
+        Route("/api/sessions", api(sessions)),
+        Route("/api/sessions/stream", api(stream_sessions)),
+        Route("/api/session", api(session_summary)),
+        Route("/api/events", api(events)),
+        Route("/api/messages", api(messages)),
+        Route("/api/export", api(export)),
+        Route("/api/stream", api(stream_session)),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.hub = hub
+    return Guard(app, loopback_only)

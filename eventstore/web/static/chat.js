@@ -1,0 +1,407 @@
+// The session as a chat: a model built event by event (Chat), each block's DOM
+// (renderBlock), and a virtualised list that keeps only the visible blocks in the page
+// (VList). Live updates, replay and the first load all go through Chat.apply.
+"use strict";
+
+// The text a chunk adds: delta.content (a string), else nothing.
+const chunkText = (p) => {
+  const d = p && p.delta;
+  if (d && typeof d.content === "string") return d.content;
+  if (typeof (p && p.content) === "string") return p.content;
+  return "";
+};
+
+// A tool result looks failed: an explicit flag, or the demo's "[exit status N]" tail.
+const isError = (p) => p.is_error === true || p.isError === true || p.status === "error" ||
+  (p.error != null && p.error !== false) ||
+  (typeof p.content === "string" && /\[exit status [1-9]\d*\]\s*$/.test(p.content));
+
+class Chat {
+  constructor() { this.reset(); }
+
+  reset() {
+    this.blocks = [];
+    this.turn = null;
+    this.turns = 0;
+    this.step = null;
+    this.asst = null;
+    this.window = new Map(); // call id -> calls waiting for their result (before the next message)
+    this.count = 0;
+    this.generation = (this.generation || 0) + 1;
+  }
+
+  push(b) { b.i = this.blocks.length; b.v = 0; b.sv = 0; b.last = b.seq; this.blocks.push(b); return b; }
+  touch(b, structural = true) { b.v++; if (structural) b.sv++; }
+
+  closeWindow() {
+    for (const calls of this.window.values()) for (const c of calls) { c.dangling = true; this.touch(c.block); }
+    this.window.clear();
+  }
+
+  apply(ev) {
+    const p = ev.payload && typeof ev.payload === "object" ? ev.payload : {};
+    const { seq, ts } = ev;
+    switch (ev.type) {
+      case "turn/start":
+        this.asst = null;
+        this.turn = this.push({ kind: "turn", seq, ts, n: ++this.turns, end: null });
+        break;
+      case "turn/end": {
+        const t = this.turn;
+        this.asst = null;
+        this.push({ kind: "turn-end", seq, ts, start: t });
+        if (t) { t.end = ev; this.touch(t); }
+        this.turn = null;
+        break;
+      }
+      case "step/start":
+        this.asst = null;
+        this.step = this.push({ kind: "step", seq, ts, step: p.step, end: null });
+        break;
+      case "step/end": {
+        const s = this.step;
+        this.asst = null;
+        this.push({ kind: "step-end", seq, ts, start: s, step: p.step, toolCalls: p.tool_calls });
+        if (s) { s.end = ev; this.touch(s); }
+        this.step = null;
+        break;
+      }
+      case "user/message":
+        this.closeWindow();
+        this.asst = null;
+        this.push({ kind: "user", seq, ts, content: p.content });
+        break;
+      case "assistant/chunk": {
+        let a = this.asst;
+        if (!a || a.final) a = this.asst = this.push({ kind: "assistant", seq, ts, text: "", chunks: 0, final: false, calls: [] });
+        a.text += chunkText(p);
+        a.chunks++;
+        a.last = seq;
+        this.touch(a, false);
+        break;
+      }
+      case "assistant/message": {
+        this.closeWindow();
+        let a = this.asst;
+        if (!a || a.final) a = this.asst = this.push({ kind: "assistant", seq, ts, text: "", chunks: 0, final: false, calls: [] });
+        a.final = true;
+        a.msg = ev;
+        a.content = p.content;
+        a.last = seq;
+        a.calls = (Array.isArray(p.tool_calls) ? p.tool_calls : []).map((c) => {
+          const f = (c && c.function) || {};
+          const call = { block: a, raw: c, id: c && c.id, name: f.name, args: f.arguments, ts, result: null, dangling: false };
+          const list = this.window.get(call.id) || [];
+          list.push(call);
+          this.window.set(call.id, list);
+          return call;
+        });
+        this.touch(a);
+        break;
+      }
+      case "tool/result": {
+        const list = this.window.get(p.tool_call_id);
+        const call = list && list.shift();
+        if (list && !list.length) this.window.delete(p.tool_call_id);
+        if (call) {
+          call.result = ev;
+          call.error = isError(p);
+          call.block.last = Math.max(call.block.last, seq);
+          this.touch(call.block);
+        } else {
+          this.push({ kind: "other", seq, ts, ev, orphan: true });
+        }
+        break;
+      }
+      default:
+        this.push({ kind: "other", seq, ts, ev });
+    }
+    this.count = seq + 1;
+  }
+}
+
+// --- rendering -------------------------------------------------------------------------
+
+// Long text goes into segments of about SEG characters, cut after a newline, each with
+// content-visibility: auto, so the browser lays out and paints only the segments on screen
+// (a 100,000-chunk answer is one message of a megabyte).
+const SEG = 4000;
+const segment = (into, text) => {
+  const seg = document.createElement("div");
+  seg.className = "seg";
+  const lines = text.length / 90 + (text.match(/\n/g) || []).length;
+  seg.style.containIntrinsicSize = `auto ${Math.round(22 * lines)}px`;
+  ES.appendText(seg, text);
+  seg._len = text.length;
+  into.appendChild(seg);
+  return seg;
+};
+const appendLong = (into, text) => {
+  if (text.length <= SEG * 1.5) { segment(into, text); return; }
+  let start = 0;
+  while (start < text.length) {
+    let cut = text.indexOf("\n", start + SEG);
+    if (cut < 0 || cut - start > SEG * 4) cut = text.length - start > SEG * 4 ? start + SEG * 4 : text.length;
+    else cut += 1;
+    segment(into, text.slice(start, cut));
+    start = cut;
+  }
+};
+
+const contentNodes = (content, into) => {
+  if (content == null) return;
+  if (typeof content === "string") { appendLong(into, content); return; }
+  if (Array.isArray(content)) {
+    for (const part of content) {
+      if (part && typeof part === "object" && part.type === "text" && typeof part.text === "string") ES.appendText(into, part.text);
+      else into.appendChild(ES.jsonPre(part));
+    }
+    return;
+  }
+  into.appendChild(ES.jsonPre(content));
+};
+
+// Arguments as the model wrote them: pretty JSON when they parse, else the text.
+const argsNode = (args) => {
+  if (typeof args === "string") {
+    try { const v = JSON.parse(args); if (v && typeof v === "object") return ES.jsonPre(v); } catch (e) { /* text */ }
+    return ES.el("pre", { className: "out" }, args);
+  }
+  return args === undefined ? ES.el("span", { className: "note" }, "none") : ES.jsonPre(args);
+};
+
+const resultNode = (content) => {
+  if (typeof content === "string") return ES.el("pre", { className: "out" }, content);
+  return ES.jsonPre(content === undefined ? null : content);
+};
+
+const headTime = (ts, seq) => ES.el("span", { className: "when", title: `${ES.when(ts)} · seq ${seq}` }, ES.time(ts));
+
+const tools = (ctx, b) => ES.el("span", { className: "tools" },
+  ES.el("button", { className: "small", title: "The raw events as stored", onclick: () => ctx.showRaw(b) }, "{ } JSON"),
+  ES.el("button", { className: "small", title: "The chat messages the model had been sent up to here (the projection)",
+    onclick: () => ctx.showContext(b) }, "What the model saw"));
+
+function renderCall(ctx, call, live) {
+  let state;
+  if (call.result) state = ES.el("span", { className: "lat", title: "latency: result ts − call ts" }, ES.dur(call.result.ts - call.ts));
+  else if (call.dangling || !live) state = ES.el("span", { className: "lat badge interrupted" }, "no result");
+  else state = ES.el("span", { className: "lat badge running" }, "waiting for result…");
+  const el = ES.el("div", { className: "call" + (call.error ? " error" : "") },
+    ES.el("div", { className: "call-head" },
+      ES.el("span", { className: "tool-tag" }, "tool"), ES.el("span", { className: "name" }, call.name == null ? "(no name)" : String(call.name)),
+      ES.el("span", { className: "note mono" }, call.id == null ? "" : String(call.id)),
+      call.error ? ES.el("span", { className: "badge interrupted" }, "error") : null,
+      state),
+    ES.el("div", { className: "call-sec" }, ES.el("div", { className: "label" }, "Arguments"), argsNode(call.args)));
+  if (call.result) {
+    el.appendChild(ES.el("div", { className: "call-sec result" },
+      ES.el("div", { className: "label" }, call.error ? "Result (error)" : "Result", " · ", headTime(call.result.ts, call.result.seq)),
+      resultNode(call.result.payload.content)));
+  }
+  return el;
+}
+
+// The element of one block; `ctx` gives the buttons' actions, and `ctx.active()` says whether
+// the session may still be running (followed live, last event under two minutes ago): an
+// open turn or a call without its result is then "in progress", otherwise "not ended".
+function renderBlock(ctx, b) {
+  const item = document.createElement("div");
+  item.className = "item";
+  item.dataset.seq = b.seq;
+  item.dataset.kind = b.kind;
+  let body;
+  switch (b.kind) {
+    case "turn":
+      body = ES.el("div", { className: "divider turn" }, `Turn ${b.n}`, ES.el("span", { className: "note" }, ES.when(b.ts)),
+        b.end ? ES.el("span", { className: "dur" }, ES.dur(b.end.ts - b.ts))
+              : ES.el("span", { className: "open" }, ctx.active() ? "in progress" : "not ended"));
+      break;
+    case "turn-end":
+      body = ES.el("div", { className: "divider" }, b.start ? `Turn ${b.start.n} ended` : "turn ended",
+        b.start ? ES.el("span", { className: "dur" }, "after " + ES.dur(b.ts - b.start.ts)) : null);
+      break;
+    case "step":
+      body = ES.el("div", { className: "divider" }, `Step ${b.step ?? ""}`,
+        b.end ? ES.el("span", { className: "dur" }, ES.dur(b.end.ts - b.ts)) : ES.el("span", { className: "open" }, ctx.active() ? "running" : "not ended"));
+      break;
+    case "step-end": {
+      const n = b.toolCalls;
+      body = ES.el("div", { className: "divider" }, `Step ${b.step ?? ""} done`,
+        b.start ? ES.el("span", { className: "dur" }, ES.dur(b.ts - b.start.ts)) : null,
+        typeof n === "number" ? ES.el("span", null, `${n} tool call${n === 1 ? "" : "s"}`) : null);
+      break;
+    }
+    case "user": {
+      const text = ES.el("div", { className: "text" });
+      contentNodes(b.content, text);
+      body = ES.el("div", { className: "msg user" },
+        ES.el("div", { className: "msg-head" }, ES.el("span", { className: "role" }, "user"), headTime(b.ts, b.seq), tools(ctx, b)), text);
+      break;
+    }
+    case "assistant": {
+      const text = ES.el("div", { className: "text" + (b.final ? "" : " streaming") });
+      text.dataset.chunks = b.chunks;
+      if (b.final) contentNodes(b.content, text); else appendLong(text, b.text);
+      const note = b.chunks ? `${ES.num(b.chunks)} chunk${b.chunks === 1 ? "" : "s"}` : "";
+      body = ES.el("div", { className: "msg assistant" },
+        ES.el("div", { className: "msg-head" }, ES.el("span", { className: "role" }, "assistant"), headTime(b.ts, b.seq),
+          note ? ES.el("span", { className: "note" }, note) : null,
+          b.final && b.msg && b.chunks ? ES.el("span", { className: "note" }, "streamed in " + ES.dur(b.msg.ts - b.ts)) : null,
+          tools(ctx, b)),
+        text, ...b.calls.map((c) => renderCall(ctx, c, ctx.active())));
+      item._text = text;
+      item._textLen = b.final ? -1 : b.text.length;
+      break;
+    }
+    default: {
+      const ev = b.ev;
+      body = ES.el("div", { className: "msg other" },
+        ES.el("div", { className: "msg-head" }, ES.el("span", { className: "role mono" }, ev.type),
+          headTime(b.ts, b.seq), b.orphan ? ES.el("span", { className: "badge interrupted" }, "answers no open call") : null, tools(ctx, b)),
+        ES.jsonPre(ev.payload));
+    }
+  }
+  item.appendChild(body);
+  item._sv = b.sv;
+  return item;
+}
+
+// Only the text of a streaming message grew: append it instead of building the block again.
+function patchBlock(item, b) {
+  if (b.kind !== "assistant" || item._sv !== b.sv || item._textLen < 0) return false;
+  const delta = b.text.slice(item._textLen);
+  const text = item._text;
+  let seg = text.lastElementChild;
+  if (!seg || (seg._len > SEG && b.text[item._textLen - 1] === "\n")) seg = segment(text, "");
+  const lastNode = seg.lastChild;
+  ES.UNSAFE.lastIndex = 0;
+  if (lastNode && lastNode.nodeType === 3 && !ES.UNSAFE.test(delta)) lastNode.appendData(delta);
+  else ES.appendText(seg, delta);
+  seg._len += delta.length;
+  item._textLen = b.text.length;
+  text.dataset.chunks = b.chunks;
+  const note = item.querySelector(".msg-head .note");
+  if (note) note.textContent = `${ES.num(b.chunks)} chunk${b.chunks === 1 ? "" : "s"}`;
+  return true;
+}
+
+// --- the virtualised list --------------------------------------------------------------
+
+class VList {
+  constructor(scroller, canvas, ctx) {
+    this.scroller = scroller;
+    this.canvas = canvas;
+    this.ctx = ctx;
+    this.items = [];
+    this.els = new Map(); // index -> element
+    this.h = [];
+    this.off = [0];
+    this.dirtyFrom = 0;
+    this.stick = false;
+    this.raf = 0;
+    this.width = 0;
+    // At the bottom, the list sticks to it (follows what is added); scrolling up lets go.
+    scroller.addEventListener("scroll", () => {
+      this.stick = scroller.scrollTop + scroller.clientHeight >= scroller.scrollHeight - 40;
+      this.schedule();
+    }, { passive: true });
+    new ResizeObserver(() => {
+      const w = canvas.clientWidth;
+      if (w !== this.width) { this.width = w; this.h = []; this.dirtyFrom = 0; }
+      this.schedule();
+    }).observe(scroller);
+  }
+
+  setItems(items) { this.items = items; this.clear(); this.schedule(); }
+  clear() { for (const el of this.els.values()) el.remove(); this.els.clear(); this.h = []; this.dirtyFrom = 0; }
+  schedule() { if (!this.raf) this.raf = requestAnimationFrame(() => { this.raf = 0; this.update(); }); }
+
+  estimate(b) {
+    const cpl = Math.max(20, (this.width || 800) / 8.3);
+    const lines = (s) => {
+      if (!s) return 1;
+      if (s.length > 20000) return s.length / cpl + (s.split("\n").length - 1);
+      let n = 0;
+      for (const line of s.split("\n")) n += Math.max(1, Math.ceil(line.length / cpl));
+      return n;
+    };
+    switch (b.kind) {
+      case "turn": case "turn-end": case "step": case "step-end": return 34;
+      case "user": return 70 + 22 * lines(typeof b.content === "string" ? b.content : JSON.stringify(b.content ?? ""));
+      case "assistant": {
+        let h = 70 + 22 * lines(b.final ? (typeof b.content === "string" ? b.content : JSON.stringify(b.content ?? "")) : b.text);
+        for (const c of b.calls) h += 110 + Math.min(420, 19 * lines(String(c.args ?? ""))) + (c.result ? Math.min(420, 19 * lines(String(c.result.payload.content ?? ""))) : 0);
+        return h;
+      }
+      default: return 90 + Math.min(600, 19 * lines(JSON.stringify(b.ev.payload, null, 2)));
+    }
+  }
+
+  offsets() {
+    const n = this.items.length, h = this.h, off = this.off;
+    while (h.length < n) h.push(this.estimate(this.items[h.length]));
+    // off[i] is the top of item i; off[0..dirtyFrom] are current (items added or re-measured
+    // since then move dirtyFrom back).
+    if (this.dirtyFrom < n) {
+      off.length = n + 1;
+      for (let i = this.dirtyFrom; i < n; i++) off[i + 1] = off[i] + h[i];
+      this.dirtyFrom = n;
+    } else off.length = n + 1;
+    return off;
+  }
+
+  find(y) { // the last index whose top is <= y
+    const off = this.off, n = this.items.length;
+    let lo = 0, hi = n - 1;
+    while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (off[mid] <= y) lo = mid; else hi = mid - 1; }
+    return Math.max(0, lo);
+  }
+
+  scrollTo(y) { this.scroller.scrollTop = y; }
+
+  update() {
+    const n = this.items.length, sc = this.scroller;
+    for (let pass = 0; pass < 4; pass++) {
+      const off = this.offsets();
+      this.canvas.style.height = off[n] + "px";
+      if (this.stick) this.scrollTo(off[n]);
+      const top = sc.scrollTop, H = sc.clientHeight || 800;
+      const first = n ? this.find(top - 400) : 0, last = n ? this.find(top + H + 400) : -1;
+      for (const [i, el] of this.els) if (i < first || i > last || i >= n) { el.remove(); this.els.delete(i); }
+      for (let i = first; i <= last; i++) {
+        const b = this.items[i];
+        let el = this.els.get(i);
+        if (el && el._b === b && el._v === b.v) { /* current */ }
+        else if (el && el._b === b && patchBlock(el, b)) { el._v = b.v; }
+        else {
+          const fresh = renderBlock(this.ctx, b);
+          fresh._b = b; fresh._v = b.v;
+          if (el) el.replaceWith(fresh); else this.canvas.appendChild(fresh);
+          el = fresh;
+          this.els.set(i, el);
+        }
+        el.style.top = off[i] + "px";
+      }
+      let above = 0, changed = false;
+      for (let i = first; i <= last; i++) {
+        const el = this.els.get(i), hh = el.offsetHeight;
+        if (hh !== this.h[i]) {
+          if (off[i] + this.h[i] <= top) above += hh - this.h[i];
+          this.h[i] = hh;
+          if (i < this.dirtyFrom) this.dirtyFrom = i;
+          changed = true;
+        }
+      }
+      if (!changed) break;
+      if (above && !this.stick) {
+        const off2 = this.offsets();
+        this.canvas.style.height = off2[n] + "px";
+        this.scrollTo(top + above);
+      }
+    }
+  }
+
+  // Re-render every visible block (e.g. live state changed), keeping heights.
+  refresh() { for (const el of this.els.values()) el._v = -1; this.schedule(); }
+}

@@ -1,0 +1,286 @@
+// The session page: load the log, follow it live, replay it at its recorded pace.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const sid = new URLSearchParams(location.search).get("id");
+  const q = (extra) => "session=" + encodeURIComponent(sid) + (extra || "");
+  const events = []; // every event known, by seq
+  const chat = new Chat();
+  const ctx = {
+    // Whether an open turn or call may still end: replaying before the end of the log, or
+    // live with the last event under two minutes old.
+    active: () => (replay && replay.k < events.length) ||
+      (events.length > 0 && Date.now() / 1000 - events[events.length - 1].ts < 120),
+    showRaw: (b) => showRaw(b),
+    showContext: (b) => showContext(b),
+  };
+  const list = new VList($("log"), $("canvas"), ctx);
+  list.setItems(chat.blocks);
+  let summary = null;
+  let replay = null; // the Replay while replaying
+  let started = false; // the first page is shown and the stream brings the rest
+
+  if (sid == null) { $("notice").textContent = "No session given: open one from the sessions list."; return; }
+  $("sid").textContent = ES.plain(sid);
+  $("sid").title = ES.plain(sid);
+  document.title = ES.plain(sid).slice(0, 60) + " · eventstore";
+  $("download").href = "/api/export?" + q();
+
+  // --- header ----------------------------------------------------------------------------
+  const renderStats = () => {
+    const n = events.length, first = n ? events[0].ts : null, last = n ? events[n - 1].ts : null;
+    const s = summary || {};
+    const stat = (label, value) => ES.el("span", null, ES.el("b", null, value), " " + label);
+    $("stats").replaceChildren(
+      stat("events", ES.num(n)), stat("messages", ES.num(s.messages)), stat("tool calls", ES.num(s.tool_calls)),
+      n ? ES.el("span", { title: `${ES.when(first)} → ${ES.when(last)}` }, ES.el("b", null, ES.dur(last - first) || "0 ms"), " long") : null);
+    if (summary) $("badge").replaceChildren(ES.badge(summary));
+  };
+  let summaryTimer = null;
+  const refreshSummary = () => {
+    if (summaryTimer) return;
+    summaryTimer = setTimeout(async () => {
+      summaryTimer = null;
+      try { summary = await ES.getJSON("/api/session?" + q()); } catch (e) { /* keep the last */ }
+      renderStats();
+    }, summary ? 500 : 0);
+  };
+
+  // --- the side panel ----------------------------------------------------------------------
+  const openPanel = (title, ...nodes) => {
+    $("panel-title").textContent = title;
+    $("panel-body").replaceChildren(...nodes);
+    $("panel").hidden = false;
+    list.schedule();
+  };
+  $("panel-close").addEventListener("click", () => { $("panel").hidden = true; list.schedule(); });
+  document.addEventListener("keydown", (e) => { if (e.key === "Escape") $("panel").hidden = true; });
+
+  const eventJSON = (ev) => ({ type: ev.type, seq: ev.seq, ts: ev.ts, ...ev.payload });
+  function showRaw(b) {
+    const seqs = [];
+    if (b.kind === "assistant") {
+      const firstChunk = b.chunks ? b.seq : null;
+      if (firstChunk != null) for (let s = firstChunk; s <= Math.min(b.last, firstChunk + 4) && s < events.length; s++)
+        if (events[s].type === "assistant/chunk") seqs.push(s);
+      if (b.msg) seqs.push(b.msg.seq);
+      for (const c of b.calls) if (c.result) seqs.push(c.result.seq);
+    } else seqs.push(b.seq);
+    const nodes = [];
+    for (const s of [...new Set(seqs)].sort((x, y) => x - y)) {
+      nodes.push(ES.el("div", { className: "label note" }, `seq ${s} · ${events[s].type} · ${ES.when(events[s].ts)}`));
+      nodes.push(ES.jsonPre(eventJSON(events[s])));
+    }
+    if (b.kind === "assistant" && b.chunks > 5)
+      nodes.splice(10, 0, ES.el("p", { className: "note" }, `… and ${ES.num(b.chunks - 5)} more chunks (download the JSONL for all)`));
+    openPanel(`Raw events (seq ${b.seq}${b.last > b.seq ? "–" + b.last : ""})`, ...nodes);
+  }
+
+  async function showContext(b) {
+    const upto = b.kind === "assistant" && b.msg ? b.msg.seq - 1 : b.last;
+    openPanel(`What the model saw (seq ≤ ${upto})`, ES.el("p", { className: "note" }, "Loading…"));
+    try {
+      const r = await fetch("/api/messages?" + q("&upto=" + upto));
+      if (!r.ok) throw new Error(r.statusText);
+      const msgs = await r.json();
+      const intro = ES.el("p", { className: "note" },
+        `${msgs.length} message${msgs.length === 1 ? "" : "s"}: the projection of the log up to seq ${upto}` +
+        (b.kind === "assistant" && b.msg ? ", the request this answer was written for." : "."));
+      const items = msgs.map((m, i) => ES.el("div", { className: "ctx-msg " + (typeof m.role === "string" ? m.role : "") },
+        ES.el("div", { className: "role" }, `${i + 1}. ${m.role}`), ES.jsonPre(m)));
+      openPanel(`What the model saw (seq ≤ ${upto})`, intro, ...items);
+    } catch (e) {
+      openPanel("What the model saw", ES.el("p", { className: "note" }, "Cannot load: " + e.message));
+    }
+  }
+
+  // --- loading and following --------------------------------------------------------------
+  const accept = (batch) => {
+    let added = 0;
+    for (const ev of batch) {
+      if (ev.seq !== events.length) continue; // already known (a reconnect), or out of order
+      events.push(ev);
+      added++;
+      if (!replay) chat.apply(ev);
+    }
+    // While the stored events stream in after the first screen, the page is drawn once at
+    // the end ("caught-up"), not after every batch.
+    if (added && (document.body.dataset.loaded || !started)) {
+      if (!replay) list.schedule(); else replay.grew();
+      renderStats();
+      $("notice").hidden = events.length > 0;
+    }
+    return added;
+  };
+
+  // The stream sends the stored events after `after` in batches (parsed and shown as they
+  // arrive), says "caught-up", then sends each new event as it is committed.
+  const follow = () => {
+    const live = $("live");
+    const es = new EventSource("/api/stream?" + q("&after=" + (events.length - 1)));
+    es.addEventListener("open", () => { live.className = "live on"; live.textContent = "live"; });
+    es.addEventListener("error", () => { live.className = "live off"; live.textContent = "reconnecting"; });
+    es.addEventListener("events", (m) => { if (accept(JSON.parse(m.data)) && document.body.dataset.loaded) refreshSummary(); });
+    es.addEventListener("caught-up", () => {
+      if (document.body.dataset.loaded) return; // a reconnect
+      if (ctx.active()) list.stick = true; // a running session: follow its end
+      list.schedule();
+      renderStats();
+      $("notice").hidden = events.length > 0;
+      if (!events.length) $("notice").textContent = "No events yet: they appear here as they are committed.";
+      $("replay").disabled = false;
+      performance.mark("eventstore:loaded");
+      document.body.dataset.loaded = "1";
+    });
+  };
+
+  // A first small page shows the top at once; the stream brings the rest.
+  const load = async () => {
+    const first = ES.getJSON("/api/events?" + q("&after=-1&limit=500"));
+    try {
+      summary = await ES.getJSON("/api/session?" + q());
+    } catch (e) {
+      $("notice").textContent = e.message;
+      document.body.dataset.loaded = "error";
+      return;
+    }
+    renderStats();
+    accept((await first).events);
+    performance.mark("eventstore:first-page");
+    started = true;
+    follow();
+  };
+
+  // --- replay -------------------------------------------------------------------------------
+  const IDLE_CAP_MS = 500;
+  const fmt = (ms) => {
+    const s = ms / 1000;
+    return `${Math.floor(s / 60)}:${(s % 60).toFixed(1).padStart(4, "0")}`;
+  };
+
+  class Replay {
+    constructor() {
+      this.k = 0; // events[0..k) are shown
+      this.v = 0; // the playhead, ms of (virtual) session time
+      this.speed = parseFloat($("speed").value);
+      this.skip = $("skipidle").checked;
+      this.playing = false;
+      this.timer = 0;
+      this.vt = [];
+      this.times();
+    }
+    // vt[i]: when event i happens, in ms after the first event, with long gaps cut when skipping.
+    times() {
+      const vt = this.vt = new Float64Array(events.length);
+      for (let i = 1; i < events.length; i++) {
+        let gap = (events[i].ts - events[i - 1].ts) * 1000;
+        if (!(gap > 0)) gap = 0;
+        if (this.skip && gap > IDLE_CAP_MS) gap = IDLE_CAP_MS;
+        vt[i] = vt[i - 1] + gap;
+      }
+    }
+    get total() { return this.vt.length ? this.vt[this.vt.length - 1] : 0; }
+    grew() { this.times(); this.clock(); if (this.playing && !this.timer) this.tick(); }
+    now() { return this.playing ? this.v0 + (performance.now() - this.w0) * this.speed : this.v; }
+    play() {
+      if (this.k >= events.length) this.seek(0);
+      this.playing = true; this.v0 = this.v; this.w0 = performance.now();
+      this.controls(); this.tick();
+    }
+    pause() {
+      this.v = this.now(); this.playing = false;
+      clearTimeout(this.timer); this.timer = 0; this.controls(); this.clock();
+    }
+    setSpeed(x) { const v = this.now(); this.speed = x; this.v = this.v0 = v; this.w0 = performance.now(); if (this.playing) { clearTimeout(this.timer); this.tick(); } }
+    setSkip(on) {
+      // keep the playhead on the same event
+      const v = this.now(), i = Math.max(0, this.k - 1), into = this.k ? Math.max(0, v - this.vt[i]) : 0;
+      this.skip = on; this.times();
+      this.v = this.v0 = Math.min(this.total, this.k ? this.vt[i] + (on ? Math.min(into, IDLE_CAP_MS) : into) : 0);
+      this.w0 = performance.now();
+      if (this.playing) { clearTimeout(this.timer); this.tick(); }
+      this.clock();
+    }
+    seek(v) {
+      v = Math.max(0, Math.min(v, this.total));
+      let lo = 0, hi = events.length; // first event after v
+      while (lo < hi) { const mid = (lo + hi) >> 1; if (this.vt[mid] <= v) lo = mid + 1; else hi = mid; }
+      chat.reset();
+      for (let i = 0; i < lo; i++) chat.apply(events[i]);
+      this.k = lo;
+      list.setItems(chat.blocks);
+      list.stick = true;
+      this.v = this.v0 = v; this.w0 = performance.now();
+      if (this.playing) { clearTimeout(this.timer); this.tick(); }
+      this.clock();
+    }
+    tick() {
+      this.timer = 0;
+      const v = this.now();
+      let k = this.k;
+      while (k < events.length && this.vt[k] <= v) chat.apply(events[k++]);
+      if (k !== this.k) { this.k = k; list.schedule(); }
+      this.clock(v);
+      if (k >= events.length) {
+        this.v = this.total; this.playing = false; this.controls(); this.clock();
+        $("replaystate").textContent = "end of the log: Play again, or Exit replay for the live view";
+        document.body.dataset.replay = "ended";
+        return;
+      }
+      const wait = Math.max(0, (this.vt[k] - v) / this.speed);
+      this.timer = setTimeout(() => this.tick(), Math.min(wait, 100));
+    }
+    clock(v = this.now()) {
+      $("clock").textContent = `${fmt(Math.min(v, this.total))} / ${fmt(this.total)}`;
+      if (!this.dragging) $("scrub").value = this.total ? Math.round(1000 * Math.min(v, this.total) / this.total) : 0;
+    }
+    controls() {
+      $("playpause").textContent = this.playing ? "Pause" : (this.k >= events.length ? "Play again" : "Resume");
+      $("replaystate").textContent = this.playing ? `playing at ${this.speed}×` : "paused";
+      document.body.dataset.replay = this.playing ? "playing" : "paused";
+    }
+    stop() { clearTimeout(this.timer); this.playing = false; }
+  }
+
+  const startReplay = () => {
+    if (replay) replay.stop();
+    replay = new Replay();
+    $("replaybar").hidden = false;
+    $("replay").textContent = "↺ Restart";
+    replay.seek(0);
+    replay.play();
+  };
+  const exitReplay = () => {
+    if (!replay) return;
+    replay.stop();
+    replay = null;
+    $("replaybar").hidden = true;
+    $("replay").textContent = "▶ Replay";
+    delete document.body.dataset.replay;
+    chat.reset();
+    for (const ev of events) chat.apply(ev);
+    list.setItems(chat.blocks);
+  };
+  $("replay").addEventListener("click", startReplay);
+  $("exitreplay").addEventListener("click", exitReplay);
+  $("playpause").addEventListener("click", () => { if (!replay) return; if (replay.playing) replay.pause(); else replay.play(); });
+  $("speed").addEventListener("change", () => replay && replay.setSpeed(parseFloat($("speed").value)));
+  $("skipidle").addEventListener("change", () => replay && replay.setSkip($("skipidle").checked));
+  const scrub = $("scrub");
+  scrub.addEventListener("pointerdown", () => { if (replay) replay.dragging = true; });
+  scrub.addEventListener("pointerup", () => { if (replay) replay.dragging = false; });
+  let seekFrame = 0, seekTo = 0; // a drag fires many inputs: rebuild the view once a frame at most
+  scrub.addEventListener("input", () => {
+    if (!replay) return;
+    seekTo = scrub.value / 1000;
+    if (!seekFrame) seekFrame = requestAnimationFrame(() => { seekFrame = 0; if (replay) replay.seek(replay.total * seekTo); });
+  });
+  document.addEventListener("keydown", (e) => {
+    if (!replay || e.target.tagName === "INPUT" || e.target.tagName === "SELECT") return;
+    if (e.key === " ") { e.preventDefault(); $("playpause").click(); }
+  });
+
+  ES.info();
+  load();
+})();

@@ -1,0 +1,126 @@
+// The sessions page: a sorted, filtered, paged table that follows new commits.
+"use strict";
+
+(() => {
+  const PAGE = 50;
+  const params = new URLSearchParams(location.search);
+  const state = {
+    sort: params.get("sort") || "last_ts",
+    order: params.get("order") || "desc",
+    q: params.get("q") || "",
+    offset: Math.max(0, parseInt(params.get("offset") || "0", 10) || 0),
+  };
+  let matching = 0, seen = new Map(), inflight = false, again = false;
+  const $ = (id) => document.getElementById(id);
+  $("filter").value = state.q;
+
+  const keepInUrl = () => {
+    const p = new URLSearchParams();
+    if (state.sort !== "last_ts") p.set("sort", state.sort);
+    if (state.order !== "desc") p.set("order", state.order);
+    if (state.q) p.set("q", state.q);
+    if (state.offset) p.set("offset", state.offset);
+    const qs = p.toString();
+    history.replaceState(null, "", qs ? "?" + qs : location.pathname);
+  };
+
+  const row = (s, fresh) => {
+    const link = ES.el("a", { href: "/session?id=" + encodeURIComponent(s.id), title: ES.plain(s.id) }, s.id);
+    const td = (label, cls, ...c) => ES.el("td", { className: cls || "", dataset: { label } }, ...c);
+    const tr = ES.el("tr", { className: fresh ? "fresh" : "" },
+      td("Session", "sid", link),
+      td("Events", "num", ES.num(s.events)),
+      td("Messages", "num", ES.num(s.messages)),
+      td("Tool calls", "num", ES.num(s.tool_calls)),
+      td("First event", "when", ES.when(s.first_ts)),
+      td("Last event", "when", ES.when(s.last_ts)),
+      td("State", "", ES.badge(s)));
+    return tr;
+  };
+
+  const render = (data) => {
+    matching = data.matching;
+    const rows = $("rows");
+    const next = new Map();
+    const frag = document.createDocumentFragment();
+    for (const s of data.sessions) {
+      const before = seen.get(s.id);
+      frag.appendChild(row(s, seen.size > 0 && before !== s.events));
+      next.set(s.id, s.events);
+    }
+    seen = next;
+    rows.replaceChildren(frag);
+    const from = data.sessions.length ? state.offset + 1 : 0, to = state.offset + data.sessions.length;
+    $("pageinfo").textContent = `${ES.num(from)}–${ES.num(to)} of ${ES.num(matching)}`;
+    $("count").textContent = state.q ? `${ES.num(matching)} of ${ES.num(data.total)} sessions match`
+                                     : `${ES.num(data.total)} sessions`;
+    $("empty").hidden = data.sessions.length > 0;
+    $("empty").textContent = data.total ? "No session id contains that text." :
+      "No sessions yet. Run an agent that logs to this database (or `eventstore demo`): it appears here as it starts.";
+    $("prev").disabled = $("first").disabled = state.offset === 0;
+    $("next").disabled = $("last").disabled = to >= matching;
+    for (const th of document.querySelectorAll("th[data-sort]")) {
+      th.classList.toggle("sorted", th.dataset.sort === state.sort);
+      th.classList.toggle("asc", th.dataset.sort === state.sort && state.order === "asc");
+      th.classList.toggle("desc", th.dataset.sort === state.sort && state.order === "desc");
+    }
+    document.body.dataset.loaded = "1";
+  };
+
+  // One request at a time; a change meanwhile asks for one more afterwards.
+  const load = async () => {
+    if (inflight) { again = true; return; }
+    inflight = true;
+    try {
+      const p = new URLSearchParams({ sort: state.sort, order: state.order, q: state.q, offset: state.offset, limit: PAGE });
+      const data = await ES.getJSON("/api/sessions?" + p);
+      if (data.loading) { // the server is still reading the log (its first seconds)
+        $("count").textContent = data.error ? "cannot read the log yet: " + data.error : "Reading the log…";
+        setTimeout(load, 300);
+        return;
+      }
+      if (data.sessions.length === 0 && state.offset > 0 && data.matching > 0) {
+        state.offset = Math.max(0, Math.floor((data.matching - 1) / PAGE) * PAGE);
+        again = true;
+      } else render(data);
+    } catch (e) {
+      $("count").textContent = "cannot load sessions: " + e.message;
+    } finally {
+      inflight = false;
+      if (again) { again = false; load(); }
+    }
+  };
+
+  for (const th of document.querySelectorAll("th[data-sort]")) {
+    th.addEventListener("click", () => {
+      const key = th.dataset.sort;
+      if (state.sort === key) state.order = state.order === "asc" ? "desc" : "asc";
+      else { state.sort = key; state.order = key === "id" ? "asc" : "desc"; }
+      state.offset = 0; seen = new Map(); keepInUrl(); load();
+    });
+  }
+  let typing = null;
+  $("filter").addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => { state.q = $("filter").value; state.offset = 0; seen = new Map(); keepInUrl(); load(); }, 120);
+  });
+  const go = (offset) => { state.offset = Math.max(0, offset); seen = new Map(); keepInUrl(); load(); window.scrollTo(0, 0); };
+  $("first").addEventListener("click", () => go(0));
+  $("prev").addEventListener("click", () => go(state.offset - PAGE));
+  $("next").addEventListener("click", () => go(state.offset + PAGE));
+  $("last").addEventListener("click", () => go(Math.floor(Math.max(0, matching - 1) / PAGE) * PAGE));
+
+  // New commits: reload the page of the table, at most a few times a second.
+  const live = $("live");
+  let timer = null;
+  const es = new EventSource("/api/sessions/stream");
+  es.addEventListener("open", () => { live.className = "live on"; live.textContent = "live"; });
+  es.addEventListener("error", () => { live.className = "live off"; live.textContent = "reconnecting"; });
+  es.addEventListener("changed", () => {
+    if (timer) return;
+    timer = setTimeout(() => { timer = null; load(); }, 250);
+  });
+
+  ES.info();
+  load();
+})();

@@ -1,0 +1,614 @@
+"""`eventstore serve`: the viewer in a real browser (Debian's chromium, driven by Playwright),
+against a server started as a real subprocess on a free port, reading a real database that
+this process keeps appending to.
+
+The browser tests skip when Playwright or chromium is missing (`.ci/run` installs both).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from eventstore import EventStore
+from eventstore.web.index import SessionIndex
+
+DATA = Path(__file__).parent / "data"
+
+HOSTILE_ID = '<img src=x onerror="window.__pwned=1">"</script><script>window.__pwned=2</script>'
+HOSTILE_TEXT = ('<script>window.__pwned=3</script> <img src=x onerror="window.__pwned=4"> '
+                '\u202eevil\u202c \x1b[31mred\x1b[0m </script><b>bold</b>')
+HOSTILE_TOOL = '<svg onload="window.__pwned=5">'
+
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run"]
+
+
+# --- the server --------------------------------------------------------------------------
+
+class Server:
+    def __init__(self, db: Path, *args: str):
+        env = {k: v for k, v in os.environ.items() if k != "EVENTSTORE_DB"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(db), "serve", "--port", "0", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        line = self._line(self.proc.stdout, 60)
+        assert "http://" in line, f"no URL printed: {line!r}, stderr: {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
+        self.url = line.split(" at ", 1)[1].split()[0].rstrip("/")
+        self.first_line = line
+
+    def _line(self, stream, timeout: float) -> str:
+        sel = selectors.DefaultSelector()
+        sel.register(stream, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            self.stop()
+            raise AssertionError("the server printed nothing")
+        return stream.readline()
+
+    def get(self, path: str, method: str = "GET", headers: dict | None = None):
+        req = urllib.request.Request(self.url + path, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _paced(s, t0: float, gap: float, chunks: list[str]) -> None:
+    """A turn whose answer streams ``chunks`` ``gap`` seconds apart (recorded times)."""
+    s.append_many([("turn/start", {}, t0), ("user/message", {"content": "go"}, t0 + 0.1),
+                   ("step/start", {"step": 0}, t0 + 0.2)])
+    s.append_many([("assistant/chunk", {"delta": {"content": c}}, t0 + 1 + i * gap) for i, c in enumerate(chunks)])
+    end = t0 + 1 + len(chunks) * gap
+    s.append_many([("assistant/message", {"content": "".join(chunks)}, end), ("step/end", {"step": 0}, end + 0.05),
+                   ("turn/end", {}, end + 0.1)])
+
+
+@pytest.fixture(scope="module")
+def db(request, tmp_path_factory):
+    """The database every page is served from: an SQLite file (a Path), or with
+    ``@pytest.mark.parametrize("db", ["postgres"], indirect=True)`` a new database on the
+    throwaway PostgreSQL server (its URL), filled with the same sessions."""
+    backend = getattr(request, "param", "sqlite")
+    if backend == "postgres":
+        pg = request.getfixturevalue("pg_server")
+        name = pg.create_database()
+        request.addfinalizer(lambda: pg.drop_database(name))
+        path = pg.url(name)
+    else:
+        path = tmp_path_factory.mktemp("web") / "web.db"
+    with EventStore.open(path) as st:
+        for name in ("demo", "parallel_tools", "interrupted", "unicode"):
+            st.import_jsonl(DATA / f"{name}.jsonl")
+        _paced(st.create_session("paced"), 1764460800.0, 0.3, ["one ", "two ", "three ", "four ", "five"])
+        # recorded over ten seconds, for pause and scrub
+        _paced(st.create_session("slow"), 1764460800.0, 1.0, [f"w{i} " for i in range(10)])
+        h = st.create_session(HOSTILE_ID)
+        call = {"id": "c1", "type": "function", "function": {"name": HOSTILE_TOOL, "arguments": json.dumps({"x": HOSTILE_TEXT})}}
+        h.append_many([("turn/start", {}), ("user/message", {"content": HOSTILE_TEXT}),
+                       ("assistant/chunk", {"delta": {"content": HOSTILE_TEXT}}),
+                       ("assistant/message", {"content": HOSTILE_TEXT, "tool_calls": [call]}),
+                       ("tool/result", {"tool_call_id": "c1", "content": HOSTILE_TEXT, "is_error": True}),
+                       ("x/<b>custom</b>", {"note": HOSTILE_TEXT}), ("turn/end", {})])
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(db):
+    srv = Server(db)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def writer(db, server):
+    with EventStore.open(db) as st:
+        yield st
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1200, "height": 800}, accept_downloads=True)
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("dialog", lambda d: errors.append(f"dialog: {d.message}") or d.dismiss())
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" and "EventSource" not in m.text else None)
+    pg.errors = errors
+    yield pg
+    ctx.close()
+    assert not errors, errors
+
+
+def session_url(server, sid: str) -> str:
+    return f"{server.url}/session?id={urllib.request.quote(sid, safe='')}"
+
+
+def open_session(page, server, sid: str) -> None:
+    page.goto(session_url(server, sid))
+    page.wait_for_selector("body[data-loaded='1']")
+
+
+#: Runs a test on a server over each backend (the ``db`` fixture).
+both_backends = pytest.mark.parametrize("db", ["sqlite", "postgres"], indirect=True)
+
+
+# --- without a browser ---------------------------------------------------------------------
+
+def test_only_get_and_head(server):
+    for path in ("/", "/api/sessions", "/api/events?session=paced", "/nowhere", "/static/style.css"):
+        for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+            status, headers, _ = server.get(path, method)
+            assert status == 405, (method, path)
+            assert headers["allow"] == "GET, HEAD"
+    status, headers, body = server.get("/api/sessions", "HEAD")
+    assert status == 200 and body == b""
+    status, headers, body = server.get("/")
+    assert status == 200 and "script-src 'self'" in headers["content-security-policy"]
+    assert "unsafe-inline" not in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff"
+
+
+@both_backends
+def test_the_api(server, db):
+    status, _, body = server.get("/api/sessions?sort=events&order=desc&limit=2")
+    data = json.loads(body)
+    assert status == 200 and data["total"] == 7 and len(data["sessions"]) == 2
+    assert data["sessions"][0]["events"] >= data["sessions"][1]["events"]
+    status, _, body = server.get("/api/events?session=5a1b896f-beb&after=2&limit=3")
+    data = json.loads(body)
+    assert [e["seq"] for e in data["events"]] == [3, 4, 5] and data["more"] is True
+    with EventStore.open(db, readonly=True) as st:
+        stored = list(st.session("5a1b896f-beb").events(after_seq=2))[:3]
+        assert [{"seq": e.seq, "type": e.type, "ts": e.ts, "payload": e.payload} for e in stored] == data["events"]
+        messages = st.session("5a1b896f-beb").derive_messages()
+    status, _, body = server.get("/api/messages?session=5a1b896f-beb")
+    assert json.loads(body) == messages
+    status, _, body = server.get("/api/messages?session=5a1b896f-beb&upto=6")  # up to the tool result
+    assert json.loads(body) == messages[:3]
+    status, headers, body = server.get("/api/export?session=5a1b896f-beb")
+    assert body == (DATA / "demo.jsonl").read_bytes()
+    assert 'filename="5a1b896f-beb.jsonl"' in headers["content-disposition"]
+    assert server.get("/api/session?session=nope")[0] == 404
+    assert server.get("/api/sessions?sort=nope")[0] == 400
+    assert server.get("/api/events?session=paced&after=x")[0] == 400
+
+
+def _first_sse_batch(server, path: str, headers: dict | None = None) -> tuple[list[dict], list[str]]:
+    """The first `events` message of a stream, and the lines up to the caught-up one."""
+    req = urllib.request.Request(server.url + path, headers=headers or {})
+    lines = []
+    with urllib.request.urlopen(req, timeout=10) as r:
+        while True:
+            line = r.readline().decode().rstrip("\n")
+            lines.append(line)
+            if line == "event: caught-up":
+                break
+    data = next(json.loads(x[6:]) for x in lines if x.startswith("data: ["))
+    return data, lines
+
+
+def test_the_stream_resumes_where_the_browser_stopped(server):
+    """A reconnecting EventSource sends the id of the last message it got (the last seq):
+    the stream goes on after it, whatever `after` its URL says."""
+    events, lines = _first_sse_batch(server, "/api/stream?session=5a1b896f-beb&after=-1")
+    assert [e["seq"] for e in events] == list(range(15)) and "id: 14" in lines
+    events, _ = _first_sse_batch(server, "/api/stream?session=5a1b896f-beb&after=-1", {"Last-Event-ID": "11"})
+    assert [e["seq"] for e in events] == [12, 13, 14]
+
+
+def test_a_foreign_host_name_is_refused(server):
+    """A page elsewhere that rebinds its DNS name to 127.0.0.1 cannot read the log."""
+    assert server.get("/api/sessions", headers={"Host": "attacker.example:8000"})[0] == 421
+    assert server.get("/api/sessions", headers={"Host": "localhost"})[0] == 200
+
+
+@both_backends
+def test_the_index_agrees_with_the_views(db):
+    """The sessions index (built from the log, then kept current event by event) counts
+    what the SQL views count."""
+    from eventstore.web.hub import Hub
+
+    with EventStore.open(db, readonly=True) as st:
+        hub = Hub(st)
+        hub.build()
+        index = hub.index
+    # the same from nothing but live events: every event of the log through apply()
+    live = SessionIndex()
+    with EventStore.open(db, readonly=True) as st:
+        for ev in st.follow(0, idle_timeout=0):
+            p = ev.payload
+            live.apply(ev.position, ev.session_id, ev.seq, ev.type, ev.ts,
+                       p.get("tool_calls") if ev.type == "assistant/message" else p.get("tool_call_id"))
+    with EventStore.open(db, readonly=True) as st:
+        conn = type(st.backend).query_connection(str(db))
+    try:
+        _, cursor = conn.query("""SELECT s.session_id, s.events, s.messages, s.tool_calls, s.first_ts, s.last_ts,
+            (SELECT count(*) FROM turns t WHERE t.session_id = s.session_id AND t.complete = 0),
+            (SELECT count(*) FROM tool_calls c WHERE c.session_id = s.session_id AND c.result_seq IS NULL)
+            FROM session_summary s""")
+        rows = list(cursor)
+    finally:
+        conn.close()
+    assert len(rows) == len(index) == len(live) == 7
+    for sid, events, messages, calls, first, last, open_turns, dangling in rows:
+        d = index.get(sid).to_dict()
+        built, followed = dict(d), live.get(sid).to_dict()
+        del built["created_at"], followed["created_at"]
+        assert built == followed
+        assert (d["events"], d["messages"], d["tool_calls"], d["first_ts"], d["last_ts"]) == (events, messages, calls, first, last)
+        assert d["dangling_calls"] == dangling and d["open_turn"] == bool(open_turns), sid
+        assert d["complete"] == (not open_turns and not dangling)
+    assert index.get("crash-0001").complete is False
+
+
+def test_a_network_host_warns(db):
+    srv = Server(db, "--host", "0.0.0.0")
+    try:
+        srv.stop()
+        assert "can read the whole log" in srv.proc.stderr.read()
+    finally:
+        srv.stop()
+
+
+def test_without_the_extra_it_says_what_to_install(tmp_path):
+    code = ("import sys; sys.modules['starlette'] = None; sys.modules['uvicorn'] = None\n"
+            "from eventstore.cli import main; sys.argv = ['eventstore', '--db', sys.argv[1], 'serve']; main()")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.db")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "pip install 'eventstore[web]'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- in the browser -----------------------------------------------------------------------
+
+@both_backends
+def test_sessions_page(page, server):
+    page.goto(server.url + "/")
+    page.wait_for_selector("body[data-loaded='1']")
+    ids = page.locator("#rows td.sid a")
+    assert ids.count() == 7
+    # sort by events, most first: the unicode fixture's session has the most
+    page.click("th[data-sort=events]")
+    page.wait_for_function("""() => { const n = [...document.querySelectorAll('#rows td.num:nth-child(2)')].map(t => +t.textContent.replace(/,/g, ''));
+                                     return n.length === 7 && n.every((x, i) => i === 0 || n[i - 1] >= x); }""")
+    assert page.locator("th[data-sort=events]").get_attribute("class") == "num sorted desc"
+    # the filter box
+    page.fill("#filter", "crash")
+    page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 1")
+    row = page.locator("#rows tr")
+    assert row.locator("td.sid").inner_text() == "crash-0001"
+    assert row.locator(".badge").inner_text() == "interrupted"
+    assert "1 of 7 sessions match" in page.inner_text("#count")
+    row.locator("a").click()
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.url.endswith("/session?id=crash-0001")
+
+
+@both_backends
+def test_session_page(page, server, db):
+    open_session(page, server, "a0c1e2f3-111")
+    log = page.locator("#canvas")
+    assert "List the repo and show the README" in log.inner_text()
+    calls = page.locator(".call")
+    assert calls.count() == 2
+    first = calls.nth(0)
+    assert first.locator(".name").inner_text() == "run_bash"
+    assert first.locator(".lat").inner_text() == "120 ms"  # result ts - call ts
+    assert '"command": "ls"' in first.locator("pre.json").inner_text()
+    assert "README.md" in first.locator(".result").inner_text()
+    assert page.locator(".divider.turn").count() == 2
+    assert page.locator(".divider.turn").first.locator(".dur").inner_text() == "556 ms"
+    assert page.locator(".divider", has_text="Step 0 done").count() >= 1
+    assert "23" in page.inner_text("#stats")
+    # raw JSON on demand
+    page.locator(".item[data-kind=user] .msg").first.hover()
+    page.locator(".item[data-kind=user] button", has_text="JSON").first.click()
+    assert '"type": "user/message"' in page.inner_text("#panel-body")
+    # what the model saw at the second answer: the messages up to before it
+    answer = page.locator(".item[data-kind=assistant]").nth(1)
+    answer.hover()
+    answer.locator("button", has_text="What the model saw").click()
+    page.wait_for_function("() => document.querySelectorAll('#panel-body .ctx-msg').length > 0")
+    with EventStore.open(db, readonly=True) as st:
+        expected = st.session("a0c1e2f3-111").derive_messages()
+    assert page.locator("#panel-body .ctx-msg").count() == 4 and expected[3]["role"] == "tool"
+    # download: the export, byte for byte
+    with page.expect_download() as dl:
+        page.click("#download")
+    assert Path(dl.value.path()).read_bytes() == (DATA / "parallel_tools.jsonl").read_bytes()
+
+
+@both_backends
+def test_interrupted_call_is_marked(page, server):
+    open_session(page, server, "crash-0001")
+    assert page.locator(".call .lat").inner_text() == "no result"
+    assert page.locator(".divider.turn .open").count() == 1
+
+
+@both_backends
+def test_live_append_appears_without_reload(page, server, writer):
+    s = writer.create_session("live-1")
+    s.append_many([("turn/start", {}), ("user/message", {"content": "hello"})])
+    page.goto(server.url + "/")
+    page.wait_for_selector("body[data-loaded='1']")
+    page.evaluate("window.__same = 1")
+    page.wait_for_selector("#live.on")
+    # a new session appears in the list
+    writer.create_session("live-2").append("user/message", {"content": "x"})
+    page.wait_for_function("() => [...document.querySelectorAll('#rows td.sid a')].some(a => a.textContent === 'live-2')", timeout=5000)
+    open_session(page, server, "live-1")
+    page.evaluate("window.__same = 1")
+    page.wait_for_selector("#live.on")
+    s.append("step/start", {"step": 0})
+    committed = time.monotonic()
+    for word in ("Hel", "lo ", "there"):
+        s.append("assistant/chunk", {"delta": {"content": word}})
+    page.wait_for_function("() => [...document.querySelectorAll('.item[data-kind=assistant] .text')].some(t => t.textContent === 'Hello there')",
+                           timeout=5000)
+    assert time.monotonic() - committed < 2.0  # shown within about a second of the commit
+    call = {"id": "k", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    s.append("assistant/message", {"content": "Hello there", "tool_calls": [call]})
+    page.wait_for_selector(".call .lat:has-text('waiting for result')", timeout=5000)
+    s.append("tool/result", {"tool_call_id": "k", "content": "done"})
+    page.wait_for_selector(".call .result:has-text('done')", timeout=5000)
+    assert page.evaluate("window.__same") == 1  # the same page: nothing reloaded
+
+
+_RECORD = """() => {
+  window.__chunks = [];
+  if (window.__observer) window.__observer.disconnect();
+  let last = 0;
+  window.__observer = new MutationObserver(() => {
+    const n = Math.max(0, ...[...document.querySelectorAll('#canvas .text[data-chunks]')].map(t => +t.dataset.chunks));
+    if (n !== last) { last = n; window.__chunks.push([n, performance.now()]); }
+  });
+  window.__observer.observe(document.getElementById('canvas'), {subtree: true, childList: true, attributes: true, characterData: true});
+}"""
+
+
+def _chunk_span(page) -> float:
+    """Milliseconds between the first chunk and the fifth appearing in the replay."""
+    page.wait_for_function("() => { const c = window.__chunks, i = c.findLastIndex(x => x[0] === 1); "
+                           "return i >= 0 && c.slice(i).some(x => x[0] === 5); }", timeout=10000)
+    seen = page.evaluate("window.__chunks")
+    start = max(i for i, (n, _) in enumerate(seen) if n == 1)
+    run = seen[start:start + 5]
+    assert [n for n, _ in run] == [1, 2, 3, 4, 5]  # one at a time, in order
+    return run[4][1] - run[0][1]
+
+
+def test_replay_plays_at_the_recorded_pace(page, server):
+    open_session(page, server, "paced")
+    assert "five" in page.inner_text("#canvas")
+    page.evaluate(_RECORD)
+    page.click("#replay")
+    page.wait_for_selector("body[data-replay]")
+    # events not yet reached are not shown
+    page.wait_for_selector(".item[data-kind=user]")
+    assert "five" not in page.inner_text("#canvas")
+    span = _chunk_span(page)
+    assert 1050 <= span <= 1500, span  # four gaps of 300 ms at 1x
+    page.wait_for_selector("body[data-replay=ended]")
+    page.select_option("#speed", "4")
+    page.evaluate(_RECORD)
+    page.click("#replay")  # restart, at 4x
+    span = _chunk_span(page)
+    assert 220 <= span <= 450, span  # a quarter of it
+    page.click("#exitreplay")
+    page.wait_for_function("() => !document.body.dataset.replay")
+    assert "five" in page.inner_text("#canvas")
+
+
+def test_replay_pause_resume_and_scrub(page, server):
+    open_session(page, server, "slow")
+    page.click("#replay")
+    page.wait_for_function("() => document.querySelectorAll('#canvas .text[data-chunks]').length > 0", timeout=5000)
+    page.click("#playpause")  # pause
+    page.wait_for_selector("body[data-replay=paused]")
+    shown = page.inner_text("#canvas")
+    clock = page.inner_text("#clock")
+    page.wait_for_timeout(1200)  # more than a recorded gap: nothing may move while paused
+    assert page.inner_text("#canvas") == shown and page.inner_text("#clock") == clock
+    assert "w9" not in shown
+    # scrub to the end: everything; back to the start: only the first event
+    page.eval_on_selector("#scrub", "el => { el.value = 1000; el.dispatchEvent(new Event('input')); }")
+    page.wait_for_function("() => document.querySelector('#canvas').innerText.includes('w9')")
+    assert page.locator(".divider", has_text="Turn 1 ended").count() == 1
+    page.eval_on_selector("#scrub", "el => { el.value = 0; el.dispatchEvent(new Event('input')); }")
+    page.wait_for_function("() => document.querySelectorAll('#canvas .item').length === 1")
+    assert page.locator("#canvas .item").get_attribute("data-kind") == "turn"
+    # resume from the middle, with idle gaps skipped
+    page.check("#skipidle")
+    page.eval_on_selector("#scrub", "el => { el.value = 500; el.dispatchEvent(new Event('input')); }")
+    page.click("#playpause")
+    page.wait_for_selector("body[data-replay=playing]")
+    page.wait_for_selector("body[data-replay=ended]", timeout=10000)
+    assert "w9" in page.inner_text("#canvas")
+
+
+def test_hostile_content_stays_inert(page, server):
+    page.goto(server.url + "/")
+    page.wait_for_selector("body[data-loaded='1']")
+    link = page.locator("#rows a", has_text="<img")
+    assert link.inner_text() == HOSTILE_ID
+    link.click()
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.inner_text("#sid") == HOSTILE_ID
+    canvas = page.locator("#canvas")
+    text = canvas.inner_text()
+    assert "<script>window.__pwned=3</script>" in text and HOSTILE_TOOL in text and "x/<b>custom</b>" in text
+    # the bidi override and the terminal escapes are shown as escapes, not obeyed
+    assert "\u202e" not in text and "\x1b" not in text
+    assert "\\u202e" in text and "\\e[31m" in text
+    assert page.locator(".call.error").count() == 1
+    for sel in ("img", "script", "svg", "b"):
+        assert page.locator(f"#canvas {sel}, #sid {sel}, #rows {sel}").count() == 0
+    page.locator(".item[data-kind=user] .msg").hover()
+    page.locator(".item[data-kind=user] button", has_text="JSON").click()
+    assert "<script>" in page.inner_text("#panel-body")
+    page.click("#replay")
+    page.wait_for_selector("body[data-replay=ended]", timeout=10000)
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#canvas img, #panel img").count() == 0
+
+
+def test_csp_blocks_inline_script(page, server):
+    """The policy itself: an inline script put in the page (as a bug might) does not run."""
+    page.goto(server.url + "/")
+    page.wait_for_selector("body[data-loaded='1']")
+    page.errors.clear()
+    page.evaluate("""() => { const s = document.createElement('script'); s.textContent = 'window.__inline = 1';
+                            document.body.appendChild(s); }""")
+    assert page.evaluate("window.__inline") is None
+    page.errors.clear()  # the console reports the refusal
+
+
+def test_narrow_window(browser, server):
+    ctx = browser.new_context(viewport={"width": 390, "height": 800})
+    pg = ctx.new_page()
+    try:
+        open_session(pg, server, "a0c1e2f3-111")
+        # no horizontal scrolling: everything fits the width
+        assert pg.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+        assert pg.evaluate("document.getElementById('log').scrollWidth <= document.getElementById('log').clientWidth + 1")
+    finally:
+        ctx.close()
+
+
+def test_ctrl_c_stops_the_server_with_streams_open(db):
+    """Open event streams do not hold the server up: Ctrl-C ends it at once, quietly."""
+    import signal
+    import threading
+
+    srv = Server(db)
+    try:
+        opened = []
+
+        def listen(path):
+            with urllib.request.urlopen(srv.url + path, timeout=30) as r:
+                opened.append(r.readline())
+                r.read()  # until the server ends the stream
+
+        threads = [threading.Thread(target=listen, args=(p,), daemon=True)
+                   for p in ("/api/stream?session=paced", "/api/sessions/stream")]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(opened) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(opened) == 2
+        srv.proc.send_signal(signal.SIGINT)
+        assert srv.proc.wait(10) == 0
+        for t in threads:
+            t.join(5)
+            assert not t.is_alive()
+        assert srv.proc.stderr.read() == ""
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    """A server over 120 sessions, one of them a conversation of 6,000 messages."""
+    path = tmp_path_factory.mktemp("many") / "many.db"
+    with EventStore.open(path) as st:
+        t0 = 1764460800.0
+        for i in range(120):
+            st.create_session(f"s{i:03d}").append_many([("turn/start", {}, t0 + i), ("user/message", {"content": f"q{i}"}, t0 + i),
+                                                        ("turn/end", {}, t0 + i + 0.5)])
+        st.create_session("chatty").append_many(
+            [(("user/message", {"content": f"question {i}"}, t0 + i) if i % 2 == 0 else
+              ("assistant/message", {"content": f"answer {i}\n" + "text " * (i % 40)}, t0 + i)) for i in range(6000)])
+    srv = Server(path)
+    yield srv
+    srv.stop()
+
+
+def test_sessions_page_pages(page, many):
+    page.goto(many.url + "/?sort=id&order=asc")
+    page.wait_for_selector("body[data-loaded='1']")
+    first = lambda: page.locator("#rows td.sid a").first.inner_text()  # noqa: E731
+    assert page.locator("#rows tr").count() == 50 and first() == "chatty"
+    assert page.inner_text("#pageinfo") == "1–50 of 121"
+    page.click("#next")
+    page.wait_for_function("() => document.getElementById('pageinfo').textContent.startsWith('51')")
+    assert first() == "s049"
+    page.click("#last")
+    page.wait_for_function("() => document.getElementById('pageinfo').textContent === '101–121 of 121'")
+    assert page.locator("#rows tr").count() == 21 and "offset=100" in page.url
+    assert page.locator("#next").is_disabled()
+
+
+def test_a_long_session_keeps_only_what_is_visible_in_the_page(page, many):
+    open_session(page, many, "chatty")
+    items = lambda: page.locator("#canvas .item").count()  # noqa: E731
+    assert 0 < items() < 60
+    assert page.locator(".item[data-kind=user]").first.inner_text().endswith("question 0")
+    page.evaluate("() => { const l = document.getElementById('log'); l.scrollTop = l.scrollHeight; }")
+    page.wait_for_function("() => [...document.querySelectorAll('#canvas .item')].some(i => i.innerText.includes('answer 5999'))")
+    assert 0 < items() < 60
+    page.evaluate("() => { const l = document.getElementById('log'); l.scrollTop = l.scrollHeight / 2; }")
+    page.wait_for_function("() => [...document.querySelectorAll('#canvas .item')].some(i => /answer [2-3]\\d{3}\\b/.test(i.innerText))")
+    assert 0 < items() < 60
+
+
+# --- the backend contract's reads for the index (every backend) ------------------------------
+
+def test_the_index_reads_of_the_contract(store):
+    """``session_rows``, ``session_counts``, ``state_rows`` and ``messages_json(upto_seq)``
+    give the same on every backend: payload values as stored, a position bound, paging."""
+    a = store.create_session("a")
+    call = {"id": "c\u00e91", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    a.append_many([("turn/start", {}, 10.0), ("user/message", {"content": "hi \u0000 \ud83d"}, 11.0),
+                   ("assistant/chunk", {"delta": {"content": "x"}}, 12.0),
+                   ("assistant/message", {"content": "", "tool_calls": [call]}, 13.0),
+                   ("tool/result", {"tool_call_id": "c\u00e91", "content": "ok"}, 14.0)])
+    b = store.create_session("b")
+    b.append("user/message", {"content": "later"}, ts=20.0)
+    store.create_session("empty")
+    backend = store.backend
+    assert [r[0] for r in backend.session_rows()] == ["a", "b", "empty"]
+    assert sorted(tuple(r) for r in backend.session_counts(10)) == [("a", 5, 5, 10.0, 14.0), ("b", 1, 6, 20.0, 20.0)]
+    assert [tuple(r) for r in backend.session_counts(3)] == [("a", 3, 3, 10.0, 12.0)]
+    states = [tuple(r) for r in backend.state_rows(0, 6, 1000)]
+    assert [r[:3] for r in states] == [(1, "a", "turn/start"), (2, "a", "user/message"),
+                                        (4, "a", "assistant/message"), (5, "a", "tool/result"), (6, "b", "user/message")]
+    assert json.loads(states[2][3]) == [call] and states[3][3] == "c\u00e91"
+    assert [r[3] for r in states if r[2] not in ("assistant/message", "tool/result")] == [None, None, None]
+    assert [tuple(r) for r in backend.state_rows(2, 5, 1)] == [states[2]]  # after, upto, limit
+    assert backend.state_rows(0, 0, 10) == []
+    full = json.loads(backend.messages_json("a"))
+    assert len(full) == 3
+    assert json.loads(backend.messages_json("a", 3)) == full[:2]
+    assert backend.messages_json("a", -1) == "[]"
+    assert backend.messages_json("a", 2**63 - 1) == backend.messages_json("a")
