@@ -294,9 +294,13 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
     def one(f: str, quiet: bool = False) -> None:
         """Import one file, count what happened, print what a user should see."""
         try:
-            kind = "eventstore" if f == "-" else fmt or detect_file(f)
+            detected = None if f == "-" else detect_file(f)
+            kind = "eventstore" if f == "-" else fmt or detected
             if kind is None:
                 raise InvalidJSONL(f, 0, unknown_format_reason())
+            if detected is not None and detected != kind:  # --format is for files whose first lines do not say
+                raise InvalidJSONL(f, 0, f"this is a {detected} file, not {kind}: give --format {detected}, "
+                                         "or leave --format out")
             if kind != "eventstore":
                 rep = import_transcript(store, f, kind, salvage=salvage)
             elif f == "-":
@@ -925,13 +929,17 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
         click.echo("no match")
         return
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for name in ("SESSION", "SEQ", "TYPE", "SNIPPET"):
-        table.add_column(name, justify="right" if name == "SEQ" else "left", overflow="fold")
-    for h in hits:
+    ids = [_printable(h.session_id) for h in hits]
+    # an id and a type are for copying: kept whole on one line; the snippet takes the room left
+    table.add_column("SESSION", no_wrap=True, min_width=max(map(len, ids)))
+    table.add_column("SEQ", justify="right", no_wrap=True)
+    table.add_column("TYPE", no_wrap=True, min_width=max(len(h.type) for h in hits))
+    table.add_column("SNIPPET", overflow="fold")
+    for sid, h in zip(ids, hits, strict=True):
         snippet = Text()
         for k, part in enumerate(re.split(f"[{MARK_START}{MARK_END}]", h.snippet)):
             snippet.append(_CONTROL_OR_NEWLINE.sub(" ", part), style="bold reverse" if k % 2 else None)
-        table.add_row(Text(_printable(h.session_id)), str(h.seq), h.type, snippet)
+        table.add_row(Text(sid), str(h.seq), h.type, snippet)
     Console(soft_wrap=False).print(table)
 
 

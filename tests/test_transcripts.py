@@ -402,8 +402,16 @@ def test_cli_unknown_format_names_the_formats(tmp_path):
     r = run(tmp_path / "t.db", "import", str(f))
     assert r.returncode == 1
     assert f"{f}: not in a known format (the formats are claude-code, codex, eventstore" in r.stderr
-    r = run(tmp_path / "t.db", "import", "--format", "codex", str(DATA / "bad/claude-nonjson-line.jsonl"))
+    r = run(tmp_path / "t.db", "import", "--format", "claude-code", str(DATA / "bad/claude-nonjson-line.jsonl"))
     assert r.returncode == 1 and ":8: not JSON" in r.stderr
+
+
+def test_cli_a_format_the_file_contradicts_is_refused(tmp_path):
+    src = DATA / "claude-code/v2.1-main.jsonl"
+    r = run(tmp_path / "t.db", "import", "--format", "codex", str(src))
+    assert r.returncode == 1
+    assert f"{src}: this is a claude-code file, not codex: give --format claude-code" in r.stderr
+    assert "sessions: 0" in r.stdout + r.stderr
 
 
 def test_cli_watch_imports_as_the_file_grows(tmp_path, backend_url):
