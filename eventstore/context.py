@@ -94,6 +94,9 @@ def context_at(session: Session, seq: int | None = None) -> dict:
     """
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
         raise InvalidEvent(f"seq must be an integer >= 0, not {seq!r}")
+    if seq is not None and seq > (head := session.next_seq()):
+        raise InvalidEvent(f"session {session.id!r} has no event {seq}: its events are 0..{head - 1} "
+                           f"(seq {head} is the next request)")
     instructions = None
     tools: list = []
     messages: dict[int, dict] = {}  # seq -> chat message, in seq order

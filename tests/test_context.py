@@ -66,7 +66,7 @@ def test_context_at_shows_instructions_tools_and_messages_as_they_stood(store):
     assert "tools" not in before_answer                  # model/tools [] took them away
     assert s.context_at(0) == {"messages": []}
     assert s.context_at(3) == {"messages": [{"role": "system", "content": "You are terse."}], "tools": TOOLS}
-    assert s.context_at(10_000) == s.context_at()
+    assert s.context_at(s.next_seq()) == s.context_at()  # the head is the next request; past it is refused
     # the reference projection does not change: extension events are not messages
     assert [m["role"] for m in s.derive_messages()] == ["user", "assistant", "tool", "tool", "assistant"]
     with pytest.raises(InvalidEvent):
@@ -115,3 +115,13 @@ def test_cli_context(store, backend_url):
     assert r.exit_code == 1 and r.stderr == "error: session 'nope' not found\n"
     r = runner.invoke(cli, ["--db", str(backend_url), "context", "ag", "--at", "-2"])
     assert r.exit_code == 2
+
+
+def test_context_past_the_end_of_the_session_is_refused(store, backend_url):
+    s = _agent_session(store)
+    head = s.next_seq()
+    assert s.context_at(head) == s.context_at()  # the next request
+    with pytest.raises(InvalidEvent, match=f"session 'ag' has no event {head + 1}: its events are 0..{head - 1}"):
+        s.context_at(head + 1)
+    r = CliRunner().invoke(cli, ["--db", str(backend_url), "context", "ag", "--at", str(head + 98)])
+    assert r.exit_code == 1 and f"has no event {head + 98}" in r.stderr
