@@ -197,6 +197,8 @@ def test_cli_search(loaded, backend_url):
     assert r.returncode == 0 and r.stdout == "no match\n"
     r = subprocess.run([*cmd, "multer", "--type", "tool/result"], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "tool/result" in r.stdout and "SNIPPET" in r.stdout
+    r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env={**env, "COLUMNS": "60"})
+    assert r.returncode == 0 and f"\n{CODEX} " in r.stdout  # an id stays whole on its line, however narrow
     bad = "AND" if loaded.backend.name == "sqlite" else "a &"
     r = subprocess.run([*cmd, bad, "--raw"], capture_output=True, text=True, env=env)
     assert r.returncode == 1 and r.stderr.startswith(f"error: search '{bad}'") and "Traceback" not in r.stderr
