@@ -62,6 +62,13 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, dict(e.headers), e.read()
 
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until the server has read the log into its sessions index (``/api/info``)."""
+        deadline = time.monotonic() + timeout
+        while not json.loads(self.get("/api/info")[2])["ready"]:
+            assert time.monotonic() < deadline, "the server did not read the log in time"
+            time.sleep(0.05)
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -114,6 +121,7 @@ def db(request, tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(db):
     srv = Server(db)
+    srv.wait_ready()
     yield srv
     srv.stop()
 
@@ -690,12 +698,33 @@ def test_the_filter_box_searches_content(page, searchable):
     # clearing the box hides the results
     page.fill("#filter", "")
     page.wait_for_function("() => document.getElementById('hits').hidden && document.querySelectorAll('#rows tr').length === 3")
-    # a hit links to its session
+    # a hit links to its session, and to its event there
     page.fill("#filter", "zanzibarite")
     page.wait_for_selector("body[data-searched='zanzibarite']")
     page.locator("#hitlist a.sid").click()
     page.wait_for_selector("body[data-loaded='1']")
     assert page.url.endswith("/session?id=alpha-1")
+    page.go_back()
+    page.wait_for_selector("body[data-searched='zanzibarite']")
+    page.locator("#hitlist .hit a.where").click()
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.url.endswith("/session?id=alpha-1&seq=3")
+    target = page.locator("#canvas .item.target")  # the block of the call whose result it is
+    assert target.count() == 1 and target.get_attribute("data-kind") == "assistant"
+    assert "zanzibarite" in target.locator(".call .result").inner_text()
+
+
+def test_a_session_opens_at_the_event_asked_for(page, many):
+    """``?seq=N`` deep in a long session: that event's block is drawn, marked and in view."""
+    page.goto(many.url + "/session?id=chatty&seq=4001")
+    page.wait_for_selector("body[data-loaded='1']")
+    target = page.locator("#canvas .item.target")
+    target.wait_for()
+    assert target.get_attribute("data-seq") == "4001" and "answer 4001" in target.inner_text()
+    assert page.locator("#canvas .item.target").count() == 1
+    page.wait_for_function("""() => { const t = document.querySelector('#canvas .item.target').getBoundingClientRect(),
+                                         l = document.getElementById('log').getBoundingClientRect();
+                                     return t.top >= l.top - 1 && t.top < l.bottom; }""")
 
 
 def test_hostile_content_in_a_snippet_stays_inert(page, searchable):

@@ -127,7 +127,7 @@
     for (const [sid, hs] of bySession) {
       const href = "/session?id=" + encodeURIComponent(sid);
       const items = hs.map((h) => ES.el("li", { className: "hit", dataset: { seq: String(h.seq) } },
-        ES.el("a", { href, className: "where" }, `seq ${h.seq} · ${h.type} · ${ES.when(h.ts)}`), " ", snippet(h)));
+        ES.el("a", { href: href + "&seq=" + h.seq, className: "where" }, `seq ${h.seq} · ${h.type} · ${ES.when(h.ts)}`), " ", snippet(h)));
       frag.appendChild(ES.el("div", { className: "hitsession", dataset: { session: sid } },
         ES.el("a", { href, className: "sid", title: ES.plain(sid) }, sid),
         ES.el("ul", null, ...items)));
