@@ -674,6 +674,17 @@ def test_the_search_api(searchable):
         conn.close()
 
 
+@both_backends
+def test_the_search_api_on_every_backend(server):
+    hits = json.loads(server.get("/api/search?q=readme&limit=50")[2])["hits"]
+    result = next(h for h in hits if h["session_id"] == "a0c1e2f3-111" and h["type"] == "tool/result")
+    assert result["seq"] == 4 and result["snippet"].startswith("README.md")
+    assert [result["snippet"][a:b] for a, b in result["marks"]] == ["README"]
+    hit = json.loads(server.get("/api/search?q=pwned&type=tool/result")[2])["hits"]
+    assert [(h["session_id"], h["seq"]) for h in hit] == [(HOSTILE_ID, 4)]
+    assert "<script>" in hit[0]["snippet"]
+
+
 def test_the_filter_box_searches_content(page, searchable):
     page.goto(searchable.url + "/")
     page.wait_for_selector("body[data-loaded='1']")

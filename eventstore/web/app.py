@@ -140,7 +140,7 @@ def hit_json(hit) -> dict:
     indices), so that the page builds the highlight from text nodes."""
     text, ranges = snippet_ranges(hit.snippet)
     marks = [[_utf16_len(text[:a]), _utf16_len(text[:b])] for a, b in ranges]
-    return {"session_id": hit.session_id, "seq": hit.seq, "type": hit.type, "ts": hit.ts,
+    return {"session_id": hit.session_id, "seq": hit.seq, "type": hit.type, "ts": float(hit.ts),
             "snippet": text, "marks": marks}
 
 
