@@ -68,7 +68,7 @@ def catch_up(store, progress: Callable[[int, int], None] | None = None) -> int:
 
 
 def search(store, query: str, *, session_id: str | None = None, type: str | None = None,
-           limit: int = 20, raw: bool = False, context: int = 16) -> list[Hit]:
+           limit: int = 20, raw: bool = False, context: int = 16, update_index: bool = True) -> list[Hit]:
     """The events of ``store`` (an :class:`~eventstore.EventStore`) whose text matches
     ``query``, best first, at most ``limit``.
 
@@ -78,18 +78,20 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
     PostgreSQL: ``to_tsquery``, ``a & (b | c:*)``). ``session_id`` and ``type`` keep hits of
     that session or event type only; ``context`` is the snippet's length in tokens. Hits
     are ranked among the newest :data:`RANK_WINDOW` matching events (see :func:`count`).
-    Brings the index up to date first (:func:`catch_up`); a SQLite store that cannot write
-    scans the events past the index instead (their hits come last).
+    Brings the index up to date first (:func:`catch_up`; not with ``update_index=False``,
+    for a reader that must not write); a SQLite store that cannot write, or is not asked
+    to, scans the events past the index instead (their hits come last).
     Raises :class:`QueryError` for an empty or malformed query, or a database without the
     index (older than revision 0100: open it for writing once to upgrade).
     """
     backend = _store_backend(store)
     if not raw and not query_words(query):
         raise QueryError("the search query is empty")
-    try:
-        backend.search_catch_up()
-    except DatabaseError:
-        pass  # cannot write: the backend scans the events past the index
+    if update_index:
+        try:
+            backend.search_catch_up()
+        except DatabaseError:
+            pass  # cannot write: the backend scans the events past the index
     if limit < 1:
         return []
     rows = backend.search(query, raw=raw, session_id=session_id, type_=type, limit=limit, rank_window=RANK_WINDOW)
@@ -123,7 +125,10 @@ def query_terms(query: str, raw: bool) -> list[tuple[str, bool]]:
 def snippet(text: str, terms: list[tuple[str, bool]], context: int = 16) -> str:
     """About ``context`` tokens of ``text`` around its first match of ``terms`` (see
     :func:`query_terms`), each matching token between :data:`MARK_START` and :data:`MARK_END`,
-    ``…`` where text was cut."""
+    ``…`` where text was cut. Marker characters in ``text`` itself become U+FFFD, so every
+    marker in the snippet is one this function put there."""
+    if MARK_START in text or MARK_END in text:
+        text = text.replace(MARK_START, "\ufffd").replace(MARK_END, "\ufffd")
     tokens = list(_TOKEN.finditer(text))
 
     def hit(tok: str) -> bool:
@@ -144,6 +149,22 @@ def snippet(text: str, terms: list[tuple[str, bool]], context: int = 16) -> str:
             at = m.end()
     out.append(text[at:end])
     return ("…" if start else "") + "".join(out) + ("…" if end < len(text) else "")
+
+
+def snippet_ranges(marked: str) -> tuple[str, list[tuple[int, int]]]:
+    """A :func:`snippet` as its plain text and the ``(start, end)`` offsets of each match in
+    it (characters, end exclusive)."""
+    text, ranges, at = [], [], 0
+    for k, part in enumerate(marked.split(MARK_START)):
+        if k:
+            match, _, rest = part.partition(MARK_END)
+            ranges.append((at, at + len(match)))
+            text.append(match)
+            at += len(match)
+            part = rest
+        text.append(part)
+        at += len(part)
+    return "".join(text), ranges
 
 
 @dataclass(frozen=True, slots=True)

@@ -222,3 +222,25 @@ def test_search_and_totals_work_as_the_postgres_writer_role(pg_server, pg_url):
         (hit,) = search(store, "urlopen", type="tool/result", limit=1)
         assert hit.session_id == CODEX
         assert usage_totals(store)[CODEX].output_tokens == 674
+
+
+def test_text_with_a_lone_surrogate_or_marker_characters_is_found(tmp_path):
+    """A payload's lone surrogate (valid JSON, not UTF-8 once SQLite extracts it) and the
+    snippet's own marker characters in stored text: found, read and marked correctly, by the
+    index and by the read-only scan past it."""
+    from eventstore.search import snippet_ranges
+
+    path = tmp_path / "s.db"
+    with EventStore.open(path) as st:
+        st.create_session("s").append_many([("user/message", {"content": "\ud83d lone wombat"}),
+                                            ("tool/result", {"tool_call_id": "c", "content": f"{MARK_START}x{MARK_END} wombat"})])
+    with EventStore.open(path, readonly=True) as st:  # scans: nothing indexed
+        scanned = search(st, "wombat", update_index=False)
+    with EventStore.open(path) as st:
+        indexed = search(st, "wombat")
+        assert indexed_through(st) > 0
+    for hits in (scanned, indexed):
+        by_seq = {h.seq: h for h in hits}
+        assert set(by_seq) == {0, 1}
+        assert snippet_ranges(by_seq[0].snippet) == ("\ud83d lone wombat", [(7, 13)])
+        assert snippet_ranges(by_seq[1].snippet) == ("\ufffdx\ufffd wombat", [(4, 10)])

@@ -62,6 +62,13 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, dict(e.headers), e.read()
 
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until the server has read the log into its sessions index (``/api/info``)."""
+        deadline = time.monotonic() + timeout
+        while not json.loads(self.get("/api/info")[2])["ready"]:
+            assert time.monotonic() < deadline, "the server did not read the log in time"
+            time.sleep(0.05)
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -114,6 +121,7 @@ def db(request, tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(db):
     srv = Server(db)
+    srv.wait_ready()
     yield srv
     srv.stop()
 
@@ -612,3 +620,134 @@ def test_the_index_reads_of_the_contract(store):
     assert json.loads(backend.messages_json("a", 3)) == full[:2]
     assert backend.messages_json("a", -1) == "[]"
     assert backend.messages_json("a", 2**63 - 1) == backend.messages_json("a")
+
+
+# --- full-text search from the filter box ----------------------------------------------------
+
+HOSTILE_SNIPPET = '<img src=x onerror="window.__pwned=6"> quokkahostile </mark><script>window.__pwned=7</script> \x02\u202e'
+
+
+@pytest.fixture(scope="module")
+def searchable(tmp_path_factory):
+    """A server over three sessions: a word only in one session's tool result, and hostile
+    text around a match in another."""
+    path = tmp_path_factory.mktemp("search") / "search.db"
+    call = {"id": "c1", "type": "function", "function": {"name": "run_bash", "arguments": '{"command": "cat notes"}'}}
+    with EventStore.open(path) as st:
+        for sid, result in (("alpha-1", "the zanzibarite ore sample is in notes.txt"), ("beta-2", "nothing here"),
+                            (HOSTILE_ID, HOSTILE_SNIPPET)):
+            st.create_session(sid).append_many([
+                ("turn/start", {}), ("user/message", {"content": "look at the notes"}),
+                ("assistant/message", {"content": "", "tool_calls": [call]}),
+                ("tool/result", {"tool_call_id": "c1", "content": result}),
+                ("assistant/message", {"content": "done"}), ("turn/end", {})])
+    srv = Server(path)
+    srv.path = path
+    yield srv
+    srv.stop()
+
+
+def test_the_search_api(searchable):
+    status, _, body = searchable.get("/api/search?q=Zanzibarite&limit=5")
+    assert status == 200
+    hits = json.loads(body)["hits"]
+    assert len(hits) == 1
+    hit = hits[0]
+    assert (hit["session_id"], hit["seq"], hit["type"]) == ("alpha-1", 3, "tool/result")
+    assert isinstance(hit["ts"], float)
+    assert hit["snippet"] == "the zanzibarite ore sample is in notes.txt"
+    assert [hit["snippet"][a:b] for a, b in hit["marks"]] == ["zanzibarite"]
+    # plain text; a marker character in the stored text is not taken for a match
+    hit = json.loads(searchable.get("/api/search?q=quokkahostile")[2])["hits"][0]
+    assert hit["snippet"] == HOSTILE_SNIPPET.replace("\x02", "\ufffd") and len(hit["marks"]) == 1
+    assert json.loads(searchable.get("/api/search?q=notes&limit=2")[2])["hits"].__len__() == 2
+    assert searchable.get("/api/search?q=")[0] == 400
+    assert searchable.get("/api/search?q=x&limit=y")[0] == 400
+    assert searchable.get("/api/search?q=x", "POST")[0] == 405
+    # the viewer did not write the index: it scanned the events past it
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{searchable.path}?mode=ro", uri=True)
+    try:
+        assert conn.execute("SELECT indexed_through FROM events_search_state").fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+@both_backends
+def test_the_search_api_on_every_backend(server):
+    hits = json.loads(server.get("/api/search?q=readme&limit=50")[2])["hits"]
+    result = next(h for h in hits if h["session_id"] == "a0c1e2f3-111" and h["type"] == "tool/result")
+    assert result["seq"] == 4 and result["snippet"].startswith("README.md")
+    assert [result["snippet"][a:b] for a, b in result["marks"]] == ["README"]
+    hit = json.loads(server.get("/api/search?q=pwned&type=tool/result")[2])["hits"]
+    assert [(h["session_id"], h["seq"]) for h in hit] == [(HOSTILE_ID, 4)]
+    assert "<script>" in hit[0]["snippet"]
+
+
+def test_the_filter_box_searches_content(page, searchable):
+    page.goto(searchable.url + "/")
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.locator("#hits").is_hidden()
+    page.fill("#filter", "zanzibarite")
+    page.wait_for_selector("body[data-searched='zanzibarite']")
+    sessions = page.locator("#hitlist .hitsession")
+    assert sessions.count() == 1
+    assert sessions.locator("a.sid").inner_text() == "alpha-1"
+    hit = sessions.locator(".hit")
+    assert hit.count() == 1 and hit.get_attribute("data-seq") == "3"
+    assert hit.locator(".snippet").inner_text() == "the zanzibarite ore sample is in notes.txt"
+    assert hit.locator("mark").all_inner_texts() == ["zanzibarite"]
+    assert "tool/result" in hit.locator("a.where").inner_text()
+    page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 0")  # no id contains it
+    # the id filter still works beside it
+    page.fill("#filter", "beta")
+    page.wait_for_selector("body[data-searched='beta']")
+    page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 1")
+    assert page.locator("#rows td.sid").inner_text() == "beta-2"
+    assert page.locator("#hitlist .hitsession").count() == 0
+    # clearing the box hides the results
+    page.fill("#filter", "")
+    page.wait_for_function("() => document.getElementById('hits').hidden && document.querySelectorAll('#rows tr').length === 3")
+    # a hit links to its session, and to its event there
+    page.fill("#filter", "zanzibarite")
+    page.wait_for_selector("body[data-searched='zanzibarite']")
+    page.locator("#hitlist a.sid").click()
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.url.endswith("/session?id=alpha-1")
+    page.go_back()
+    page.wait_for_selector("body[data-searched='zanzibarite']")
+    page.locator("#hitlist .hit a.where").click()
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.url.endswith("/session?id=alpha-1&seq=3")
+    target = page.locator("#canvas .item.target")  # the block of the call whose result it is
+    assert target.count() == 1 and target.get_attribute("data-kind") == "assistant"
+    assert "zanzibarite" in target.locator(".call .result").inner_text()
+
+
+def test_a_session_opens_at_the_event_asked_for(page, many):
+    """``?seq=N`` deep in a long session: that event's block is drawn, marked and in view."""
+    page.goto(many.url + "/session?id=chatty&seq=4001")
+    page.wait_for_selector("body[data-loaded='1']")
+    target = page.locator("#canvas .item.target")
+    target.wait_for()
+    assert target.get_attribute("data-seq") == "4001" and "answer 4001" in target.inner_text()
+    assert page.locator("#canvas .item.target").count() == 1
+    page.wait_for_function("""() => { const t = document.querySelector('#canvas .item.target').getBoundingClientRect(),
+                                         l = document.getElementById('log').getBoundingClientRect();
+                                     return t.top >= l.top - 1 && t.top < l.bottom; }""")
+
+
+def test_hostile_content_in_a_snippet_stays_inert(page, searchable):
+    page.goto(searchable.url + "/?q=quokkahostile")
+    page.wait_for_selector("body[data-searched='quokkahostile']")
+    assert page.input_value("#filter") == "quokkahostile"
+    hit = page.locator("#hitlist .hit")
+    assert hit.count() == 1
+    assert page.locator("#hitlist a.sid").inner_text() == HOSTILE_ID
+    text = hit.locator(".snippet").inner_text()
+    assert '<img src=x onerror="window.__pwned=6">' in text and "<script>window.__pwned=7</script>" in text
+    assert "\u202e" not in text and "\\u202e" in text  # the bidi override shown as an escape
+    assert hit.locator("mark").all_inner_texts() == ["quokkahostile"]
+    assert page.locator("#hits img, #hits script, #hits svg").count() == 0
+    assert page.evaluate("window.__pwned") is None

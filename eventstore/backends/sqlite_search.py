@@ -35,6 +35,23 @@ def fts_query(text: str) -> str:
     return " ".join(words)
 
 
+def _text(raw: bytes | str | None) -> str:
+    """An event's searchable text, read as bytes: SQLite's JSON functions turn a lone
+    surrogate of a payload (``"\\ud83d"``) into bytes that are not UTF-8, which the driver
+    refuses to decode; here it stays that surrogate."""
+    if raw is None or isinstance(raw, str):
+        return raw or ""
+    return raw.decode("utf-8", "surrogatepass") if _valid(raw) else raw.decode("utf-8", "replace")
+
+
+def _valid(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8", "surrogatepass")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 def _require_index(backend: SQLiteBackend) -> None:
     if not backend._read("SELECT 1 FROM sqlite_master WHERE name = 'events_search_state'"):
         raise QueryError("this database has no search index yet (schema older than revision 0100): "
@@ -109,9 +126,9 @@ def search(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None
     hits = []
     for position, score in best:
         sid, seq, t, ts, text = backend._read(
-            "SELECT e.session_id, e.seq, e.type, e.ts, x.text FROM events AS e "
+            "SELECT e.session_id, e.seq, e.type, e.ts, CAST(x.text AS BLOB) FROM events AS e "
             "JOIN events_search_text AS x ON x.position = e.position WHERE e.position = ?", (position,))[0]
-        hits.append((sid, seq, t, ts, text, score))
+        hits.append((sid, seq, t, ts, _text(text), score))
     if len(hits) < limit:
         hits += _scan_tail(backend, query, raw, session_id, type_, limit - len(hits))
     return hits
@@ -145,10 +162,10 @@ def _scan_tail(backend: SQLiteBackend, query: str, raw: bool, session_id: str | 
     if type_ is not None:
         where.append("x.type = ?")
         params.append(type_)
-    rows = backend._read(f"SELECT x.session_id, x.seq, x.type, e.ts, x.text FROM events_search_text AS x "
+    rows = backend._read(f"SELECT x.session_id, x.seq, x.type, e.ts, CAST(x.text AS BLOB) FROM events_search_text AS x "
                          f"JOIN events AS e ON e.position = x.position WHERE {' AND '.join(where)} "
                          f"ORDER BY x.position DESC LIMIT ?", (*params, limit))
-    return [(sid, seq, t, ts, text, 0.0) for sid, seq, t, ts, text in rows]
+    return [(sid, seq, t, ts, _text(text), 0.0) for sid, seq, t, ts, text in rows]
 
 
 def usage_totals(backend: SQLiteBackend) -> list[tuple[str, int, int, int, int, int]]:

@@ -24,7 +24,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import __version__
-from ..errors import EventStoreError, SessionNotFound
+from ..errors import EventStoreError, QueryError, SessionNotFound
+from ..search import search as run_search
+from ..search import snippet_ranges
 from .hub import ALL, Hub
 from .index import SORT_KEYS
 
@@ -51,6 +53,7 @@ _HEADERS = [
 
 _LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 
+MAX_HITS = 200  # hits per /api/search answer
 MAX_EVENTS = 200_000  # events per /api/events answer (a 100,000-event session in one)
 SSE_BATCH = 5_000  # events per server-sent event
 KEEPALIVE_S = 15.0
@@ -127,6 +130,20 @@ def events_json(rows: list[tuple]) -> str:
     return "[" + ",".join(parts) + "]"
 
 
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def hit_json(hit) -> dict:
+    """A :class:`~eventstore.search.Hit` for the browser: the snippet as plain text and the
+    matched parts as ``[start, end)`` offsets in UTF-16 code units (JavaScript's string
+    indices), so that the page builds the highlight from text nodes."""
+    text, ranges = snippet_ranges(hit.snippet)
+    marks = [[_utf16_len(text[:a]), _utf16_len(text[:b])] for a, b in ranges]
+    return {"session_id": hit.session_id, "seq": hit.seq, "type": hit.type, "ts": float(hit.ts),
+            "snippet": text, "marks": marks}
+
+
 def _download_name(session_id: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", session_id).strip("._") or "session"
     return safe[:100] + ".jsonl"
@@ -188,6 +205,18 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
                                         query=request.query_params.get("q", ""), offset=offset, limit=limit)
         return JSONResponse({"total": len(hub.index), "matching": matching, "offset": offset, "limit": limit,
                              "sort": sort, "order": order, "position": hub.position, "sessions": rows})
+
+    def search(request):
+        query = request.query_params.get("q", "")
+        limit = _int(request, "limit", 50, 1, MAX_HITS)
+        try:
+            # update_index=False: the viewer never writes; the events past the index are scanned
+            hits = run_search(store, query, limit=limit, update_index=False,
+                              session_id=request.query_params.get("session") or None,
+                              type=request.query_params.get("type") or None)
+        except QueryError as e:
+            raise _BadRequest(str(e)) from None
+        return JSONResponse({"query": query, "hits": [hit_json(h) for h in hits]})
 
     def session_summary(request):
         s = session_or_404(request)
@@ -295,6 +324,7 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
         Route("/api/info", api(info)),
         Route("/api/sessions", api(sessions)),
         Route("/api/sessions/stream", api(stream_sessions)),
+        Route("/api/search", api(search)),
         Route("/api/session", api(session_summary)),
         Route("/api/events", api(events)),
         Route("/api/messages", api(messages)),

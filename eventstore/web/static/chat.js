@@ -299,6 +299,7 @@ class VList {
     this.off = [0];
     this.dirtyFrom = 0;
     this.stick = false;
+    this.target = -1; // the index of the item marked as the one asked for (?seq=N)
     this.raf = 0;
     this.width = 0;
     // At the bottom, the list sticks to it (follows what is added); scrolling up lets go.
@@ -360,6 +361,16 @@ class VList {
 
   scrollTo(y) { this.scroller.scrollTop = y; }
 
+  // Scroll item i to the top and mark it (class "target") until another is revealed.
+  reveal(i) {
+    const off = this.offsets();
+    this.canvas.style.height = off[this.items.length] + "px"; // tall enough to scroll that far
+    this.stick = false;
+    this.target = i;
+    this.scrollTo(off[i]);
+    this.schedule();
+  }
+
   update() {
     const n = this.items.length, sc = this.scroller;
     for (let pass = 0; pass < 4; pass++) {
@@ -382,6 +393,7 @@ class VList {
           this.els.set(i, el);
         }
         el.style.top = off[i] + "px";
+        el.classList.toggle("target", i === this.target);
       }
       let above = 0, changed = false;
       for (let i = first; i <= last; i++) {

@@ -4,6 +4,7 @@
 (() => {
   const $ = (id) => document.getElementById(id);
   const sid = new URLSearchParams(location.search).get("id");
+  const targetSeq = parseInt(new URLSearchParams(location.search).get("seq") ?? "", 10); // ?seq=N: show that event
   const q = (extra) => "session=" + encodeURIComponent(sid) + (extra || "");
   const events = []; // every event known, by seq
   const chat = new Chat();
@@ -130,9 +131,22 @@
       $("notice").hidden = events.length > 0;
       if (!events.length) $("notice").textContent = "No events yet: they appear here as they are committed.";
       $("replay").disabled = false;
+      if (targetSeq >= 0) showEvent(targetSeq);
       performance.mark("eventstore:loaded");
       document.body.dataset.loaded = "1";
     });
+  };
+
+  // ?seq=N: scroll to the block that holds event N (a tool result: its call's block;
+  // an event no block holds alone, such as a chunk: the block it belongs to) and mark it.
+  const holds = (b, n) => b.seq === n || (b.msg && b.msg.seq === n) ||
+    (b.calls && b.calls.some((c) => c.result && c.result.seq === n));
+  const showEvent = (n) => {
+    const blocks = chat.blocks;
+    let i = blocks.findIndex((b) => holds(b, n));
+    if (i < 0) for (let k = 0; k < blocks.length && blocks[k].seq <= n; k++) i = k;
+    if (i < 0) return;
+    list.reveal(i);
   };
 
   // A first small page shows the top at once; the stream brings the rest.

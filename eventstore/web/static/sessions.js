@@ -99,10 +99,76 @@
       state.offset = 0; seen = new Map(); keepInUrl(); load();
     });
   }
+  // Full-text search of the filter's words (/api/search): the sessions whose content
+  // matches, each with its matching snippets. Debounced; an answer to an older query is
+  // dropped (the request is aborted).
+  const HITS = 50;
+  let searching = null, searchTimer = null;
+  const snippet = (h) => {
+    // plain text with the matched ranges as <mark>, built from text nodes
+    const out = ES.el("span", { className: "snippet" });
+    let at = 0;
+    for (const [a, b] of h.marks) {
+      if (a < at || b > h.snippet.length) continue;
+      if (a > at) ES.appendText(out, h.snippet.slice(at, a));
+      out.appendChild(ES.el("mark", null, h.snippet.slice(a, b)));
+      at = b;
+    }
+    if (at < h.snippet.length) ES.appendText(out, h.snippet.slice(at));
+    return out;
+  };
+  const renderHits = (q, hits) => {
+    const bySession = new Map();
+    for (const h of hits) {
+      if (!bySession.has(h.session_id)) bySession.set(h.session_id, []);
+      bySession.get(h.session_id).push(h);
+    }
+    const frag = document.createDocumentFragment();
+    for (const [sid, hs] of bySession) {
+      const href = "/session?id=" + encodeURIComponent(sid);
+      const items = hs.map((h) => ES.el("li", { className: "hit", dataset: { seq: String(h.seq) } },
+        ES.el("a", { href: href + "&seq=" + h.seq, className: "where" }, `seq ${h.seq} · ${h.type} · ${ES.when(h.ts)}`), " ", snippet(h)));
+      frag.appendChild(ES.el("div", { className: "hitsession", dataset: { session: sid } },
+        ES.el("a", { href, className: "sid", title: ES.plain(sid) }, sid),
+        ES.el("ul", null, ...items)));
+    }
+    $("hitlist").replaceChildren(frag);
+    $("hitcount").textContent = hits.length
+      ? `${ES.num(bySession.size)} session${bySession.size === 1 ? "" : "s"}, ${ES.num(hits.length)}${hits.length >= HITS ? "+" : ""} event${hits.length === 1 ? "" : "s"}`
+      : "none";
+    $("hits").hidden = false;
+    document.body.dataset.searched = q;
+  };
+  const runSearch = async () => {
+    searchTimer = null;
+    const q = state.q.trim();
+    if (searching) searching.abort();
+    if (!q) { $("hits").hidden = true; $("hitlist").replaceChildren(); delete document.body.dataset.searched; return; }
+    const ctl = searching = new AbortController();
+    try {
+      const r = await fetch("/api/search?" + new URLSearchParams({ q, limit: HITS }),
+                            { headers: { Accept: "application/json" }, signal: ctl.signal });
+      const body = await r.json().catch(() => ({}));
+      if (ctl !== searching) return;
+      if (!r.ok) {
+        $("hitlist").replaceChildren(ES.el("p", { className: "note" }, "Cannot search: " + (body.error || r.status)));
+        $("hitcount").textContent = "";
+        $("hits").hidden = false;
+        document.body.dataset.searched = q;
+        return;
+      }
+      renderHits(q, body.hits);
+    } catch (e) {
+      if (e.name !== "AbortError") $("hitcount").textContent = "cannot search: " + e.message;
+    }
+  };
+  const searchSoon = (ms) => { clearTimeout(searchTimer); searchTimer = setTimeout(runSearch, ms); };
+
   let typing = null;
   $("filter").addEventListener("input", () => {
     clearTimeout(typing);
     typing = setTimeout(() => { state.q = $("filter").value; state.offset = 0; seen = new Map(); keepInUrl(); load(); }, 120);
+    searchSoon(300);
   });
   const go = (offset) => { state.offset = Math.max(0, offset); seen = new Map(); keepInUrl(); load(); window.scrollTo(0, 0); };
   $("first").addEventListener("click", () => go(0));
@@ -119,8 +185,10 @@
   es.addEventListener("changed", () => {
     if (timer) return;
     timer = setTimeout(() => { timer = null; load(); }, 250);
+    if (state.q.trim() && !searchTimer) searchSoon(1000); // new events may match: search again, at most once a second
   });
 
   ES.info();
   load();
+  runSearch();
 })();
