@@ -339,6 +339,8 @@ def test_cli_sql_formats(store, backend_url):
     (";", "error: the query holds no statement (only comments or ';')\n"),
     ("/* c */ ; -- d", "error: the query holds no statement (only comments or ';')\n"),
     ("VACUUM", "error: refused: the database is open read-only (VACUUM (it rewrites the file) is not allowed)\n"),
+    ("DROP TABLE events", "error: refused: the database is open read-only (changing the schema is not allowed)\n"),
+    ("ALTER TABLE events RENAME TO e2", "error: refused: the database is open read-only (ALTER TABLE events is not allowed)\n"),
 ])
 def test_cli_sql_explains_a_query_it_cannot_run(store, backend_url, query, message):
     if store.backend.name == "postgresql":  # PostgreSQL's own words
@@ -350,6 +352,9 @@ def test_cli_sql_explains_a_query_it_cannot_run(store, backend_url, query, messa
 PG_MESSAGES = {
     "SELECT 1; SELECT 2": "error: cannot insert multiple commands into a prepared statement\n",
     "VACUUM": "error: refused: VACUUM cannot run inside a transaction block (eventstore sql only reads)\n",
+    "DROP TABLE events": "error: refused: cannot execute DROP TABLE in a read-only transaction (eventstore sql only reads)\n",
+    "ALTER TABLE events RENAME TO e2":
+        "error: refused: cannot execute ALTER TABLE in a read-only transaction (eventstore sql only reads)\n",
 }
 
 

@@ -39,6 +39,7 @@ _READ_PRAGMAS = frozenset({
     "auto_vacuum", "busy_timeout", "max_page_count",
 })
 _DENIED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer"})
+_SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"})
 _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE})
 _ACTION_NAMES = {getattr(sqlite3, "SQLITE_" + n): n.replace("_", " ") for n in (
     "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE", "CREATE_TEMP_TRIGGER",
@@ -58,7 +59,7 @@ class _ReadOnlyGuard:
     def __call__(self, action: int, arg1: str | None, arg2: str | None, _db: str | None, _src: str | None) -> int:
         if action in _ALLOWED_ACTIONS:
             return sqlite3.SQLITE_OK
-        if action == sqlite3.SQLITE_UPDATE and arg1 in ("sqlite_master", "sqlite_temp_master"):
+        if action == sqlite3.SQLITE_UPDATE and arg1 in _SCHEMA_TABLES:
             # SQLite asks this while it sets up a table-valued function such as
             # pragma_table_info('events'): an internal step, not a write. A real UPDATE of the
             # schema table still fails (read-only file, query_only, writable_schema refused).
@@ -76,11 +77,17 @@ class _ReadOnlyGuard:
             # VACUUM attaches a temporary database (an empty file name) to rebuild the file.
             what = ("VACUUM (it rewrites the file)" if arg1 == ""
                     else "ATTACH (and VACUUM INTO, which attaches its target file)")
+        elif arg1 in _SCHEMA_TABLES:
+            # CREATE and DROP ask to write the schema table before they name themselves.
+            what = "changing the schema"
+        elif action == sqlite3.SQLITE_ALTER_TABLE:
+            what = f"ALTER TABLE {arg2}"  # arg1 is the database's name
         else:
             what = _ACTION_NAMES.get(action, f"authorizer action {action}")
             if arg1:
                 what += f" {arg1}"
-        self.refused = what
+        if self.refused is None:  # the statement's own action; later ones are its inner steps
+            self.refused = what
         return sqlite3.SQLITE_DENY
 
 
