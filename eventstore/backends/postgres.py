@@ -535,6 +535,9 @@ class PostgresBackend(Backend):
             except psycopg.Error as e:
                 raise self._error(e) from None
 
+    def _indexed_through(self) -> int:
+        return self._one("SELECT indexed_through FROM events_search_state")[0]
+
     def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
                rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
         if limit < 1:
@@ -542,17 +545,18 @@ class PostgresBackend(Backend):
         where_s, params = _search_filters("s", session_id, type_)
         where_e, _ = _search_filters("e", session_id, type_)
         # The newest matches (indexed, and past the index), ranked; the text (for the
-        # snippet) of the best only. The tsquery is written inline (a constant the planner
-        # folds), not joined from a CTE: only then does the planner use the index.
+        # snippet) of the best only. The tsquery and the index's bound are constants the
+        # planner sees (it then knows how short the unindexed tail is); both parts are cut
+        # at the bound read first, so a catch-up that commits in between changes nothing.
         rows = self._search_read(query, raw, f"""
             WITH window_ AS (
               SELECT position, tsv FROM (
                 (SELECT s.position, s.tsv FROM events_search AS s
-                  WHERE s.tsv @@ to_tsquery('simple', %(q)s) {where_s}
+                  WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
                   ORDER BY s.position DESC LIMIT %(window)s)
                 UNION ALL
                 (SELECT e.position, es_search_vector(e.payload) FROM events AS e
-                  WHERE e.position > (SELECT indexed_through FROM events_search_state) AND e.type IN {_SEARCH_TYPES}
+                  WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
                     AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where_e}
                   ORDER BY e.position DESC LIMIT %(window)s)) AS m
               ORDER BY position DESC LIMIT %(window)s),
@@ -561,19 +565,20 @@ class PostgresBackend(Backend):
                 FROM window_ AS w ORDER BY score, w.position DESC LIMIT %(limit)s)
             SELECT e.session_id, e.seq, e.type, e.ts, es_search_text(e.payload), b.score
               FROM best AS b JOIN events AS e ON e.position = b.position
-             ORDER BY b.score, b.position DESC""", {**params, "window": rank_window, "limit": limit})
+             ORDER BY b.score, b.position DESC""",
+                                 {**params, "window": rank_window, "limit": limit, "through": self._indexed_through()})
         return [(sid, seq, t, ts, text, float(score)) for sid, seq, t, ts, text, score in rows]
 
     def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
         where_s, params = _search_filters("s", session_id, type_)
         where_e, _ = _search_filters("e", session_id, type_)
         return self._search_read(query, raw, f"""
-            SELECT (SELECT count(*) FROM events_search AS s WHERE s.tsv @@ to_tsquery('simple', %(q)s) {where_s})
+            SELECT (SELECT count(*) FROM events_search AS s
+                     WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s})
                  + (SELECT count(*) FROM events AS e
-                     WHERE e.position > (SELECT indexed_through FROM events_search_state)
-                       AND e.type IN {_SEARCH_TYPES}
+                     WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
                        AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where_e})""",
-                                 params)[0][0]
+                                 {**params, "through": self._indexed_through()})[0][0]
 
     def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
         rows = self._read("""SELECT session_id, count(*), sum(input_tokens), sum(output_tokens),
