@@ -119,7 +119,7 @@ def build(db: Path, work: Path, total: int, files: int) -> None:
     indexed = catch_up(store, lambda done, total: print(f"\rindexing {done:,}/{total:,}", end="",
                                                           file=sys.stderr, flush=True))
     spent = time.perf_counter() - t0
-    print(f"\nindexed {indexed:,} message events in {spent:.1f} s ({spent / indexed * 1e6:.1f} µs each)",
+    print(f"\nindexed {indexed:,} message events in {spent:.1f} s ({spent / max(1, indexed) * 1e6:.1f} µs each)",
           file=sys.stderr)
     (work / f"search-{total}.indexing.txt").write_text(f"{indexed} {spent}\n")
     store.close()
