@@ -885,9 +885,9 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
 
     Every word of QUERY must occur (a word ending in * matches as a prefix). Hits come best
     first (BM25 on SQLite, ts_rank on PostgreSQL, among the newest 2,000 matches), each
-    with its session, seq, type and a snippet around the match. On SQLite the index is
-    brought up to date first: the events stored since the last search are indexed (with a
-    progress line when there are many); PostgreSQL keeps it current on insert.
+    with its session, seq, type and a snippet around the match. The index is brought up to
+    date first: the events stored since the last search are indexed (with a progress line
+    when there are many); a reader that may not write it searches the rest unindexed.
     """
     from rich.console import Console
     from rich.table import Table

@@ -17,12 +17,13 @@ it column by column. Tables:
 from __future__ import annotations
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0150"
+SCHEMA_REVISION = "0200"
 
 #: Revisions that a read-only open reads as they are, without asking for an upgrade: they
-#: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. None: 0150
-#: changed a view (``tool_calls.is_error``), which reads see.
-READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset()
+#: may differ from :data:`SCHEMA_REVISION` only in what applies to writes (SQLite only;
+#: PostgreSQL reads its head revision). 0150: 0200 changed PostgreSQL's search index and
+#: nothing of SQLite's.
+READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset({"0150"})
 
 #: The last revision of the first release (its history 0001-0007 was replaced by the
 #: baseline 0008): a database stamped with it is upgraded in place on a writable open.

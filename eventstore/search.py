@@ -3,8 +3,9 @@
 Both read what revision 0100 created (see docs/schema.md): a full-text index over the text
 of every message event (message content, tool call names and arguments, tool results;
 the ``events_search_text`` view), and the ``usage`` view (one row per event that carries a
-``usage`` object). Each backend keeps its index its own way (SQLite: an FTS5 table brought
-up to date by whoever searches; PostgreSQL: a GIN expression index kept on insert), behind
+``usage`` object). Each backend keeps its index its own way, both derived from the log and
+brought up to date by whoever searches, never by the append (SQLite: an FTS5 table;
+PostgreSQL, revision 0200: a table of ``tsvector`` with a GIN index), behind
 :meth:`~eventstore.backends.base.Backend.search`; this module makes the query's terms, the
 snippets and the result types.
 """
@@ -15,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import DatabaseError, QueryError
+from .errors import DatabaseError, QueryError, SessionNotFound
 
 #: What :func:`search` puts around each matched term in a snippet.
 MARK_START, MARK_END = "\x02", "\x03"
@@ -31,7 +32,8 @@ class Hit:
     """One search result: the event (``session_id``, ``seq``, ``type``, ``ts`` in seconds),
     a ``snippet`` of its text with each match between :data:`MARK_START` and
     :data:`MARK_END`, and ``score`` (lower is a better match: BM25 on SQLite, minus
-    ``ts_rank`` on PostgreSQL; 0.0 for a hit found by scanning events not indexed yet)."""
+    ``ts_rank`` on PostgreSQL; on SQLite 0.0 for a hit found by scanning events not indexed
+    yet, which PostgreSQL ranks as the others)."""
 
     session_id: str
     seq: int
@@ -56,13 +58,13 @@ def _store_backend(store):
 
 
 def catch_up(store, progress: Callable[[int, int], None] | None = None) -> int:
-    """Bring the search index up to date with the stored events; return how many events
-    it indexed now (always 0 on PostgreSQL, whose index is kept on insert).
+    """Bring the search index up to date with the stored events; return how many message
+    events it indexed now. Safe from several processes at once.
 
     ``progress(done, total)`` (positions) is called between batches. Raises
     :class:`QueryError` for a database without the index (older than revision 0100),
     :class:`DatabaseError` when the store cannot write (read-only, locked past the busy
-    timeout).
+    timeout, a PostgreSQL role without INSERT on ``events_search``).
     """
     return _store_backend(store).search_catch_up(progress)
 
@@ -79,14 +81,16 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
     that session or event type only; ``context`` is the snippet's length in tokens. Hits
     are ranked among the newest :data:`RANK_WINDOW` matching events (see :func:`count`).
     Brings the index up to date first (:func:`catch_up`; not with ``update_index=False``,
-    for a reader that must not write); a SQLite store that cannot write, or is not asked
-    to, scans the events past the index instead (their hits come last).
-    Raises :class:`QueryError` for an empty or malformed query, or a database without the
-    index (older than revision 0100: open it for writing once to upgrade).
+    for a reader that must not write); a store that cannot write, or is not asked to,
+    searches the events past the index too (SQLite scans them and their hits come last;
+    PostgreSQL computes their vectors and ranks them with the rest).
+    Raises :class:`QueryError` for an empty or malformed query (one with no letter or digit,
+    such as ``"`` or ``*``, is malformed on both databases), or a database without the
+    index (older than revision 0100: open it for writing once to upgrade);
+    :class:`SessionNotFound` when ``session_id`` names no session.
     """
     backend = _store_backend(store)
-    if not raw and not query_words(query):
-        raise QueryError("the search query is empty")
+    _check(backend, query, raw, session_id)
     if update_index:
         try:
             backend.search_catch_up()
@@ -101,8 +105,21 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
 
 def count(store, query: str, *, session_id: str | None = None, type: str | None = None, raw: bool = False) -> int:
     """How many indexed events match ``query`` (with the filters of :func:`search`).
-    Raises :class:`QueryError` as :func:`search` does."""
-    return _store_backend(store).search_count(query, raw=raw, session_id=session_id, type_=type)
+    Raises :class:`QueryError` and :class:`SessionNotFound` as :func:`search` does."""
+    backend = _store_backend(store)
+    _check(backend, query, raw, session_id)
+    return backend.search_count(query, raw=raw, session_id=session_id, type_=type)
+
+
+def _check(backend, query: str, raw: bool, session_id: str | None) -> None:
+    """The errors :func:`search` and :func:`count` raise before they ask the database."""
+    if not raw:
+        if not query_words(query):
+            raise QueryError("the search query is empty")
+        if not query_terms(query, False):
+            raise QueryError(f"the search query {query!r} has no word to look for (words are letters and digits)")
+    if session_id is not None and backend.session_meta(session_id) is None:
+        raise SessionNotFound(session_id)
 
 
 _TOKEN = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer takes as a token (letters, digits)

@@ -1,5 +1,6 @@
-"""The usage view, token totals, and full-text search (migration 0100), on every backend
-(the ``store`` fixture); the SQLite index's catch-up and read-only scan on SQLite only."""
+"""The usage view, token totals, and full-text search (migrations 0100, 0200), on every
+backend (the ``store`` fixture): the index's catch-up by the searcher, concurrent searchers,
+a reader that may not write the index; the PostgreSQL roles; SQLite's own cases."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import db_rows
 
-from eventstore import DatabaseError, EventStore, QueryError
-from eventstore.backends.sqlite_search import _indexed_through, fts_query
+from eventstore import DatabaseError, EventStore, QueryError, SessionNotFound
+from eventstore.backends.sqlite_search import fts_query
 from eventstore.search import MARK_END, MARK_START, catch_up, search, usage_totals
+from eventstore.search import count as es_count
 from eventstore.transcripts.importer import import_transcript
 
 DATA = Path(__file__).parent / "transcripts_data"
@@ -32,7 +35,14 @@ def loaded(store):
 
 
 def indexed_through(store) -> int:
-    return _indexed_through(store.backend)
+    return db_rows(store, "SELECT indexed_through FROM events_search_state")[0][0]
+
+
+def indexed_rows(store) -> int:
+    """Documents in the index (SQLite: the FTS5 table's own row per document, its
+    ``count(*)`` would read the external content view; PostgreSQL: events_search)."""
+    table = "events_search_docsize" if store.backend.name == "sqlite" else "events_search"
+    return db_rows(store, f"SELECT count(*) FROM {table}")[0][0]
 
 
 def test_a_tool_call_is_found_by_a_word_of_its_output(loaded):
@@ -120,17 +130,77 @@ def test_events_stored_before_the_migration_are_found(tmp_path):
         assert [(h.session_id, h.seq) for h in search(store, "scroll")] == [("old", 0)]
 
 
-@pytest.mark.sqlite_only
-def test_appends_cost_nothing_and_the_next_search_indexes_them(tmp_path):
-    with EventStore.open(tmp_path / "t.db") as store:
-        s = store.create_session("s")
-        s.append("user/message", {"content": "first words"})
-        assert search(store, "first")[0].seq == 0
-        through = indexed_through(store)
-        s.append("tool/result", {"tool_call_id": "c", "content": "second words"})
-        assert indexed_through(store) == through  # the append did not touch the index
-        assert catch_up(store) == 1 and catch_up(store) == 0
-        assert sorted(h.seq for h in search(store, "words")) == [0, 1]
+def test_appends_cost_nothing_and_the_next_search_indexes_them(store):
+    s = store.create_session("s")
+    s.append("user/message", {"content": "first words"})
+    assert search(store, "first")[0].seq == 0
+    through, rows = indexed_through(store), indexed_rows(store)
+    assert (through, rows) == (store.backend.last_position(), 1)
+    s.append("tool/result", {"tool_call_id": "c", "content": "second words"})
+    s.append("turn/end", {})
+    assert (indexed_through(store), indexed_rows(store)) == (through, rows)  # the appends did not touch it
+    assert sorted(h.seq for h in search(store, "words", update_index=False)) == [0, 1]  # (past the index)
+    assert catch_up(store) == 1 and catch_up(store) == 0
+    assert (indexed_through(store), indexed_rows(store)) == (store.backend.last_position(), 2)
+    assert sorted(h.seq for h in search(store, "words")) == [0, 1]
+
+
+def test_catch_up_goes_in_batches_and_reports_progress(store, monkeypatch):
+    import eventstore.backends.postgres as pg
+    import eventstore.backends.sqlite_search as ss
+    monkeypatch.setattr(ss, "CATCH_UP_BATCH", 7)
+    monkeypatch.setattr(pg, "CATCH_UP_BATCH", 7)
+    s = store.create_session("s")
+    s.append_many([("user/message" if i % 2 else "step/start", {"content": f"batch word{i}"}) for i in range(40)])
+    seen = []
+    assert catch_up(store, lambda done, total: seen.append((done, total))) == 20
+    assert seen == [(p, 40) for p in range(7, 40, 7)]
+    assert indexed_rows(store) == 20 and [h.seq for h in search(store, "word39")] == [39]
+
+
+_SEARCHER = """
+import sys, time, os
+sys.path.insert(0, {root!r})
+import eventstore.backends.postgres as pg, eventstore.backends.sqlite_search as ss
+pg.CATCH_UP_BATCH = ss.CATCH_UP_BATCH = 50
+from eventstore import EventStore
+from eventstore.search import catch_up, search
+store = EventStore.open(sys.argv[1])
+open(sys.argv[2] + ".ready", "w").close()
+while not os.path.exists(sys.argv[2] + ".go"):
+    time.sleep(0.005)
+n = catch_up(store)
+print(n, sorted(h.seq for h in search(store, "needle", limit=1000)))
+"""
+
+
+def test_concurrent_searchers_index_each_event_once(store, backend_url, tmp_path):
+    """Four processes catch up the same 600 unindexed events at once, in batches of 50:
+    each event is indexed by exactly one of them, and all find the same hits."""
+    s = store.create_session("s")
+    s.append_many([("tool/result", {"tool_call_id": "c", "content": f"needle {i}" if i % 10 == 0 else f"hay {i}"})
+                   for i in range(600)])
+    script = tmp_path / "searcher.py"
+    script.write_text(_SEARCHER.format(root=str(ROOT)))
+    flags = [tmp_path / f"w{k}" for k in range(4)]
+    procs = [subprocess.Popen([sys.executable, str(script), backend_url, str(f)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for f in flags]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(Path(str(f) + ".ready").exists() for f in flags):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+            time.sleep(0.01)
+        for f in flags:
+            Path(str(f) + ".go").touch()
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    counts = [int(out.split(" ", 1)[0]) for out, _ in outs]
+    hits = {out.split(" ", 1)[1] for out, _ in outs}
+    assert sum(counts) == 600 and indexed_rows(store) == 600
+    assert hits == {str(list(range(0, 600, 10))) + "\n"}
 
 
 @pytest.mark.sqlite_only
@@ -202,26 +272,120 @@ def test_cli_search(loaded, backend_url):
     bad = "AND" if loaded.backend.name == "sqlite" else "a &"
     r = subprocess.run([*cmd, bad, "--raw"], capture_output=True, text=True, env=env)
     assert r.returncode == 1 and r.stderr.startswith(f"error: search '{bad}'") and "Traceback" not in r.stderr
+    r = subprocess.run([*cmd, "urlopen", "--session", "nope"], capture_output=True, text=True, env=env)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", "error: session 'nope' not found\n")
+    for odd in ['"', "*", "_ -- ::"]:  # no letter or digit: the same error on every database
+        r = subprocess.run([*cmd, odd], capture_output=True, text=True, env=env)
+        assert r.returncode == 1 and r.stderr == f"error: the search query {odd!r} has no word to look for " \
+                                                 f"(words are letters and digits)\n", r.stderr
 
 
-def test_search_and_totals_work_as_the_postgres_writer_role(pg_server, pg_url):
-    """The least-privilege writer (INSERT and SELECT only) imports, searches and reads the
-    token totals: the index is kept on insert, nothing else is written."""
+def test_odd_queries_and_unknown_sessions_are_errors_on_every_database(loaded):
+    for odd in ['"', "*", '"*"', "'", "&|!"]:
+        with pytest.raises(QueryError, match="has no word to look for"):
+            search(loaded, odd)
+        with pytest.raises(QueryError, match="has no word to look for"):
+            es_count(loaded, odd)
+    assert search(loaded, '"urlopen"') and search(loaded, "urlop*")  # quotes and a star around a word are fine
+    with pytest.raises(SessionNotFound):
+        search(loaded, "urlopen", session_id="nope")
+    with pytest.raises(SessionNotFound):
+        es_count(loaded, "urlopen", session_id="nope")
+    assert search(loaded, "urlopen", session_id=CLAUDE) == []
+
+
+def _pg_role(pg_server, pg_url: str, name: str, group: str) -> str:
+    """The URL of a new login role ``name`` in ``group`` (``eventstore roles`` run first)."""
+    import psycopg
     from click.testing import CliRunner
 
     from eventstore.cli import cli
 
     assert CliRunner().invoke(cli, ["--db", pg_url, "roles"]).exit_code == 0
-    import psycopg
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("DO $$ BEGIN CREATE ROLE searcher LOGIN IN ROLE eventstore_writer; "
-                     "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
-    writer = pg_server.url(pg_url.rsplit("/", 1)[1], "searcher")
+        conn.execute(f"DO $$ BEGIN CREATE ROLE {name} LOGIN IN ROLE {group}; "
+                     f"EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    return pg_server.url(pg_url.rsplit("/", 1)[1], name)
+
+
+def test_search_and_totals_work_as_the_postgres_writer_role(pg_server, pg_url):
+    """The least-privilege writer imports, searches (catching the index up: its grants on
+    the derived table) and reads the token totals."""
+    EventStore.open(pg_url).close()
+    writer = _pg_role(pg_server, pg_url, "searcher", "eventstore_writer")
     with EventStore.open(writer) as store:
         import_transcript(store, str(DATA / "codex/rollout-0.66-apply-patch.jsonl"), "codex")
+        assert indexed_through(store) == 0
         (hit,) = search(store, "urlopen", type="tool/result", limit=1)
         assert hit.session_id == CODEX
+        assert indexed_through(store) == store.backend.last_position() and indexed_rows(store) > 0
         assert usage_totals(store)[CODEX].output_tokens == 674
+
+
+def test_search_as_the_postgres_auditor_role(pg_server, pg_url):
+    """The auditor may only read: its search leaves the index as it is and still finds the
+    events past it (their vectors computed on the fly), ranked with the indexed ones; the
+    CLI works the same; the auditor cannot write the index."""
+    import psycopg
+
+    with EventStore.open(pg_url) as owner:
+        s = owner.create_session("s")
+        s.append("user/message", {"content": "indexed needle needle"})
+        assert search(owner, "needle")
+        s.append_many([("tool/result", {"tool_call_id": "c", "content": "late needle"}),
+                       ("assistant/message", {"content": "needle needle needle"})])
+        through = indexed_through(owner)
+    auditor = _pg_role(pg_server, pg_url, "searching_auditor", "eventstore_auditor")
+    with EventStore.open(auditor) as store:
+        with pytest.raises(DatabaseError, match="may not write the search index"):
+            catch_up(store)
+        hits = search(store, "needle")
+        assert [h.seq for h in hits] == [2, 0, 1]  # by ts_rank: the unindexed ones too
+        assert all(h.score < 0 for h in hits) and f"{MARK_START}needle{MARK_END}" in hits[1].snippet
+        assert es_count(store, "needle") == 3 and es_count(store, "late", type="tool/result") == 1
+        assert search(store, "needle", type="tool/result")[0].seq == 1
+        assert indexed_through(store) == through
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", auditor, "search", "late", "--json"],
+                       capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0 and [h["seq"] for h in json.loads(r.stdout)] == [1], r.stderr
+    with psycopg.connect(auditor, autocommit=True) as conn:
+        for sql in ["INSERT INTO events_search VALUES (99, 's', 'user/message', 'x')",
+                    "UPDATE events_search_state SET indexed_through = 0", "DELETE FROM events_search"]:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(sql)
+    with EventStore.open(pg_url, readonly=True) as ro:  # the same for a store opened read-only
+        assert [h.seq for h in search(ro, "needle")] == [2, 0, 1] and indexed_through(ro) == through
+
+
+def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_url):
+    """A database at revision 0150 (the GIN expression index on events), with the roles set
+    up: the upgrade drops that index, indexes the stored events, and lets the roles read
+    (and the writer catch up) the new tables."""
+    import psycopg
+
+    EventStore.open(pg_url).close()
+    writer = _pg_role(pg_server, pg_url, "old_writer", "eventstore_writer")
+    with EventStore.open(writer) as store:
+        store.create_session("old").append_many([("user/message", {"content": "ancient scroll"}),
+                                                  ("turn/end", {})])
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # back to 0150 as it was
+        conn.execute("DROP TABLE events_search, events_search_state")
+        conn.execute("CREATE INDEX events_search ON events USING gin (es_search_vector(payload)) "
+                     "WHERE type IN ('user/message', 'assistant/message', 'tool/result')")
+        conn.execute("UPDATE alembic_version SET version_num = '0150'")
+    with EventStore.open(pg_url) as store:  # upgrades
+        assert indexed_through(store) == 2 and indexed_rows(store) == 1
+        assert db_rows(store, "SELECT count(*) FROM pg_indexes WHERE tablename = 'events' "
+                              "AND indexname LIKE ?", ("events_search%",)) == [(0,)]
+        rights = db_rows(store, "SELECT r, has_table_privilege(r, 'events_search', 'SELECT'), "
+                                "has_table_privilege(r, 'events_search', 'INSERT'), "
+                                "has_table_privilege(r, 'events_search_state', 'UPDATE') "
+                                "FROM unnest(ARRAY['eventstore_writer', 'eventstore_auditor']) AS r")
+        assert rights == [("eventstore_writer", True, True, True), ("eventstore_auditor", True, False, False)]
+    with EventStore.open(writer) as store:
+        store.session("old").append("tool/result", {"tool_call_id": "c", "content": "new scroll"})
+        assert [(h.session_id, h.seq) for h in search(store, "scroll")] == [("old", 2), ("old", 0)]
+        assert indexed_through(store) == 3
 
 
 def test_text_with_a_lone_surrogate_or_marker_characters_is_found(tmp_path):

@@ -18,10 +18,13 @@
 3. **Catching up.** What the first search after the appends pays: indexing them
    (microseconds per indexed event).
 
-With ``--postgres URL`` (an empty database; the role must own it, to drop and recreate
-the index) a quick sanity run on PostgreSQL instead: the same queries over ``--events``
-imported events (GIN expression index, no catch-up), and single appends of message events
-with the index and with it dropped.
+With ``--postgres URL`` (a database that is empty, or holds a previous run's events; the
+role must be allowed to create databases) the same on PostgreSQL: the store is built by
+import and its first catch-up timed, the queries are timed (also within one session), and
+single appends of message events are timed side by side, in a database of their own,
+interleaved: with no search object at all, with the current design (revision 0200: the
+derived table, which appends do not touch), and with revision 0100's GIN expression index
+on ``events`` (the rejected design); then the catch-up after them.
 """
 
 from __future__ import annotations
@@ -116,10 +119,7 @@ def build(db: Path, work: Path, total: int, files: int) -> None:
     indexed = catch_up(store, lambda done, total: print(f"\rindexing {done:,}/{total:,}", end="",
                                                           file=sys.stderr, flush=True))
     spent = time.perf_counter() - t0
-    if not indexed:  # PostgreSQL: indexed on insert
-        store.close()
-        return
-    print(f"\nindexed {indexed:,} message events in {spent:.1f} s ({spent / indexed * 1e6:.1f} µs each)",
+    print(f"\nindexed {indexed:,} message events in {spent:.1f} s ({spent / max(1, indexed) * 1e6:.1f} µs each)",
           file=sys.stderr)
     (work / f"search-{total}.indexing.txt").write_text(f"{indexed} {spent}\n")
     store.close()
@@ -219,38 +219,108 @@ def bench_appends(work: Path, n: int, rounds: int) -> tuple[list[tuple], float]:
     return results, per_indexed
 
 
+def _pg_search_objects() -> tuple[list[str], list[str]]:
+    """Revision 0200's statements that create the derived search table (from the migration
+    file itself), and revision 0100's expression index on events (the rejected design)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "migrations/versions/0200_pg_search_table.py"
+    spec = importlib.util.spec_from_file_location("m0200", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    create = [d for d in mod.POSTGRESQL
+              if not d.lstrip().startswith(("DROP INDEX", "DO $$", "ANALYZE", "INSERT INTO events_search "))]
+    expression = [f"CREATE INDEX events_search_expr ON events USING gin (es_search_vector(payload)) "
+                  f"WHERE type IN {mod._PG_MSG}"]
+    return create, expression
+
+
+def bench_pg_appends(url: str, a: argparse.Namespace) -> tuple[dict, float, int]:
+    """Single appends of message events into a new database next to ``url``'s, with each
+    search design, interleaved, best of ``--rounds`` blocks: seconds per append by design;
+    then the catch-up after them (seconds per indexed event, events indexed)."""
+    import psycopg
+
+    base, _, name = url.rpartition("/")
+    appends_db = f"{name}_appends"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{appends_db}"')
+        admin.execute(f'CREATE DATABASE "{appends_db}"')
+    store = EventStore.open(f"{base}/{appends_db}")
+    conn = store.backend._conn("w")
+    create, expression = _pg_search_objects()
+    words = Words(random.Random(7))
+    msgs = [("user/message", {"content": words.text(30)}),
+            ("assistant/message", {"content": words.text(60), "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "run_bash",
+                                                             "arguments": json.dumps({"command": words.text(5)})}}]}),
+            ("tool/result", {"tool_call_id": "c", "content": words.text(120)})]
+    sessions = {v: store.create_session(f"appends-{v}") for v in ("none", "current", "expression")}
+    best: dict[str, float] = {}
+    for _ in range(a.rounds):
+        for variant, sess in sessions.items():
+            if variant == "none":  # no search object at all (what 0150 minus its index would be)
+                conn.execute("DROP TABLE events_search, events_search_state")
+            elif variant == "expression":
+                for ddl in expression:
+                    conn.execute(ddl)
+            t0 = time.perf_counter()
+            for i in range(a.appends):
+                sess.append(*msgs[i % 3])
+            best[variant] = min(best.get(variant, float("inf")), (time.perf_counter() - t0) / a.appends)
+            if variant == "none":
+                with conn.transaction():
+                    for ddl in create:
+                        conn.execute(ddl)
+                    conn.execute("UPDATE events_search_state SET indexed_through = 0")
+            elif variant == "expression":
+                conn.execute("DROP INDEX events_search_expr")
+    t0 = time.perf_counter()
+    indexed = catch_up(store)
+    per_indexed = (time.perf_counter() - t0) / max(1, indexed)
+    store.close()
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE "{appends_db}"')
+    return best, per_indexed, indexed
+
+
 def bench_postgres(url: str, work: Path, a: argparse.Namespace) -> None:
-    """The sanity run on PostgreSQL (see the module's docstring)."""
-    build(url, work, a.events, a.files)
+    """The run on PostgreSQL (see the module's docstring)."""
     store = EventStore.open(url)
     n_events = store.backend._read("SELECT count(*) FROM events")[0][0]
+    store.close()
+    if n_events == 0:
+        build(url, work, a.events, a.files)
+    store = EventStore.open(url)
+    n_events = store.backend._read("SELECT count(*) FROM events")[0][0]
+    indexed = store.backend._read("SELECT count(*) FROM events_search")[0][0]
     version = store.backend._read("SHOW server_version")[0][0]
-    print(f"## Search on PostgreSQL {version}: events {n_events:,} (load {os.getloadavg()[0]:.2f})\n")
+    store.backend._conn("w").execute("ANALYZE events_search")
+    said = f"events {n_events:,}, indexed {indexed:,}"
+    indexing = work / f"search-{a.events}.indexing.txt"
+    if indexing.exists():
+        n, spent = indexing.read_text().split()
+        said += f", indexed by the first search: {int(n):,} in {float(spent):.1f} s " \
+                f"({float(spent) / int(n) * 1e6:.0f} µs each)"
+    print(f"## Search on PostgreSQL {version}: {said} (load {os.getloadavg()[0]:.2f})\n")
     print("| query | matching events | median | best |\n|---|---:|---:|---:|")
     for q in ["w40000", "w5000", "w500", "w50", "w5", "w0", "w50 w500", "w5 w50 w500", "w123*"]:
         med, best = timed(lambda q=q: search(store, q, limit=20), a.repeat)
         print(f"| `{q}` | {count(store, q):,} | {med * 1000:.1f} ms | {best * 1000:.1f} ms |")
-    words = Words(random.Random(7))
-    msgs = [("user/message", {"content": words.text(30)}), ("tool/result", {"tool_call_id": "c",
-                                                                            "content": words.text(120)})]
-    index = store.backend._read("SELECT indexdef FROM pg_indexes WHERE indexname = 'events_search'")[0][0]
-    sess = store.create_session("appends")
-    best = {}
-    for _ in range(a.rounds):
-        for variant in ("index", "no index"):
-            if variant == "no index":
-                store.backend._conn("w").execute("DROP INDEX events_search")
-            t0 = time.perf_counter()
-            for i in range(a.appends):
-                sess.append(*msgs[i % 2])
-            best[variant] = min(best.get(variant, float("inf")), (time.perf_counter() - t0) / a.appends)
-            if variant == "no index":
-                store.backend._conn("w").execute(index)
+    sid = store.backend._read("SELECT id FROM sessions ORDER BY id LIMIT 1")[0][0]
+    for q in ["w0", "w5000"]:
+        med, best = timed(lambda q=q: search(store, q, session_id=sid, limit=20), a.repeat)
+        print(f"| `{q}` in one session | {count(store, q, session_id=sid):,} | {med * 1000:.1f} ms "
+              f"| {best * 1000:.1f} ms |")
     store.close()
-    print("\n## Single appends of message events (one per transaction)\n")
-    print("| without the index | with it | cost |\n|---:|---:|---:|")
-    print(f"| {best['no index'] * 1e6:.1f} µs | {best['index'] * 1e6:.1f} µs "
-          f"| {(best['index'] / best['no index'] - 1) * 100:+.1f}% |")
+    best, per_indexed, n = bench_pg_appends(url, a)
+    print(f"\n## Single appends of message events (one per transaction; load {os.getloadavg()[0]:.2f})\n")
+    print("| no search index | current (0200: derived table) | cost | rejected (0100: GIN expression index) "
+          "| its cost |\n|---:|---:|---:|---:|---:|")
+    none, cur, expr = best["none"], best["current"], best["expression"]
+    print(f"| {none * 1e6:.0f} µs | {cur * 1e6:.0f} µs | {(cur / none - 1) * 100:+.1f}% "
+          f"| {expr * 1e6:.0f} µs | {(expr / none - 1) * 100:+.1f}% |")
+    print(f"\nCatching up after them (the next search): {n:,} events, {per_indexed * 1e6:.0f} µs per indexed event.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--appends", type=int, default=2000, help="single appends per timed block")
     ap.add_argument("--rounds", type=int, default=5, help="blocks per system (best counts)")
     ap.add_argument("--work", type=Path, help="folder for the databases (kept; reused when it holds one)")
-    ap.add_argument("--postgres", metavar="URL", help="a sanity run on this (empty) PostgreSQL database instead")
+    ap.add_argument("--postgres", metavar="URL", help="the run on this PostgreSQL database instead (empty, or "
+                    "built by an earlier run: reused)")
     a = ap.parse_args(argv)
     work = a.work or Path(tempfile.mkdtemp(prefix="bench-search-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -55,12 +55,18 @@ from ..errors import (
 from . import base
 from .base import Backend, Follower, ImportTransaction, QueryConnection, Refusal
 
-__all__ = ["PostgresBackend", "apply_roles", "conninfo", "POSITION_LOCK", "MIGRATION_LOCK", "roles_sql"]
+__all__ = ["PostgresBackend", "apply_roles", "conninfo", "POSITION_LOCK", "MIGRATION_LOCK", "SEARCH_LOCK", "roles_sql"]
 
 #: ``pg_advisory_xact_lock`` keys (the bytes ``esevent`` and ``esmigrat`` as integers): the
 #: insert guard's lock, and the lock that makes concurrent first opens migrate once.
 POSITION_LOCK = 28555852263026292
 MIGRATION_LOCK = 7310306919626989940
+
+#: The catch-up's insert of the message events at positions in ``(%s, %s]``.
+_CATCH_UP = ("INSERT INTO events_search (position, session_id, type, tsv) "
+             "SELECT position, session_id, type, es_search_vector(payload) FROM events "
+             "WHERE position > %s AND position <= %s AND type IN ('user/message', 'assistant/message', 'tool/result') "
+             "ORDER BY position ON CONFLICT (position) DO NOTHING")
 
 #: The channel the schema's statement trigger NOTIFYs after every INSERT into events.
 CHANNEL = "eventstore_events"
@@ -159,6 +165,7 @@ class PostgresBackend(Backend):
         self._v_pid = self._pid
         self._vlock = threading.RLock()
         self._closed = False
+        self._index_writable: bool | None = None  # (see _may_index)
 
     # --- open, migrate, close ------------------------------------------------------------------
 
@@ -466,13 +473,55 @@ class PostgresBackend(Backend):
             except psycopg.Error as e:
                 raise self._error(e, session_id) from None
 
-    # --- search and usage (revision 0100) --------------------------------------------------------
-    # The GIN expression index events_search over es_search_vector(payload) is kept current
-    # on insert: nothing to catch up. The queries repeat the index's expression and its
-    # WHERE term so that the planner uses it.
+    # --- search and usage (revisions 0100, 0200) --------------------------------------------
+    # The vectors live in events_search, derived from the log and caught up by whoever
+    # searches (as on SQLite): appends pay nothing. A search reads the table up to
+    # events_search_state.indexed_through and computes the vectors of the message events
+    # past it on the fly (a role or a store that may not write the table still finds them).
+
+    def _may_index(self) -> bool:
+        """Whether this store may write the search index (not read-only; the role has
+        INSERT on events_search and UPDATE on its state), asked once."""
+        if self.readonly:
+            return False
+        if self._index_writable is None:
+            self._index_writable = bool(self._one(
+                "SELECT has_table_privilege('events_search', 'INSERT') "
+                "AND has_table_privilege('events_search_state', 'UPDATE')")[0])
+        return self._index_writable
 
     def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
-        return 0
+        """Index the message events stored since the last catch-up, in transactions of
+        :data:`CATCH_UP_BATCH` positions, each under the advisory lock :data:`SEARCH_LOCK`
+        (concurrent searchers wait for each other's batch, then find it done; the insert
+        also skips rows already there). Raises :class:`DatabaseError` when the store may
+        not write the index (read-only, or a role without the grants: search scans then)."""
+        if not self._may_index():
+            raise DatabaseError(f"{self.display}: this store may not write the search index "
+                                f"({'opened read-only' if self.readonly else 'no INSERT on events_search'})")
+        done, total = 0, None
+        with self._rlock:
+            conn = self._conn("r")
+            while True:
+                try:
+                    with conn.transaction():
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SEARCH_LOCK,))
+                        start = conn.execute("SELECT indexed_through FROM events_search_state").fetchone()[0]
+                        last = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
+                        n, end = 0, start
+                        if last > start:
+                            end = min(last, start + CATCH_UP_BATCH)
+                            n = conn.execute(_CATCH_UP, (start, end)).rowcount
+                            conn.execute("UPDATE events_search_state SET indexed_through = %s", (end,))
+                except psycopg.Error as e:
+                    raise self._error(e) from None
+                done += n
+                if total is None:
+                    total = last
+                if progress is not None and end < total:
+                    progress(end, total)
+                if end >= last:
+                    return done
 
     def _search_read(self, query: str, raw: bool, sql: str, params: dict) -> list:
         """Rows of ``sql`` with the query as ``%(q)s`` (a ``to_tsquery`` text) and ``params``."""
@@ -480,41 +529,59 @@ class PostgresBackend(Backend):
         with self._rlock:
             conn = self._conn("r")
             try:
-                return conn.execute(sql, {**params, "q": tsquery}).fetchall()
+                # Never prepared: a prepared statement may get a generic plan, blind to how
+                # common the words are (a bitmap scan of every match of a common word,
+                # 1 s, where walking back from the newest position takes 2 ms).
+                return conn.execute(sql, {**params, "q": tsquery}, prepare=False).fetchall()
             except pg_errors.SyntaxError as e:  # a malformed raw query
                 raise QueryError(f"search {tsquery!r}: {_first_line(e)}") from None
             except psycopg.Error as e:
                 raise self._error(e) from None
 
+    def _indexed_through(self) -> int:
+        return self._one("SELECT indexed_through FROM events_search_state")[0]
+
     def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
                rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
         if limit < 1:
             return []
-        where, params = _search_filters(session_id, type_)
-        # The newest matches, ranked; the text (for the snippet) of the best only. ts_rank
-        # recomputes each candidate's tsvector (about 0.15 ms an event), so at most
-        # _PG_RANK_WINDOW are ranked. The tsquery is written inline (a constant the planner
-        # folds), not joined from a CTE: only then does the planner use the index.
+        where_s, params = _search_filters("s", session_id, type_)
+        where_e, _ = _search_filters("e", session_id, type_)
+        # The newest matches (indexed, and past the index), ranked; the text (for the
+        # snippet) of the best only. The tsquery and the index's bound are constants the
+        # planner sees (it then knows how short the unindexed tail is); both parts are cut
+        # at the bound read first, so a catch-up that commits in between changes nothing.
         rows = self._search_read(query, raw, f"""
             WITH window_ AS (
-              SELECT e.position, e.payload FROM events AS e
-               WHERE e.type IN {_SEARCH_TYPES} AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where}
-               ORDER BY e.position DESC LIMIT %(window)s),
+              SELECT position, tsv FROM (
+                (SELECT s.position, s.tsv FROM events_search AS s
+                  WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
+                  ORDER BY s.position DESC LIMIT %(window)s)
+                UNION ALL
+                (SELECT e.position, es_search_vector(e.payload) FROM events AS e
+                  WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
+                    AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where_e}
+                  ORDER BY e.position DESC LIMIT %(window)s)) AS m
+              ORDER BY position DESC LIMIT %(window)s),
             best AS (
-              SELECT w.position, -ts_rank(es_search_vector(w.payload), to_tsquery('simple', %(q)s)) AS score
+              SELECT w.position, -ts_rank(w.tsv, to_tsquery('simple', %(q)s)) AS score
                 FROM window_ AS w ORDER BY score, w.position DESC LIMIT %(limit)s)
             SELECT e.session_id, e.seq, e.type, e.ts, es_search_text(e.payload), b.score
               FROM best AS b JOIN events AS e ON e.position = b.position
              ORDER BY b.score, b.position DESC""",
-                                 {**params, "window": min(rank_window, _PG_RANK_WINDOW), "limit": limit})
+                                 {**params, "window": rank_window, "limit": limit, "through": self._indexed_through()})
         return [(sid, seq, t, ts, text, float(score)) for sid, seq, t, ts, text, score in rows]
 
     def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
-        where, params = _search_filters(session_id, type_)
+        where_s, params = _search_filters("s", session_id, type_)
+        where_e, _ = _search_filters("e", session_id, type_)
         return self._search_read(query, raw, f"""
-            SELECT count(*) FROM events AS e
-             WHERE e.type IN {_SEARCH_TYPES} AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where}""",
-                                 params)[0][0]
+            SELECT (SELECT count(*) FROM events_search AS s
+                     WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s})
+                 + (SELECT count(*) FROM events AS e
+                     WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
+                       AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where_e})""",
+                                 {**params, "through": self._indexed_through()})[0][0]
 
     def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
         rows = self._read("""SELECT session_id, count(*), sum(input_tokens), sum(output_tokens),
@@ -1030,7 +1097,11 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
       ``eventstore`` (appends, import, export, follow); it does not own anything, so it
       cannot ALTER, DROP, TRUNCATE or disable triggers, and the triggers refuse its UPDATE
       and DELETE;
-    * ``auditor`` may only SELECT: enough for ``eventstore sql`` and ``verify``.
+    * ``auditor`` may only SELECT: enough for ``eventstore sql``, ``verify`` and ``search``
+      (which computes the vectors of the events the index does not hold yet on the fly).
+
+    The writer may also INSERT into the derived search index ``events_search`` and UPDATE
+    ``events_search_state``: its searches catch the index up (revision 0200).
 
     Both are NOLOGIN groups: grant them to login roles (``GRANT eventstore_writer TO
     agent1``), or give them a password and LOGIN yourself.
@@ -1049,6 +1120,9 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
         f"REVOKE CREATE ON SCHEMA {s} FROM {w}, {a};",
         f"REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {w}, {a};",
         f"GRANT SELECT, INSERT ON {s}.events, {s}.sessions TO {w};",
+        # the search index is derived (revision 0200): the writer's searches catch it up
+        f"GRANT SELECT, INSERT ON {s}.events_search TO {w};",
+        f"GRANT SELECT, UPDATE ON {s}.events_search_state TO {w};",
         f"GRANT SELECT ON {s}.alembic_version, {s}.messages, {s}.tool_calls, {s}.turns, "
         f"{s}.session_summary, {s}.usage, {s}.events_search_text TO {w};",
         f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {a};",
@@ -1074,9 +1148,11 @@ def apply_roles(backend: PostgresBackend, text: str) -> None:
 
 # --- search -----------------------------------------------------------------------------------
 
-#: At most this many of the newest matches are ranked (see PostgresBackend.search).
-_PG_RANK_WINDOW = 200
-#: The WHERE term of the events_search index (revision 0100): queries repeat it.
+#: Positions indexed per transaction of :meth:`PostgresBackend.search_catch_up`.
+CATCH_UP_BATCH = 10_000
+#: The ``pg_advisory_xact_lock`` key (the bytes ``essearch``) that one catch-up batch holds.
+SEARCH_LOCK = int.from_bytes(b"essearch", "big")
+#: The event types that are searched (revision 0100's events_search_text).
 _SEARCH_TYPES = "('user/message', 'assistant/message', 'tool/result')"
 # What separates words in the indexed text (es_search_vector): whitespace and ASCII
 # punctuation, "_" included.
@@ -1101,12 +1177,12 @@ def _tsquery(query: str) -> str:
     return " & ".join(parts)
 
 
-def _search_filters(session_id: str | None, type_: str | None) -> tuple[str, dict]:
+def _search_filters(alias: str, session_id: str | None, type_: str | None) -> tuple[str, dict]:
     where, params = "", {}
     if session_id is not None:
-        where += " AND e.session_id = %(session)s"
+        where += f" AND {alias}.session_id = %(session)s"
         params["session"] = session_id
     if type_ is not None:
-        where += " AND e.type = %(type)s"
+        where += f" AND {alias}.type = %(type)s"
         params["type"] = type_
     return where, params
