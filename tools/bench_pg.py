@@ -20,7 +20,7 @@ round so background load hits them alike):
 * ``import``: ``EventStore.import_jsonl`` of a generated file (parse, validate, hash, then
   ``COPY``) against raw psycopg ``executemany`` of the same rows in one transaction (rows
   prepared beforehand: raw does less work).
-* ``writers``: 8 processes each appending to a session of its own, against 1 process:
+* ``writers`` (``--only contention``): 8 processes each appending to a session of its own, against 1 process:
   events per second and the p50/p99 latency of one append, for each ``durability``
   (``normal``: asynchronous commit; ``full``: the append waits for the WAL flush after its
   commit, outside the position lock) and, for comparison, with the commit's flush inside
@@ -315,16 +315,20 @@ def run(a) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="eventstore-pgbench-") as tmp:
             settings = server_settings(url)
+            only = set(getattr(a, "only", None) or ("append", "batch", "bulk", "contention"))
             app, bat, imp = {}, {}, {}
             for d in DURABILITIES:
                 print(f"running append, batch, import ({d}) ...", file=sys.stderr, flush=True)
-                app[d] = bench_append(url, 50 if quick else 500, rounds, d, peers=d == "full")
-                bat[d] = bench_batch(url, 5 if quick else 50, rounds, d)
-                imp[d] = bench_import(url, 2000 if quick else 50000, 2 if quick else 3, Path(tmp), d)
+                if "append" in only:
+                    app[d] = bench_append(url, 50 if quick else 500, rounds, d, peers=d == "full")
+                if "batch" in only:
+                    bat[d] = bench_batch(url, 5 if quick else 50, rounds, d)
+                if "bulk" in only:
+                    imp[d] = bench_import(url, 2000 if quick else 50000, 2 if quick else 3, Path(tmp), d)
             modes = (*DURABILITIES, IN_LOCK)
             counts = {"normal": 50 if quick else 400, "full": 20 if quick else 100, IN_LOCK: 20 if quick else 100}
             writers: dict = {m: {"1": [], "8": []} for m in modes}
-            for r in range(1 if quick else a.writer_rounds):
+            for r in range((1 if quick else a.writer_rounds) if "contention" in only else 0):
                 for m in modes:
                     print(f"running writers ({m}, round {r + 1}) ...", file=sys.stderr, flush=True)
                     writers[m]["1"].append(bench_writers(url, 1, counts[m] * 2, m))
@@ -341,29 +345,34 @@ def run(a) -> int:
     lines += ["| workload | durability | eventstore | raw psycopg | ratio (eventstore / raw) |",
               "|---|---|---|---|---|"]
     for d in DURABILITIES:
-        a_, b_, i_ = app[d], bat[d], imp[d]
-        lines.append(f"| single append (1 event per transaction) | {d} | {rate(a_['eventstore'])} "
-                     f"| {rate(a_['raw psycopg'])} | {a_['raw psycopg'] / a_['eventstore']:.2f}x |")
-        if "Agents SDK SQLAlchemySession" in a_:
-            peer = a_["Agents SDK SQLAlchemySession"]
-            lines.append(f"| single append: Agents SDK `SQLAlchemySession.add_items` (1 item), in the eventstore "
-                         f"column | server's | {rate(peer)} | {rate(a_['raw psycopg'])} "
-                         f"| {a_['raw psycopg'] / peer:.2f}x |")
-        lines.append(f"| batch of 100 (events) | {d} | {rate(b_['eventstore'])} | {rate(b_['raw psycopg'])} "
-                     f"| {b_['raw psycopg'] / b_['eventstore']:.2f}x |")
-        e, r = i_["eventstore (COPY)"], i_["raw psycopg executemany"]
-        lines.append(f"| import (events; eventstore: JSONL file, COPY; raw: executemany of ready rows) | {d} "
-                     f"| {rate(e)} | {rate(r)} | {r / e:.2f}x |")
+        if d in app:
+            a_ = app[d]
+            lines.append(f"| single append (1 event per transaction) | {d} | {rate(a_['eventstore'])} "
+                         f"| {rate(a_['raw psycopg'])} | {a_['raw psycopg'] / a_['eventstore']:.2f}x |")
+            if "Agents SDK SQLAlchemySession" in a_:
+                peer = a_["Agents SDK SQLAlchemySession"]
+                lines.append(f"| single append: Agents SDK `SQLAlchemySession.add_items` (1 item), in the "
+                             f"eventstore column | server's | {rate(peer)} | {rate(a_['raw psycopg'])} "
+                             f"| {a_['raw psycopg'] / peer:.2f}x |")
+        if d in bat:
+            b_ = bat[d]
+            lines.append(f"| batch of 100 (events) | {d} | {rate(b_['eventstore'])} | {rate(b_['raw psycopg'])} "
+                         f"| {b_['raw psycopg'] / b_['eventstore']:.2f}x |")
+        if d in imp:
+            e, r = imp[d]["eventstore (COPY)"], imp[d]["raw psycopg executemany"]
+            lines.append(f"| import (events; eventstore: JSONL file, COPY; raw: executemany of ready rows) | {d} "
+                         f"| {rate(e)} | {rate(r)} | {r / e:.2f}x |")
 
     def span(values: list[float], fmt: str) -> str:
         lo, hi = min(values), max(values)
         return format(lo, fmt) if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}} to {hi:{fmt}}"
 
     n_rounds = len(writers["normal"]["1"])
-    lines += ["", f"Writers on sessions of their own ({n_rounds} rounds, ranges over the rounds):", "",
+    title = f"Writers on sessions of their own ({n_rounds} rounds, ranges over the rounds):"
+    lines += [] if not n_rounds else ["", title, "",
               "| durability | writers | events/s | p50 append (ms) | p99 append (ms) | WAL flushes per append "
               "| 8 writers / 1 writer |", "|---|---|---|---|---|---|---|"]
-    for m, w in writers.items():
+    for m, w in writers.items() if n_rounds else ():
         ratios = [e["events_per_s"] / o["events_per_s"] for o, e in zip(w["1"], w["8"], strict=True)]
         for label in ("1", "8"):
             runs = w[label]
