@@ -809,6 +809,10 @@ class PgFollower(Follower):
         self._backend = backend
         self._poll = poll_interval
         self._conn = _connect(backend.url, backend.display)
+        self._sync_level = None  # with durability "full": the level _FLUSH commits with
+        if backend.durability == "full":
+            level = self._conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0]
+            self._sync_level = "on" if level == "off" else level
         try:
             self._conn.execute(f"LISTEN {CHANNEL}")
             self._listening = True
@@ -818,10 +822,10 @@ class PgFollower(Follower):
     def _rows(self, sql: str, params: tuple) -> list:
         try:
             rows = [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
-            if rows and self._backend.durability == "full":
+            if rows and self._sync_level is not None:
                 # Appends are visible from their (asynchronous) commit on, a flush before
                 # they are durable: with "full", hand out only events a crash cannot take back.
-                self._conn.execute(_FLUSH, (self._backend._sync_level,))
+                self._conn.execute(_FLUSH, (self._sync_level,))
             return rows
         except psycopg.Error as e:
             raise self._backend._error(e) from None
