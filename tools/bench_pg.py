@@ -371,7 +371,7 @@ def run(a) -> int:
     title = f"Writers on sessions of their own ({n_rounds} rounds, ranges over the rounds):"
     lines += [] if not n_rounds else ["", title, "",
               "| durability | writers | events/s | p50 append (ms) | p99 append (ms) | WAL flushes per append "
-              "| 8 writers / 1 writer |", "|---|---|---|---|---|---|---|"]
+              "| 8 writers / 1 writer, each round |", "|---|---|---|---|---|---|---|"]
     for m, w in writers.items() if n_rounds else ():
         ratios = [e["events_per_s"] / o["events_per_s"] for o, e in zip(w["1"], w["8"], strict=True)]
         for label in ("1", "8"):
@@ -379,7 +379,7 @@ def run(a) -> int:
             lines.append(f"| {m} | {label} | {span([x['events_per_s'] for x in runs], ',.0f')} "
                          f"| {span([x['p50_ms'] for x in runs], '.2f')} | {span([x['p99_ms'] for x in runs], '.2f')} "
                          f"| {span([x['syncs_per_event'] for x in runs], '.2f')} "
-                         f"| {span(ratios, '.2f') + 'x' if label == '8' else ''} |")
+                         f"| {', '.join(f'{x:.2f}x' for x in ratios) if label == '8' else ''} |")
     print("\n".join(lines))
     if a.json:
         Path(a.json).write_text(json.dumps({"settings": settings, "append": app, "batch": bat, "import": imp,
