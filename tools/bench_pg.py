@@ -342,8 +342,9 @@ def run(a) -> int:
     def rate(sec: float) -> str:
         return f"{1 / sec:,.0f}/s"
 
-    lines += ["| workload | durability | eventstore | raw psycopg | ratio (eventstore / raw) |",
-              "|---|---|---|---|---|"]
+    if app or bat or imp:
+        lines += ["| workload | durability | eventstore | raw psycopg | ratio (eventstore / raw) |",
+                  "|---|---|---|---|---|"]
     for d in DURABILITIES:
         if d in app:
             a_ = app[d]
