@@ -109,9 +109,10 @@ def _when(ts: float | None) -> str:
               metavar="PATH", help="Database file, sqlite:// or postgresql:// URL; also $EVENTSTORE_DB.")
 @click.option("--durability", envvar="EVENTSTORE_DURABILITY", type=click.Choice(["normal", "full"]),
               default="normal", show_default=True,
-              help="SQLite, commands that write: normal survives a crash of the process, full also power "
-                   "loss (an fsync per commit); PostgreSQL commits as the server's synchronous_commit says. "
-                   "Also $EVENTSTORE_DURABILITY.")
+              help="Commands that write. SQLite: normal survives a crash of the process, full also power "
+                   "loss (an fsync per commit). PostgreSQL: normal commits asynchronously (a server crash may "
+                   "lose the last ~600 ms of appends, never corrupts), full waits for the server's durable "
+                   "flush. Also $EVENTSTORE_DURABILITY.")
 @click.version_option(__version__, prog_name="eventstore")
 @click.pass_context
 def cli(ctx: click.Context, db: str, durability: str) -> None:

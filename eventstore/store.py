@@ -432,9 +432,12 @@ class EventStore:
         ``target`` is a file path, ``:memory:``, an SQLAlchemy ``sqlite://`` URL, or a
         PostgreSQL URL (``postgresql://user@host:port/db`` or ``postgresql+psycopg://...``,
         with the ``eventstore[postgres]`` extra); ``busy_timeout`` is how long (seconds) a
-        write waits for another writer. SQLite only: ``durability`` is ``"normal"`` (WAL +
-        ``synchronous=NORMAL``: an acknowledged append survives a process crash) or
-        ``"full"`` (also survives power loss); with ``write_queue`` (the default) writers
+        write waits for another writer. ``durability`` is ``"normal"`` (SQLite: WAL +
+        ``synchronous=NORMAL``, an acknowledged append survives a process crash; PostgreSQL:
+        asynchronous commit, a server crash may lose the appends of its last ~600 ms, never
+        corrupts or gaps) or ``"full"`` (SQLite: also survives power loss; PostgreSQL: an
+        append returns once the server has flushed it, as its ``synchronous_commit`` says).
+        SQLite only: with ``write_queue`` (the default) writers
         wait for each other on a lock file beside the database (``FILE-lock``, see
         :mod:`eventstore.backends.writelock`) instead of in SQLite's sleep-and-retry busy
         handler. With ``readonly``, the database must exist at the latest schema and is

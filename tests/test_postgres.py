@@ -181,19 +181,22 @@ def test_concurrent_first_opens_migrate_once(pg_server):
 
 # --- concurrency: real processes ----------------------------------------------------------------
 
-def test_writers_and_a_follower_lose_nothing(pg_url):
+@pytest.mark.parametrize("durability", ["normal", "full"])
+def test_writers_and_a_follower_lose_nothing(pg_url, durability):
     """8 writer processes on their own sessions, 8 on one shared session, and a follower:
     nothing lost, duplicated or reordered; positions dense; the follower sees every event
-    once, in position order."""
-    count = 150
+    once, in position order (with either durability: "full" waits for the flush after the
+    commit, outside the position lock)."""
+    count = 150 if durability == "normal" else 60
     with EventStore.open(pg_url) as store:
         store.create_session("shared")
     args = [(pg_url, i, count, None, 50) for i in range(8)] + [(pg_url, 8 + i, count, "shared", 50) for i in range(8)]
     total = len(args) * count
     barrier = CTX.Barrier(len(args) + 1)
     results = CTX.Queue()
-    procs = [CTX.Process(target=workers.follower, args=(pg_url, None, total, barrier, results, "follower"))]
-    procs += [CTX.Process(target=workers.writer, args=(*a, barrier, results)) for a in args]
+    kw = {"durability": durability}
+    procs = [CTX.Process(target=workers.follower, args=(pg_url, None, total, barrier, results, "follower"), kwargs=kw)]
+    procs += [CTX.Process(target=workers.writer, args=(*a, barrier, results), kwargs=kw) for a in args]
     for p in procs:
         p.start()
     got = {}
@@ -223,6 +226,53 @@ def test_writers_and_a_follower_lose_nothing(pg_url):
         assert by_session[f"w{i}"] == list(range(count))
     with EventStore.open(pg_url, readonly=True) as store:  # (the writers' tool results answer no call)
         assert [f for f in audit.verify(store.backend).findings if f.kind in ("hash", "seq", "trigger")] == []
+
+
+def test_durability_normal_commits_asynchronously(pg_url):
+    """The default: the store's write connection commits with synchronous_commit off (the
+    server's own setting is not touched), and an append runs no flush of its own."""
+    with EventStore.open(pg_url) as store:
+        s = store.create_session("s")
+        s.append("x", {})
+        conn = store.backend._conn("w")
+        assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+        with psycopg.connect(pg_url) as other:  # another connection keeps the server's setting
+            other.execute("SET synchronous_commit = on")
+            assert other.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+
+
+def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
+    """durability="full": the append commits asynchronously (the flush is not inside the
+    position lock) and then waits until the WAL is flushed past its commit, with the
+    server's durable synchronous_commit ("on" here, where the test server is set to off)."""
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # the test server's
+    with EventStore.open(pg_url, durability="full") as store:
+        backend = store.backend
+        s = store.create_session("s")
+        conn = backend._conn("w")
+        assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+        assert backend._sync_level == "on"
+        from eventstore.backends import postgres
+        assert conn.execute("SELECT current_setting('synchronous_commit') FROM set_config('synchronous_commit', %s, "
+                            "true)", (backend._sync_level,)).fetchone()[0] == "on"  # as _FLUSH runs
+        assert "set_config('synchronous_commit', %s, true)" in postgres._FLUSH
+        committed = []
+        durable = backend._durable
+
+        def spy(c, sid):
+            committed.append(c.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0])  # past the commit
+            durable(c, sid)
+
+        monkeypatch.setattr(backend, "_durable", spy)
+        for i in range(20):
+            s.append("x", {"i": i})
+            flushed = conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (committed[-1],)).fetchone()[0]
+            assert flushed, i
+        s.append_many([("x", {}), ("y", {})], expected_seq=20)
+        assert len(committed) == 21
+    with pytest.raises(DatabaseError, match="durability"):
+        EventStore.open(pg_url, durability="fast")
 
 
 def test_follower_wakes_on_notify(pg_url):

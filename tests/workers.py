@@ -165,14 +165,14 @@ def hold_write_lock(db: str, ready: str) -> None:
     store.backend._transact(hold)
 
 
-def follower(db: str, session_id: str | None, total: int, barrier, results, tag) -> None:
+def follower(db: str, session_id: str | None, total: int, barrier, results, tag, durability: str = "normal") -> None:
     """Follow the store (or one session) until ``total`` events were seen; report
     ``(position, session, seq)`` of each, in the order they were yielded."""
     from eventstore import EventStore
 
     def run():
         seen = []
-        with EventStore.open(db, busy_timeout=30) as store:
+        with EventStore.open(db, busy_timeout=30, durability=durability) as store:
             source = store.follow(after_position=0, poll_interval=0.005, idle_timeout=60) if session_id is None \
                 else store.session(session_id).follow(after_seq=None, poll_interval=0.005, idle_timeout=60)
             barrier.wait()
@@ -185,12 +185,13 @@ def follower(db: str, session_id: str | None, total: int, barrier, results, tag)
     _report(results, tag, run)
 
 
-def writer(db: str, index: int, count: int, shared_id: str | None, payload_bytes: int, barrier, results) -> None:
+def writer(db: str, index: int, count: int, shared_id: str | None, payload_bytes: int, barrier, results,
+           durability: str = "normal") -> None:
     """Append ``count`` events (to the shared session, or an own one) as fast as possible."""
     from eventstore import EventStore
 
     def run():
-        with EventStore.open(db, busy_timeout=30) as store:
+        with EventStore.open(db, busy_timeout=30, durability=durability) as store:
             s = store.session(shared_id) if shared_id else store.create_session(f"w{index}")
             filler = "z" * payload_bytes
             barrier.wait()

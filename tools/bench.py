@@ -1230,6 +1230,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="postgres: the PostgreSQL benchmarks of tools/bench_pg.py (default sqlite)")
     ap.add_argument("--pg-url", help="with --backend postgres: a server to use (a new database is made in it); "
                                      "default: a throwaway server with PostgreSQL's durable defaults")
+    ap.add_argument("--writer-rounds", type=int, default=3,
+                    help="with --backend postgres: rounds of the writers cases, alternated (default 3)")
     ap.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
                     help="with --backend postgres: a setting of the throwaway server (repeatable), "
                          "e.g. synchronous_commit=off")

@@ -20,8 +20,17 @@ round so background load hits them alike):
 * ``import``: ``EventStore.import_jsonl`` of a generated file (parse, validate, hash, then
   ``COPY``) against raw psycopg ``executemany`` of the same rows in one transaction (rows
   prepared beforehand: raw does less work).
-* ``writers``: 8 processes each appending to a session of its own, against 1 process:
-  events per second and the p50/p99 latency of one append.
+* ``writers`` (``--only contention``): 8 processes each appending to a session of its own, against 1 process:
+  events per second and the p50/p99 latency of one append, for each ``durability``
+  (``normal``: asynchronous commit; ``full``: the append waits for the WAL flush after its
+  commit, outside the position lock) and, for comparison, with the commit's flush inside
+  the lock (``synchronous_commit = on`` on the store's write connection: the behaviour
+  before ``durability`` was honoured). Rounds alternate the cases so that background load
+  hits them alike; each figure is given as the range over the rounds.
+
+Single appends, batches and imports run under both durabilities against raw psycopg under
+the same setting (``normal``: ``SET synchronous_commit = off``; ``full``: the server's
+durable ``synchronous_commit = on``).
 
 The server's settings are printed with the results (docs/benchmarks.md keeps them).
 """
@@ -42,8 +51,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 #: Server settings of the throwaway server: PostgreSQL's durable defaults (fsync on,
 #: synchronous_commit on), so a commit waits for its WAL flush as it would in production.
 DURABLE = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
-SHOWN = ("server_version", "fsync", "synchronous_commit", "full_page_writes", "shared_buffers", "wal_level",
-         "max_connections")
+SHOWN = ("server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "commit_delay",
+         "wal_writer_delay", "shared_buffers", "wal_level", "max_connections")
+DURABILITIES = ("normal", "full")
+#: raw psycopg's connection setting for each durability: the same commit as the store's.
+RAW_SETTING = {"normal": "off", "full": "on"}
 
 
 def payload(i: int, size: int = 200) -> dict:
@@ -58,30 +70,34 @@ def best(rounds: int, systems: dict) -> dict[str, float]:
     return out
 
 
-def _raw_conn(url: str):
+def _raw_conn(url: str, durability: str | None = None):
     import psycopg
 
-    return psycopg.connect(url, autocommit=True)
+    conn = psycopg.connect(url, autocommit=True)
+    if durability is not None:
+        conn.execute(f"SET synchronous_commit = {RAW_SETTING[durability]}")
+    return conn
 
 
-def bench_append(url: str, n: int, rounds: int) -> dict:
+def bench_append(url: str, n: int, rounds: int, durability: str, peers: bool) -> dict:
     from eventstore import EventStore
     from eventstore.chain import chain_hash, genesis_hash
     from eventstore.codec import dumps, event_line
 
-    store = EventStore.open(url)
-    s = store.create_session("append-es")
+    store = EventStore.open(url, durability=durability)
+    s = store.create_session(f"append-es-{durability}")
     s.append_many([("tool/result", payload(i)) for i in range(1000)])
-    raw = _raw_conn(url)
-    store.create_session("append-raw")
-    state = {"seq": 0, "hash": genesis_hash("append-raw")}
+    raw = _raw_conn(url, durability)
+    rid = f"append-raw-{durability}"
+    store.create_session(rid)
+    state = {"seq": 0, "hash": genesis_hash(rid)}
 
     def raw_one(i: int) -> None:
         seq, ts = state["seq"], time.time()
         pj = dumps(payload(i))
         h = chain_hash(state["hash"], event_line("tool/result", seq, ts, pj))
         raw.execute("INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES (%s, %s, %s, %s, %s, %s)",
-                    ("append-raw", seq, "tool/result", ts, pj, h))
+                    (rid, seq, "tool/result", ts, pj, h))
         state["seq"], state["hash"] = seq + 1, h
 
     for i in range(1000):
@@ -100,7 +116,7 @@ def bench_append(url: str, n: int, rounds: int) -> dict:
         return (time.perf_counter() - t) / n
 
     systems = {"eventstore": es, "raw psycopg": rw}
-    peer = _agents_peer(url)
+    peer = _agents_peer(url) if peers else None
     if peer is not None:
         loop, session = peer
 
@@ -136,16 +152,17 @@ def _agents_peer(url: str):
     return loop, session
 
 
-def bench_batch(url: str, batches: int, rounds: int, size: int = 100) -> dict:
+def bench_batch(url: str, batches: int, rounds: int, durability: str, size: int = 100) -> dict:
     from eventstore import EventStore
     from eventstore.chain import chain_rows, genesis_hash
     from eventstore.codec import dumps
 
-    store = EventStore.open(url)
-    s = store.create_session("batch-es")
-    raw = _raw_conn(url)
-    store.create_session("batch-raw")
-    state = {"seq": 0, "hash": genesis_hash("batch-raw")}
+    store = EventStore.open(url, durability=durability)
+    s = store.create_session(f"batch-es-{durability}")
+    raw = _raw_conn(url, durability)
+    rid = f"batch-raw-{durability}"
+    store.create_session(rid)
+    state = {"seq": 0, "hash": genesis_hash(rid)}
     sql = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) SELECT %s, %s + u.i - 1, u.t, u.ts, u.p, u.h "
            "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[]) WITH ORDINALITY AS u(t, ts, p, h, i)")
 
@@ -161,7 +178,7 @@ def bench_batch(url: str, batches: int, rounds: int, size: int = 100) -> dict:
             ts = time.time()
             rows = chain_rows(state["hash"], state["seq"], ["assistant/chunk"] * size, [ts] * size,
                               [dumps(payload(i, 40)) for i in range(size)])
-            raw.execute(sql, ("batch-raw", state["seq"], rows[0::4], rows[1::4], rows[2::4], rows[3::4]))
+            raw.execute(sql, (rid, state["seq"], rows[0::4], rows[1::4], rows[2::4], rows[3::4]))
             state["seq"] += size
             state["hash"] = rows[-1]
         return (time.perf_counter() - t) / (batches * size)
@@ -172,18 +189,18 @@ def bench_batch(url: str, batches: int, rounds: int, size: int = 100) -> dict:
     return res
 
 
-def bench_import(url: str, events: int, rounds: int, work: Path) -> dict:
+def bench_import(url: str, events: int, rounds: int, work: Path, durability: str) -> dict:
     from eventstore import EventStore
     from eventstore.chain import chain_hash, genesis_hash
     from eventstore.codec import dumps, event_line
 
-    store = EventStore.open(url)
-    raw = _raw_conn(url)
+    store = EventStore.open(url, durability=durability)
+    raw = _raw_conn(url, durability)
     counter = {"n": 0}
 
     def write_file() -> tuple[Path, str, list]:
         counter["n"] += 1
-        sid = f"import-{counter['n']}"
+        sid = f"import-{durability}-{counter['n']}"
         path = work / f"{sid}.jsonl"
         rows = []
         prev = genesis_hash(sid)
@@ -219,11 +236,14 @@ def bench_import(url: str, events: int, rounds: int, work: Path) -> dict:
     return res
 
 
-def _writer(url: str, index: int, count: int, barrier, results) -> None:
+def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> None:
     from eventstore import EventStore
 
-    with EventStore.open(url, busy_timeout=60) as store:
+    with EventStore.open(url, busy_timeout=60, durability="normal" if mode == IN_LOCK else mode) as store:
         s = store.create_session(f"writer-{index}-{time.time_ns()}")
+        if mode == IN_LOCK:  # the commit flushes before it lets the position lock go
+            store.backend._conn("w").execute("SET synchronous_commit = on")
+        s.append("tool/result", payload(0))  # (the head cached, the connection made)
         lat = []
         barrier.wait()
         t0 = time.perf_counter()
@@ -234,21 +254,38 @@ def _writer(url: str, index: int, count: int, barrier, results) -> None:
         results.put((index, t0, time.perf_counter(), lat))
 
 
-def bench_writers(url: str, procs: int, count: int) -> dict:
+#: The writers case that flushes inside the position lock (the store's commit with
+#: synchronous_commit = on), for comparison with "full".
+IN_LOCK = "flush in lock"
+
+
+def bench_writers(url: str, procs: int, count: int, mode: str) -> dict:
+    """``procs`` writer processes, ``count`` appends each, ``mode`` a durability or
+    :data:`IN_LOCK`: events/s over the wall time from the first start to the last end, and
+    the p50/p99 of one append (ms)."""
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(procs)
     results = ctx.Queue()
-    ps = [ctx.Process(target=_writer, args=(url, i, count, barrier, results)) for i in range(procs)]
+    ps = [ctx.Process(target=_writer, args=(url, i, count, mode, barrier, results)) for i in range(procs)]
+    syncs = _wal_syncs(url)
     for p in ps:
         p.start()
     got = [results.get(timeout=600) for _ in ps]
     for p in ps:
         p.join()
+    syncs = _wal_syncs(url) - syncs
     start = min(g[1] for g in got)
     end = max(g[2] for g in got)
     lat = sorted(x for g in got for x in g[3])
     return {"events_per_s": procs * count / (end - start), "p50_ms": 1000 * statistics.median(lat),
-            "p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))]}
+            "p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))], "syncs_per_event": syncs / (procs * (count + 1))}
+
+
+def _wal_syncs(url: str) -> int:
+    """WAL flushes the server has made (pg_stat_wal.wal_sync; shared by every commit waiting
+    for one: group commit)."""
+    with _raw_conn(url) as conn:
+        return conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()[0]
 
 
 def server_settings(url: str) -> dict:
@@ -278,16 +315,24 @@ def run(a) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="eventstore-pgbench-") as tmp:
             settings = server_settings(url)
-            print("running append ...", file=sys.stderr, flush=True)
-            app = bench_append(url, 50 if quick else 500, rounds)
-            print("running batch ...", file=sys.stderr, flush=True)
-            bat = bench_batch(url, 5 if quick else 50, rounds)
-            print("running import ...", file=sys.stderr, flush=True)
-            imp = bench_import(url, 2000 if quick else 50000, 2 if quick else 3, Path(tmp))
-            print("running writers ...", file=sys.stderr, flush=True)
-            count = 50 if quick else 500
-            one = bench_writers(url, 1, count * 2)
-            eight = bench_writers(url, 8, count)
+            only = set(getattr(a, "only", None) or ("append", "batch", "bulk", "contention"))
+            app, bat, imp = {}, {}, {}
+            for d in DURABILITIES:
+                print(f"running append, batch, import ({d}) ...", file=sys.stderr, flush=True)
+                if "append" in only:
+                    app[d] = bench_append(url, 50 if quick else 500, rounds, d, peers=d == "full")
+                if "batch" in only:
+                    bat[d] = bench_batch(url, 5 if quick else 50, rounds, d)
+                if "bulk" in only:
+                    imp[d] = bench_import(url, 2000 if quick else 50000, 2 if quick else 3, Path(tmp), d)
+            modes = (*DURABILITIES, IN_LOCK)
+            counts = {"normal": 50 if quick else 400, "full": 20 if quick else 100, IN_LOCK: 20 if quick else 100}
+            writers: dict = {m: {"1": [], "8": []} for m in modes}
+            for r in range((1 if quick else a.writer_rounds) if "contention" in only else 0):
+                for m in modes:
+                    print(f"running writers ({m}, round {r + 1}) ...", file=sys.stderr, flush=True)
+                    writers[m]["1"].append(bench_writers(url, 1, counts[m] * 2, m))
+                    writers[m]["8"].append(bench_writers(url, 8, counts[m], m))
     finally:
         if server is not None:
             server.stop()
@@ -297,24 +342,47 @@ def run(a) -> int:
     def rate(sec: float) -> str:
         return f"{1 / sec:,.0f}/s"
 
-    lines += ["| workload | eventstore | raw psycopg | ratio (eventstore / raw) |", "|---|---|---|---|"]
-    lines.append(f"| single append (1 event per transaction) | {rate(app['eventstore'])} | {rate(app['raw psycopg'])} "
-                 f"| {app['raw psycopg'] / app['eventstore']:.2f}x |")
-    if "Agents SDK SQLAlchemySession" in app:
-        peer = app["Agents SDK SQLAlchemySession"]
-        lines.append(f"| single append: Agents SDK `SQLAlchemySession.add_items` (1 item) | {rate(peer)} "
-                     f"| {rate(app['raw psycopg'])} | {app['raw psycopg'] / peer:.2f}x |")
-    lines.append(f"| batch of 100 (events) | {rate(bat['eventstore'])} | {rate(bat['raw psycopg'])} "
-                 f"| {bat['raw psycopg'] / bat['eventstore']:.2f}x |")
-    e, r = imp["eventstore (COPY)"], imp["raw psycopg executemany"]
-    lines.append(f"| import (events; eventstore: JSONL file, COPY; raw: executemany of ready rows) | {rate(e)} "
-                 f"| {rate(r)} | {r / e:.2f}x |")
-    lines += ["", "| writers (own sessions) | events/s | p50 append | p99 append |", "|---|---|---|---|"]
-    for label, w in (("1 process", one), ("8 processes", eight)):
-        lines.append(f"| {label} | {w['events_per_s']:,.0f} | {w['p50_ms']:.2f} ms | {w['p99_ms']:.2f} ms |")
-    lines.append(f"\n8 writers / 1 writer: {eight['events_per_s'] / one['events_per_s']:.2f}x")
+    if app or bat or imp:
+        lines += ["| workload | durability | eventstore | raw psycopg | ratio (eventstore / raw) |",
+                  "|---|---|---|---|---|"]
+    for d in DURABILITIES:
+        if d in app:
+            a_ = app[d]
+            lines.append(f"| single append (1 event per transaction) | {d} | {rate(a_['eventstore'])} "
+                         f"| {rate(a_['raw psycopg'])} | {a_['raw psycopg'] / a_['eventstore']:.2f}x |")
+            if "Agents SDK SQLAlchemySession" in a_:
+                peer = a_["Agents SDK SQLAlchemySession"]
+                lines.append(f"| single append: Agents SDK `SQLAlchemySession.add_items` (1 item), in the "
+                             f"eventstore column | server's | {rate(peer)} | {rate(a_['raw psycopg'])} "
+                             f"| {a_['raw psycopg'] / peer:.2f}x |")
+        if d in bat:
+            b_ = bat[d]
+            lines.append(f"| batch of 100 (events) | {d} | {rate(b_['eventstore'])} | {rate(b_['raw psycopg'])} "
+                         f"| {b_['raw psycopg'] / b_['eventstore']:.2f}x |")
+        if d in imp:
+            e, r = imp[d]["eventstore (COPY)"], imp[d]["raw psycopg executemany"]
+            lines.append(f"| import (events; eventstore: JSONL file, COPY; raw: executemany of ready rows) | {d} "
+                         f"| {rate(e)} | {rate(r)} | {r / e:.2f}x |")
+
+    def span(values: list[float], fmt: str) -> str:
+        lo, hi = min(values), max(values)
+        return format(lo, fmt) if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}} to {hi:{fmt}}"
+
+    n_rounds = len(writers["normal"]["1"])
+    title = f"Writers on sessions of their own ({n_rounds} rounds, ranges over the rounds):"
+    lines += [] if not n_rounds else ["", title, "",
+              "| durability | writers | events/s | p50 append (ms) | p99 append (ms) | WAL flushes per append "
+              "| 8 writers / 1 writer, each round |", "|---|---|---|---|---|---|---|"]
+    for m, w in writers.items() if n_rounds else ():
+        ratios = [e["events_per_s"] / o["events_per_s"] for o, e in zip(w["1"], w["8"], strict=True)]
+        for label in ("1", "8"):
+            runs = w[label]
+            lines.append(f"| {m} | {label} | {span([x['events_per_s'] for x in runs], ',.0f')} "
+                         f"| {span([x['p50_ms'] for x in runs], '.2f')} | {span([x['p99_ms'] for x in runs], '.2f')} "
+                         f"| {span([x['syncs_per_event'] for x in runs], '.2f')} "
+                         f"| {', '.join(f'{x:.2f}x' for x in ratios) if label == '8' else ''} |")
     print("\n".join(lines))
     if a.json:
         Path(a.json).write_text(json.dumps({"settings": settings, "append": app, "batch": bat, "import": imp,
-                                            "writers": {"1": one, "8": eight}}, indent=1))
+                                            "writers": writers}, indent=1))
     return 0

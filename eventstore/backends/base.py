@@ -167,10 +167,11 @@ class Backend(ABC):
         when several processes open a new database at once).
 
         ``busy_timeout`` (seconds) is how long a write waits for other writers;
-        ``durability`` (``"normal"``/``"full"``) and ``write_queue`` are SQLite's (a backend
-        ignores options that do not apply to it). With ``readonly``, nothing is created or
-        migrated: the database must be at the head revision (or one that reads the same),
-        and every write raises :class:`DatabaseError`. Raises :class:`DatabaseError`
+        ``durability`` is ``"normal"`` or ``"full"`` (each backend says what they mean);
+        ``write_queue`` is SQLite's (a backend ignores options that do not apply to it).
+        With ``readonly``, nothing is created or migrated: the database must be at the head
+        revision (or one that reads the same), and every write raises :class:`DatabaseError`.
+        Raises :class:`DatabaseError`
         (cannot connect, not an eventstore database, a newer schema, bad options).
         """
 

@@ -14,6 +14,10 @@ module only talks to it:
   When the trigger refuses the seq (ES002: another process appended), or there is no cached
   head, the append runs in a transaction that first calls ``es_lock_head(session)`` (takes
   the lock, then reads the head) and then inserts: it cannot be refused again.
+* **Durability.** The write connection commits asynchronously (``synchronous_commit =
+  off``), so the WAL flush is not inside the position lock. With ``durability="full"`` the
+  append then waits, outside the lock, for the flush (:data:`_FLUSH`; concurrent writers
+  share one), and a follower flushes before it hands out what it read.
 * **Errors** are translated by SQLSTATE (the ``ESnnn`` codes of the triggers, see
   :mod:`eventstore.backends.base`) and constraint name, never by message text.
 * **Follow** waits on ``LISTEN eventstore_events`` (a statement trigger NOTIFYs on every
@@ -70,6 +74,20 @@ _CATCH_UP = ("INSERT INTO events_search (position, session_id, type, tsv) "
 
 #: The channel the schema's statement trigger NOTIFYs after every INSERT into events.
 CHANNEL = "eventstore_events"
+
+#: The ``durability`` values (see docs/concurrency.md, "Durability"). Both commit the append
+#: asynchronously (``synchronous_commit = off`` on the write connection), so that the WAL flush
+#: is not inside the position lock. "normal" returns then: a server crash may lose the commits
+#: of its last moments (about 3 x ``wal_writer_delay``, 600 ms by default), never corrupts,
+#: gaps or reorders what is kept (recovery replays a prefix of the WAL). "full" then waits,
+#: outside the lock, for the WAL to be flushed past the commit (:data:`_FLUSH`), as the
+#: server's ``synchronous_commit`` says (``on`` where the server is set to ``off``).
+DURABILITY = ("normal", "full")
+# A one-statement transaction that writes a WAL record (an empty logical-decoding message,
+# prefix "eventstore") and commits synchronously: its commit waits until the WAL is flushed
+# (and replicated, per the level) up to its own record, so past every commit before it.
+# Concurrent waiters share one flush (group commit).
+_FLUSH = "SELECT pg_logical_emit_message(true, 'eventstore', '') FROM set_config('synchronous_commit', %s, true)"
 
 #: ``statement_timeout`` of ``eventstore sql`` queries (seconds).
 QUERY_TIMEOUT = 30.0
@@ -150,8 +168,11 @@ class PostgresBackend(Backend):
 
     name = "postgresql"
 
-    def __init__(self, url: str, busy_timeout: float, readonly: bool):
+    def __init__(self, url: str, busy_timeout: float, readonly: bool, durability: str = "normal"):
+        if durability not in DURABILITY:
+            raise DatabaseError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         self.url = url
+        self.durability = durability
         self.display = _display(url)
         self.busy_timeout = busy_timeout
         self.readonly = readonly
@@ -166,15 +187,16 @@ class PostgresBackend(Backend):
         self._vlock = threading.RLock()
         self._closed = False
         self._index_writable: bool | None = None  # (see _may_index)
+        self._sync_level = "on"  # the write connection's durable synchronous_commit (see _conn)
 
     # --- open, migrate, close ------------------------------------------------------------------
 
     @classmethod
     def open(cls, url: str, *, busy_timeout: float = 5.0, durability: str = "normal", write_queue: bool = True,
              readonly: bool = False) -> PostgresBackend:
-        """Connect and migrate (see :meth:`Backend.open`). ``durability`` and ``write_queue``
-        are SQLite's and ignored here (durability is the server's ``synchronous_commit``)."""
-        self = cls(url, busy_timeout, readonly)
+        """Connect and migrate (see :meth:`Backend.open`). ``durability`` is one of
+        :data:`DURABILITY`; ``write_queue`` is SQLite's and ignored here."""
+        self = cls(url, busy_timeout, readonly, durability)
         try:
             revision = self._revision()
             if revision != head_revision():
@@ -203,6 +225,10 @@ class PostgresBackend(Backend):
             conn = _connect(self.url, self.display)
             ms = int(self.busy_timeout * 1000)
             conn.execute(f"SET lock_timeout = {ms}")
+            if which == "w":
+                level = conn.execute("SELECT current_setting('synchronous_commit'), "
+                                     "set_config('synchronous_commit', 'off', false)").fetchone()[0]
+                self._sync_level = "on" if level == "off" else level
             if self.readonly:
                 conn.execute("SET default_transaction_read_only = on")
             if which == "w":
@@ -298,6 +324,18 @@ class PostgresBackend(Backend):
             return InvalidEvent(_first_line(e))
         return DatabaseError(f"{self.display}: {_first_line(e)}")
 
+    def _durable(self, conn: psycopg.Connection, session_id: str) -> None:
+        """With ``durability="full"``: wait until the write just committed on ``conn`` is
+        flushed (see :data:`DURABILITY`). Raises :class:`DatabaseError` when the server
+        cannot confirm it (the write is committed; whether it survives a crash is unknown)."""
+        if self.durability != "full":
+            return
+        try:
+            conn.execute(_FLUSH, (self._sync_level,))
+        except psycopg.Error as e:
+            raise DatabaseError(f"{self.display}: session {session_id!r}: committed, but the server did not confirm "
+                                f"the flush to disk: {_first_line(e)}") from None
+
     def _read(self, sql: str, params: tuple = ()) -> list:
         with self._rlock:
             conn = self._conn("r")
@@ -326,6 +364,7 @@ class PostgresBackend(Backend):
                 raise DatabaseError(f"session {session_id!r}: the database reported the insert done but the "
                                     f"session was not stored (a trigger ignores it: run eventstore verify)")
             self._heads[session_id] = (0, genesis_hash(session_id))  # a new session's head is known
+            self._durable(conn, session_id)
 
     def session_meta(self, session_id: str) -> str | None:
         row = self._one("SELECT meta FROM sessions WHERE id = %s", (session_id,))
@@ -361,6 +400,7 @@ class PostgresBackend(Backend):
                     # another process appended since: read the head under the lock, below
                 else:
                     self._heads[session_id] = (head[0] + len(types), rows[-1])
+                    self._durable(conn, session_id)
                     return head[0], position, rows[-1]
             self._heads.pop(session_id, None)
             try:
@@ -380,6 +420,7 @@ class PostgresBackend(Backend):
                     raise base.not_stored(session_id, seq, len(types)) from None
                 raise self._error(e, session_id) from None
             self._heads[session_id] = (seq + len(types), rows[-1])
+            self._durable(conn, session_id)
             return seq, position, rows[-1]
 
     @staticmethod
@@ -469,9 +510,11 @@ class PostgresBackend(Backend):
                 with conn.transaction():
                     # The position lock first: next_position stays true until the commit.
                     conn.execute(f"SELECT pg_advisory_xact_lock({POSITION_LOCK})")
-                    return body(_PgImport(conn, session_id))
+                    result = body(_PgImport(conn, session_id))
             except psycopg.Error as e:
                 raise self._error(e, session_id) from None
+            self._durable(conn, session_id)
+            return result
 
     # --- search and usage (revisions 0100, 0200) --------------------------------------------
     # The vectors live in events_search, derived from the log and caught up by whoever
@@ -833,6 +876,10 @@ class PgFollower(Follower):
         self._backend = backend
         self._poll = poll_interval
         self._conn = _connect(backend.url, backend.display)
+        self._sync_level = None  # with durability "full": the level _FLUSH commits with
+        if backend.durability == "full":
+            level = self._conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0]
+            self._sync_level = "on" if level == "off" else level
         try:
             self._conn.execute(f"LISTEN {CHANNEL}")
             self._listening = True
@@ -841,7 +888,12 @@ class PgFollower(Follower):
 
     def _rows(self, sql: str, params: tuple) -> list:
         try:
-            return [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
+            rows = [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
+            if rows and self._sync_level is not None:
+                # Appends are visible from their (asynchronous) commit on, a flush before
+                # they are durable: with "full", hand out only events a crash cannot take back.
+                self._conn.execute(_FLUSH, (self._sync_level,))
+            return rows
         except psycopg.Error as e:
             raise self._backend._error(e) from None
 
