@@ -473,8 +473,9 @@ class EventStore:
 
     def last_position(self) -> int:
         """The global position of the newest event (0 when the store is empty): pass it to
-        :meth:`follow` to see only events committed from now on."""
-        return self.backend.last_position()
+        :meth:`follow` to see only events committed from now on. While a large import
+        runs, that is the position before its first event (see :mod:`eventstore.follow`)."""
+        return self.backend.last_position(_follow.DeadOwners(self.backend)())
 
     # --- sessions ----------------------------------------------------------------------
 
@@ -508,7 +509,8 @@ class EventStore:
             try:
                 return self.create_session(session_id)
             except SessionExists:  # another process created it between the look and the insert
-                pass
+                if self.backend.session_meta(session_id) is None:  # ... or is importing it
+                    raise SessionNotFound(session_id) from None
         return Session(self, session_id)
 
     def sessions(self) -> list[SessionInfo]:
