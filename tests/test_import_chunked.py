@@ -13,12 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import db_rows
 
 from eventstore import EventStore, SessionNotFound
 from eventstore.bulk import CHUNK_ROWS
 from eventstore.errors import ImportConflict, InvalidJSONL
-
-from conftest import db_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 60_000  # events in the big file: many chunks, a second or more to import
