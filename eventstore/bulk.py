@@ -40,7 +40,10 @@ __all__ = ["Dropped", "ImportReport", "import_jsonl"]
 
 BATCH_ROWS = 5000  # rows per batch (the backend's fastest bulk insert: multi-row INSERTs, COPY)
 BATCH_BYTES = 4 << 20  # bytes of lines per batch
-CHUNK_ROWS = 1000  # rows per write transaction of a chunked import (a few ms of the write lock)
+CHUNK_ROWS = 1000  # rows of the first write transaction of a chunked import
+CHUNK_SECONDS = 0.005  # the lock time each later chunk aims at: its rows follow the last one's speed
+CHUNK_MIN_ROWS, CHUNK_MAX_ROWS = 50, 5000
+CHUNK_PAUSE = 0.5  # after each chunk, wait this share of its time: queued writers take the lock first
 
 Progress = Callable[[int, int], None]
 """``progress(bytes, events)``: called as an import or export goes, with the bytes read
@@ -241,15 +244,20 @@ def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batch
 
         head: int | None = None
 
+        rows = CHUNK_ROWS
+        took = 0.0
+
         def chunk(tx: ImportTransaction) -> tuple | None:
-            nonlocal head
+            nonlocal head, took
+            t0 = time.perf_counter()
             if head is None:  # the first transaction: begin or resume, and store the first chunk
                 head = begin(tx)
                 if head is None:
                     return None
-            done, dropped = _store_batches(tx, reader, batches, name, sid, head, True, salvage, progress, CHUNK_ROWS)
+            done, dropped = _store_batches(tx, reader, batches, name, sid, head, True, salvage, progress, rows)
             if batches.finished:
                 tx.end_import()
+            took = time.perf_counter() - t0
             return done, dropped
 
         added = 0
@@ -262,6 +270,10 @@ def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batch
             added += n
             if batches.finished:
                 break
+            # the next chunk holds the lock about CHUNK_SECONDS; the pause lets waiting writers
+            # in (the write queue's flock is not FIFO: without it, the importer takes it again first)
+            rows = max(CHUNK_MIN_ROWS, min(CHUNK_MAX_ROWS, int(rows * CHUNK_SECONDS / max(took, 1e-4))))
+            time.sleep(took * CHUNK_PAUSE)
         unfinished = False
     finally:
         lock.release(unlink=not unfinished)
