@@ -111,7 +111,8 @@ def test_sigkill_mid_import_leaves_nothing_visible_and_the_next_import_completes
     assert [e.position for e in store.follow(0, idle_timeout=0.05)] == [ev.position]
     # verify: a note, no finding (the stored prefix chains)
     from eventstore.audit import verify
-    report = verify(store.backend)
+    from eventstore.integrity import verify_database
+    report = verify_database(store.backend)
     assert report.ok, report.findings
     assert any("unfinished import" in n and "'big'" in n for n in report.notes)
     # the next import of the same file compares the stored prefix and completes it
