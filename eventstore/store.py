@@ -502,7 +502,9 @@ class EventStore:
         With ``create=True``, a session that is not stored yet is created (get-or-create):
         race-free across processes and on every backend, since the database refuses a second
         row for the id (:class:`SessionExists`) and whichever caller loses the race gets
-        the winner's session. Raises :class:`InvalidEvent` for an id that cannot be stored."""
+        the winner's session. Raises :class:`InvalidEvent` for an id that cannot be stored.
+        A session whose import is unfinished (see :mod:`eventstore.bulk`) is not there for
+        either: :class:`SessionNotFound`."""
         if not encodable(session_id) or self.backend.session_meta(session_id) is None:
             if not create:
                 raise SessionNotFound(session_id)
