@@ -262,7 +262,9 @@ class AsyncEventStore:
         """:meth:`eventstore.EventStore.follow` as an async iterator: every event of every
         session with ``position > after_position``, then each new one as committed."""
         after = 0 if after_position is None else _check_seq(after_position, "after_position")
-        return self._poll(lambda f, a: f.events_after(a, _follow.PAGE), after, 0, poll_interval, idle_timeout)
+        dead = _follow.DeadOwners(self.sync.backend)
+        return self._poll(lambda f, a: f.events_after(a, _follow.PAGE, dead(f)), after, 0, poll_interval,
+                          idle_timeout)
 
     async def import_jsonl(self, source: str | os.PathLike | IO[bytes], **options: Any) -> str:
         """:meth:`eventstore.EventStore.import_jsonl` on a worker thread (same options:

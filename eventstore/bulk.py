@@ -1,10 +1,13 @@
 """Bulk JSONL import: whole files in, streaming (export is :mod:`eventstore.export`).
 
 Import (:func:`import_jsonl`) reads a file with :class:`~eventstore.jsonl.JsonlReader`
-and stores it in one write transaction of the backend
-(:meth:`~eventstore.backends.base.Backend.import_transaction`): all of its events or none
-(with ``salvage``, all of its valid prefix). A file naming a session that is already stored is
-compared event by event with it: identical means skipped, different is an
+and stores it atomically: all of its events or none (with ``salvage``, all of its valid
+prefix). A file of one batch, or one that adds to a stored session, goes in one write
+transaction of the backend (:meth:`~eventstore.backends.base.Backend.import_transaction`).
+A longer new session goes in transactions of :data:`CHUNK_ROWS` rows, so that other
+writers get the write lock between them, and stays hidden from every reader until the last
+one commits (the ``importing`` table; docs/concurrency.md, "Large imports"). A file naming
+a session that is already stored is compared event by event with it: identical means skipped, different is an
 :class:`~eventstore.errors.ImportConflict` naming the first line that differs, and events
 past the stored head are added only with ``append``.
 
@@ -37,6 +40,10 @@ __all__ = ["Dropped", "ImportReport", "import_jsonl"]
 
 BATCH_ROWS = 5000  # rows per batch (the backend's fastest bulk insert: multi-row INSERTs, COPY)
 BATCH_BYTES = 4 << 20  # bytes of lines per batch
+CHUNK_ROWS = 1000  # rows of the first write transaction of a chunked import
+CHUNK_SECONDS = 0.005  # the lock time each later chunk aims at: its rows follow the last one's speed
+CHUNK_MIN_ROWS, CHUNK_MAX_ROWS = 50, 5000
+CHUNK_PAUSE = 0.5  # after each chunk, wait this share of its time: queued writers take the lock first
 
 Progress = Callable[[int, int], None]
 """``progress(bytes, events)``: called as an import or export goes, with the bytes read
@@ -130,87 +137,241 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
 
 def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, append: bool, salvage: bool,
             progress: Progress | None) -> ImportReport:
-    """import_jsonl's work, reading rows from ``reader`` (in this process or a worker's)."""
-    batches = reader.batches(BATCH_ROWS, BATCH_BYTES)
-    first_batch = next(batches, None)  # parsed before the write transaction starts
+    """import_jsonl's work, reading rows from ``reader`` (in this process or a worker's).
+
+    A file of one batch, or one that adds to a session already stored (``append``), goes in
+    one write transaction. A longer new session goes in chunks (:func:`_import_chunked`)."""
+    batches = _Batches(reader)
     if reader.session_id is None or (reader.error is not None and not salvage):
         raise reader.error
     sid = reader.session_id
+    if batches.more():
+        report = _import_chunked(store, reader, batches, name, sid, salvage, progress)
+        if report is not None:
+            return report
+    return _import_one(store, reader, batches, name, sid, append, salvage, progress)
 
+
+class _Batches:
+    """The reader's batches with their lines, offsets and bytes read, parsed one ahead (the
+    reader reuses its line lists; the first batch is parsed before any transaction)."""
+
+    def __init__(self, reader: JsonlReader | WorkerReader):
+        self.reader = reader
+        self._it = reader.batches(BATCH_ROWS, BATCH_BYTES)
+        self._ahead: list[tuple] = []
+        self.pending: tuple | None = None  # the rest of a batch split between two transactions
+        self.finished = False  # the file is stored (or, with salvage, its valid prefix)
+        self.done_bytes = 0  # bytes reported to progress
+        self._fill(2 if self._fill(1) else 1)
+
+    def _fill(self, n: int) -> bool:
+        r = self.reader
+        while len(self._ahead) < n:
+            rows = next(self._it, None)
+            if rows is None:
+                return False
+            self._ahead.append((rows, list(r.batch_lines), list(r.batch_offsets), r.bytes))
+        return True
+
+    def more(self) -> bool:
+        """Whether more than one batch is left."""
+        return len(self._ahead) > 1
+
+    def next(self) -> tuple | None:
+        """``(rows, lines, offsets, bytes read after them)``, or None at the end."""
+        if not self._ahead:
+            return None
+        batch = self._ahead.pop(0)
+        self._fill(1)
+        return batch
+
+
+def _import_one(store: EventStore, reader: JsonlReader | WorkerReader, batches: _Batches, name: str, sid: str,
+                append: bool, salvage: bool, progress: Progress | None) -> ImportReport:
+    """The whole file in one write transaction."""
     def in_transaction(tx: ImportTransaction) -> tuple:
-        batch = first_batch
         stored = tx.session_meta()
         if stored is None:
-            refusal = tx.create_session(time.time(), reader.meta_json)
-            if refusal is not None:
-                reason = f"the database refused session id {dumps(sid)}: {refusal.message}"
-                raise InvalidJSONL(name, reader.meta_line, reason) from None
+            _create(tx, reader, name, sid)
             head = 0
         else:
+            if tx.importing() is not None:
+                raise _unfinished(name, reader, sid)
             if reader.meta_line and stored != reader.meta_json:
                 raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} is already stored with other "
                                      f"session/meta keys ({stored})", sid)
             head = tx.next_seq()
-        position = tx.next_position()
-        added = 0
-        failed: tuple[InvalidJSONL, int] | None = None
-        done_bytes = 0
-        while batch is not None:
-            if reader.error is not None and not salvage:
-                raise reader.error
-            rows = batch
-            lines = reader.batch_lines
-            if rows[0][0] < head:  # these events are stored: they must be the same
-                k = min(len(rows), head - rows[0][0])
-                _compare(tx, name, sid, rows[:k], lines)
-                if k < len(rows) and not append:
-                    raise _continues(name, lines[k], sid, head)
-                rows = rows[k:]
-                lines = lines[k:]
-                offsets = reader.batch_offsets[k:]
-            else:
-                offsets = reader.batch_offsets
-            if rows:
-                if stored is not None and not append:
-                    raise _continues(name, lines[0], sid, head)
-                refused = tx.insert(rows, position - head)
-                if refused is not None:
-                    i, refusal = refused
-                    err = _refused(tx, name, lines[i], sid, rows[i], refusal)
-                    if not salvage:
-                        raise err from None
-                    added += i
-                    failed = (err, offsets[i])
-                    break
-                added += len(rows)
-            if progress is not None:
-                progress(reader.bytes - done_bytes, len(rows))
-                done_bytes = reader.bytes
-            batch = next(batches, None)
-        if failed is None and reader.error is not None and not salvage:
-            raise reader.error  # the bad line came right after a full batch
-        dropped = None
-        error = failed or ((reader.error, reader.error_offset) if reader.error is not None else None)
-        if error is not None:  # salvage: keep what came before the first bad line
-            err, offset = error
-            reader.drain()
-            first = err.line
-            dropped = Dropped(first, reader.lines, reader.lines - first + 1, reader.bytes - offset, str(err))
-        elif progress is not None and reader.bytes > done_bytes:
-            progress(reader.bytes - done_bytes, 0)
-        return stored, head, position, added, dropped
+        added, dropped = _store_batches(tx, reader, batches, name, sid, head, stored is None or append, salvage,
+                                        progress, None)
+        return stored, head, added, dropped
 
-    stored, head, position, added, dropped = store.backend.import_transaction(sid, in_transaction)
-    note = ""
-    if stored is None:
-        status = "imported"
-    elif added:
-        status = "appended"
-    else:
-        status = "skipped"
-        seen = reader.events
-        note = ("the stored session holds the same events" if seen == head else
-                f"the stored session holds the file's {seen} events and {head - seen} more")
+    stored, head, added, dropped = store.backend.import_transaction(sid, in_transaction)
+    return _report(reader, name, sid, "imported" if stored is None else None, head, added, dropped)
+
+
+def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batches: _Batches, name: str, sid: str,
+                    salvage: bool, progress: Progress | None) -> ImportReport | None:
+    """A new session (or the rest of an unfinished import of it) in transactions of
+    :data:`CHUNK_ROWS` rows, the session hidden until the last one commits; None when the
+    session is stored and complete (the caller imports in one transaction).
+
+    The first transaction stores the sessions row, an ``importing`` row naming this
+    process's import lock and the first chunk; the last deletes the ``importing`` row. An
+    import that fails in its first transaction stores nothing; one that fails or dies later
+    leaves its rows stored and hidden, and the next import of the file resumes it (its
+    stored events are compared with the file's, as for any stored session)."""
+    backend = store.backend
+    lock = backend.import_lock(sid)
+    if lock is None:
+        raise ImportConflict(name, reader.meta_line or 1, f"session {dumps(sid)} is being imported by another "
+                             f"process right now", sid)
+    unfinished = False  # an importing row of ours is stored: keep the lock file for the next importer
+    try:
+        def begin(tx: ImportTransaction) -> int | None:
+            stored = tx.session_meta()
+            if stored is None:
+                _create(tx, reader, name, sid)
+                tx.begin_import(tx.next_position(), lock.owner, time.time())
+                return 0
+            if tx.importing() is None:
+                return None
+            if stored != reader.meta_json:
+                raise ImportConflict(name, reader.meta_line or 1, f"session {dumps(sid)} has an unfinished import "
+                                     f"with other session/meta keys ({stored})", sid)
+            tx.take_over(lock.owner)
+            return tx.next_seq()
+
+        head: int | None = None
+
+        rows = CHUNK_ROWS
+        took = 0.0
+
+        def chunk(tx: ImportTransaction) -> tuple | None:
+            nonlocal head, took
+            t0 = time.perf_counter()
+            if head is None:  # the first transaction: begin or resume, and store the first chunk
+                head = begin(tx)
+                if head is None:
+                    return None
+            done, dropped = _store_batches(tx, reader, batches, name, sid, head, True, salvage, progress, rows)
+            if batches.finished:
+                tx.end_import()
+            took = time.perf_counter() - t0
+            return done, dropped
+
+        added = 0
+        while True:
+            result = backend.import_transaction(sid, chunk)
+            if result is None:
+                return None
+            unfinished = True
+            n, dropped = result
+            added += n
+            if batches.finished:
+                break
+            # the next chunk holds the lock about CHUNK_SECONDS; the pause lets waiting writers
+            # in (the write queue's flock is not FIFO: without it, the importer takes it again first)
+            rows = max(CHUNK_MIN_ROWS, min(CHUNK_MAX_ROWS, int(rows * CHUNK_SECONDS / max(took, 1e-4))))
+            time.sleep(took * CHUNK_PAUSE)
+        unfinished = False
+    finally:
+        lock.release(unlink=not unfinished)
+    # a resumed import makes the stored prefix visible with the rest: it imported them all
+    return _report(reader, name, sid, "imported", 0, head + added, dropped,
+                   f"completed an unfinished import that had stored {head} events" if head else "")
+
+
+def _create(tx: ImportTransaction, reader, name: str, sid: str) -> None:
+    refusal = tx.create_session(time.time(), reader.meta_json)
+    if refusal is not None:
+        reason = f"the database refused session id {dumps(sid)}: {refusal.message}"
+        raise InvalidJSONL(name, reader.meta_line, reason) from None
+
+
+def _unfinished(name: str, reader, sid: str) -> ImportConflict:
+    return ImportConflict(name, reader.meta_line or 1, f"session {dumps(sid)} has an unfinished import (another "
+                          f"process is importing it, or an import of it failed): import its whole file again to "
+                          f"complete it", sid)
+
+
+def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, sid: str, head: int, may_add: bool,
+                   salvage: bool, progress: Progress | None, max_rows: int | None) -> tuple[int, Dropped | None]:
+    """Store the file's rows from ``batches`` in ``tx`` (all of them, or about ``max_rows``
+    rows when given, leaving the rest of a batch in ``batches.pending``): rows below
+    ``head`` (stored already) are compared, the rest inserted. Returns ``(rows inserted,
+    what salvage dropped or None)``; ``batches.pending`` is None when the file is done.
+    Raises InvalidJSONL, ImportConflict."""
+    position0 = None
+    added = taken = 0
+    failed: tuple[InvalidJSONL, int] | None = None
+    while True:
+        item = batches.pending if batches.pending is not None else batches.next()
+        batches.pending = None
+        if item is None:
+            break
+        if reader.error is not None and not salvage:
+            raise reader.error
+        rows, lines, offsets, nbytes = item
+        if max_rows is not None and len(rows) > max_rows - taken:
+            k = max(1, max_rows - taken)
+            batches.pending = (rows[k:], lines[k:], offsets[k:], nbytes)
+            rows, lines, offsets, nbytes = rows[:k], lines[:k], offsets[:k], None
+        taken += len(rows)
+        if rows and rows[0][0] < head:  # these events are stored: they must be the same
+            k = min(len(rows), head - rows[0][0])
+            _compare(tx, name, sid, rows[:k], lines)
+            if k < len(rows) and not may_add:
+                raise _continues(name, lines[k], sid, head)
+            rows, lines, offsets = rows[k:], lines[k:], offsets[k:]
+        if rows:
+            if not may_add:
+                raise _continues(name, lines[0], sid, head)
+            if position0 is None:
+                position0 = tx.next_position() - rows[0][0]
+            refused = tx.insert(rows, position0)
+            if refused is not None:
+                i, refusal = refused
+                err = _refused(tx, name, lines[i], sid, rows[i], refusal)
+                if not salvage:
+                    raise err from None
+                added += i
+                failed = (err, offsets[i])
+                batches.pending = None
+                break
+            added += len(rows)
+        if progress is not None:
+            progress(0 if nbytes is None else nbytes - batches.done_bytes, len(rows))
+            if nbytes is not None:
+                batches.done_bytes = nbytes
+        if max_rows is not None and taken >= max_rows:
+            return added, None
+    if failed is None and reader.error is not None and not salvage:
+        raise reader.error  # the bad line came right after a full batch
+    dropped = None
+    error = failed or ((reader.error, reader.error_offset) if reader.error is not None else None)
+    if error is not None:  # salvage: keep what came before the first bad line
+        err, offset = error
+        reader.drain()
+        first = err.line
+        dropped = Dropped(first, reader.lines, reader.lines - first + 1, reader.bytes - offset, str(err))
+    elif progress is not None and reader.bytes > batches.done_bytes:
+        progress(reader.bytes - batches.done_bytes, 0)
+        batches.done_bytes = reader.bytes
+    batches.finished = True
+    return added, dropped
+
+
+def _report(reader, name: str, sid: str, status: str | None, head: int, added: int, dropped: Dropped | None,
+            note: str = "") -> ImportReport:
+    if status is None:
+        if added:
+            status = "appended"
+        else:
+            status = "skipped"
+            seen = reader.events
+            note = note or ("the stored session holds the same events" if seen == head else
+                            f"the stored session holds the file's {seen} events and {head - seen} more")
     return ImportReport(name, sid, status, added, head + added, reader.lines, reader.bytes,
                         reader.normalized, dropped, note)
 

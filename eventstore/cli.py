@@ -347,6 +347,8 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
             bar.note(f"{f}: skipped: session {sid} is already stored ({rep.note})")
         elif verbose or (watch and quiet and rep.events):
             bar.note(f"{f}: {rep.status} session {sid}: {rep.events} events")
+        if rep.status == "imported" and rep.note and not quiet:  # completed an unfinished import
+            bar.note(f"{f}: {rep.note}")
         if verbose and rep.normalized:
             bar.note(f"{f}: {rep.normalized} lines stored in canonical form (export writes them that way)")
 

@@ -15,6 +15,12 @@ generators built on :func:`follow_store` and :func:`follow_session`. How they wo
 * Positions and seqs are assigned in commit order (a row committed later always has a
   larger position and, within a session, a larger seq): reading ``> last seen`` yields each
   event exactly once, in order.
+* A large import commits in chunks, its session hidden until the last one
+  (:mod:`eventstore.bulk`), so its events are stored at positions that other events pass
+  while it runs. A reader of positions stops before the first position of every unfinished
+  import whose owner still holds its import lock, and waits there (writers do not); it goes
+  on past an import whose owner died or gave up (:class:`DeadOwners`), whose events stay
+  hidden.
 """
 
 from __future__ import annotations
@@ -30,10 +36,38 @@ if TYPE_CHECKING:
     from .backends.base import Backend, Follower
     from .store import Event
 
-__all__ = ["follow_store", "follow_session", "DEFAULT_POLL_INTERVAL", "PAGE"]
+__all__ = ["DeadOwners", "follow_store", "follow_session", "DEFAULT_POLL_INTERVAL", "PAGE"]
 
 DEFAULT_POLL_INTERVAL = 0.02  # seconds between two looks when nothing changed (polling backends)
 PAGE = 256  # rows per query: each query is a read transaction, kept short so checkpoints can finish
+
+
+class DeadOwners:
+    """The owners of unfinished imports that are known dead, for the ``dead_owners`` of
+    :meth:`~eventstore.backends.base.Backend.events_after` and ``last_position``.
+
+    Calling it with a reader (the backend or a follower) lists the unfinished imports (one
+    small query; none, almost always) and asks the backend whether each owner's lock is
+    still held; a dead owner never comes back (a resumed import gets a new owner), so it is
+    asked once. The owners are tested *before* the caller's read, so an import that
+    completes between the two is never taken for dead while its rows are still hidden."""
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.dead: set[str] = set()
+
+    def __call__(self, reader: Backend | Follower | None = None) -> list[str]:
+        """The dead owners among the unfinished imports ``reader`` sees now."""
+        rows = (reader or self.backend).imports()
+        if not rows:
+            return []
+        out = []
+        for _sid, _first, owner, _started in rows:
+            if owner not in self.dead and not self.backend.import_owner_alive(owner):
+                self.dead.add(owner)
+            if owner in self.dead:
+                out.append(owner)
+        return out
 
 
 def _check_interval(value, what: str) -> float | None:
@@ -54,7 +88,9 @@ def follow_store(backend: Backend, after_position: int, *, poll_interval: float 
     (not at the first event), and :class:`DatabaseError` when the database cannot be read."""
     poll = _check_interval(poll_interval, "poll_interval")
     idle = _check_interval(idle_timeout, "idle_timeout")
-    return _follow(backend, lambda f, after: f.events_after(after, PAGE), after_position, 0, poll, idle, make_event)
+    dead = DeadOwners(backend)
+    return _follow(backend, lambda f, after: f.events_after(after, PAGE, dead(f)), after_position, 0, poll, idle,
+                   make_event)
 
 
 def follow_session(backend: Backend, session_id: str, after_seq: int, *,

@@ -62,6 +62,7 @@ def _walk(backend: Backend, session_ids: list[str] | None, report: VerifyReport)
         pass
     else:
         report.findings.extend(report_all.findings)
+        report.notes.extend(report_all.notes)
         report.sessions, report.events, report.heads = report_all.sessions, report_all.events, report_all.heads
         return
     try:

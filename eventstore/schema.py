@@ -11,19 +11,21 @@ it column by column. Tables:
   position in commit order, ``payload`` canonical JSON object text, ``hash`` the chained
   hash (:mod:`eventstore.chain`), ``event_id`` the payload's idempotency key (generated,
   unique per session).
+* ``importing(session_id, first_position, owner, started_at)``: sessions whose chunked
+  import has not finished (hidden from every reader; not part of the log, rows deleted when
+  the import completes).
 * views ``messages`` (the projection), ``tool_calls``, ``turns``, ``session_summary``.
 """
 
 from __future__ import annotations
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0200"
+SCHEMA_REVISION = "0220"
 
 #: Revisions that a read-only open reads as they are, without asking for an upgrade: they
-#: may differ from :data:`SCHEMA_REVISION` only in what applies to writes (SQLite only;
-#: PostgreSQL reads its head revision). 0150: 0200 changed PostgreSQL's search index and
-#: nothing of SQLite's.
-READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset({"0150"})
+#: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. None: 0220
+#: added the ``importing`` table, which every read consults to hide unfinished imports.
+READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset()
 
 #: The last revision of the first release (its history 0001-0007 was replaced by the
 #: baseline 0008): a database stamped with it is upgraded in place on a writable open.

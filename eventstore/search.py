@@ -98,7 +98,13 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
             pass  # cannot write: the backend scans the events past the index
     if limit < 1:
         return []
-    rows = backend.search(query, raw=raw, session_id=session_id, type_=type, limit=limit, rank_window=RANK_WINDOW)
+    hidden = {r[0] for r in backend.imports()}  # unfinished imports (eventstore.bulk): not shown
+    if session_id in hidden:
+        return []
+    rows = backend.search(query, raw=raw, session_id=session_id, type_=type, limit=limit + len(hidden) * limit,
+                          rank_window=RANK_WINDOW)
+    if hidden:
+        rows = [r for r in rows if r[0] not in hidden][:limit]
     terms = query_terms(query, raw)
     return [Hit(sid, seq, t, ts, snippet(text or "", terms, context), score) for sid, seq, t, ts, text, score in rows]
 
@@ -199,4 +205,6 @@ def usage_totals(store) -> dict[str, UsageTotals]:
     """``{session id: UsageTotals}`` for every session of ``store`` with recorded usage
     (empty for a database older than revision 0100, read as it is). Raises
     :class:`DatabaseError`."""
-    return {r[0]: UsageTotals(*r[1:]) for r in _store_backend(store).usage_totals()}
+    backend = _store_backend(store)
+    hidden = {r[0] for r in backend.imports()}  # unfinished imports (eventstore.bulk): not shown
+    return {r[0]: UsageTotals(*r[1:]) for r in backend.usage_totals() if r[0] not in hidden}

@@ -476,8 +476,9 @@ class EventStore:
 
     def last_position(self) -> int:
         """The global position of the newest event (0 when the store is empty): pass it to
-        :meth:`follow` to see only events committed from now on."""
-        return self.backend.last_position()
+        :meth:`follow` to see only events committed from now on. While a large import
+        runs, that is the position before its first event (see :mod:`eventstore.follow`)."""
+        return self.backend.last_position(_follow.DeadOwners(self.backend)())
 
     # --- sessions ----------------------------------------------------------------------
 
@@ -504,14 +505,17 @@ class EventStore:
         With ``create=True``, a session that is not stored yet is created (get-or-create):
         race-free across processes and on every backend, since the database refuses a second
         row for the id (:class:`SessionExists`) and whichever caller loses the race gets
-        the winner's session. Raises :class:`InvalidEvent` for an id that cannot be stored."""
+        the winner's session. Raises :class:`InvalidEvent` for an id that cannot be stored.
+        A session whose import is unfinished (see :mod:`eventstore.bulk`) is not there for
+        either: :class:`SessionNotFound`."""
         if not encodable(session_id) or self.backend.session_meta(session_id) is None:
             if not create:
                 raise SessionNotFound(session_id)
             try:
                 return self.create_session(session_id)
             except SessionExists:  # another process created it between the look and the insert
-                pass
+                if self.backend.session_meta(session_id) is None:  # ... or is importing it
+                    raise SessionNotFound(session_id) from None
         return Session(self, session_id)
 
     def sessions(self) -> list[SessionInfo]:

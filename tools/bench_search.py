@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eventstore import EventStore  # noqa: E402
 from eventstore.codec import dumps, event_line, meta_line  # noqa: E402
+from eventstore.schema import SCHEMA_REVISION  # noqa: E402
 from eventstore.search import catch_up, count, search  # noqa: E402
 
 VOCAB = 50_000
@@ -185,14 +186,14 @@ def bench_appends(work: Path, n: int, rounds: int) -> tuple[list[tuple], float]:
         _store_at(work / f"append-{v}.db", v)
     # Revision 0008 opens as it is only read-only; for appends, keep the store from
     # upgrading it by opening the current code's engine without migrating: the file is
-    # opened once at head first, then stamped back (the objects are gone, the code does
-    # not use them to append).
+    # opened once at head first, then stamped back to the head (the objects are gone, the
+    # code does not use them to append).
     stores = {}
     for v in variants:
         path = work / f"append-{v}.db"
         if v == "0008":
             con = sqlite3.connect(path)
-            con.execute("UPDATE alembic_version SET version_num = '0100'")
+            con.execute("UPDATE alembic_version SET version_num = ?", (SCHEMA_REVISION,))
             con.commit()
             con.close()
         stores[v] = EventStore.open(path)

@@ -20,6 +20,12 @@ Usage (from the repository root)::
     python tools/loadgen.py --writers 8 --events 3000
     python tools/loadgen.py --writers 8 --events 3000 --shared --tail
     python tools/loadgen.py --writers 8 --events 3000 --no-write-queue   # SQLite's busy handler only
+    python tools/loadgen.py --writers 4 --think 0.005 --import-events 1000000   # appends during an import
+
+With ``--import-events N``, a JSONL file of one agent session of N events is written first
+(kept as ``--import-file`` when given, and reused when it exists), and an importer process
+imports it while the writers append; the writers append until the import ends (at least
+``--events`` each), and the import's time is reported beside the appends' latency.
 
 Exit status 1 if any check fails.
 """
@@ -78,7 +84,7 @@ def agent_events(rng: random.Random, agent: str):
 
 
 def writer(db: str, index: int, events: int, shared: str | None, think: float, options: dict,
-           spin_us: float, barrier, results) -> None:
+           spin_us: float, barrier, results, until=None) -> None:
     """One agent process: append ``events`` events, timing each append (nanoseconds).
     With ``spin_us``, spin the CPU that long instead of appending (no database at all).
     An append that fails (``database is busy`` past the busy timeout) is counted, timed
@@ -94,7 +100,9 @@ def writer(db: str, index: int, events: int, shared: str | None, think: float, o
             start = time.monotonic()
             clock = time.perf_counter_ns
             spin_ns = int(spin_us * 1000)
-            for _ in range(events):
+            n = 0
+            while n < events or (until is not None and not until.is_set()):
+                n += 1
                 type_, payload = next(gen)
                 if think:
                     time.sleep(rng.expovariate(1 / think))
@@ -115,6 +123,39 @@ def writer(db: str, index: int, events: int, shared: str | None, think: float, o
         results.put((index, None, None, b"", 1, f"{type(e).__name__}: {e}"))
         raise
     results.put((index, start, end, lat.tobytes(), errors, first_error))
+
+
+def write_import_file(path: str, events: int) -> None:
+    """A JSONL file of one agent session (``session/meta`` ``imported``) of ``events`` events."""
+    rng = random.Random(12345)
+    gen = agent_events(rng, "imported")
+    ts = 1.7e9
+    with open(path, "w", encoding="utf-8") as f:
+        f.write('{"type":"session/meta","id":"imported"}\n')
+        for seq in range(events):
+            type_, payload = next(gen)
+            ts += 0.001
+            f.write(json.dumps({"type": type_, "seq": seq, "ts": round(ts, 3), **payload},
+                               separators=(",", ":")) + "\n")
+
+
+def importer(db: str, path: str, options: dict, barrier, done, results) -> None:
+    """Import ``path`` once the writers are ready; report ``(start, end, error)``."""
+    error = None
+    start = end = time.monotonic()
+    try:
+        with EventStore.open(db, **options) as store:
+            barrier.wait()
+            time.sleep(0.2)  # the writers are appending before the import starts
+            start = time.monotonic()
+            store.import_jsonl(path)
+            end = time.monotonic()
+    except BaseException as e:
+        error = f"{type(e).__name__}: {e}"
+        barrier.abort()
+    finally:
+        done.set()
+        results.put(("importer", start, end, error))
 
 
 def follower(db: str, total: int, barrier, results) -> None:
@@ -186,6 +227,9 @@ def main(argv=None) -> int:
     ap.add_argument("--spin-us", type=float, default=0.0, metavar="US",
                     help="baseline: writers spin the CPU this many microseconds instead of appending "
                          "(what the scheduler alone does to latency with this many processes)")
+    ap.add_argument("--import-events", type=int, default=0, metavar="N",
+                    help="import a JSONL session of N events while the writers append")
+    ap.add_argument("--import-file", help="where to keep the import's JSONL file (reused when it exists)")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = ap.parse_args(argv)
 
@@ -203,12 +247,18 @@ def main(argv=None) -> int:
         before = {i.id: i.events for i in store.sessions()}
 
     ctx = mp.get_context("spawn")
-    parties = args.writers + (1 if args.tail else 0)
+    parties = args.writers + (1 if args.tail else 0) + (1 if args.import_events else 0)
     barrier = ctx.Barrier(parties)
     results = ctx.Queue()
+    until = ctx.Event() if args.import_events else None
     procs = [ctx.Process(target=writer, args=(db, i, args.events, shared, args.think, options, args.spin_us,
-                                              barrier, results))
+                                              barrier, results, until))
              for i in range(args.writers)]
+    if args.import_events:
+        path = args.import_file or os.path.join(tmp.name if tmp else os.path.dirname(db), "import.jsonl")
+        if not os.path.exists(path):
+            write_import_file(path, args.import_events)
+        procs.append(ctx.Process(target=importer, args=(db, path, options, barrier, until, results)))
     if args.tail:
         total = args.writers * args.events
         procs.append(ctx.Process(target=follower, args=(db, total, barrier, results)))
@@ -217,6 +267,8 @@ def main(argv=None) -> int:
     lat = array("q")
     starts, ends = [], []
     tail = None
+    imported = None
+    counts: dict[int, int] = {}
     biggest_wal = 0
     errors, error_text = 0, None
     for _ in procs:
@@ -232,7 +284,11 @@ def main(argv=None) -> int:
         if r[0] == "follower":
             tail = r
             continue
-        _, start, end, raw, n_errors, first_error = r
+        if r[0] == "importer":
+            imported = r
+            continue
+        index, start, end, raw, n_errors, first_error = r
+        counts[index] = len(raw) // 8
         if start is not None:
             starts.append(start)
             ends.append(end)
@@ -249,10 +305,19 @@ def main(argv=None) -> int:
     elif args.shared:
         expected = {shared: before.get(shared, 0) + args.writers * args.events}
     else:
-        expected = {f"agent-{i:03d}": before.get(f"agent-{i:03d}", 0) + args.events for i in range(args.writers)}
+        expected = {f"agent-{i:03d}": before.get(f"agent-{i:03d}", 0) + counts.get(i, args.events)
+                    for i in range(args.writers)}
+    if imported is not None:
+        if imported[3]:
+            problems_import = [f"import failed: {imported[3]}"]
+        else:
+            problems_import = []
+            expected["imported"] = args.import_events
     problems = check(db, expected) if not errors else check(db, {})  # failed appends: counts differ
     if errors:
         problems.insert(0, f"{errors} append(s) failed, first: {error_text}")
+    if imported is not None:
+        problems += problems_import
     if failed:
         problems.append(f"writer exit codes {failed}")
     if tail is not None and not args.spin_us and (tail[1] != args.writers * args.events or not tail[2]):
@@ -268,6 +333,8 @@ def main(argv=None) -> int:
         "p50_ms": round(percentile(ms, 50), 3), "p99_ms": round(percentile(ms, 99), 3),
         "max_ms": round(ms[-1], 3) if ms else 0.0,
         "max_wal_bytes": biggest_wal, "errors": errors,
+        "import_events": args.import_events,
+        "import_s": round(imported[2] - imported[1], 2) if imported else None,
         "problems": problems,
     }
     if args.json:
@@ -280,6 +347,8 @@ def main(argv=None) -> int:
               f"write queue {'off' if args.no_write_queue else 'on'}): {len(ms)} events in {wall:.2f} s")
         print(f"  throughput {figures['throughput_eps']} events/s; append latency p50 {figures['p50_ms']:.2f} ms, "
               f"p99 {figures['p99_ms']:.2f} ms, max {figures['max_ms']:.2f} ms")
+        if imported:
+            print(f"  import of {args.import_events} events beside them: {figures['import_s']:.2f} s")
         if tail:
             print(f"  follower saw {tail[1]} events in order: {tail[2]}")
         print(f"  largest -wal file seen: {biggest_wal / 1e6:.1f} MB")

@@ -29,7 +29,7 @@ error codes below.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any, ClassVar, TypeVar
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "not_stored",
     "schema_differences",
     "Follower",
+    "ImportLock",
     "ImportTransaction",
     "QueryConnection",
     "Refusal",
@@ -193,11 +194,13 @@ class Backend(ABC):
 
     @abstractmethod
     def session_meta(self, session_id: str) -> str | None:
-        """The stored meta JSON object text of ``session_id``, or None when it is not stored."""
+        """The stored meta JSON object text of ``session_id``, or None when it is not stored
+        or its import is unfinished."""
 
     @abstractmethod
     def sessions(self) -> list[tuple[str, float, int, float | None]]:
-        """The registry: ``SessionRow`` for every session, oldest first (by created_at, id)."""
+        """The registry: ``SessionRow`` for every session, oldest first (by created_at, id),
+        leaving out unfinished imports."""
 
     # --- appends ----------------------------------------------------------------------------
 
@@ -245,13 +248,36 @@ class Backend(ABC):
         open."""
 
     @abstractmethod
-    def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
-        """``EventRow`` of every session with ``position > after_position``, in position
-        order, at most ``limit``."""
+    def events_after(self, after_position: int, limit: int,
+                     dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
+        """``EventRow`` of every visible session with ``position > after_position``, in
+        position order, at most ``limit``, stopping before the ``first_position`` of every
+        unfinished import whose owner is not in ``dead_owners`` (those events become visible
+        later; readers wait for them), and leaving out the events of every unfinished
+        import. Barrier and rows are read in one snapshot. See :func:`eventstore.follow.dead_owners`."""
 
     @abstractmethod
-    def last_position(self) -> int:
-        """The largest stored position (0 for an empty store)."""
+    def last_position(self, dead_owners: Collection[str] = ()) -> int:
+        """The largest position a reader may have seen (0 for an empty store): the largest
+        stored one, or the position before the first unfinished import whose owner is not
+        in ``dead_owners``."""
+
+    # --- unfinished imports (revision 0220; see eventstore.bulk) ------------------------------
+
+    @abstractmethod
+    def imports(self) -> list[tuple[str, int, str, float]]:
+        """``(session_id, first_position, owner, started_at)`` of every unfinished import."""
+
+    @abstractmethod
+    def import_lock(self, session_id: str) -> ImportLock | None:
+        """Take the import lock of ``session_id`` for this process (waiting at most about a
+        second for someone testing it), or return None when another importer holds it. The
+        kernel or server releases it when the process dies (SQLite: ``flock`` on a file
+        beside the database; PostgreSQL: a session advisory lock on a connection of its own)."""
+
+    @abstractmethod
+    def import_owner_alive(self, owner: str) -> bool:
+        """Whether the import lock named ``owner`` (an :attr:`ImportLock.owner`) is still held."""
 
     @abstractmethod
     def follower(self, poll_interval: float) -> Follower:
@@ -426,13 +452,30 @@ class Backend(ABC):
         that has it, "counted": the number of events at positions <= ``position``}``."""
 
 
+class ImportLock(ABC):
+    """A held import lock (:meth:`Backend.import_lock`). ``owner`` is the text stored in the
+    ``importing`` row, by which any process can ask whether the lock is still held."""
+
+    owner: str
+
+    @abstractmethod
+    def release(self, unlink: bool) -> None:
+        """Release the lock; with ``unlink``, also remove what names it (SQLite: the lock
+        file), when no unfinished import refers to it any more."""
+
+
 class Follower(ABC):
     """A reader on a connection of its own, for ``follow`` and ``tail -f``: it holds no read
     transaction between calls, so it may run for days beside writers."""
 
     @abstractmethod
-    def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
+    def events_after(self, after_position: int, limit: int,
+                     dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
         """As :meth:`Backend.events_after`."""
+
+    @abstractmethod
+    def imports(self) -> list[tuple[str, int, str, float]]:
+        """As :meth:`Backend.imports`."""
 
     @abstractmethod
     def session_events_after(self, session_id: str, after_seq: int,
@@ -458,7 +501,24 @@ class ImportTransaction(ABC):
 
     @abstractmethod
     def session_meta(self) -> str | None:
-        """The session's stored meta JSON text, or None when it is not stored."""
+        """The session's stored meta JSON text, or None when it is not stored (an unfinished
+        import's session is stored: see :meth:`importing`)."""
+
+    @abstractmethod
+    def importing(self) -> tuple[int, str] | None:
+        """``(first_position, owner)`` of the session's unfinished import, or None."""
+
+    @abstractmethod
+    def begin_import(self, first_position: int, owner: str, started_at: float) -> None:
+        """Store the session's ``importing`` row: it is hidden until :meth:`end_import`."""
+
+    @abstractmethod
+    def take_over(self, owner: str) -> None:
+        """Make ``owner`` the owner of the session's unfinished import (its old owner is dead)."""
+
+    @abstractmethod
+    def end_import(self) -> None:
+        """Delete the session's ``importing`` row: it is visible when this transaction commits."""
 
     @abstractmethod
     def create_session(self, created_at: float, meta_json: str) -> Refusal | None:

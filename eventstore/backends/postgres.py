@@ -36,7 +36,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+import uuid
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -57,7 +58,7 @@ from ..errors import (
     SessionNotFound,
 )
 from . import base
-from .base import Backend, Follower, ImportTransaction, QueryConnection, Refusal
+from .base import Backend, Follower, ImportLock, ImportTransaction, QueryConnection, Refusal
 
 __all__ = ["PostgresBackend", "apply_roles", "conninfo", "POSITION_LOCK", "MIGRATION_LOCK", "SEARCH_LOCK", "roles_sql"]
 
@@ -367,14 +368,16 @@ class PostgresBackend(Backend):
             self._durable(conn, session_id)
 
     def session_meta(self, session_id: str) -> str | None:
-        row = self._one("SELECT meta FROM sessions WHERE id = %s", (session_id,))
+        row = self._one("SELECT meta FROM sessions WHERE id = %s AND id NOT IN (SELECT session_id FROM importing)",
+                        (session_id,))
         return row[0] if row else None
 
     def sessions(self) -> list[tuple[str, float, int, float | None]]:
         return [tuple(r) for r in self._read(
             "SELECT s.id, s.created_at, coalesce(h.seq + 1, 0), h.ts FROM sessions AS s "
             "LEFT JOIN LATERAL (SELECT e.seq, e.ts FROM events AS e WHERE e.session_id = s.id "
-            "ORDER BY e.seq DESC LIMIT 1) AS h ON true ORDER BY s.created_at, s.id")]
+            "ORDER BY e.seq DESC LIMIT 1) AS h ON true WHERE s.id NOT IN (SELECT session_id FROM importing) "
+            "ORDER BY s.created_at, s.id")]
 
     # --- appends ------------------------------------------------------------------------------
 
@@ -461,13 +464,35 @@ class PostgresBackend(Backend):
             sql = f"SELECT seq, position, type, ts, payload FROM events WHERE {where} ORDER BY seq LIMIT %s"
         return [tuple(r) for r in self._read(sql, (*params, limit))]
 
-    def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
-        return [tuple(r) for r in self._read(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE position > %s ORDER BY position LIMIT %s",
-            (after_position, limit))]
+    def events_after(self, after_position: int, limit: int,
+                     dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
+        return [tuple(r) for r in self._read(_STORE_ROWS, (after_position, list(dead_owners), limit))]
 
-    def last_position(self) -> int:
-        return self._one("SELECT coalesce(max(position), 0) FROM events")[0]
+    def last_position(self, dead_owners: Collection[str] = ()) -> int:
+        return self._one(_LAST_POSITION, (list(dead_owners),))[0]
+
+    def imports(self) -> list[tuple[str, int, str, float]]:
+        return [tuple(r) for r in self._read(_IMPORTS)]
+
+    def import_lock(self, session_id: str) -> ImportLock | None:
+        if self.readonly:
+            raise DatabaseError(f"{self.display}: opened read-only")
+        conn = _connect(self.url, self.display)
+        try:
+            deadline = time.monotonic() + 1.0
+            while not conn.execute(f"SELECT pg_try_advisory_lock({IMPORT_LOCK_CLASS}, hashtext(%s))",
+                                   (session_id,)).fetchone()[0]:
+                if time.monotonic() > deadline:
+                    conn.close()
+                    return None
+                time.sleep(0.01)
+            return _PgImportLock(conn)
+        except psycopg.Error as e:
+            conn.close()
+            raise self._error(e, session_id) from None
+
+    def import_owner_alive(self, owner: str) -> bool:
+        return bool(self._one(_OWNER_ALIVE, (int(owner.partition(":")[2].partition("#")[0]),))[0])
 
     def follower(self, poll_interval: float) -> Follower:
         return PgFollower(self, poll_interval)
@@ -485,7 +510,8 @@ class PostgresBackend(Backend):
     # --- the viewer's index -------------------------------------------------------------------
 
     def session_rows(self) -> list[tuple[str, float]]:
-        return [tuple(r) for r in self._read("SELECT id, created_at FROM sessions ORDER BY created_at, id")]
+        return [tuple(r) for r in self._read("SELECT id, created_at FROM sessions WHERE id NOT IN "
+                                             "(SELECT session_id FROM importing) ORDER BY created_at, id")]
 
     def session_counts(self, upto_position: int) -> list[tuple[str, int, int, float, float]]:
         return [tuple(r) for r in self._read(_COUNTS_SQL, (upto_position,))]
@@ -849,12 +875,26 @@ def _expected_catalog(url: str, display: str) -> dict[str, tuple[str, str]]:
     finally:
         engine.dispose()
     return _expected[url]
+# Unfinished imports (the importing table, revision 0220): hidden sessions, and the barrier
+# before the first position of each whose owner is not known dead (see Backend.events_after).
+_BARRIER = ("coalesce((SELECT min(first_position) FROM importing WHERE owner <> ALL(%s::text[])), "
+            "9223372036854775807)")
+_STORE_ROWS = (f"SELECT {_EVENT_COLUMNS} FROM events WHERE position > %s AND position < {_BARRIER} "
+               "AND session_id NOT IN (SELECT session_id FROM importing) ORDER BY position LIMIT %s")
+_LAST_POSITION = f"SELECT least((SELECT coalesce(max(position), 0) FROM events), {_BARRIER} - 1)"
+_IMPORTS = "SELECT session_id, first_position, owner, started_at FROM importing ORDER BY first_position"
+#: The advisory lock class (first key) of import locks; the second is hashtext(session id).
+IMPORT_LOCK_CLASS = 1702063169
+_OWNER_ALIVE = (f"SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = %s "
+                f"AND classid = {IMPORT_LOCK_CLASS}::oid AND objsubid = 2 AND granted)")
+
 # The viewer's index (see Backend.session_counts and Backend.state_rows). The payload is
 # text: es_field gives a value's JSON text as stored, es_json parses it (both in the baseline).
 _COUNTS_SQL = """
 SELECT a.session_id, a.n, a.last_position, f.ts, l.ts
 FROM (SELECT session_id, count(*) AS n, max(seq) AS last_seq, max(position) AS last_position
-      FROM events WHERE position <= %s GROUP BY session_id) AS a
+      FROM events WHERE position <= %s AND session_id NOT IN (SELECT session_id FROM importing)
+      GROUP BY session_id) AS a
 JOIN events AS f ON f.session_id = a.session_id AND f.seq = 0
 JOIN events AS l ON l.session_id = a.session_id AND l.seq = a.last_seq"""
 
@@ -865,6 +905,7 @@ SELECT position, session_id, type,
 FROM events
 WHERE position > %s AND position <= %s
   AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result')
+  AND session_id NOT IN (SELECT session_id FROM importing)
 ORDER BY position LIMIT %s"""
 
 
@@ -897,9 +938,12 @@ class PgFollower(Follower):
         except psycopg.Error as e:
             raise self._backend._error(e) from None
 
-    def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
-        return self._rows(f"SELECT {_EVENT_COLUMNS} FROM events WHERE position > %s ORDER BY position LIMIT %s",
-                          (after_position, limit))
+    def events_after(self, after_position: int, limit: int,
+                     dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
+        return self._rows(_STORE_ROWS, (after_position, list(dead_owners), limit))
+
+    def imports(self) -> list[tuple[str, int, str, float]]:
+        return self._rows(_IMPORTS, ())
 
     def session_events_after(self, session_id: str, after_seq: int,
                              limit: int) -> list[tuple[int, str, int, str, float, str]]:
@@ -927,6 +971,20 @@ class PgFollower(Follower):
             self._conn.close()
 
 
+class _PgImportLock(ImportLock):
+    """An import lock: a session advisory lock held by a connection of its own; the owner
+    names the server process holding it (``pg:PID#TAG``), which pg_locks shows while it
+    lives."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self._conn = conn
+        self.owner = f"pg:{conn.info.backend_pid}#{uuid.uuid4().hex[:12]}"
+
+    def release(self, unlink: bool) -> None:
+        if not self._conn.closed:
+            self._conn.close()  # ends the session: the lock goes with it
+
+
 class _PgImport(ImportTransaction):
     """An import's work inside its transaction (see :meth:`PostgresBackend.import_transaction`)."""
 
@@ -937,6 +995,21 @@ class _PgImport(ImportTransaction):
     def session_meta(self) -> str | None:
         row = self._conn.execute("SELECT meta FROM sessions WHERE id = %s", (self._sid,)).fetchone()
         return row[0] if row else None
+
+    def importing(self) -> tuple[int, str] | None:
+        row = self._conn.execute("SELECT first_position, owner FROM importing WHERE session_id = %s",
+                                 (self._sid,)).fetchone()
+        return tuple(row) if row else None
+
+    def begin_import(self, first_position: int, owner: str, started_at: float) -> None:
+        self._conn.execute("INSERT INTO importing (session_id, first_position, owner, started_at) "
+                           "VALUES (%s, %s, %s, %s)", (self._sid, first_position, owner, started_at))
+
+    def take_over(self, owner: str) -> None:
+        self._conn.execute("UPDATE importing SET owner = %s WHERE session_id = %s", (owner, self._sid))
+
+    def end_import(self) -> None:
+        self._conn.execute("DELETE FROM importing WHERE session_id = %s", (self._sid,))
 
     def create_session(self, created_at: float, meta_json: str) -> Refusal | None:
         try:
@@ -1175,6 +1248,7 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
         # the search index is derived (revision 0200): the writer's searches catch it up
         f"GRANT SELECT, INSERT ON {s}.events_search TO {w};",
         f"GRANT SELECT, UPDATE ON {s}.events_search_state TO {w};",
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.importing TO {w};",
         f"GRANT SELECT ON {s}.alembic_version, {s}.messages, {s}.tool_calls, {s}.turns, "
         f"{s}.session_summary, {s}.usage, {s}.events_search_text TO {w};",
         f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {a};",

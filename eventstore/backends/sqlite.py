@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from operator import truediv
 from typing import Any
 
@@ -38,8 +38,9 @@ from ..errors import (
     SessionNotFound,
 )
 from . import base
+from . import importlock as _importlock
 from . import sqlite_engine as _engine
-from .base import Backend, Follower, ImportTransaction, Refusal
+from .base import Backend, Follower, ImportLock, ImportTransaction, Refusal
 from .sqlite_checkpoint import Checkpointer, checkpoint
 from .sqlite_walcheck import check_wal
 from .writelock import open_write_lock
@@ -56,8 +57,16 @@ _HEAD = """SELECT coalesce(max(seq) + 1, 0), (SELECT coalesce(max(position), 0) 
            FROM events WHERE session_id = ?1"""
 _BY_EVENT_ID = "SELECT seq, position, type, ts, payload FROM events WHERE session_id = ? AND event_id = ?"
 _NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?"
+# Unfinished imports (the importing table, revision 0220): their sessions are hidden, and
+# readers of positions stop before the first position of each whose owner is not known dead
+# (?2: a JSON array of dead owners). One statement: barrier and rows in one snapshot.
+_HIDDEN = "session_id NOT IN (SELECT session_id FROM importing)"
+_BARRIER = ("coalesce((SELECT min(first_position) FROM importing WHERE owner NOT IN "
+            "(SELECT value FROM json_each(?2))), 9223372036854775807)")
 _STORE_ROWS = ("SELECT position, session_id, seq, type, ts, payload FROM events "
-               "WHERE position > ? ORDER BY position LIMIT ?")
+               f"WHERE position > ?1 AND position < {_BARRIER} AND {_HIDDEN} ORDER BY position LIMIT ?3")
+_LAST_POSITION = f"SELECT min((SELECT coalesce(max(position), 0) FROM events), {_BARRIER} - 1)"
+_IMPORTS = "SELECT session_id, first_position, owner, started_at FROM importing ORDER BY first_position"
 _SESSION_ROWS = ("SELECT position, session_id, seq, type, ts, payload FROM events "
                  "WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?")
 
@@ -76,6 +85,11 @@ _INSERT_ROWS = {
                   for k in range(n))
     for n in (1 << i for i in range(_GROUP.bit_length()))
 }
+
+
+def _owners(dead_owners: Collection[str]) -> str:
+    """``dead_owners`` as the JSON array text the barrier's ``json_each`` reads."""
+    return orjson.dumps(list(dead_owners)).decode() if dead_owners else "[]"
 
 
 def error_code(e: sqlite3.Error) -> str | None:
@@ -197,6 +211,7 @@ class SQLiteBackend(Backend):
         self._next_position: int | None = None
         self._stale_backoff = 0  # appends that read the head after the cache was found stale
         self._stale_skip = 0
+        self._memory_imports: dict[str, str] = {}  # in-memory database: session -> owner of its import lock
         self._write_queue = write_queue and not readonly and path is not None
         self._connect(conn)
         _live.add(self)
@@ -491,7 +506,8 @@ class SQLiteBackend(Backend):
     def session_meta(self, session_id: str) -> str | None:
         if not encodable(session_id):
             return None
-        rows = self._read("SELECT meta FROM sessions WHERE id = ?", (session_id,))
+        rows = self._read("SELECT meta FROM sessions WHERE id = ? AND id NOT IN (SELECT session_id FROM importing)",
+                          (session_id,))
         return rows[0][0] if rows else None
 
     def sessions(self) -> list[tuple[str, float, int, float | None]]:
@@ -499,7 +515,8 @@ class SQLiteBackend(Backend):
             SELECT s.id, s.created_at,
                    coalesce((SELECT max(seq) + 1 FROM events WHERE session_id = s.id), 0),
                    (SELECT ts FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1)
-            FROM sessions AS s ORDER BY s.created_at, s.id""")
+            FROM sessions AS s WHERE s.id NOT IN (SELECT session_id FROM importing)
+            ORDER BY s.created_at, s.id""")
 
     # --- appends ----------------------------------------------------------------------------------
 
@@ -588,11 +605,25 @@ class SQLiteBackend(Backend):
             rows.reverse()
         return rows
 
-    def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
-        return self._read(_STORE_ROWS, (min(after_position, MAX_CURSOR), limit))
+    def events_after(self, after_position: int, limit: int,
+                     dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
+        return self._read(_STORE_ROWS, (min(after_position, MAX_CURSOR), _owners(dead_owners), limit))
 
-    def last_position(self) -> int:
-        return self._read("SELECT coalesce(max(position), 0) FROM events")[0][0]
+    def last_position(self, dead_owners: Collection[str] = ()) -> int:
+        return self._read(_LAST_POSITION, (None, _owners(dead_owners)))[0][0]
+
+    def imports(self) -> list[tuple[str, int, str, float]]:
+        return self._read(_IMPORTS)
+
+    def import_lock(self, session_id: str) -> ImportLock | None:
+        if self._file is None:
+            return _importlock.memory_lock(self._memory_imports, session_id)
+        return _importlock.file_lock(self._file, session_id)
+
+    def import_owner_alive(self, owner: str) -> bool:
+        if self._file is None:
+            return owner in self._memory_imports.values()
+        return _importlock.file_owner_alive(owner)
 
     def follower(self, poll_interval: float) -> Follower:
         if self._file is None:
@@ -616,7 +647,8 @@ class SQLiteBackend(Backend):
     # --- the viewer's index ----------------------------------------------------------------------
 
     def session_rows(self) -> list[tuple[str, float]]:
-        return self._read("SELECT id, created_at FROM sessions ORDER BY created_at, id")
+        return self._read("SELECT id, created_at FROM sessions WHERE id NOT IN (SELECT session_id FROM importing) "
+                          "ORDER BY created_at, id")
 
     def session_counts(self, upto_position: int) -> list[tuple[str, int, int, float, float]]:
         # count, max(seq) and max(position) come from the (session_id, seq) index alone; the
@@ -872,8 +904,14 @@ class _FileFollower(Follower):
         except sqlite3.Error as e:
             raise DatabaseError(f"cannot follow {self.path}: {e}") from None
 
-    def events_after(self, after_position: int, limit: int) -> list:
-        return self._rows(_STORE_ROWS, (min(after_position, MAX_CURSOR), limit))
+    def events_after(self, after_position: int, limit: int, dead_owners: Collection[str] = ()) -> list:
+        return self._rows(_STORE_ROWS, (min(after_position, MAX_CURSOR), _owners(dead_owners), limit))
+
+    def imports(self) -> list[tuple[str, int, str, float]]:
+        try:
+            return self.conn.execute(_IMPORTS).fetchall()
+        except sqlite3.Error as e:
+            raise DatabaseError(f"cannot follow {self.path}: {e}") from None
 
     def session_events_after(self, session_id: str, after_seq: int, limit: int) -> list:
         return self._rows(_SESSION_ROWS, (session_id, min(after_seq, MAX_CURSOR), limit))
@@ -905,8 +943,11 @@ class _MemoryFollower(Follower):
     def __init__(self, backend: SQLiteBackend):
         self.backend = backend
 
-    def events_after(self, after_position: int, limit: int) -> list:
-        return self.backend.events_after(after_position, limit)
+    def events_after(self, after_position: int, limit: int, dead_owners: Collection[str] = ()) -> list:
+        return self.backend.events_after(after_position, limit, dead_owners)
+
+    def imports(self) -> list[tuple[str, int, str, float]]:
+        return self.backend.imports()
 
     def session_events_after(self, session_id: str, after_seq: int, limit: int) -> list:
         return self.backend._read(_SESSION_ROWS, (session_id, min(after_seq, MAX_CURSOR), limit))
@@ -927,7 +968,8 @@ _MEMORY_POLL = 0.02  # seconds
 _COUNTS_SQL = """
 SELECT a.session_id, a.n, a.last_position, f.ts, l.ts
 FROM (SELECT session_id, count(*) AS n, max(seq) AS last_seq, max(position) AS last_position
-      FROM events WHERE position <= ? GROUP BY session_id) AS a
+      FROM events WHERE position <= ? AND session_id NOT IN (SELECT session_id FROM importing)
+      GROUP BY session_id) AS a
 JOIN events AS f ON f.session_id = a.session_id AND f.seq = 0
 JOIN events AS l ON l.session_id = a.session_id AND l.seq = a.last_seq"""
 
@@ -938,6 +980,7 @@ SELECT position, session_id, type,
 FROM events
 WHERE position > ? AND position <= ?
   AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result')
+  AND session_id NOT IN (SELECT session_id FROM importing)
 ORDER BY position LIMIT ?"""
 
 
@@ -976,6 +1019,21 @@ class _SQLiteImport(ImportTransaction):
     def session_meta(self) -> str | None:
         row = self.cur.execute("SELECT meta FROM sessions WHERE id = ?", (self.sid,)).fetchone()
         return None if row is None else row[0]
+
+    def importing(self) -> tuple[int, str] | None:
+        row = self.cur.execute("SELECT first_position, owner FROM importing WHERE session_id = ?",
+                               (self.sid,)).fetchone()
+        return None if row is None else tuple(row)
+
+    def begin_import(self, first_position: int, owner: str, started_at: float) -> None:
+        self.cur.execute("INSERT INTO importing (session_id, first_position, owner, started_at) VALUES (?, ?, ?, ?)",
+                         (self.sid, first_position, owner, started_at))
+
+    def take_over(self, owner: str) -> None:
+        self.cur.execute("UPDATE importing SET owner = ? WHERE session_id = ?", (owner, self.sid))
+
+    def end_import(self) -> None:
+        self.cur.execute("DELETE FROM importing WHERE session_id = ?", (self.sid,))
 
     def create_session(self, created_at: float, meta_json: str) -> Refusal | None:
         try:

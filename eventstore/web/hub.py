@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ..follow import DeadOwners
 from .index import SessionIndex
 
 if TYPE_CHECKING:
@@ -78,12 +79,13 @@ class Hub:
         self.error: str | None = None
         self.closing = False
         self.ready = False
+        self._dead = DeadOwners(store.backend)  # unfinished imports: wait for the live ones
 
     def build(self) -> None:
         """Read the log into the index (once, before :meth:`start`; seconds per million
         events). Until it returns, :attr:`ready` is False."""
         backend = self.store.backend
-        position = backend.last_position()
+        position = backend.last_position(self._dead(backend))
         self.index.load(backend.session_rows(), backend.session_counts(position), self._states(position))
         self.position = position
         self.ready = True
@@ -147,7 +149,7 @@ class Hub:
     def _follow(self, follower) -> None:
         """Apply every event after :attr:`position` as it commits, until :meth:`stop`."""
         while not self._stop.is_set():
-            rows = follower.events_after(self.position, FOLLOW_PAGE)
+            rows = follower.events_after(self.position, FOLLOW_PAGE, self._dead(follower))
             for position, sid, seq, type_, ts, payload in rows:
                 extra = None
                 if type_ == "assistant/message" or type_ == "tool/result":

@@ -1,0 +1,168 @@
+"""A large import commits in chunks and stays hidden until its last chunk (eventstore.bulk,
+docs/concurrency.md "Large imports"): with real importer processes, a real SIGKILL, on
+every backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import db_rows
+
+from eventstore import EventStore, SessionNotFound
+from eventstore.bulk import CHUNK_ROWS
+from eventstore.errors import ImportConflict, InvalidJSONL
+
+ROOT = Path(__file__).resolve().parents[1]
+N = 60_000  # events in the big file: many chunks, a second or more to import
+
+
+def write_big(path: Path, n: int = N, sid: str = "big", tail: bytes = b"") -> Path:
+    with open(path, "wb") as f:
+        f.write(json.dumps({"type": "session/meta", "id": sid}).encode() + b"\n")
+        for seq in range(n):
+            f.write(json.dumps({"type": "user/message", "seq": seq, "ts": 1.7e9 + seq,
+                                "content": f"line {seq} " + "x" * 40}, separators=(",", ":")).encode() + b"\n")
+        f.write(tail)
+    return path
+
+
+def start_import(url: str, path: Path) -> subprocess.Popen:
+    code = "import sys; from eventstore import EventStore; EventStore.open(sys.argv[1]).import_jsonl(sys.argv[2])"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-c", code, url, str(path)], env=env, stderr=subprocess.PIPE)
+
+
+def stored(store: EventStore, sid: str = "big") -> int:
+    return db_rows(store, "SELECT count(*) FROM events WHERE session_id = ?", (sid,))[0][0]
+
+
+def wait_for(cond, what: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"importer ended ({proc.returncode}) before {what}: {proc.stderr.read().decode()}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.002)
+
+
+def test_other_writers_append_between_chunks_and_the_session_stays_hidden(store, backend_url, tmp_path):
+    w = store.create_session("w")
+    w.append("user/message", {"content": "before"})
+    proc = start_import(backend_url, write_big(tmp_path / "big.jsonl"))
+    try:
+        wait_for(lambda: stored(store) >= 2 * CHUNK_ROWS, "two chunks", proc=proc)
+        # mid-import: the session is stored but nobody sees it
+        assert [i.id for i in store.sessions()] == ["w"]
+        with pytest.raises(SessionNotFound):
+            store.session("big")
+        with pytest.raises(SessionNotFound):
+            store.session("big", create=True)
+        first = db_rows(store, "SELECT min(position) FROM events WHERE session_id = 'big'")[0][0]
+        assert store.last_position() == first - 1
+        # another writer goes in between two chunks
+        ev = w.append("user/message", {"content": "during"})
+        assert proc.poll() is None and stored(store) < N
+        assert ev.position > first
+        # a follower stops before the import's first position and waits there
+        seen = [e.position for e in store.follow(0, idle_timeout=0.05)]
+        assert seen == list(range(1, first))
+        assert proc.wait(120) == 0, proc.stderr.read().decode()
+    finally:
+        proc.kill()
+    assert sorted(i.id for i in store.sessions()) == ["big", "w"]
+    assert store.session("big").next_seq() == N
+    events = list(store.follow(0, idle_timeout=0.05))
+    assert [e.position for e in events] == list(range(1, N + 3))  # every event once, in order
+    assert ev.position in [e.position for e in events if e.session_id == "w"]
+    assert store.backend.imports() == []
+    assert store.backend.name != "sqlite" or not list(Path(backend_url).parent.glob("*-import-*"))
+    from eventstore.audit import verify
+    report = verify(store.backend)
+    assert report.ok and not report.notes, (report.findings, report.notes)
+
+
+def test_sigkill_mid_import_leaves_nothing_visible_and_the_next_import_completes_it(store, backend_url, tmp_path):
+    path = write_big(tmp_path / "big.jsonl")
+    proc = start_import(backend_url, path)
+    try:
+        wait_for(lambda: stored(store) >= 3 * CHUNK_ROWS, "three chunks", proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        proc.kill()
+    partial = stored(store)
+    assert 0 < partial < N
+    assert store.sessions() == []
+    with pytest.raises(SessionNotFound):
+        store.session("big")
+    [(sid, first, owner, _)] = store.backend.imports()
+    assert sid == "big" and not store.backend.import_owner_alive(owner)
+    # the dead import does not hold followers back: an append after it is seen
+    w = store.create_session("w")
+    ev = w.append("user/message", {"content": "after the crash"})
+    assert store.last_position() == ev.position
+    assert [e.position for e in store.follow(0, idle_timeout=0.05)] == [ev.position]
+    # verify: a note, no finding (the stored prefix chains)
+    from eventstore.audit import verify
+    from eventstore.integrity import verify_database
+    report = verify_database(store.backend)
+    assert report.ok, report.findings
+    assert any("unfinished import" in n and "'big'" in n for n in report.notes)
+    # the next import of the same file compares the stored prefix and completes it
+    rep = store.import_jsonl(path)
+    assert rep == "big"
+    assert store.session("big").next_seq() == N
+    assert store.backend.imports() == []
+    assert verify(store.backend).ok
+
+
+def test_a_bad_line_at_the_end_of_a_big_file(store, tmp_path):
+    from eventstore.bulk import import_jsonl
+
+    path = write_big(tmp_path / "bad.jsonl", 12_000, tail=b'{"type":"a","seq":12000,"ts":1}\n{"type":')
+    with pytest.raises(InvalidJSONL) as info:
+        import_jsonl(store, path)
+    assert str(info.value).startswith(f"{path}:")
+    assert store.sessions() == []
+    rep = import_jsonl(store, path, salvage=True)
+    assert rep.status == "imported" and rep.events == 12_001 and rep.dropped.lines == 1
+    assert store.session("big").next_seq() == 12_001
+    assert store.backend.imports() == []
+
+
+def test_an_import_conflicting_with_an_unfinished_one_is_refused(store, tmp_path):
+    from eventstore.bulk import import_jsonl
+
+    path = write_big(tmp_path / "bad.jsonl", 12_000, tail=b"not json\n")
+    with pytest.raises(InvalidJSONL):
+        import_jsonl(store, path)
+    if stored(store) == 0:
+        pytest.skip("the bad line was seen before the first chunk")  # pragma: no cover
+    other = write_big(tmp_path / "other.jsonl", 12_000)
+    other.write_bytes(other.read_bytes().replace(b'"line 5000 ', b'"line 5001 '))
+    with pytest.raises(ImportConflict):
+        import_jsonl(store, other)
+    assert store.sessions() == []
+
+
+def test_two_imports_of_one_file_at_once(store, backend_url, tmp_path):
+    from eventstore.bulk import import_jsonl
+
+    path = write_big(tmp_path / "big.jsonl")
+    proc = start_import(backend_url, path)
+    try:
+        wait_for(lambda: stored(store) >= CHUNK_ROWS, "a chunk", proc=proc)
+        with pytest.raises(ImportConflict, match="being imported by another process"):
+            import_jsonl(store, path)
+        assert proc.wait(120) == 0, proc.stderr.read().decode()
+    finally:
+        proc.kill()
+    rep = import_jsonl(store, path)  # now it is stored: the same events, skipped
+    assert rep.status == "skipped" and rep.total == N
