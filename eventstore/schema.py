@@ -4,8 +4,10 @@ The schema itself is defined by the migrations (``migrations/versions/``: a froz
 per database, written out in full, then one revision per change); docs/schema.md describes
 it column by column. Tables:
 
-* ``sessions(id, created_at, meta)``: one row per session; ``created_at`` is seconds since
-  the epoch (float); ``meta`` the JSON object text of the ``session/meta`` line's other keys.
+* ``sessions(id, created_at, meta, meta_hash)``: one row per session; ``created_at`` is
+  seconds since the epoch (float); ``meta`` the JSON object text of the ``session/meta``
+  line's other keys; ``meta_hash`` covers ``created_at`` and ``meta``
+  (:func:`eventstore.chain.session_hash`), checked by ``verify``.
 * ``events(position, session_id, seq, type, ts, payload, hash, event_id)``: the append-only
   log, keyed by ``(session_id, seq)`` (dense per session), ``position`` the dense global
   position in commit order, ``payload`` canonical JSON object text, ``hash`` the chained
@@ -17,11 +19,11 @@ it column by column. Tables:
 from __future__ import annotations
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0150"
+SCHEMA_REVISION = "0210"
 
 #: Revisions that a read-only open reads as they are, without asking for an upgrade: they
-#: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. None: 0150
-#: changed a view (``tool_calls.is_error``), which reads see.
+#: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. None: 0210
+#: added ``sessions.meta_hash``, which ``verify`` reads.
 READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset()
 
 #: The last revision of the first release (its history 0001-0007 was replaced by the
