@@ -252,7 +252,7 @@ def test_a_session_row_inserted_by_hand_has_no_meta_hash(any_loaded):
 
 
 def test_copy_import_and_export_carry_meta_hash(any_loaded, tmp_path):
-    from eventstore.copy import copy_sessions
+    from eventstore.copy import CopyError, copy_sessions
 
     with EventStore.open(any_loaded) as store:
         store.create_session("with-meta", meta={"owner": "ada", "n": 1.5, "s": "\u00e9\u2028"})
@@ -267,6 +267,12 @@ def test_copy_import_and_export_carry_meta_hash(any_loaded, tmp_path):
         raw = sqlite3.connect(db)
         assert raw.execute("SELECT count(*) FROM sessions WHERE length(meta_hash) = 64").fetchone() == (n,)
         raw.close()
+    # a session whose row was edited is not copied: the copy would hide the edit behind a fresh hash
+    tamper(any_loaded, """UPDATE sessions SET meta = '{"owner":"eve"}' WHERE id = 'with-meta'""")
+    with EventStore.open(any_loaded) as src, EventStore.open(tmp_path / "again.db") as dst:
+        with pytest.raises(CopyError, match=r"^session 'with-meta': its sessions row does not verify \(meta "):
+            copy_sessions(src, dst, ["with-meta"])
+        assert dst.sessions() == []
 
 
 def test_a_0150_database_gets_meta_hash_on_upgrade(backend_url):

@@ -33,7 +33,9 @@ WAL's frames, by transaction (the frames up to a commit frame):
    pages. The first one that does either rewrites every page up to its size (VACUUM: it
    fits any file) or grows the database from ``N``: then ``N`` is at most its size, and
    every page up to its size that no transaction so far wrote was already in ``D0``, so
-   ``N`` is at least the largest such page. A WAL without a commit is ignored by SQLite.
+   ``N`` is at least the largest such page. (SQLite shrinks a file without rewriting
+   every page only with ``auto_vacuum``, which eventstore databases do not use.) A WAL
+   without a commit is ignored by SQLite.
 
 Anything else is a WAL written against another file, and refused; the message names both
 files and what disagrees. This refuses a copy older and smaller than the database its WAL
