@@ -28,7 +28,9 @@ The document (format ``eventstore-checkpoint/1``)::
   genesis hash for an empty session (see docs/schema.md, the hash chain).
 * ``row`` = SHA-256 of ``{"created_at":C,"id":I,"meta":M}`` (Python ``json.dumps`` with
   ``sort_keys``, ``separators=(",", ":")``, ASCII escapes; ``M`` the stored meta text): the
-  session row, which no event hash covers.
+  session row, which no event hash covers. It also covers ``sessions.meta_hash`` (a
+  function of the same three values, :func:`eventstore.chain.session_hash`), so the leaf is
+  unchanged by migration 0210 and checkpoints written before it verify as they did.
 * ``root`` is the Merkle tree hash of RFC 6962 (section 2.1) over the sessions sorted by
   id (code point order): leaf = SHA-256(``0x00`` || ``json.dumps([id, events, head, row])``
   (ASCII escapes, ``separators=(",", ":")``)), node = SHA-256(``0x01`` || left || right),

@@ -11,16 +11,48 @@ every later hash; ``verify`` recomputes the chain. Backends call :func:`chain_ro
 from __future__ import annotations
 
 import hashlib
+import json
 from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
 
 from .codec import _fix_surrogates, _js_float, event_line, meta_line
 
-__all__ = ["chain_hash", "chain_rows", "genesis_hash"]
+__all__ = ["chain_hash", "chain_rows", "genesis_hash", "session_hash", "session_hash_changes"]
 
 
 def genesis_hash(session_id: str) -> str:
     """The hash chain's start for a session: SHA-256 (hex) of ``{"type":"session/meta","id":ID}``."""
     return hashlib.sha256(meta_line(session_id).encode("utf-8")).hexdigest()
+
+
+def _half(session_id: str, field: str, value) -> str:
+    text = json.dumps([session_id, field, value], ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+
+
+def session_hash(session_id: str, created_at: float, meta_json: str) -> str:
+    """The ``sessions.meta_hash`` of a row (64 hex digits): the first 128 bits of
+    SHA-256(``["ID","created_at",C]``) followed by the first 128 bits of
+    SHA-256(``["ID","meta","M"]``) (JSON arrays, ASCII escapes, no spaces; ``C`` the float
+    as Python's ``json`` writes it, ``M`` the stored meta text), so that ``verify`` can say
+    which of the two was edited. No event hash covers the session row; this does."""
+    return _half(session_id, "created_at", float(created_at)) + _half(session_id, "meta", meta_json)
+
+
+def session_hash_changes(session_id: str, created_at, meta_json, stored) -> list[str]:
+    """Which of ``created_at`` and ``meta`` no longer match the stored ``meta_hash``
+    (all of ``["created_at", "meta"]`` when it is missing or malformed, or when the id was
+    changed); empty when the row is as the store wrote it."""
+    if not isinstance(stored, str) or len(stored) != 64:
+        return ["created_at", "meta"]
+    changed = []
+    try:
+        if _half(session_id, "created_at", float(created_at)) != stored[:32]:
+            changed.append("created_at")
+    except (TypeError, ValueError):
+        changed.append("created_at")
+    if not isinstance(meta_json, str) or _half(session_id, "meta", meta_json) != stored[32:]:
+        changed.append("meta")
+    return changed
 
 
 def chain_hash(prev_hash: str, line: str) -> str:

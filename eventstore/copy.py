@@ -7,8 +7,10 @@ rebuilds the same hash chain): every seq, ts, payload (as its canonical text) an
 session's meta are kept, so the hashes are the same ones. Sessions are copied one by one,
 each in one transaction, in the order of their first event; within a session, events keep
 their seq (= position) order. The copy is checked: the source's stored hash chain first
-(a session whose stored hashes do not verify is not copied: the copy would hide the
-tampering behind a fresh, valid chain), the target's heads afterwards.
+(a session whose stored hashes, or whose ``sessions`` row's ``meta_hash``, do not verify
+is not copied: the copy would hide the tampering behind a fresh, valid chain and hash), the
+target's heads afterwards. The target computes its own ``meta_hash`` for the row it stores
+(its ``created_at`` is the time of the copy, as for any import).
 
 A session already in the target with the same events is left as it is, so a copy that was
 interrupted can simply be run again; a session already there with other events is an
@@ -77,17 +79,24 @@ def copy_sessions(src: EventStore, dst: EventStore, session_ids: Iterable[str] |
     one :class:`CopyResult` per session, in the order copied (by first event).
 
     ``progress`` is called after each session. Raises :class:`SessionNotFound` (an id not in
-    ``src``), :class:`CopyError` (a session whose stored hashes do not verify in ``src``, or
+    ``src``), :class:`CopyError` (a session whose stored hashes or ``meta_hash`` do not verify in ``src``, or
     whose copy's head differs), :class:`~eventstore.errors.ImportConflict` (``dst`` holds
     other events under the id), :class:`~eventstore.errors.DatabaseError`. Sessions copied
     before an error stay copied.
     """
     from . import audit
     from .bulk import import_jsonl
+    from .chain import session_hash_changes
     from .export import export_session
 
     results = []
-    for sid in _ordered_ids(src, session_ids):
+    ids = _ordered_ids(src, session_ids)
+    rows = {row[0]: row for row in src.backend.sessions_in_storage_order()}
+    for sid in ids:
+        changed = session_hash_changes(*rows[sid])
+        if changed:
+            raise CopyError(sid, f"its sessions row does not verify ({' and '.join(changed)} changed since it "
+                                 f"was created, or its meta_hash is missing); run eventstore verify")
         before = audit.verify(src.backend, [sid])
         broken = [f for f in before.findings if f.kind in ("hash", "seq")]
         if broken:

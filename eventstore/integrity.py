@@ -10,8 +10,10 @@ that decides what a reader sees, on any backend:
   PostgreSQL function) compared by name and normalised definition with a scratch database
   migrated with the project's own migrations: an extra ``BEFORE INSERT`` trigger that
   drops rows, a redefined ``messages`` view, a renamed table, each is a finding naming it;
-* ``session``: the ``sessions`` rows in the order they were stored carry non-decreasing
-  ``created_at`` (a session added later with a past date, a ghost, shows here);
+* ``session``: each ``sessions`` row matches its ``meta_hash`` (an edited ``meta`` or
+  ``created_at`` is named; a row without one was not written by the store), and the rows
+  in the order they were stored carry non-decreasing ``created_at`` (a session added
+  later with a past date, a ghost, shows here);
 * ``checkpoint``: the log extends each kept checkpoint (:mod:`eventstore.anchor`).
 
 A database too damaged to open or read gives findings, never an exception: a session whose
@@ -27,6 +29,7 @@ from .anchor import check_checkpoint
 from .audit import Finding, VerifyReport, verify
 from .backends import backend_class, open_backend
 from .backends.base import Backend
+from .chain import session_hash_changes
 from .errors import DatabaseError, SessionNotFound, WalMismatch
 
 __all__ = ["CLOCK_SLACK", "verify_database"]
@@ -39,7 +42,14 @@ CLOCK_SLACK = 300.0
 def _check_sessions(backend: Backend) -> list[Finding]:
     out = []
     latest = None  # (created_at, id) of the latest-dated session stored so far
-    for sid, created in backend.sessions_in_storage_order():
+    for sid, created, meta, meta_hash in backend.sessions_in_storage_order():
+        changed = session_hash_changes(sid, created, meta, meta_hash)
+        if meta_hash is None:
+            out.append(Finding("session", sid, None, "meta_hash is missing: the row was not written by "
+                                                     "eventstore (added by hand), or its hash removed"))
+        elif changed:
+            out.append(Finding("session", sid, None, f"{' and '.join(changed)} changed since the session was "
+                                                     f"created (they no longer match its meta_hash)"))
         if not isinstance(created, (int, float)):
             out.append(Finding("session", sid, None, f"created_at is not a number ({created!r})"))
             continue

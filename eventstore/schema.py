@@ -4,8 +4,10 @@ The schema itself is defined by the migrations (``migrations/versions/``: a froz
 per database, written out in full, then one revision per change); docs/schema.md describes
 it column by column. Tables:
 
-* ``sessions(id, created_at, meta)``: one row per session; ``created_at`` is seconds since
-  the epoch (float); ``meta`` the JSON object text of the ``session/meta`` line's other keys.
+* ``sessions(id, created_at, meta, meta_hash)``: one row per session; ``created_at`` is
+  seconds since the epoch (float); ``meta`` the JSON object text of the ``session/meta``
+  line's other keys; ``meta_hash`` covers ``created_at`` and ``meta``
+  (:func:`eventstore.chain.session_hash`), checked by ``verify``.
 * ``events(position, session_id, seq, type, ts, payload, hash, event_id)``: the append-only
   log, keyed by ``(session_id, seq)`` (dense per session), ``position`` the dense global
   position in commit order, ``payload`` canonical JSON object text, ``hash`` the chained

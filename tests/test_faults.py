@@ -4,12 +4,15 @@ terminal output carries no raw control characters."""
 
 from __future__ import annotations
 
+import mmap
 import os
 import pty
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,8 +20,10 @@ from click.testing import CliRunner
 from conftest import DATA
 
 from eventstore import DatabaseError, EventStore, export
+from eventstore.backends import sqlite_walcheck as walcheck
 from eventstore.backends.sqlite_walcheck import WalMismatch, wal_mismatch
 from eventstore.cli import cli
+from eventstore.integrity import verify_database
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +75,7 @@ def test_mispaired_wal_is_refused_before_anything_is_read_or_checkpointed(tmp_pa
         EventStore.open(big)
     r = cli_process(big, "import", str(DATA / "demo.jsonl"))
     assert r.returncode == 1
-    assert r.stderr.decode().startswith(f"error: {big}-wal does not belong to {big}: the database file holds")
+    assert r.stderr.decode().startswith(f"error: {big}-wal does not belong to {big}: its transaction 1 leaves")
     assert b"Traceback" not in r.stderr
     assert big.read_bytes() == before and Path(str(big) + "-wal").read_bytes() == wal  # nothing checkpointed
     r = run(big, "verify")
@@ -93,6 +98,154 @@ def test_own_live_wal_and_one_left_by_vacuum_are_accepted(tmp_path):
     conn.execute("VACUUM")  # the whole database in the WAL, smaller than the file
     assert wal_mismatch(str(db)) is None
     conn.close()
+
+
+def start_writer(db: Path, side: Path, batch: int = 20) -> subprocess.Popen:
+    """A process appending batches of ``batch`` events to session "s" of ``db`` until killed,
+    writing a line to ``side`` after each batch it got back."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
+    code = "import sys, workers; workers.append_many_forever(sys.argv[1], 's', sys.argv[2], int(sys.argv[3]))"
+    return subprocess.Popen([sys.executable, "-c", code, str(db), str(side), str(batch)], env=env)
+
+
+def lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def wait_for(condition, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def wal_header(db: Path) -> bytes:
+    try:
+        with open(str(db) + "-wal", "rb") as f:
+            return f.read(32)
+    except FileNotFoundError:
+        return b""
+
+
+def wal_commits(db: Path) -> int:
+    """How many transactions the current generation of the database's WAL holds."""
+    with open(str(db) + "-wal", "rb") as f:
+        header = walcheck._read_header(f)
+        if header is None or os.fstat(f.fileno()).st_size < 32 + 24 + header[1]:
+            return 0
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return len(walcheck._transactions(m, *header[1:]))
+
+
+def kill_writer_after(db: Path, side: Path, batches: int, resets: int = 0) -> None:
+    """Run a writer until it acknowledged ``batches`` more batches, started its WAL over
+    ``resets`` times and left transactions in it, then SIGKILL it mid-stream."""
+    start = lines(side)
+    first = wal_header(db)
+    p = start_writer(db, side)
+    try:
+        seen = set()
+        def done():
+            seen.add(wal_header(db))
+            return (lines(side) >= start + batches and len(seen - {first, b""}) > resets
+                    and wal_commits(db) > 0)
+        wait_for(done, f"{batches} batches and {resets} WAL resets")
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode == -signal.SIGKILL
+    assert wal_commits(db) > 0
+
+
+def own_pairs_open(db: Path, side: Path) -> None:
+    assert wal_mismatch(str(db)) is None
+    with EventStore.open(db) as store:
+        assert sum(1 for _ in store.session("s").events()) >= lines(side) * 20
+    assert verify_database(db).ok
+
+
+@pytest.fixture
+def live_db(tmp_path: Path) -> tuple[Path, Path]:
+    db, side = tmp_path / "live.db", tmp_path / "acknowledged"
+    with EventStore.open(db) as store:
+        store.create_session("s")
+    return db, side
+
+
+def test_a_killed_writers_own_wal_is_always_accepted(live_db):
+    db, side = live_db
+    for batches, resets in ((1, 0), (25, 0), (300, 1), (600, 2)):
+        kill_writer_after(db, side, batches, resets)
+        assert os.path.getsize(str(db) + "-wal") > 32
+        own_pairs_open(db, side)
+
+
+def assert_refused_untouched(db: Path) -> None:
+    wal = Path(str(db) + "-wal")
+    before = db.read_bytes(), wal.read_bytes()
+    why = wal_mismatch(str(db))
+    assert why is not None
+    with pytest.raises(WalMismatch, match=f"{db}-wal does not belong to {db}: "):
+        EventStore.open(db)
+    r = cli_process(db, "import", str(DATA / "demo.jsonl"))
+    assert r.returncode == 1 and b"Traceback" not in r.stderr
+    assert r.stderr.decode().startswith(f"error: {db}-wal does not belong to {db}: {why}")
+    assert (db.read_bytes(), wal.read_bytes()) == before  # nothing read through it, nothing checkpointed
+
+
+def test_an_older_smaller_copy_restored_beside_a_live_wal_is_refused(live_db, tmp_path):
+    db, side = live_db
+    kill_writer_after(db, side, 200)
+    backup = tmp_path / "backup.db"
+    shutil.copyfile(db, backup)  # cp of the database file alone, WAL and all left in place
+    kill_writer_after(db, side, 300, 1)  # the WAL started over since: it belongs to a newer, larger file
+    assert backup.stat().st_size < db.stat().st_size
+    shutil.copyfile(backup, db)  # the backup restored with cp beside the live WAL
+    assert_refused_untouched(db)
+    os.rename(str(db) + "-wal", tmp_path / "aside-wal")
+    os.remove(str(db) + "-shm")
+    assert verify_database(db).ok  # the backup itself is whole
+
+
+def test_a_newer_larger_copy_beside_an_older_wal_is_refused(live_db, tmp_path):
+    db, side = live_db
+    kill_writer_after(db, side, 200)
+    old_wal = Path(str(db) + "-wal").read_bytes()
+    kill_writer_after(db, side, 300, 1)
+    Path(str(db) + "-wal").write_bytes(old_wal)
+    assert_refused_untouched(db)
+
+
+def test_empty_and_header_only_wals_are_accepted(live_db):
+    db, side = live_db
+    kill_writer_after(db, side, 5)
+    wal = Path(str(db) + "-wal")
+    for data in (wal.read_bytes()[:32], b""):  # a WAL with no frame; an empty one: SQLite ignores both
+        wal.write_bytes(data)
+        assert wal_mismatch(str(db)) is None
+        with EventStore.open(db) as store:
+            store.session("s").append("user/message", {"content": "after"})
+        assert verify_database(db).ok
+
+
+def test_the_check_never_refuses_a_live_database_whose_wal_starts_over(live_db):
+    db, side = live_db
+    p = start_writer(db, side, batch=50)
+    try:
+        headers, looks = set(), 0
+        while len(headers) < 6:  # the writer's checkpoints started the WAL over five times meanwhile
+            assert p.poll() is None
+            headers.add(wal_header(db))
+            assert wal_mismatch(str(db)) is None
+            looks += 1
+    finally:
+        p.kill()
+        p.wait()
+    assert looks > 6
+    own_pairs_open(db, side)
 
 
 # --- sql: time and memory -----------------------------------------------------------------------

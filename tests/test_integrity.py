@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,82 @@ def test_edited_meta_and_backdated_ghost_session_are_caught(any_loaded, tmp_path
     assert "session ghost: checkpoint:" in r.output and "dated before the checkpoint but is not in it" in r.output
     # without a checkpoint, the ghost's date still contradicts its place in the table
     assert ("session", "ghost") in [(k, s) for k, s, _q, _m in findings(any_loaded)]
+
+
+def test_a_sessions_own_hash_names_an_edited_meta_or_created_at(any_loaded):
+    assert findings(any_loaded) == []  # a fresh store: every session's meta_hash matches
+    tamper(any_loaded, """UPDATE sessions SET meta = '{"owner":"mallory"}' WHERE id = 'a0c1e2f3-111'""",
+           "UPDATE sessions SET created_at = created_at - 0.5 WHERE id = '5a1b896f-beb'")
+    got = sorted((kind, sid, message) for kind, sid, _seq, message in findings(any_loaded))
+    assert got == [
+        ("session", "5a1b896f-beb", "created_at changed since the session was created (they no longer match its "
+                                    "meta_hash)"),
+        ("session", "a0c1e2f3-111", "meta changed since the session was created (they no longer match its "
+                                    "meta_hash)")]
+    r = verify_cli(any_loaded)
+    assert r.exit_code == 1
+    assert "session a0c1e2f3-111: session: meta changed since the session was created" in r.output
+    assert "session 5a1b896f-beb: session: created_at changed since the session was created" in r.output
+
+
+def test_a_session_row_inserted_by_hand_has_no_meta_hash(any_loaded):
+    tamper(any_loaded, "INSERT INTO sessions (id, created_at, meta) VALUES ('ghost', ?, '{}')",
+           params=(time.time(),))  # dated now: only its missing hash gives it away
+    assert [(k, s, m) for k, s, _q, m in findings(any_loaded)] == [
+        ("session", "ghost", "meta_hash is missing: the row was not written by eventstore (added by hand), "
+                             "or its hash removed")]
+
+
+def test_copy_import_and_export_carry_meta_hash(any_loaded, tmp_path):
+    from eventstore.copy import CopyError, copy_sessions
+
+    with EventStore.open(any_loaded) as store:
+        store.create_session("with-meta", meta={"owner": "ada", "n": 1.5, "s": "\u00e9\u2028"})
+    copied, imported = tmp_path / "copied.db", tmp_path / "imported.db"
+    with EventStore.open(any_loaded) as src, EventStore.open(copied) as dst:
+        copy_sessions(src, dst)
+    assert run(any_loaded, "export", "with-meta", "-o", str(tmp_path / "m.jsonl")).exit_code == 0
+    assert b"meta_hash" not in (tmp_path / "m.jsonl").read_bytes()  # not part of our JSONL format
+    assert run(imported, "import", str(tmp_path / "m.jsonl")).exit_code == 0
+    for db, n in ((copied, 4), (imported, 1)):
+        assert findings(db) == []
+        raw = sqlite3.connect(db)
+        assert raw.execute("SELECT count(*) FROM sessions WHERE length(meta_hash) = 64").fetchone() == (n,)
+        raw.close()
+    # a session whose row was edited is not copied: the copy would hide the edit behind a fresh hash
+    tamper(any_loaded, """UPDATE sessions SET meta = '{"owner":"eve"}' WHERE id = 'with-meta'""")
+    with EventStore.open(any_loaded) as src, EventStore.open(tmp_path / "again.db") as dst:
+        with pytest.raises(CopyError, match=r"^session 'with-meta': its sessions row does not verify \(meta "):
+            copy_sessions(src, dst, ["with-meta"])
+        assert dst.sessions() == []
+
+
+def test_a_0150_database_gets_meta_hash_on_upgrade(backend_url):
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from eventstore.backends.sqlite_engine import migrations_path
+    from eventstore.chain import session_hash
+
+    url = backend_url if is_pg(backend_url) else f"sqlite:///{backend_url}"
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as conn:  # the database as eventstore 0150 left it
+        cfg = Config()
+        cfg.set_main_option("script_location", migrations_path())
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0150")
+        conn.exec_driver_sql("INSERT INTO sessions (id, created_at, meta) VALUES ('old', 1700000000.25, "
+                             "'{\"owner\":\"ada\"}'), ('older', 1700000001, '{}')")
+    engine.dispose()
+    with EventStore.open(backend_url) as store:  # upgrades to 0210
+        store.session("old").append("user/message", {"content": "after the upgrade"})
+    with Attacker(backend_url, guards_off=False) as conn:
+        rows = conn.execute("SELECT id, created_at, meta, meta_hash FROM sessions ORDER BY id").fetchall()
+    assert [(sid, h) for sid, _c, _m, h in rows] == [(sid, session_hash(sid, c, m)) for sid, c, m, _h in rows]
+    assert findings(backend_url) == []
+    tamper(backend_url, """UPDATE sessions SET meta = '{"owner":"eve"}' WHERE id = 'old'""")
+    assert [(k, s) for k, s, _q, _m in findings(backend_url)] == [("session", "old")]
 
 
 def test_signed_checkpoint_and_a_tampered_or_foreign_one(any_loaded, tmp_path):

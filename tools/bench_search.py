@@ -160,7 +160,8 @@ def _store_at(path: Path, variant: str) -> None:
     con = sqlite3.connect(path)
     if variant == "0008":
         con.executescript("""DROP TABLE events_search; DROP TABLE events_search_state; DROP VIEW events_search_text;
-                             DROP VIEW usage; UPDATE alembic_version SET version_num = '0008';""")
+                             DROP VIEW usage; ALTER TABLE sessions DROP COLUMN meta_hash; DROP TABLE importing;
+                             UPDATE alembic_version SET version_num = '0008';""")
     elif variant == "trigger":
         text = con.execute("SELECT sql FROM sqlite_master WHERE name = 'events_search_text'").fetchone()[0]
         expr = text.split("type,", 1)[1].rsplit("AS text", 1)[0].replace("payload", "new.payload")

@@ -437,7 +437,7 @@ class Backend(ABC):
 
     @abstractmethod
     def sessions_in_storage_order(self) -> list[tuple[str, Any]]:
-        """For ``verify``: ``(id, created_at)`` of every session in the order the rows were
+        """For ``verify``: ``(id, created_at, meta, meta_hash)`` of every session in the order the rows were
         stored (SQLite: rowid; PostgreSQL: the heap order, ctid, which an append-only table
         keeps), so that a session added later with a past date shows."""
 

@@ -47,7 +47,7 @@ from psycopg import sql as pg_sql
 from psycopg.adapt import Loader
 from psycopg.types.string import TextLoader
 
-from ..chain import chain_rows, genesis_hash
+from ..chain import chain_rows, genesis_hash, session_hash
 from ..errors import (
     AppendOnlyViolation,
     DatabaseError,
@@ -355,8 +355,9 @@ class PostgresBackend(Backend):
         with self._wlock:
             conn = self._conn("w")
             try:
-                cur = conn.execute("INSERT INTO sessions (id, created_at, meta) VALUES (%s, %s, %s)",
-                                   (session_id, created_at, meta_json))
+                cur = conn.execute("INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES (%s, %s, %s, %s)",
+                                   (session_id, created_at, meta_json,
+                                    session_hash(session_id, created_at, meta_json)))
             except psycopg.Error as e:
                 raise self._error(e, session_id) from None
             except UnicodeEncodeError as e:
@@ -744,7 +745,7 @@ class PostgresBackend(Backend):
         return out
 
     def sessions_in_storage_order(self) -> list[tuple[str, Any]]:
-        return self._read("SELECT id, created_at FROM sessions ORDER BY ctid")
+        return self._read("SELECT id, created_at, meta, meta_hash FROM sessions ORDER BY ctid")
 
     def checkpoint_rows(self, at: dict[str, int] | None = None, position: int = 0) -> dict:
         conn = _connect(self.url, self.display, autocommit=False)
@@ -1014,8 +1015,9 @@ class _PgImport(ImportTransaction):
     def create_session(self, created_at: float, meta_json: str) -> Refusal | None:
         try:
             with self._conn.transaction():  # a savepoint: a refusal leaves the transaction usable
-                self._conn.execute("INSERT INTO sessions (id, created_at, meta) VALUES (%s, %s, %s)",
-                                   (self._sid, created_at, meta_json))
+                self._conn.execute("INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES (%s, %s, %s, %s)",
+                                   (self._sid, created_at, meta_json,
+                                    session_hash(self._sid, created_at, meta_json)))
         except psycopg.Error as e:
             return _refusal(e)
         return None

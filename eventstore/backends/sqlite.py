@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from ..chain import chain_hash, chain_rows, genesis_hash
+from ..chain import chain_hash, chain_rows, genesis_hash, session_hash
 from ..codec import _js_float, dumps, encodable, event_line, meta_line
 from ..errors import (
     AppendOnlyViolation,
@@ -491,8 +491,8 @@ class SQLiteBackend(Backend):
     def create_session(self, session_id: str, created_at: float, meta_json: str) -> None:
         def insert(cur: sqlite3.Cursor) -> None:
             try:
-                cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)",
-                            (session_id, created_at, meta_json))
+                cur.execute("INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES (?, ?, ?, ?)",
+                            (session_id, created_at, meta_json, session_hash(session_id, created_at, meta_json)))
             except sqlite3.IntegrityError as e:  # the key itself (the guard refuses first)
                 if e.sqlite_errorname in ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"):
                     raise SessionExists(session_id) from None
@@ -752,7 +752,7 @@ class SQLiteBackend(Backend):
             conn.close()
 
     def sessions_in_storage_order(self) -> list[tuple[str, Any]]:
-        return self._read("SELECT id, created_at FROM sessions ORDER BY rowid")
+        return self._read("SELECT id, created_at, meta, meta_hash FROM sessions ORDER BY rowid")
 
     def checkpoint_rows(self, at: dict[str, int] | None = None, position: int = 0) -> dict:
         with self._lock:
@@ -1037,8 +1037,8 @@ class _SQLiteImport(ImportTransaction):
 
     def create_session(self, created_at: float, meta_json: str) -> Refusal | None:
         try:
-            self.cur.execute("INSERT INTO sessions (id, created_at, meta) VALUES (?, ?, ?)",
-                             (self.sid, created_at, meta_json))
+            self.cur.execute("INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES (?, ?, ?, ?)",
+                             (self.sid, created_at, meta_json, session_hash(self.sid, created_at, meta_json)))
         except sqlite3.IntegrityError as e:
             return Refusal(error_code(e), str(e))
         return None

@@ -1,32 +1,57 @@
 """Refuse a ``-wal`` file that does not belong to its database, before SQLite uses it.
 
-SQLite trusts the ``-wal`` file beside a database: every frame whose salts match the WAL
-header and whose checksums chain is copied into the database at the next checkpoint. A
-WAL left beside *another* file (a backup restored with ``cp`` next to a live WAL, a file
-copied without its WAL) is applied all the same: the database reads as "malformed", and the
-checkpoint that follows writes the foreign pages into it and truncates it to the foreign
-database's size. :func:`check_wal` finds such a WAL from the two files alone, without
-opening them with SQLite, so that nothing is read through it or checkpointed.
+SQLite trusts the ``-wal`` file beside a database: every frame of it that is valid is
+read in place of the database's page and copied into the file at the next checkpoint. A
+WAL left beside *another* file (a backup restored with ``cp`` next to a live WAL, a copy
+of the database taken earlier or later than its WAL) is applied all the same: the database
+reads as "malformed", and the checkpoint that follows writes the foreign pages into it.
+:func:`check_wal` tells such a pair from the two files alone, without opening them with
+SQLite, so that nothing is read through the WAL or checkpointed.
 
-How (formats: https://www.sqlite.org/fileformat2.html, sections 1.3 and 4.1): a WAL
-holds *frames*, each a page image with a header naming the page and, on the last frame of
-a transaction (a *commit frame*), the database's size in pages after it. A WAL starts over
-(new salts in its header) only after every frame was copied into the database, so the
-frames of the current generation were written against the database as it was then, size
-``S0``, and later commits only add pages to it unless one shrinks it (VACUUM). The database
-file's size (page 1's in-header size, offset 28) is ``S0`` or the size of a commit already
-copied into it. So a database file *larger than every commit in its WAL* is not the file
-that WAL was written against, unless some commit rewrote the whole database (VACUUM writes
-every page to the WAL): then nothing of the file is used. The same holds for a WAL whose
-page size differs from the database's. This catches another database's WAL (the case
-above: a 1.9 MB database beside the WAL of a 53 KB one); an *older copy of the same
-database* that is smaller than its WAL's commits cannot be told from the files alone
-(SQLite's ``PRAGMA quick_check`` then reports the damage; ``eventstore verify`` runs it).
+The WAL (https://www.sqlite.org/fileformat2.html#walformat) is read as SQLite reads it: a
+32-byte header (magic ``0x377f0682``/``0x377f0683`` choosing the checksum's byte order,
+version 3007000, page size, checkpoint sequence, two salts, a checksum of the first 24
+bytes), then frames of a 24-byte header (page number; for a *commit frame* the database's
+size in pages after the transaction, else 0; the two salts; a checksum) and a page. A frame
+counts while its salts are the header's and its checksum, computed over its first 8 header
+bytes and its page starting from the previous frame's (the header's for the first),
+matches; the WAL's content is the frames up to the last commit frame that counts. A WAL
+starts over (new salts) only once every frame of it was copied into the database, so the
+frames of one generation were written against the database as it was then (``D0``), and
+the database file is ``D0`` with the frames of some first commits copied in (a checkpoint
+copies the newest image of each page up to a commit, page 1 first).
 
-The check reads the WAL header before and after the frames and looks again when a writer
-started the WAL over meanwhile, so a live database is never refused for a race. Frames are
-first taken by their salts alone (fast); only when that finds a mismatch are the frame
-checksums verified too (frames torn by a crash do not count: SQLite ignores them).
+The rule, over the database file's page 1 (its header: size in pages, offset 28) and the
+WAL's frames, by transaction (the frames up to a commit frame):
+
+1. The page sizes agree.
+2. If the file's page 1 is byte for byte the image of page 1 in some frame, a checkpoint
+   copied the WAL up to there: the pair belongs together.
+3. Otherwise the file's page 1 is ``D0``'s, and with it the file's size ``N``. SQLite
+   writes page 1 whenever the database changes size (the header holds the size), so every
+   transaction before the first one that writes page 1 must leave the database at ``N``
+   pages. The first one that does either rewrites every page up to its size (VACUUM: it
+   fits any file) or grows the database from ``N``: then ``N`` is at most its size, and
+   every page up to its size that no transaction so far wrote was already in ``D0``, so
+   ``N`` is at least the largest such page. (SQLite shrinks a file without rewriting
+   every page only with ``auto_vacuum``, which eventstore databases do not use.) A WAL
+   without a commit is ignored by SQLite.
+
+Anything else is a WAL written against another file, and refused; the message names both
+files and what disagrees. This refuses a copy older and smaller than the database its WAL
+was written against, and one newer and larger (the cases of issue #22); what the files
+cannot show is a copy whose page 1 and size are those of the WAL's own database (a copy
+taken between two writes that left page 1 alone, or beside a WAL that begins with a
+VACUUM): ``eventstore verify`` (quick_check, the hash chain, a checkpoint) finds the damage
+then. The database's change counter (offset 24) is no help: in WAL mode SQLite leaves it
+alone unless a connection re-reads page 1.
+
+Live databases: the check reads the WAL header before and after reading the database file
+and the frames, and looks again when a writer started the WAL over meanwhile; a checkpoint
+copying frames meanwhile only moves the file along the WAL (rule 2 or 3 still holds). A
+refusal is confirmed by a second look with every frame checksum verified (the first look
+takes frames by their salts alone: the checksums cost 0.3 ms a frame in Python, and a
+frame whose salts match but whose checksum does not is one torn by a crash, at the end).
 """
 
 from __future__ import annotations
@@ -41,11 +66,15 @@ __all__ = ["WalMismatch", "check_wal", "wal_mismatch"]
 
 _DB_MAGIC = b"SQLite format 3\x00"
 _WAL_MAGICS = (0x377F0682, 0x377F0683)
+_WAL_VERSION = 3007000
 _WAL_HEADER = 32
 _FRAME_HEADER = 24
+_PENDING_BYTE = 0x40000000  # the page holding this offset is never written (sqlite3PendingByte)
+_ATTEMPTS = 5
 
 
-def _checksum(data: bytes, big_endian: bool, s0: int, s1: int) -> tuple[int, int]:
+def _checksum(data, big_endian: bool, s0: int, s1: int) -> tuple[int, int]:
+    """SQLite's WAL checksum of ``data`` (a multiple of 8 bytes) continued from ``(s0, s1)``."""
     words = struct.unpack((">" if big_endian else "<") + f"{len(data) // 4}I", data)
     m = 0xFFFFFFFF
     it = iter(words)
@@ -57,56 +86,114 @@ def _checksum(data: bytes, big_endian: bool, s0: int, s1: int) -> tuple[int, int
 
 
 def _read_header(f) -> tuple | None:
+    """``(raw 32 bytes, page size, salts, big endian, header checksum)``, or None when SQLite
+    would ignore the WAL (too short, bad magic, version, page size or checksum)."""
     f.seek(0)
     raw = f.read(_WAL_HEADER)
     if len(raw) < _WAL_HEADER:
         return None
-    magic, _version, page_size, _seq, salt1, salt2, c1, c2 = struct.unpack(">8I", raw)
-    if magic not in _WAL_MAGICS:
+    magic, version, page_size, _seq, salt1, salt2, c1, c2 = struct.unpack(">8I", raw)
+    if magic not in _WAL_MAGICS or version != _WAL_VERSION:
+        return None
+    if page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
         return None
     big = bool(magic & 1)
     if _checksum(raw[:24], big, 0, 0) != (c1, c2):
-        return None  # SQLite ignores such a WAL
-    return raw, page_size, salt1, salt2, big, (c1, c2)
+        return None
+    return raw, page_size, (salt1, salt2), big, (c1, c2)
 
 
-def _commits(f, page_size: int, salts: tuple[int, int], big: bool, seed: tuple[int, int] | None
-             ) -> tuple[int, bool]:
-    """``(largest database size of a committed frame, whether one commit rewrote every page
-    up to its size)`` over the WAL's current generation; ``(0, False)`` when it holds no
-    commit. With ``seed`` (the header checksum), frames count only while their checksums chain."""
-    largest = 0
-    whole = False
-    pages: set[int] = set()
-    s = seed
-    size = f.seek(0, 2)
+def _transactions(m, page_size: int, salts: tuple[int, int], big: bool, seed: tuple[int, int] | None
+                  ) -> list[tuple[list[int], int, list[int]]]:
+    """The WAL's committed transactions, in order: ``(page numbers, database size in pages
+    after it, offsets of its page-1 frames)``. Frames count while their salts are the
+    header's and, with ``seed`` (the header checksum), while their checksums chain."""
     frame = _FRAME_HEADER + page_size
-    if size < _WAL_HEADER + frame:
-        return 0, False
-    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:  # frame headers read in place, not copied
-        unpack = struct.Struct(">6I").unpack_from
-        size = min(size, len(m))
-        for off in range(_WAL_HEADER, size - frame + 1, frame):
-            pgno, commit, salt1, salt2, c1, c2 = unpack(m, off)
-            if (salt1, salt2) != salts:
+    unpack = struct.Struct(">6I").unpack_from
+    done: list[tuple[list[int], int, list[int]]] = []
+    pages: list[int] = []
+    page1: list[int] = []
+    s = seed
+    for off in range(_WAL_HEADER, len(m) - frame + 1, frame):
+        pgno, commit, salt1, salt2, c1, c2 = unpack(m, off)
+        if (salt1, salt2) != salts or pgno == 0:
+            break
+        if s is not None:
+            s = _checksum(m[off:off + 8], big, *s)
+            s = _checksum(m[off + _FRAME_HEADER:off + frame], big, *s)
+            if s != (c1, c2):
                 break
-            if s is not None:
-                s = _checksum(m[off:off + 8], big, *s)
-                s = _checksum(m[off + _FRAME_HEADER:off + frame], big, *s)
-                if s != (c1, c2):
-                    break
-            pages.add(pgno)
-            if commit:
-                largest = max(largest, commit)
-                if not whole and len(pages) >= commit and all(p in pages for p in range(1, commit + 1)):
-                    whole = True
-    return largest, whole
+        pages.append(pgno)
+        if pgno == 1:
+            page1.append(off + _FRAME_HEADER)
+        if commit:
+            done.append((pages, commit, page1))
+            pages, page1 = [], []
+    return done
+
+
+def _verdict(m, page_size: int, transactions, db_page1: bytes, db_pages: int) -> str | None:
+    """Why the frames ``transactions`` were not written against a database file whose page
+    1 is ``db_page1`` and whose size is ``db_pages`` pages, or None (see the module's rule)."""
+    for _pages, _size, page1 in transactions:
+        for off in page1:
+            if m[off:off + page_size] == db_page1:
+                return None  # checkpointed up to there
+    pending = _PENDING_BYTE // page_size + 1
+    written: set[int] = set()
+    for number, (pages, size, page1) in enumerate(transactions, 1):
+        written.update(pages)
+        if not page1:
+            if size != db_pages:
+                return (f"its transaction {number} leaves the database at {size} pages without writing "
+                        f"page 1, so the database it was written against held {size} pages; the database "
+                        f"file holds {db_pages}")
+            continue
+        kept = next((p for p in range(size, 0, -1) if p not in written and p != pending), None)
+        if kept is None:
+            return None  # a transaction rewrote every page (VACUUM): it fits any file
+        if db_pages > size:
+            return (f"the database it was written against held at most {size} pages (its transaction "
+                    f"{number} grows it to that); the database file holds {db_pages}")
+        if kept > db_pages:
+            return (f"its first {number} transaction(s) leave page {kept} as it was in the database they "
+                    f"were written against, which held {kept} pages or more; the database file holds only "
+                    f"{db_pages}")
+        return None
+    return None
+
+
+def _look(f, db_path: str, verify: bool) -> tuple[bool, str | None]:
+    """One look at the pair: ``(settled, why)``; not settled when a writer started the WAL
+    over meanwhile (look again)."""
+    header = _read_header(f)
+    if header is None:
+        return True, None
+    raw, page_size, salts, big, seed = header
+    with open(db_path, "rb") as db:  # after the WAL header: see the module docstring
+        db_page1 = db.read(page_size)
+        db_file_size = db.seek(0, 2)
+    if len(db_page1) < 100 or not db_page1.startswith(_DB_MAGIC):
+        return True, None  # empty (the WAL holds the whole database), or no SQLite file: SQLite says so
+    db_page_size = struct.unpack(">H", db_page1[16:18])[0]
+    db_page_size = 65536 if db_page_size == 1 else db_page_size
+    if page_size != db_page_size:
+        return True, f"its pages are {page_size} bytes, the database file's {db_page_size}"
+    counter, size = struct.unpack(">II", db_page1[24:32])
+    valid_for = struct.unpack(">I", db_page1[92:96])[0]
+    db_pages = size if size and valid_for == counter else db_file_size // page_size
+    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        why = _verdict(m, page_size, _transactions(m, page_size, salts, big, seed if verify else None),
+                       db_page1, db_pages)
+    again = _read_header(f)
+    return again is not None and again[0] == raw, why
 
 
 def wal_mismatch(db_path: str) -> str | None:
-    """Why the ``-wal`` beside the database file ``db_path`` does not belong to it, or None
-    when it does or when the files cannot tell (no WAL, an empty database file, a WAL with
-    no commit). Reads only. Raises ``OSError`` when a file cannot be read."""
+    """Why the ``-wal`` beside the database file ``db_path`` was not written against it,
+    or None when it was, or when SQLite would not use it (none, empty, not a WAL, no
+    commit), or when the database file is empty or no SQLite file. Reads only; see the
+    module docstring for the rule. Raises ``OSError`` when a file cannot be read."""
     wal = db_path + "-wal"
     try:
         if os.path.getsize(wal) <= _WAL_HEADER:
@@ -114,41 +201,22 @@ def wal_mismatch(db_path: str) -> str | None:
     except FileNotFoundError:
         return None
     with open(wal, "rb") as f:
-        for _attempt in range(5):
-            header = _read_header(f)
-            if header is None:
+        for _attempt in range(_ATTEMPTS):
+            settled, why = _look(f, db_path, verify=False)
+            if not settled:
+                continue  # a writer started the WAL over meanwhile
+            if why is None:
                 return None
-            raw, page_size, salt1, salt2, big, seed = header
-            with open(db_path, "rb") as db:  # after the WAL header: see the module docstring
-                db_head = db.read(100)
-                db_file_pages = db.seek(0, 2)
-            if len(db_head) < 100 or not db_head.startswith(_DB_MAGIC):
-                return None  # empty (the WAL holds the whole database), or no SQLite file: SQLite says so
-            db_page_size = struct.unpack(">H", db_head[16:18])[0]
-            db_page_size = 65536 if db_page_size == 1 else db_page_size
-            if page_size != db_page_size:
-                return f"its pages are {page_size} bytes, the database's {db_page_size}"
-            counter, size = struct.unpack(">I", db_head[24:28])[0], struct.unpack(">I", db_head[28:32])[0]
-            valid_for = struct.unpack(">I", db_head[92:96])[0]
-            db_pages = size if size and valid_for == counter else db_file_pages // page_size
-            for s in (None, seed):  # salts alone, then (to confirm a mismatch) checksums too
-                largest, whole = _commits(f, page_size, (salt1, salt2), big, s)
-                again = _read_header(f)
-                if again is None or again[0] != raw:
-                    break  # a writer started the WAL over meanwhile: look again
-                if not largest or whole or db_pages <= largest:
-                    return None
-            else:
-                return (f"the database file holds {db_pages} pages, more than any transaction in the WAL "
-                        f"left (at most {largest}): the WAL was written against another database (a file "
-                        f"restored or copied beside a WAL it did not write)")
+            settled, why = _look(f, db_path, verify=True)  # confirm, every checksum verified
+            if settled:
+                return why
     return None  # the WAL kept starting over: a busy live database, whose WAL is its own
 
 
 def check_wal(db_path: str | os.PathLike) -> None:
     """Raise :class:`WalMismatch`, naming both files, when the ``-wal`` beside the database
-    file ``db_path`` does not belong to it (see :func:`wal_mismatch`). Call it before any
-    SQLite connection opens the file: nothing is read through the WAL or checkpointed."""
+    file ``db_path`` was not written against it (see :func:`wal_mismatch`). Call it before
+    any SQLite connection opens the file: nothing is read through the WAL or checkpointed."""
     path = os.fspath(db_path)
     try:
         why = wal_mismatch(path)

@@ -16,7 +16,7 @@ PostgreSQL) so that readers can tell a running import from an abandoned one.
 from alembic import op
 
 revision = "0220"
-down_revision = "0200"
+down_revision = "0210"
 branch_labels = None
 depends_on = None
 
