@@ -3,10 +3,10 @@
 * ``EventStoreSession`` (eventstore.integrations.openai_agents) against the OpenAI Agents
   SDK's own ``SQLiteSession`` on the same items: ``add_items`` of one item (what the runner
   does for a user's input), of one tool-using turn (6 items: a user message, two
-  function calls, their two outputs, the answer), ``get_items()`` of a whole session and
-  ``get_items(limit=10)`` of a long one. Both on a file in the same folder, each from one
-  event loop; the SDK's with its shipped pragmas (WAL, synchronous=NORMAL in WAL mode is
-  SQLite's default for it), eventstore with its defaults (WAL, synchronous=NORMAL).
+  function calls, their two outputs, the answer), ``get_items()`` of a whole session (a
+  long one, and one of 20 items) and ``get_items(limit=10)`` of a long one. Both on a file
+  in the same folder, each from one event loop; the SDK's with its shipped pragmas (WAL,
+  synchronous=NORMAL in WAL mode is SQLite's default for it), eventstore with its defaults (WAL, synchronous=NORMAL).
 * ``AsyncSession.append`` against ``Session.append``: what the worker-thread hop costs.
 
 Run: ``python tools/bench_agents.py [--turns N] [--repeat R]``. Prints a Markdown table
@@ -48,6 +48,10 @@ def turn_items(i: int) -> list[dict]:
     ]
 
 
+# a short conversation: three tool-using turns and the start of a fourth
+SMALL = [item for i in range(4) for item in turn_items(i)][:20]
+
+
 async def timed(n: int, op) -> float:
     t0 = time.perf_counter()
     for i in range(n):
@@ -73,8 +77,13 @@ async def run_case(work: Path, turns: int, rnd: int) -> dict[tuple[str, str], fl
         out[(f"get_items(), {6 * turns} items", name)] = await timed(5, lambda i, s=s: s.get_items())
         out[("get_items(limit=10)", name)] = await timed(200, lambda i, s=s: s.get_items(limit=10))
         got[name] = json.dumps(await s.get_items())
+        small = make("small")
+        await small.add_items(SMALL)
+        out[(f"get_items(), {len(SMALL)} items", name)] = await timed(200, lambda i, s=small: s.get_items())
+        got[name] += json.dumps(await small.get_items())
         if name == "SQLiteSession":
             s.close()
+            small.close()
     if got["SQLiteSession"] != got["EventStoreSession"]:  # the same work, or the figures mean nothing
         raise SystemExit("get_items differs between the two sessions")
     astore = AsyncEventStore(store)

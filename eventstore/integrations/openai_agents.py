@@ -53,14 +53,17 @@ from typing import Any
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
 from ..aio import AsyncEventStore, AsyncSession
+from ..backends.base import Backend
 from ..context import RETRACT, SYSTEM, TOOLS, retraction
 from ..errors import SeqConflict
-from ..store import Event, EventStore, Session
+from ..projection import loads as _loads
+from ..store import Event, EventStore
 
 __all__ = ["EventStoreSession", "item_events", "event_items"]
 
 ITEM = "responses/item"
-_ITEM_TYPES = ("user/message", "assistant/message", "tool/result", ITEM, RETRACT)
+_ITEM_TYPES = ["user/message", "assistant/message", "tool/result", ITEM, RETRACT]
+_ALL = 2**62  # a row limit that is no limit (every database binds it)
 
 def _async_store(store: EventStore | AsyncEventStore) -> AsyncEventStore:
     if isinstance(store, AsyncEventStore):
@@ -208,63 +211,93 @@ def _index(payload: dict, items: list[dict], i: int) -> int | None:
     return i
 
 
-class _Live:
-    """Reads a session's events newest first and keeps the items that no
-    ``context/retract`` took back: ``(seq, index, item)``, index None for an event's only
-    item or the position of the item in an event that holds several."""
+def _fill_user(payload: dict, item: dict) -> None:
+    item["content"] = payload.get("content")
 
-    def __init__(self):
-        self.whole: set[int] = set()
-        self.parts: set[tuple[int, int]] = set()
-        self.before = -1  # every event below this seq is retracted
-        self.done = False  # reached a clear: nothing older is live
 
-    def take(self, events_newest_first: list[Event], want: int | None) -> list[tuple[int, int | None, dict]]:
-        found = []
-        for e in events_newest_first:
-            if e.seq < self.before:
-                self.done = True
-                break
-            if e.type == RETRACT:
-                target, index, before = retraction(e.payload)
-                if before is not None:
-                    self.before = max(self.before, before)
-                if target is not None:
-                    if index is None:
-                        self.whole.add(target)
-                    else:
-                        self.parts.add((target, index))
-                continue
-            if e.seq in self.whole:
-                continue
-            items = _event_items(e.type, e.payload, _same)  # the payloads were parsed for this read
-            if len(items) == 1 and "responses_items" not in e.payload:
-                found.append((e.seq, None, items[0]))
+def _fill_assistant(payload: dict, item: dict) -> None:
+    content = item.get("content")
+    if content is None:
+        item["content"] = payload.get("content")
+    elif _single_text_part(content) and content[0].get("text") is None:
+        part = content[0]  # parsed for this read only: filled in place
+        part["text"] = payload.get("content")
+
+
+def _fill_result(payload: dict, item: dict) -> None:
+    item["call_id"], item["output"] = payload.get("tool_call_id"), payload.get("content")
+
+
+def _fill_nothing(payload: dict, item: dict) -> None:
+    pass
+
+
+# how the chat keys of an event go back into its stored item (``responses_item``), by type
+_FILL = {"user/message": _fill_user, "assistant/message": _fill_assistant, "tool/result": _fill_result}
+
+
+def _live(rows: list[tuple], want: int | None) -> tuple[list[tuple[int, int | None, dict]], bool]:
+    """The items of ``rows`` (``SessionEventRow`` of the item types, in seq order) that no
+    ``context/retract`` among them took back, newest first, as ``(seq, index, item)``
+    (index None for an event's only item, else the position of the item in an event that
+    holds several): all of them, or at least the newest ``want``. Also whether a clear
+    (``before_seq``) was reached, past which nothing older is live.
+
+    One pass, newest first: a retraction comes after what it takes back, so it is known
+    before its target is reached. The payloads are parsed in one call (the rows' texts
+    joined as a JSON array) and the items are built out of them in place."""
+    payloads = _loads("[" + ",".join([row[4] for row in rows]) + "]")
+    found: list[tuple[int, int | None, dict]] = []
+    whole: set[int] = set()
+    parts: set[tuple[int, int]] = set()
+    before = -1  # every event below this seq is retracted
+    fill = _FILL.get
+    for (seq, _, type_, _, _), payload in zip(reversed(rows), reversed(payloads), strict=True):
+        if seq < before:
+            return found, True
+        if type_ == RETRACT:
+            target, index, cut = retraction(payload)
+            if cut is not None:
+                before = max(before, cut)
+            if target is not None:
+                if index is None:
+                    whole.add(target)
+                else:
+                    parts.add((target, index))
+            continue
+        if whole and seq in whole:
+            continue
+        if "responses_items" not in payload and (item := payload.get("responses_item")) is not None:
+            fill(type_, _fill_nothing)(payload, item)  # the common case: the item stored with the event
+            found.append((seq, None, item))
+        else:
+            items = _event_items(type_, payload, _same)
+            if len(items) == 1 and "responses_items" not in payload:
+                found.append((seq, None, items[0]))
             else:
                 for i in reversed(range(len(items))):
-                    index = _index(e.payload, items, i)
-                    if index is None or (e.seq, index) not in self.parts:
-                        found.append((e.seq, index, items[i]))
-            if want is not None and len(found) >= want:
-                break
-        return found
+                    index = _index(payload, items, i)
+                    if index is None or (seq, index) not in parts:
+                        found.append((seq, index, items[i]))
+        if want is not None and len(found) >= want:
+            break
+    return found, False
 
 
-def _live_items(session: Session, want: int | None) -> tuple[list[tuple[int, int | None, dict]], int]:
-    """``(live items newest first, head)`` of ``session`` (see
-    :meth:`EventStoreSession._read_live`). With ``want``, reads backwards from the head in
-    growing windows of the item-bearing events: the cost follows ``want``, not the
-    length of the session."""
-    head = session.next_seq()
+def _live_items(backend: Backend, session_id: str,
+                want: int | None) -> tuple[list[tuple[int, int | None, dict]], int]:
+    """``(live items newest first, head)`` of the session (see
+    :meth:`EventStoreSession._read_live`): the head first, then the item-bearing events'
+    rows in one read. With ``want``, reads backwards from the head (the last-N index read)
+    in growing windows: the cost follows ``want``, not the length of the session."""
+    head = backend.next_seq(session_id)
     if want is None:
-        events = list(session.events(types=_ITEM_TYPES))
-        return _Live().take(events[::-1], None), head
-    window = max(16, 2 * want)
+        return _live(backend.session_events(session_id, -1, _ITEM_TYPES, _ALL), None)[0], head
+    window = want + 8  # room for a few retractions and the events they take back
     while True:
-        events = list(session.events(types=_ITEM_TYPES, last=window))
-        live = _Live()
-        found = live.take(events[::-1], want)
-        if len(found) >= want or live.done or len(events) < window:
+        rows = backend.session_events(session_id, -1, _ITEM_TYPES, window, last=True)
+        found, cleared = _live(rows, want)
+        if len(found) >= want or cleared or len(rows) < window:
             return found, head
         window *= 4
 
@@ -326,7 +359,7 @@ class EventStoreSession:
         head it read (before the items: a writer that comes in between makes the next
         write fail, never pass)."""
         s = await self._s()
-        found, head = await self._store._run(_live_items, s.sync, want)
+        found, head = await self._store._run(_live_items, self._store.sync.backend, s.id, want)
         self._head = head
         return found
 
