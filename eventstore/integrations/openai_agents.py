@@ -47,7 +47,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from itertools import compress, repeat
+from operator import and_, is_not, itemgetter, methodcaller, not_
 from typing import Any
 
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
@@ -284,15 +287,71 @@ def _live(rows: list[tuple], want: int | None) -> tuple[list[tuple[int, int | No
     return found, False
 
 
-def _live_items(backend: Backend, session_id: str,
-                want: int | None) -> tuple[list[tuple[int, int | None, dict]], int]:
-    """``(live items newest first, head)`` of the session (see
-    :meth:`EventStoreSession._read_live`): the head first, then the item-bearing events'
-    rows in one read. With ``want``, reads backwards from the head (the last-N index read)
-    in growing windows: the cost follows ``want``, not the length of the session."""
+_TYPE = itemgetter(2)
+_SKELETON = methodcaller("get", "responses_item")
+_HOLDS_SEVERAL = methodcaller("__contains__", "responses_items")
+_CONTENT = methodcaller("get", "content")
+_CALL_ID = methodcaller("get", "tool_call_id")
+
+
+def _set_all(items: Iterable[dict], key: str, values: Iterable) -> None:
+    deque(map(dict.__setitem__, items, repeat(key), values), 0)
+
+
+def _all_items(rows: list[tuple]) -> list[dict]:
+    """Every item of ``rows`` (``SessionEventRow`` of the item types, in seq order, no
+    ``context/retract`` among them), oldest first: what :func:`_live` gives, built a
+    column at a time. Each event's stored item (``responses_item``) gets its chat keys
+    back by type, in C loops (``map`` over ``dict.__setitem__``) rather than a Python
+    step per event; only the events that hold several items or none (function calls,
+    events of other code) and the assistant messages go through Python code."""
+    payloads = _loads("[" + ",".join([row[4] for row in rows]) + "]")
+    types = list(map(_TYPE, rows))
+    items = list(map(_SKELETON, payloads))
+    if any(several := list(map(_HOLDS_SEVERAL, payloads))):  # responses_items wins over responses_item
+        for i in compress(range(len(items)), several):
+            items[i] = None
+    stored = list(map(is_not, items, repeat(None)))
+
+    def of(type_: str) -> list[bool]:
+        return list(map(and_, map(type_.__eq__, types), stored))
+
+    user, result, assistant = of("user/message"), of("tool/result"), of("assistant/message")
+    _set_all(compress(items, user), "content", map(_CONTENT, compress(payloads, user)))
+    _set_all(compress(items, result), "call_id", map(_CALL_ID, compress(payloads, result)))
+    _set_all(compress(items, result), "output", map(_CONTENT, compress(payloads, result)))
+    for item, payload in zip(compress(items, assistant), compress(payloads, assistant), strict=True):
+        _fill_assistant(payload, item)
+    if all(stored):
+        return items
+    out: list[dict] = []
+    start = 0
+    for i in compress(range(len(items)), map(not_, stored)):
+        out += items[start:i]
+        out += _event_items(types[i], payloads[i], _same)
+        start = i + 1
+    out += items[start:]
+    return out
+
+
+def _session_items(backend: Backend, session_id: str) -> tuple[list[dict], int]:
+    """``(every live item oldest first, head)`` of the session: the head first, then the
+    item-bearing events' rows in one read (see :meth:`EventStoreSession._read_live`)."""
     head = backend.next_seq(session_id)
-    if want is None:
-        return _live(backend.session_events(session_id, -1, _ITEM_TYPES, _ALL), None)[0], head
+    rows = backend.session_events(session_id, -1, _ITEM_TYPES, _ALL)
+    if RETRACT not in map(_TYPE, rows):
+        return _all_items(rows), head
+    found = _live(rows, None)[0]
+    return [item for _, _, item in reversed(found)], head
+
+
+def _live_items(backend: Backend, session_id: str,
+                want: int) -> tuple[list[tuple[int, int | None, dict]], int]:
+    """``(at least the newest want live items, newest first, head)`` of the session (see
+    :meth:`EventStoreSession._read_live`): reads backwards from the head (the last-N
+    index read) in growing windows, so the cost follows ``want``, not the length of the
+    session."""
+    head = backend.next_seq(session_id)
     window = want + 8  # room for a few retractions and the events they take back
     while True:
         rows = backend.session_events(session_id, -1, _ITEM_TYPES, window, last=True)
@@ -353,15 +412,22 @@ class EventStoreSession:
                 self._head = stored[-1].seq + 1
         return stored
 
-    async def _read_live(self, want: int | None) -> list[tuple[int, int | None, dict]]:
-        """The live items, newest first: all when ``want`` is None, else at least the newest
-        ``want`` (fewer when the session has fewer). One worker-thread call; notes the
-        head it read (before the items: a writer that comes in between makes the next
-        write fail, never pass)."""
+    async def _read_live(self, want: int) -> list[tuple[int, int | None, dict]]:
+        """At least the newest ``want`` live items (fewer when the session has fewer), newest
+        first, as ``(seq, index, item)``. One worker-thread call; notes the head it read
+        (before the items: a writer that comes in between makes the next write fail, never
+        pass)."""
         s = await self._s()
         found, head = await self._store._run(_live_items, self._store.sync.backend, s.id, want)
         self._head = head
         return found
+
+    async def _read_all(self) -> list[dict]:
+        """Every live item, oldest first (as :meth:`_read_live`, one worker-thread call)."""
+        s = await self._s()
+        items, head = await self._store._run(_session_items, self._store.sync.backend, s.id)
+        self._head = head
+        return items
 
     # --- the Session protocol -------------------------------------------------------------
 
@@ -369,12 +435,11 @@ class EventStoreSession:
         """The items of the conversation, oldest first; with ``limit`` (or the settings'
         limit), only the newest ``limit`` (a read of the newest events, not the session)."""
         limit = resolve_session_limit(limit, self.session_settings)
-        if limit is not None and limit <= 0:
-            return [] if limit == 0 else [item for _, _, item in reversed(await self._read_live(None))]
-        found = await self._read_live(limit)
-        if limit is not None:
-            found = found[:limit]
-        return [item for _, _, item in reversed(found)]
+        if limit is None or limit < 0:
+            return await self._read_all()
+        if limit == 0:
+            return []
+        return [item for _, _, item in reversed((await self._read_live(limit))[:limit])]
 
     async def add_items(self, items: list[dict]) -> None:
         """Store ``items`` (Responses input items), all in one atomic append. The
