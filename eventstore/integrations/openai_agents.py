@@ -47,10 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
-from itertools import compress, repeat
-from operator import and_, is_not, itemgetter, methodcaller, not_
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
@@ -214,29 +211,14 @@ def _index(payload: dict, items: list[dict], i: int) -> int | None:
     return i
 
 
-def _fill_user(payload: dict, item: dict) -> None:
-    item["content"] = payload.get("content")
-
-
 def _fill_assistant(payload: dict, item: dict) -> None:
+    """Put the text of an ``assistant/message`` back into its stored item (parsed for
+    this read only: filled in place)."""
     content = item.get("content")
     if content is None:
         item["content"] = payload.get("content")
     elif _single_text_part(content) and content[0].get("text") is None:
-        part = content[0]  # parsed for this read only: filled in place
-        part["text"] = payload.get("content")
-
-
-def _fill_result(payload: dict, item: dict) -> None:
-    item["call_id"], item["output"] = payload.get("tool_call_id"), payload.get("content")
-
-
-def _fill_nothing(payload: dict, item: dict) -> None:
-    pass
-
-
-# how the chat keys of an event go back into its stored item (``responses_item``), by type
-_FILL = {"user/message": _fill_user, "assistant/message": _fill_assistant, "tool/result": _fill_result}
+        content[0]["text"] = payload.get("content")
 
 
 def _live(rows: list[tuple], want: int | None) -> tuple[list[tuple[int, int | None, dict]], bool]:
@@ -254,7 +236,7 @@ def _live(rows: list[tuple], want: int | None) -> tuple[list[tuple[int, int | No
     whole: set[int] = set()
     parts: set[tuple[int, int]] = set()
     before = -1  # every event below this seq is retracted
-    fill = _FILL.get
+    enough = _ALL if want is None else want
     for (seq, _, type_, _, _), payload in zip(reversed(rows), reversed(payloads), strict=True):
         if seq < before:
             return found, True
@@ -271,7 +253,13 @@ def _live(rows: list[tuple], want: int | None) -> tuple[list[tuple[int, int | No
         if whole and seq in whole:
             continue
         if "responses_items" not in payload and (item := payload.get("responses_item")) is not None:
-            fill(type_, _fill_nothing)(payload, item)  # the common case: the item stored with the event
+            # the common case: the item stored with the event gets its chat keys back
+            if type_ == "tool/result":
+                item["call_id"], item["output"] = payload.get("tool_call_id"), payload.get("content")
+            elif type_ == "user/message":
+                item["content"] = payload.get("content")
+            elif type_ == "assistant/message":
+                _fill_assistant(payload, item)
             found.append((seq, None, item))
         else:
             items = _event_items(type_, payload, _same)
@@ -282,66 +270,16 @@ def _live(rows: list[tuple], want: int | None) -> tuple[list[tuple[int, int | No
                     index = _index(payload, items, i)
                     if index is None or (seq, index) not in parts:
                         found.append((seq, index, items[i]))
-        if want is not None and len(found) >= want:
+        if len(found) >= enough:
             break
     return found, False
-
-
-_TYPE = itemgetter(2)
-_SKELETON = methodcaller("get", "responses_item")
-_HOLDS_SEVERAL = methodcaller("__contains__", "responses_items")
-_CONTENT = methodcaller("get", "content")
-_CALL_ID = methodcaller("get", "tool_call_id")
-
-
-def _set_all(items: Iterable[dict], key: str, values: Iterable) -> None:
-    deque(map(dict.__setitem__, items, repeat(key), values), 0)
-
-
-def _all_items(rows: list[tuple]) -> list[dict]:
-    """Every item of ``rows`` (``SessionEventRow`` of the item types, in seq order, no
-    ``context/retract`` among them), oldest first: what :func:`_live` gives, built a
-    column at a time. Each event's stored item (``responses_item``) gets its chat keys
-    back by type, in C loops (``map`` over ``dict.__setitem__``) rather than a Python
-    step per event; only the events that hold several items or none (function calls,
-    events of other code) and the assistant messages go through Python code."""
-    payloads = _loads("[" + ",".join([row[4] for row in rows]) + "]")
-    types = list(map(_TYPE, rows))
-    items = list(map(_SKELETON, payloads))
-    if any(several := list(map(_HOLDS_SEVERAL, payloads))):  # responses_items wins over responses_item
-        for i in compress(range(len(items)), several):
-            items[i] = None
-    stored = list(map(is_not, items, repeat(None)))
-
-    def of(type_: str) -> list[bool]:
-        return list(map(and_, map(type_.__eq__, types), stored))
-
-    user, result, assistant = of("user/message"), of("tool/result"), of("assistant/message")
-    _set_all(compress(items, user), "content", map(_CONTENT, compress(payloads, user)))
-    _set_all(compress(items, result), "call_id", map(_CALL_ID, compress(payloads, result)))
-    _set_all(compress(items, result), "output", map(_CONTENT, compress(payloads, result)))
-    for item, payload in zip(compress(items, assistant), compress(payloads, assistant), strict=True):
-        _fill_assistant(payload, item)
-    if all(stored):
-        return items
-    out: list[dict] = []
-    start = 0
-    for i in compress(range(len(items)), map(not_, stored)):
-        out += items[start:i]
-        out += _event_items(types[i], payloads[i], _same)
-        start = i + 1
-    out += items[start:]
-    return out
 
 
 def _session_items(backend: Backend, session_id: str) -> tuple[list[dict], int]:
     """``(every live item oldest first, head)`` of the session: the head first, then the
     item-bearing events' rows in one read (see :meth:`EventStoreSession._read_live`)."""
     head = backend.next_seq(session_id)
-    rows = backend.session_events(session_id, -1, _ITEM_TYPES, _ALL)
-    if RETRACT not in map(_TYPE, rows):
-        return _all_items(rows), head
-    found = _live(rows, None)[0]
+    found = _live(backend.session_events(session_id, -1, _ITEM_TYPES, _ALL), None)[0]
     return [item for _, _, item in reversed(found)], head
 
 
@@ -352,7 +290,7 @@ def _live_items(backend: Backend, session_id: str,
     index read) in growing windows, so the cost follows ``want``, not the length of the
     session."""
     head = backend.next_seq(session_id)
-    window = want + 8  # room for a few retractions and the events they take back
+    window = want + 2  # every event holds an item or more; room for a retraction and its target
     while True:
         rows = backend.session_events(session_id, -1, _ITEM_TYPES, window, last=True)
         found, cleared = _live(rows, want)
