@@ -243,6 +243,14 @@ class Backend(ABC):
         with ``last`` the last ones (still in seq order). One index read, no transaction left
         open."""
 
+    def session_payloads(self, session_id: str, types: list[str], limit: int,
+                         last: bool = False) -> list[tuple[int, str, str]]:
+        """``(seq, type, payload)`` of the events of ``session_id`` of ``types``, in seq
+        order, at most ``limit`` of them: the first ones, or with ``last`` the last ones.
+        :meth:`session_events` without the columns a reader of payloads does not need (the
+        Agents SDK session's read); one index read."""
+        return [(r[0], r[2], r[4]) for r in self.session_events(session_id, -1, types, limit, last)]
+
     @abstractmethod
     def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
         """``EventRow`` of every session with ``position > after_position``, in position

@@ -588,6 +588,15 @@ class SQLiteBackend(Backend):
             rows.reverse()
         return rows
 
+    def session_payloads(self, session_id: str, types: list[str], limit: int,
+                         last: bool = False) -> list[tuple[int, str, str]]:
+        sql = (f"SELECT seq, type, payload FROM events WHERE session_id = ? AND type IN ({','.join('?' * len(types))}) "
+               f"ORDER BY seq {'DESC' if last else ''} LIMIT {int(limit)}")
+        rows = self._read(sql, (session_id, *types))
+        if last:
+            rows.reverse()
+        return rows
+
     def events_after(self, after_position: int, limit: int) -> list[tuple[int, str, int, str, float, str]]:
         return self._read(_STORE_ROWS, (min(after_position, MAX_CURSOR), limit))
 

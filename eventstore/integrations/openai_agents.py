@@ -222,7 +222,7 @@ def _fill_assistant(payload: dict, item: dict) -> None:
 
 
 def _live(rows: list[tuple], want: int | None) -> tuple[list[tuple[int, int | None, dict]], bool]:
-    """The items of ``rows`` (``SessionEventRow`` of the item types, in seq order) that no
+    """The items of ``rows`` (``(seq, type, payload)`` of the item types, in seq order) that no
     ``context/retract`` among them took back, newest first, as ``(seq, index, item)``
     (index None for an event's only item, else the position of the item in an event that
     holds several): all of them, or at least the newest ``want``. Also whether a clear
@@ -231,13 +231,13 @@ def _live(rows: list[tuple], want: int | None) -> tuple[list[tuple[int, int | No
     One pass, newest first: a retraction comes after what it takes back, so it is known
     before its target is reached. The payloads are parsed in one call (the rows' texts
     joined as a JSON array) and the items are built out of them in place."""
-    payloads = _loads("[" + ",".join([row[4] for row in rows]) + "]")
+    payloads = _loads("[" + ",".join([row[2] for row in rows]) + "]")
     found: list[tuple[int, int | None, dict]] = []
     whole: set[int] = set()
     parts: set[tuple[int, int]] = set()
     before = -1  # every event below this seq is retracted
     enough = _ALL if want is None else want
-    for (seq, _, type_, _, _), payload in zip(reversed(rows), reversed(payloads), strict=True):
+    for (seq, type_, _), payload in zip(reversed(rows), reversed(payloads), strict=True):
         if seq < before:
             return found, True
         if type_ == RETRACT:
@@ -279,7 +279,7 @@ def _session_items(backend: Backend, session_id: str) -> tuple[list[dict], int]:
     """``(every live item oldest first, head)`` of the session: the head first, then the
     item-bearing events' rows in one read (see :meth:`EventStoreSession._read_live`)."""
     head = backend.next_seq(session_id)
-    found = _live(backend.session_events(session_id, -1, _ITEM_TYPES, _ALL), None)[0]
+    found = _live(backend.session_payloads(session_id, _ITEM_TYPES, _ALL), None)[0]
     return [item for _, _, item in reversed(found)], head
 
 
@@ -292,7 +292,7 @@ def _live_items(backend: Backend, session_id: str,
     head = backend.next_seq(session_id)
     window = want + 2  # every event holds an item or more; room for a retraction and its target
     while True:
-        rows = backend.session_events(session_id, -1, _ITEM_TYPES, window, last=True)
+        rows = backend.session_payloads(session_id, _ITEM_TYPES, window, last=True)
         found, cleared = _live(rows, want)
         if len(found) >= want or cleared or len(rows) < window:
             return found, head
