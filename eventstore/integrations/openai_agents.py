@@ -221,18 +221,19 @@ def _fill_assistant(payload: dict, item: dict) -> None:
         content[0]["text"] = payload.get("content")
 
 
-def _live(rows: list[tuple], want: int | None) -> tuple[list[tuple[int, int | None, dict]], bool]:
+def _live(rows: list[tuple], want: int | None, keyed: bool = True) -> tuple[list, bool]:
     """The items of ``rows`` (``(seq, type, payload)`` of the item types, in seq order) that no
     ``context/retract`` among them took back, newest first, as ``(seq, index, item)``
     (index None for an event's only item, else the position of the item in an event that
-    holds several): all of them, or at least the newest ``want``. Also whether a clear
-    (``before_seq``) was reached, past which nothing older is live.
+    holds several), or only the items without ``keyed``: all of them, or at least the
+    newest ``want``. Also whether a clear (``before_seq``) was reached, past which
+    nothing older is live.
 
     One pass, newest first: a retraction comes after what it takes back, so it is known
     before its target is reached. The payloads are parsed in one call (the rows' texts
     joined as a JSON array) and the items are built out of them in place."""
     payloads = _loads("[" + ",".join([row[2] for row in rows]) + "]")
-    found: list[tuple[int, int | None, dict]] = []
+    found: list = []
     whole: set[int] = set()
     parts: set[tuple[int, int]] = set()
     before = -1  # every event below this seq is retracted
@@ -260,16 +261,16 @@ def _live(rows: list[tuple], want: int | None) -> tuple[list[tuple[int, int | No
                 item["content"] = payload.get("content")
             elif type_ == "assistant/message":
                 _fill_assistant(payload, item)
-            found.append((seq, None, item))
+            found.append((seq, None, item) if keyed else item)
         else:
             items = _event_items(type_, payload, _same)
             if len(items) == 1 and "responses_items" not in payload:
-                found.append((seq, None, items[0]))
+                found.append((seq, None, items[0]) if keyed else items[0])
             else:
                 for i in reversed(range(len(items))):
                     index = _index(payload, items, i)
                     if index is None or (seq, index) not in parts:
-                        found.append((seq, index, items[i]))
+                        found.append((seq, index, items[i]) if keyed else items[i])
         if len(found) >= enough:
             break
     return found, False
@@ -279,8 +280,9 @@ def _session_items(backend: Backend, session_id: str) -> tuple[list[dict], int]:
     """``(every live item oldest first, head)`` of the session: the head first, then the
     item-bearing events' rows in one read (see :meth:`EventStoreSession._read_live`)."""
     head = backend.next_seq(session_id)
-    found = _live(backend.session_payloads(session_id, _ITEM_TYPES, _ALL), None)[0]
-    return [item for _, _, item in reversed(found)], head
+    items = _live(backend.session_payloads(session_id, _ITEM_TYPES, _ALL), None, keyed=False)[0]
+    items.reverse()
+    return items, head
 
 
 def _live_items(backend: Backend, session_id: str,
