@@ -63,7 +63,7 @@ __all__ = ["EventStoreSession", "item_events", "event_items"]
 
 ITEM = "responses/item"
 _ITEM_TYPES = ["user/message", "assistant/message", "tool/result", ITEM, RETRACT]
-_ALL = 2**62  # a row limit that is no limit (every database binds it)
+_ALL = 2**62  # more items than any read holds
 
 def _async_store(store: EventStore | AsyncEventStore) -> AsyncEventStore:
     if isinstance(store, AsyncEventStore):
@@ -277,10 +277,10 @@ def _live(rows: list[tuple], want: int | None, keyed: bool = True) -> tuple[list
 
 
 def _session_items(backend: Backend, session_id: str) -> tuple[list[dict], int]:
-    """``(every live item oldest first, head)`` of the session: the head first, then the
-    item-bearing events' rows in one read (see :meth:`EventStoreSession._read_live`)."""
-    head = backend.next_seq(session_id)
-    items = _live(backend.session_payloads(session_id, _ITEM_TYPES, _ALL), None, keyed=False)[0]
+    """``(every live item oldest first, head)`` of the session: the item-bearing events'
+    rows and the head in one read (see :meth:`EventStoreSession._read_live`)."""
+    head, rows = backend.session_payloads(session_id, _ITEM_TYPES)
+    items = _live(rows, None, keyed=False)[0]
     items.reverse()
     return items, head
 
@@ -291,10 +291,9 @@ def _live_items(backend: Backend, session_id: str,
     :meth:`EventStoreSession._read_live`): reads backwards from the head (the last-N
     index read) in growing windows, so the cost follows ``want``, not the length of the
     session."""
-    head = backend.next_seq(session_id)
     window = want + 2  # every event holds an item or more; room for a retraction and its target
     while True:
-        rows = backend.session_payloads(session_id, _ITEM_TYPES, window, last=True)
+        head, rows = backend.session_payloads(session_id, _ITEM_TYPES, window, last=True)
         found, cleared = _live(rows, want)
         if len(found) >= want or cleared or len(rows) < window:
             return found, head
