@@ -291,7 +291,7 @@ def _live_items(backend: Backend, session_id: str,
     :meth:`EventStoreSession._read_live`): reads backwards from the head (the last-N
     index read) in growing windows, so the cost follows ``want``, not the length of the
     session."""
-    window = want + 2  # every event holds an item or more; room for a retraction and its target
+    window = want + 2  # an event holds one item or more; room for a retraction and its target
     while True:
         head, rows = backend.session_payloads(session_id, _ITEM_TYPES, window, last=True)
         found, cleared = _live(rows, want)
@@ -353,9 +353,8 @@ class EventStoreSession:
 
     async def _read_live(self, want: int) -> list[tuple[int, int | None, dict]]:
         """At least the newest ``want`` live items (fewer when the session has fewer), newest
-        first, as ``(seq, index, item)``. One worker-thread call; notes the head it read
-        (before the items: a writer that comes in between makes the next write fail, never
-        pass)."""
+        first, as ``(seq, index, item)``. One worker-thread call; notes the head read with
+        the items (one snapshot: a writer that comes after it makes the next write fail)."""
         s = await self._s()
         found, head = await self._store._run(_live_items, self._store.sync.backend, s.id, want)
         self._head = head
