@@ -81,3 +81,24 @@ def test_every_code_is_documented():
     schema_md = (PACKAGE.parent / "docs" / "schema.md").read_text(encoding="utf-8")
     for code in base.CODES:
         assert f"`{code}`" in schema_md, code
+
+
+def test_session_payloads_are_the_columns_of_session_events_and_the_head(store):
+    """Both backends' one-statement read and the base class's (``next_seq``, then
+    ``session_events``) agree."""
+    s = store.create_session("p")
+    for i in range(7):
+        s.append("user/message" if i % 3 else "note/x", {"content": str(i), "n": i})
+    store.create_session("other").append("user/message", {"content": "not mine"})
+    store.create_session("empty")
+    b = store.backend
+    for types in (["user/message"], ["user/message", "note/x"], ["nothing/here"]):
+        for limit, last in ((None, False), (100, False), (3, False), (3, True), (0, True)):
+            got = b.session_payloads("p", types, limit, last)
+            assert got == base.Backend.session_payloads(b, "p", types, limit, last)
+            rows = b.session_events("p", -1, types, 2**62 if limit is None else limit, last)
+            assert got == (7, [(r[0], r[2], r[4]) for r in rows])
+    assert [seq for seq, _, _ in b.session_payloads("p", ["user/message"], 3, last=True)[1]] == [2, 4, 5]
+    assert b.session_payloads("p", ["user/message"], 2)[1][0] == (1, "user/message", '{"content":"1","n":1}')
+    assert b.session_payloads("empty", ["user/message"]) == (0, [])
+    assert b.session_payloads("nobody", ["user/message"], 5, last=True) == (0, [])

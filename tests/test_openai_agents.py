@@ -260,3 +260,42 @@ def test_a_failed_tool_call_is_stored_with_is_error(store):
         assert rows == [("call_bad", 1), ("call_ok", 0)]
 
     asyncio.run(main())
+
+
+def _tool_turn(i: int) -> list[dict]:
+    """A turn whose function calls share one event: more items than events."""
+    return [{"content": f"q{i}", "role": "user"},
+            {"arguments": "{}", "call_id": f"a{i}", "name": "f", "type": "function_call", "id": f"fa{i}", "status": "completed"},
+            {"arguments": "{}", "call_id": f"b{i}", "name": "g", "type": "function_call", "id": f"fb{i}", "status": "completed"},
+            {"call_id": f"a{i}", "output": "1", "type": "function_call_output"},
+            {"call_id": f"b{i}", "output": "2", "type": "function_call_output"},
+            {"id": f"m{i}", "content": [{"annotations": [], "text": f"t{i}", "type": "output_text", "logprobs": []}],
+             "role": "assistant", "status": "completed", "type": "message"}]
+
+
+def test_reads_after_retractions_match_sqlite_session_at_every_limit(store):
+    async def main():
+        ours, theirs = EventStoreSession("r", store), SQLiteSession("r")
+
+        async def same():
+            everything = await theirs.get_items()
+            assert _as_json(await ours.get_items()) == _as_json(everything)
+            for limit in range(1, len(everything) + 2):
+                assert _as_json(await ours.get_items(limit=limit)) == _as_json(await theirs.get_items(limit=limit))
+
+        for i in range(4):
+            for s in (ours, theirs):
+                await s.add_items(_tool_turn(i))
+        await same()
+        for _ in range(3):  # the message, the outputs: then one call of an event of two
+            assert await ours.pop_item() == await theirs.pop_item()
+        await same()
+        for s in (ours, theirs):
+            await s.clear_session()
+        assert await ours.get_items() == []
+        for s in (ours, theirs):
+            await s.add_items(_tool_turn(9))
+        assert await ours.pop_item() == await theirs.pop_item()
+        await same()
+        theirs.close()
+    asyncio.run(main())

@@ -465,6 +465,16 @@ class PostgresBackend(Backend):
             sql = f"SELECT seq, position, type, ts, payload FROM events WHERE {where} ORDER BY seq LIMIT %s"
         return [tuple(r) for r in self._read(sql, (*params, limit))]
 
+    def session_payloads(self, session_id: str, types: list[str], limit: int | None = None,
+                         last: bool = False) -> tuple[int, list[tuple[int, str, str]]]:
+        # the head comes as a last row (its seq is past every event's; no row has a NULL type)
+        found = [tuple(r) for r in self._read(
+            "(SELECT seq, type, payload FROM events WHERE session_id = %(s)s AND type = ANY(%(t)s) "
+            f"ORDER BY seq {'DESC' if last else ''} LIMIT %(n)s) "  # LIMIT NULL: all
+            "UNION ALL SELECT coalesce(max(seq) + 1, 0), NULL, NULL FROM events WHERE session_id = %(s)s ORDER BY 1",
+            {"s": session_id, "t": list(types), "n": limit})]
+        return found.pop()[0], found
+
     def events_after(self, after_position: int, limit: int,
                      dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
         return [tuple(r) for r in self._read(_STORE_ROWS, (after_position, list(dead_owners), limit))]

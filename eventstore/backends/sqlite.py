@@ -605,6 +605,17 @@ class SQLiteBackend(Backend):
             rows.reverse()
         return rows
 
+    def session_payloads(self, session_id: str, types: list[str], limit: int | None = None,
+                         last: bool = False) -> tuple[int, list[tuple[int, str, str]]]:
+        # the head comes as a last row (its seq is past every event's; no row has a NULL type)
+        marks = ",".join(f"?{i}" for i in range(2, len(types) + 2))
+        rows = f"SELECT seq, type, payload FROM events WHERE session_id = ?1 AND type IN ({marks})"
+        if limit is not None:
+            rows = f"SELECT * FROM ({rows} ORDER BY seq {'DESC' if last else ''} LIMIT {int(limit)})"
+        found = self._read(f"{rows} UNION ALL SELECT coalesce(max(seq) + 1, 0), NULL, NULL FROM events "
+                           "WHERE session_id = ?1 ORDER BY 1", (session_id, *types))
+        return found.pop()[0], found
+
     def events_after(self, after_position: int, limit: int,
                      dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
         return self._read(_STORE_ROWS, (min(after_position, MAX_CURSOR), _owners(dead_owners), limit))

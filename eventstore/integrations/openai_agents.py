@@ -53,14 +53,17 @@ from typing import Any
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
 from ..aio import AsyncEventStore, AsyncSession
+from ..backends.base import Backend
 from ..context import RETRACT, SYSTEM, TOOLS, retraction
 from ..errors import SeqConflict
-from ..store import Event, EventStore, Session
+from ..projection import loads as _loads
+from ..store import Event, EventStore
 
 __all__ = ["EventStoreSession", "item_events", "event_items"]
 
 ITEM = "responses/item"
-_ITEM_TYPES = ("user/message", "assistant/message", "tool/result", ITEM, RETRACT)
+_ITEM_TYPES = ["user/message", "assistant/message", "tool/result", ITEM, RETRACT]
+_ALL = 2**62  # more items than any read holds
 
 def _async_store(store: EventStore | AsyncEventStore) -> AsyncEventStore:
     if isinstance(store, AsyncEventStore):
@@ -208,63 +211,91 @@ def _index(payload: dict, items: list[dict], i: int) -> int | None:
     return i
 
 
-class _Live:
-    """Reads a session's events newest first and keeps the items that no
-    ``context/retract`` took back: ``(seq, index, item)``, index None for an event's only
-    item or the position of the item in an event that holds several."""
+def _fill_assistant(payload: dict, item: dict) -> None:
+    """Put the text of an ``assistant/message`` back into its stored item (parsed for
+    this read only: filled in place)."""
+    content = item.get("content")
+    if content is None:
+        item["content"] = payload.get("content")
+    elif _single_text_part(content) and content[0].get("text") is None:
+        content[0]["text"] = payload.get("content")
 
-    def __init__(self):
-        self.whole: set[int] = set()
-        self.parts: set[tuple[int, int]] = set()
-        self.before = -1  # every event below this seq is retracted
-        self.done = False  # reached a clear: nothing older is live
 
-    def take(self, events_newest_first: list[Event], want: int | None) -> list[tuple[int, int | None, dict]]:
-        found = []
-        for e in events_newest_first:
-            if e.seq < self.before:
-                self.done = True
-                break
-            if e.type == RETRACT:
-                target, index, before = retraction(e.payload)
-                if before is not None:
-                    self.before = max(self.before, before)
-                if target is not None:
-                    if index is None:
-                        self.whole.add(target)
-                    else:
-                        self.parts.add((target, index))
-                continue
-            if e.seq in self.whole:
-                continue
-            items = _event_items(e.type, e.payload, _same)  # the payloads were parsed for this read
-            if len(items) == 1 and "responses_items" not in e.payload:
-                found.append((e.seq, None, items[0]))
+def _live(rows: list[tuple], want: int | None, keyed: bool = True) -> tuple[list, bool]:
+    """The items of ``rows`` (``(seq, type, payload)`` of the item types, in seq order) that no
+    ``context/retract`` among them took back, newest first, as ``(seq, index, item)``
+    (index None for an event's only item, else the position of the item in an event that
+    holds several), or only the items without ``keyed``: all of them, or at least the
+    newest ``want``. Also whether a clear (``before_seq``) was reached, past which
+    nothing older is live.
+
+    One pass, newest first: a retraction comes after what it takes back, so it is known
+    before its target is reached. The payloads are parsed in one call (the rows' texts
+    joined as a JSON array) and the items are built out of them in place."""
+    payloads = _loads("[" + ",".join([row[2] for row in rows]) + "]")
+    found: list = []
+    whole: set[int] = set()
+    parts: set[tuple[int, int]] = set()
+    before = -1  # every event below this seq is retracted
+    enough = _ALL if want is None else want
+    for (seq, type_, _), payload in zip(reversed(rows), reversed(payloads), strict=True):
+        if seq < before:
+            return found, True
+        if type_ == RETRACT:
+            target, index, cut = retraction(payload)
+            if cut is not None:
+                before = max(before, cut)
+            if target is not None:
+                if index is None:
+                    whole.add(target)
+                else:
+                    parts.add((target, index))
+            continue
+        if whole and seq in whole:
+            continue
+        if "responses_items" not in payload and (item := payload.get("responses_item")) is not None:
+            # the common case: the item stored with the event gets its chat keys back
+            if type_ == "tool/result":
+                item["call_id"], item["output"] = payload.get("tool_call_id"), payload.get("content")
+            elif type_ == "user/message":
+                item["content"] = payload.get("content")
+            elif type_ == "assistant/message":
+                _fill_assistant(payload, item)
+            found.append((seq, None, item) if keyed else item)
+        else:
+            items = _event_items(type_, payload, _same)
+            if len(items) == 1 and "responses_items" not in payload:
+                found.append((seq, None, items[0]) if keyed else items[0])
             else:
                 for i in reversed(range(len(items))):
-                    index = _index(e.payload, items, i)
-                    if index is None or (e.seq, index) not in self.parts:
-                        found.append((e.seq, index, items[i]))
-            if want is not None and len(found) >= want:
-                break
-        return found
+                    index = _index(payload, items, i)
+                    if index is None or (seq, index) not in parts:
+                        found.append((seq, index, items[i]) if keyed else items[i])
+        if len(found) >= enough:
+            break
+    return found, False
 
 
-def _live_items(session: Session, want: int | None) -> tuple[list[tuple[int, int | None, dict]], int]:
-    """``(live items newest first, head)`` of ``session`` (see
-    :meth:`EventStoreSession._read_live`). With ``want``, reads backwards from the head in
-    growing windows of the item-bearing events: the cost follows ``want``, not the
-    length of the session."""
-    head = session.next_seq()
-    if want is None:
-        events = list(session.events(types=_ITEM_TYPES))
-        return _Live().take(events[::-1], None), head
-    window = max(16, 2 * want)
+def _session_items(backend: Backend, session_id: str) -> tuple[list[dict], int]:
+    """``(every live item oldest first, head)`` of the session: the item-bearing events'
+    rows and the head in one read (see :meth:`EventStoreSession._read_live`)."""
+    head, rows = backend.session_payloads(session_id, _ITEM_TYPES)
+    items = _live(rows, None, keyed=False)[0]
+    items.reverse()
+    return items, head
+
+
+def _live_items(backend: Backend, session_id: str,
+                want: int) -> tuple[list[tuple[int, int | None, dict]], int]:
+    """``(at least the newest want live items, newest first, head)`` of the session (see
+    :meth:`EventStoreSession._read_live`): reads backwards from the head (the last-N
+    index read) in growing windows, so the cost follows ``want``, not the length of the
+    session."""
+    window = want + 2  # an event holds one item or more; room for a retraction and its target
     while True:
-        events = list(session.events(types=_ITEM_TYPES, last=window))
-        live = _Live()
-        found = live.take(events[::-1], want)
-        if len(found) >= want or live.done or len(events) < window:
+        head, rows = backend.session_payloads(session_id, _ITEM_TYPES, window, last=True)
+        found, cleared = _live(rows, want)
+        if len(found) >= want or cleared or len(rows) < window:
             return found, head
         window *= 4
 
@@ -320,15 +351,21 @@ class EventStoreSession:
                 self._head = stored[-1].seq + 1
         return stored
 
-    async def _read_live(self, want: int | None) -> list[tuple[int, int | None, dict]]:
-        """The live items, newest first: all when ``want`` is None, else at least the newest
-        ``want`` (fewer when the session has fewer). One worker-thread call; notes the
-        head it read (before the items: a writer that comes in between makes the next
-        write fail, never pass)."""
+    async def _read_live(self, want: int) -> list[tuple[int, int | None, dict]]:
+        """At least the newest ``want`` live items (fewer when the session has fewer), newest
+        first, as ``(seq, index, item)``. One worker-thread call; notes the head read with
+        the items (one snapshot: a writer that comes after it makes the next write fail)."""
         s = await self._s()
-        found, head = await self._store._run(_live_items, s.sync, want)
+        found, head = await self._store._run(_live_items, self._store.sync.backend, s.id, want)
         self._head = head
         return found
+
+    async def _read_all(self) -> list[dict]:
+        """Every live item, oldest first (as :meth:`_read_live`, one worker-thread call)."""
+        s = await self._s()
+        items, head = await self._store._run(_session_items, self._store.sync.backend, s.id)
+        self._head = head
+        return items
 
     # --- the Session protocol -------------------------------------------------------------
 
@@ -336,12 +373,11 @@ class EventStoreSession:
         """The items of the conversation, oldest first; with ``limit`` (or the settings'
         limit), only the newest ``limit`` (a read of the newest events, not the session)."""
         limit = resolve_session_limit(limit, self.session_settings)
-        if limit is not None and limit <= 0:
-            return [] if limit == 0 else [item for _, _, item in reversed(await self._read_live(None))]
-        found = await self._read_live(limit)
-        if limit is not None:
-            found = found[:limit]
-        return [item for _, _, item in reversed(found)]
+        if limit is None or limit < 0:
+            return await self._read_all()
+        if limit == 0:
+            return []
+        return [item for _, _, item in reversed((await self._read_live(limit))[:limit])]
 
     async def add_items(self, items: list[dict]) -> None:
         """Store ``items`` (Responses input items), all in one atomic append. The
