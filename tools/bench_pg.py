@@ -22,6 +22,12 @@ round so background load hits them alike):
   prepared beforehand: raw does less work).
 * ``writers``: 8 processes each appending to a session of its own, against 1 process:
   events per second and the p50/p99 latency of one append.
+* ``peers`` (skipped with ``--no-peers``): the OpenAI Agents SDK's ``SQLAlchemySession`` and
+  Google ADK's ``DatabaseSessionService`` on the same server (a database each, asyncpg):
+  single appends of chat messages into a session of 1,000 (``Session.append``,
+  ``add_items([item])``, ``append_event``), batches of 100 (``append_many``, ``add_items``;
+  ADK has no batch form), and reading a session of 1,000 back (``events()`` and
+  ``derive_messages()``, ``get_items()``, ``get_session()``).
 
 The server's settings are printed with the results (docs/benchmarks.md keeps them).
 """
