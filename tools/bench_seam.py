@@ -11,8 +11,10 @@ median over the rounds for before and after, the range (min to max of the rounds
 after / before (below 1: after is faster). The raw sqlite3 rows are the control: their code
 is the same in both trees, so their before/after spread is the noise of the run.
 
-``--icount`` also counts instructions per event of ``append_many`` with each tree's
-``tools/batch_icount.py --only eventstore`` under valgrind (load-independent).
+``--icount`` also counts instructions (load-independent) under valgrind, with each tree's own
+tools: per event of ``append_many`` (``tools/batch_icount.py --only eventstore --batches
+50``) and per single ``Session.append`` (``tools/append_variants.py --only api``, 2,000
+appends minus 0, into a session of 1,000). ``--rounds 0 --icount`` counts only.
 
 Usage (from the repository root)::
 
@@ -77,6 +79,23 @@ def icount(tree: Path, batches: int) -> int:
     return int(m.group(1).replace(",", ""))
 
 
+def icount_append(tree: Path, n: int = 2000) -> int:
+    """Instructions of one ``Session.append``, from ``tree``'s tools/append_variants.py
+    under callgrind: (``n`` appends minus 0) / ``n``."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+    total = []
+    for count in (0, n):
+        with tempfile.TemporaryDirectory(prefix="seam-icount-") as tmp:
+            proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                                   str(tree / "tools" / "append_variants.py"), "--only", "api", "-n", str(count),
+                                   "--prefill", "1000"], cwd=tmp, env=env, capture_output=True, text=True)
+        m = re.search(r"Collected : (\d+)", proc.stderr)
+        if proc.returncode != 0 or m is None:
+            raise SystemExit(f"append_variants.py in {tree} failed under valgrind:\n{proc.stderr[-2000:]}")
+        total.append(int(m.group(1)))
+    return (total[1] - total[0]) // n
+
+
 def fmt(s: float) -> str:
     return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} µs"
 
@@ -94,6 +113,7 @@ def main() -> int:
     a = ap.parse_args()
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     counts: dict[str, list[int]] = {"before": [], "after": []}
+    single: dict[str, list[int]] = {"before": [], "after": []}
     with ExitStack() as stack:
         trees = {"before": checkout(stack, a.before), "after": checkout(stack, a.after) if a.after else ROOT}
         revs = {k: subprocess.run(["git", "-C", str(t), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -110,14 +130,16 @@ def main() -> int:
                 for k in (("before", "after") if i % 2 == 0 else ("after", "before")):
                     print(f"icount {i + 1}/{a.icount_runs}: {k} ...", file=sys.stderr, flush=True)
                     counts[k].append(icount(trees[k], 50))
+                    single[k].append(icount_append(trees[k]))
         load1 = os.getloadavg()[0]
-    keys = [k for k in runs["before"][0] if all(k in r for r in runs["before"] + runs["after"])]
+    keys = [k for k in runs["before"][0] if all(k in r for r in runs["before"] + runs["after"])] if a.rounds else []
     print(f"`python tools/bench_seam.py {' '.join(sys.argv[1:])}`\n")
     print(f"before: {revs['before']}, after: {revs['after']}; {a.rounds} rounds of each, alternated; "
           f"bench.py {' '.join(a.bench_args)}; load average {load0:.2f} at start, {load1:.2f} at end\n")
-    print("| workload | case | system | before (median) | before (range) | after (median) | after (range) "
-          "| after / before |")
-    print("|---|---|---|---|---|---|---|---|")
+    if keys:
+        print("| workload | case | system | before (median) | before (range) | after (median) | after (range) "
+              "| after / before |")
+        print("|---|---|---|---|---|---|---|---|")
     for key in keys:
         b = [r[key] for r in runs["before"]]
         f = [r[key] for r in runs["after"]]
@@ -125,14 +147,16 @@ def main() -> int:
         print(f"| {key[0]} | {key[1]} | {key[2]} | {fmt(mb)} | {fmt(min(b))} to {fmt(max(b))} | {fmt(mf)} "
               f"| {fmt(min(f))} to {fmt(max(f))} | {mf / mb:.2f}x |")
     if a.icount:
-        print("\n| append_many, batches of 100 (`tools/batch_icount.py --only eventstore --batches 50`) "
-              "| before | after | after / before |")
-        print("|---|---|---|---|")
-        cb, ca = statistics.median(counts["before"]), statistics.median(counts["after"])
-        print(f"| instructions per event (runs: {', '.join(f'{c:,}' for c in counts['before'])} before; "
-              f"{', '.join(f'{c:,}' for c in counts['after'])} after) | {cb:,.0f} | {ca:,.0f} | {ca / cb:.3f}x |")
+        print("\n| instructions (callgrind), median of the runs | before | after | after / before | runs |")
+        print("|---|---|---|---|---|")
+        for label, got in (("per event of append_many, batches of 100 (`batch_icount.py`)", counts),
+                           ("per single Session.append, session of 1,000 (`append_variants.py --only api`)", single)):
+            cb, ca = statistics.median(got["before"]), statistics.median(got["after"])
+            print(f"| {label} | {cb:,.0f} | {ca:,.0f} | {ca / cb:.3f}x | {', '.join(f'{c:,}' for c in got['before'])} "
+                  f"before; {', '.join(f'{c:,}' for c in got['after'])} after |")
     if a.json:
         Path(a.json).write_text(json.dumps({"revs": revs, "args": a.bench_args, "icount": counts,
+                                            "icount_append": single,
                                             "runs": {k: [[list(key) + [v] for key, v in r.items()] for r in rs]
                                                      for k, rs in runs.items()}}, indent=1) + "\n")
     return 0
