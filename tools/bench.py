@@ -800,7 +800,8 @@ def bench_batch(rep: Report, a, work: Path, loop) -> None:
     systems: dict[str, Callable[[], float]] = {ES: es_block, RAW: raw_block}
     notes = {ES: "append_many", RAW: "executemany in BEGIN IMMEDIATE ... COMMIT",
              REF: "n/a: the reference saves per append",
-             ADK: "n/a: no batch form (append_event only)" if AdkPeer.available or not a.peers else AdkPeer.note}
+             ADK: "skipped: --no-peers" if not a.peers else
+             "n/a: no batch form (append_event only)" if AdkPeer.available else AdkPeer.note}
     agents = evsrc = None
     if a.peers and AgentsPeer.available:
         agents = AgentsPeer(folder / "agents.db", sid, loop, a.peer_defaults)
