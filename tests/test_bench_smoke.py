@@ -83,3 +83,71 @@ def test_bench_search_runs_small(tmp_path: Path):
     assert len(rows) == 9 and all(" ms |" in r for r in rows)
     assert "| messages |" in proc.stdout and "| assistant/chunk |" in proc.stdout
     assert "indexed by the first search" in proc.stdout
+
+
+def _tools_module(name: str):
+    import importlib
+
+    sys.path[:0] = [str(ROOT / "tools")]
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+
+
+def test_bench_pg_peers_store_and_read_back_every_event(pg_url: str):
+    """bench_pg's peers workload on a real server: every system reads back the session it
+    filled (1 round of tiny sizes; no figure is asserted beyond being a positive time)."""
+    import pytest
+    pytest.importorskip("agents")
+    pytest.importorskip("google.adk")
+    pytest.importorskip("asyncpg")
+    res = _tools_module("bench_pg").bench_peers(pg_url, n=3, batches=1, reads=1, rounds=1, events=20)
+    assert res["skipped"] == {}
+    assert res["checks"] == {"eventstore": 20, "eventstore messages": 20, "agents": 20, "adk": 20}
+    assert set(res["append"]) == {"eventstore", "agents", "adk"} and set(res["batch"]) == {"eventstore", "agents"}
+    assert all(v > 0 for w in ("append", "batch", "read") for v in res[w].values())
+
+
+def test_bench_adk_sqlite_peer_appends_and_reads_back(tmp_path: Path):
+    """bench.py's ADK peer on SQLite: filled events, timed appends and get_session agree."""
+    import asyncio
+
+    import pytest
+    pytest.importorskip("google.adk")
+    pytest.importorskip("aiosqlite")
+    bench = _tools_module("bench")
+    loop = asyncio.new_event_loop()
+    peer = bench.AdkPeer(tmp_path / "adk.db", "s", loop, shipped=False)
+    try:
+        peer.fill(list(bench.projection_events(8, 0)))
+        assert peer.time_appends([("assistant/chunk", bench.chunk(i)) for i in range(3)]) > 0
+        _dt, n = peer.time_get_session()
+        assert n == 11
+    finally:
+        peer.close()
+        loop.close()
+
+
+def test_bench_seam_compares_two_commits(tmp_path: Path):
+    """tools/bench_seam.py runs bench.py of the commit before the seam and of this checkout,
+    alternated, and tables both; its temporary worktree is gone afterwards."""
+    import pytest
+    if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", "c921bc0^{commit}"]).returncode != 0:
+        pytest.skip("c921bc0 is not in this clone (shallow?)")
+
+    def seam_trees() -> set[str]:
+        out = subprocess.run(["git", "-C", str(ROOT), "worktree", "list", "--porcelain"], capture_output=True,
+                             text=True).stdout
+        return {line for line in out.splitlines() if line.startswith("worktree ") and "bench-seam-" in line}
+
+    before = seam_trees()
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_seam.py"), "--rounds", "2", "--",
+                           "--quick", "--no-peers", "--only", "batch"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| Batched appends")]
+    assert {r.split(" | ")[2] for r in rows} == {"eventstore", "raw sqlite3"}
+    assert all(r.endswith("x |") for r in rows)
+    assert proc.stderr.count("before (c921bc0)") == 2 and proc.stderr.count("after (") == 2
+    assert seam_trees() <= before

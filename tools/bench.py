@@ -20,7 +20,8 @@ repetition so background load hits them alike; each figure is the **minimum** ov
   appends at most is timed at each size, from a file reset to the size each repetition;
   ``ref.mjs bench-append N`` itself is run at the smallest size as a cross-check); the
   OpenAI Agents SDK ``SQLiteSession.add_items`` (one item per
-  call); the ``eventsourcing`` library's ``SQLiteApplicationRecorder.insert_events`` (one
+  call); Google ADK's ``DatabaseSessionService.append_event`` (one ``Event`` per call, over
+  aiosqlite); the ``eventsourcing`` library's ``SQLiteApplicationRecorder.insert_events`` (one
   event per call).
 * ``batch``: ``Session.append_many`` of 100 events vs raw ``executemany`` of 100 in one
   transaction (and the peers' own batch calls).
@@ -30,7 +31,8 @@ repetition so background load hits them alike; each figure is the **minimum** ov
 * ``projection``: ``Session.derive_messages`` of a session with ``--messages`` messages and
   0 vs ``--chunks`` chunk events; the reference ``Session.load()`` + ``deriveMessages()``
   (``ref.mjs bench-load``) on the same file; the Agents SDK ``SQLiteSession.get_items`` of
-  the same messages; ``eventsourcing`` ``select_events`` + the same projection in Python.
+  the same messages; ADK ``get_session`` of the same messages as ADK events;
+  ``eventsourcing`` ``select_events`` + the same projection in Python.
 * ``contention``: 8 writer processes via ``tools/loadgen.py`` when it is present.
 
 Peers run with ``synchronous=NORMAL`` like eventstore (their default, FULL, syncs the WAL on
@@ -92,6 +94,7 @@ REF = "reference (node)"
 REF_OWN = "reference, ref.mjs bench-append"
 AGENTS = "openai-agents SQLiteSession"
 EVSRC = "eventsourcing SQLite recorder"
+ADK = "ADK DatabaseSessionService"
 PEER_HINT = "not installed: pip install -e '.[bench]'"
 T0 = 1764460800.0  # seconds since the epoch of the generated events (2025-11-30)
 _compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # C encoder
@@ -214,6 +217,7 @@ def machine_info() -> dict:
         "eventstore": _version("eventstore"),
         "SQLAlchemy": _version("SQLAlchemy"),
         "openai-agents": _version("openai-agents"),
+        "google-adk": _version("google-adk"),
         "eventsourcing": _version("eventsourcing"),
         "load average at start": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
@@ -444,6 +448,106 @@ class AgentsPeer:
         self.session.close()
 
 
+class AdkPeer:
+    """Google ADK's ``DatabaseSessionService`` on SQLite (async SQLAlchemy over aiosqlite),
+    one ADK session, driven from one event loop. Each event is an ADK ``Event`` with text
+    content (a chat message's, or a chunk's ``tok…`` text; a partial event would not be
+    stored at all); a message's tool calls and results become ``function_call`` and
+    ``function_response`` parts. ADK has no batch append."""
+
+    available = False
+    note = PEER_HINT
+
+    def __init__(self, path: Path, session_id: str, loop: asyncio.AbstractEventLoop, shipped: bool):
+        from google.adk.sessions import DatabaseSessionService
+
+        self.service = DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{path}")
+        if shipped:
+            self.pragmas = "shipped pragmas"
+        else:
+            from sqlalchemy import event
+
+            def normal(dbapi_connection, _record) -> None:
+                cur = dbapi_connection.cursor()
+                cur.execute("PRAGMA journal_mode = WAL")
+                cur.execute("PRAGMA synchronous = NORMAL")
+                cur.close()
+
+            event.listen(self.service.db_engine.sync_engine, "connect", normal)
+            self.pragmas = "WAL, synchronous=NORMAL"
+        self.loop, self.sid = loop, session_id
+        self.session = loop.run_until_complete(
+            self.service.create_session(app_name="bench", user_id="user", session_id=session_id))
+
+    @classmethod
+    def probe(cls) -> None:
+        try:
+            import aiosqlite  # noqa: F401
+            import google.adk.sessions  # noqa: F401
+            cls.available, cls.note = True, ""
+        except Exception as e:  # ImportError, or a broken install
+            cls.available = False
+            cls.note = PEER_HINT if isinstance(e, ImportError) else f"unusable: {e}"
+
+    @staticmethod
+    def event(type_: str, payload: dict):
+        """The ADK ``Event`` for one of our ``(type, payload)`` events."""
+        from google.adk.events import Event
+        from google.genai import types
+
+        author = "user" if type_.startswith("user/") else "model"
+        if type_ == "assistant/chunk":
+            parts = [types.Part(text=payload["delta"]["content"])]
+        elif type_ == "tool/result":
+            author = "user"
+            parts = [types.Part(function_response=types.FunctionResponse(
+                id=payload["tool_call_id"], name="run_bash", response={"content": payload["content"]}))]
+        else:
+            parts = [types.Part(text=payload["content"])]
+            for call in payload.get("tool_calls", ()):
+                parts.append(types.Part(function_call=types.FunctionCall(
+                    id=call["id"], name=call["function"]["name"], args=json.loads(call["function"]["arguments"]))))
+        return Event(author=author, invocation_id="bench", content=types.Content(role=author, parts=parts))
+
+    def fill(self, events) -> None:
+        """Store ``(type, payload)`` events as ``append_event`` would store them, in one
+        transaction (setting up 100,000 events one ``append_event`` at a time takes minutes)."""
+        from google.adk.sessions.base_session_service import GetSessionConfig
+
+        service, schema = self.service, self.service._get_schema_classes()
+
+        async def run() -> None:
+            async with service.database_session_factory() as sql:
+                sql.add_all([schema.StorageEvent.from_event(self.session, self.event(t, p)) for t, p in events])
+                await sql.commit()
+            self.session = await service.get_session(app_name="bench", user_id="user", session_id=self.sid,
+                                                     config=GetSessionConfig(num_recent_events=0))
+
+        self.loop.run_until_complete(run())
+
+    def time_appends(self, events: list[tuple[str, dict]]) -> float:
+        append, made = self.service.append_event, [self.event(t, p) for t, p in events]
+
+        async def run() -> float:
+            t0 = time.perf_counter()
+            for e in made:
+                await append(self.session, e)
+            return (time.perf_counter() - t0) / len(made)
+
+        return self.loop.run_until_complete(run())
+
+    def time_get_session(self) -> tuple[float, int]:
+        async def run():
+            t0 = time.perf_counter()
+            got = await self.service.get_session(app_name="bench", user_id="user", session_id=self.sid)
+            return time.perf_counter() - t0, len(got.events)
+
+        return self.loop.run_until_complete(run())
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.service.close())
+
+
 class EventsourcingPeer:
     """The ``eventsourcing`` library's SQLite application recorder, one aggregate per session
     (``originator_version`` = seq; the caller keeps it, as the library's applications do)."""
@@ -610,6 +714,15 @@ def _append_at(rep: Report, a, work: Path, loop, size: int) -> None:
     else:
         notes[AGENTS] = "skipped: --no-peers" if not a.peers else AgentsPeer.note
 
+    adk = None
+    if a.peers and AdkPeer.available:
+        adk = AdkPeer(folder / "adk.db", sid, loop, a.peer_defaults)
+        adk.fill([("assistant/chunk", chunk(-i - 1)) for i in range(size)])
+        systems[ADK] = lambda: adk.time_appends([("assistant/chunk", chunk(i)) for i in next_items(k)])
+        notes[ADK] = f"append_event(session, Event) awaited once per event; {adk.pragmas}"
+    else:
+        notes[ADK] = "skipped: --no-peers" if not a.peers else AdkPeer.note
+
     evsrc = None
     if a.peers and EventsourcingPeer.available:
         evsrc = EventsourcingPeer(folder / "eventsourcing.db", a.peer_defaults)
@@ -630,7 +743,7 @@ def _append_at(rep: Report, a, work: Path, loop, size: int) -> None:
         notes[EVSRC] = "skipped: --no-peers" if not a.peers else EventsourcingPeer.note
 
     best = best_of(a.repeat, systems)
-    for name in (ES, RAW, RAW_NO_CKPT, REF, REF_OWN, AGENTS, EVSRC):
+    for name in (ES, RAW, RAW_NO_CKPT, REF, REF_OWN, AGENTS, ADK, EVSRC):
         if name in notes:
             rep.add(section, case, name, best.get(name), "append", notes[name])
 
@@ -641,6 +754,8 @@ def _append_at(rep: Report, a, work: Path, loop, size: int) -> None:
     raw_nc_conn.close()
     if agents:
         agents.close()
+    if adk:
+        adk.close()
     if evsrc:
         evsrc.close()
     shutil.rmtree(folder, ignore_errors=True)
@@ -684,7 +799,9 @@ def bench_batch(rep: Report, a, work: Path, loop) -> None:
 
     systems: dict[str, Callable[[], float]] = {ES: es_block, RAW: raw_block}
     notes = {ES: "append_many", RAW: "executemany in BEGIN IMMEDIATE ... COMMIT",
-             REF: "n/a: the reference saves per append"}
+             REF: "n/a: the reference saves per append",
+             ADK: "skipped: --no-peers" if not a.peers else
+             "n/a: no batch form (append_event only)" if AdkPeer.available else AdkPeer.note}
     agents = evsrc = None
     if a.peers and AgentsPeer.available:
         agents = AgentsPeer(folder / "agents.db", sid, loop, a.peer_defaults)
@@ -709,7 +826,7 @@ def bench_batch(rep: Report, a, work: Path, loop) -> None:
         notes[EVSRC] = "skipped: --no-peers" if not a.peers else EventsourcingPeer.note
 
     best = best_of(a.repeat, systems)
-    for name in (ES, RAW, AGENTS, EVSRC):
+    for name in (ES, RAW, AGENTS, ADK, EVSRC):
         rep.add(section, case, name, best.get(name), "event", notes[name])
     rep.check("batch: eventstore seqs gapless", session.next_seq() == a.repeat * a.batches * a.batch,
               f"{session.next_seq()} events")
@@ -911,11 +1028,14 @@ def bench_projection(rep: Report, a, work: Path, loop) -> None:
     store = EventStore.open(folder / "eventstore.db")
     case_names = {c: f"{fmt_int(a.messages)} messages + {fmt_int(c)} chunks" for c, *_ in cases}
 
-    agents = evsrc = None
+    agents = evsrc = adk = None
     if a.peers and AgentsPeer.available:
         agents = AgentsPeer(folder / "agents.db", "proj", loop, a.peer_defaults)
         msgs = store.session(cases[0][1]).derive_messages()
         agents.add(msgs)
+    if a.peers and AdkPeer.available:
+        adk = AdkPeer(folder / "adk.db", "proj", loop, a.peer_defaults)
+        adk.fill([(e.type, e.payload) for e in store.session(cases[0][1]).events()])
     if a.peers and EventsourcingPeer.available:
         evsrc = EventsourcingPeer(folder / "eventsourcing.db", a.peer_defaults)
         for _chunks, sid, _path, _n in cases:
@@ -931,7 +1051,7 @@ def bench_projection(rep: Report, a, work: Path, loop) -> None:
                 evsrc.append_many(oid, batch)
 
     for chunks, sid, path, n in cases:
-        _projection_case(rep, a, store.session(sid), case_names[chunks], chunks, path, n, agents, evsrc)
+        _projection_case(rep, a, store.session(sid), case_names[chunks], chunks, path, n, agents, evsrc, adk)
     # The chunk target compares eventstore with itself: the two sessions take turns in one
     # loop, so a slow phase of a shared machine falls on both (timed one after the other,
     # the ratio moved between 0.9x and 2x from run to run here).
@@ -950,13 +1070,15 @@ def bench_projection(rep: Report, a, work: Path, loop) -> None:
     store.close()
     if agents:
         agents.close()
+    if adk:
+        adk.close()
     if evsrc:
         evsrc.close()
     shutil.rmtree(folder, ignore_errors=True)
 
 
 def _projection_case(rep: Report, a, session, case: str, chunks: int, path: Path, n: int,
-                     agents: AgentsPeer | None, evsrc: EventsourcingPeer | None) -> None:
+                     agents: AgentsPeer | None, evsrc: EventsourcingPeer | None, adk: AdkPeer | None) -> None:
     """Time every system's projection of one session (``n`` events, ``chunks`` of them chunks)."""
     section = "Projection (derive the chat messages)"
     reps = a.projection_repeat
@@ -993,6 +1115,17 @@ def _projection_case(rep: Report, a, session, case: str, chunks: int, path: Path
         notes[AGENTS] = "n/a: stores messages only, no chunks"
     else:
         notes[AGENTS] = "skipped: --no-peers" if not a.peers else AgentsPeer.note
+    if adk and chunks == 0:
+        def adk_block() -> float:
+            dt, got[ADK] = adk.time_get_session()
+            return dt
+
+        systems[ADK] = adk_block
+        notes[ADK] = "get_session() with every event (the same messages as Events; no chunks stored)"
+    elif adk:
+        notes[ADK] = "n/a: holds the messages only, no chunks (its get_session returns every event)"
+    else:
+        notes[ADK] = "skipped: --no-peers" if not a.peers else AdkPeer.note
     if evsrc:
         oid = uuid.uuid5(uuid.NAMESPACE_URL, sid)
 
@@ -1009,7 +1142,7 @@ def _projection_case(rep: Report, a, session, case: str, chunks: int, path: Path
         notes[EVSRC] = "skipped: --no-peers" if not a.peers else EventsourcingPeer.note
 
     best = best_of(reps, systems, budget=a.budget)
-    for name in (ES, REF, AGENTS, EVSRC):
+    for name in (ES, REF, AGENTS, ADK, EVSRC):
         rep.add(section, case, name, best.get(name), "projection", notes[name])
     for name, count in got.items():
         rep.check(f"projection {case}: {name} derives {a.messages} messages", count == a.messages, str(count))
@@ -1075,7 +1208,7 @@ def compute_targets(rep: Report, a) -> None:
     for label, section in (("append", sec_append), ("batched append", sec_batch), ("read", sec_proj)):
         worst = None
         for r in rep.rows:
-            if r.section == section and r.system in (REF, AGENTS, EVSRC) and r.ratio is not None:
+            if r.section == section and r.system in (REF, AGENTS, ADK, EVSRC) and r.ratio is not None:
                 if worst is None or r.ratio < worst[0]:
                     worst = (r.ratio, r.system, r.case)
         if worst:
@@ -1139,7 +1272,7 @@ def tables(rep: Report) -> list[tuple[str, list[str], list[list[str]]]]:
 
 def machine_lines(rep: Report) -> list[str]:
     m = rep.machine
-    peers = ", ".join(f"{k} {m[k] or 'absent'}" for k in ("openai-agents", "eventsourcing"))
+    peers = ", ".join(f"{k} {m[k] or 'absent'}" for k in ("openai-agents", "google-adk", "eventsourcing"))
     return [
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['os']}",
         f"Python {m['python']}, SQLite {m['sqlite']}, SQLAlchemy {m['SQLAlchemy']}, node {m['node'] or 'absent'}; "
@@ -1264,6 +1397,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python tools/bench.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if a.peers:
         AgentsPeer.probe()  # importing the Agents SDK takes seconds: only when it is wanted
+        AdkPeer.probe()
         EventsourcingPeer.probe()
     rep = Report(machine=machine_info(), args={k: v for k, v in vars(a).items()})
     loop = asyncio.new_event_loop()

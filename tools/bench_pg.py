@@ -31,6 +31,12 @@ round so background load hits them alike):
 Single appends, batches and imports run under both durabilities against raw psycopg under
 the same setting (``normal``: ``SET synchronous_commit = off``; ``full``: the server's
 durable ``synchronous_commit = on``).
+* ``peers`` (skipped with ``--no-peers``): the OpenAI Agents SDK's ``SQLAlchemySession`` and
+  Google ADK's ``DatabaseSessionService`` on the same server (a database each, asyncpg):
+  single appends of chat messages into a session of 1,000 (``Session.append``,
+  ``add_items([item])``, ``append_event``), batches of 100 (``append_many``, ``add_items``;
+  ADK has no batch form), and reading a session of 1,000 back (``events()`` and
+  ``derive_messages()``, ``get_items()``, ``get_session()``).
 
 The server's settings are printed with the results (docs/benchmarks.md keeps them).
 """
@@ -236,6 +242,253 @@ def bench_import(url: str, events: int, rounds: int, work: Path, durability: str
     return res
 
 
+# --- peers: the agent frameworks' own session stores, on the same server ---------------------
+
+#: The peers' driver: asyncpg, the one their documentation names for PostgreSQL (both are
+#: async SQLAlchemy; ADK's error for a sync URL says to use ``postgresql+asyncpg://``).
+PEER_SCHEME = "postgresql+asyncpg://"
+PEER_LABELS = {"agents": "Agents SDK SQLAlchemySession", "adk": "ADK DatabaseSessionService"}
+
+
+def chat_text(i: int) -> tuple[str, str]:
+    """Turn ``i`` of a chat: (role, text of 200 characters), users and assistants in turn."""
+    return ("user" if i % 2 == 0 else "assistant"), f"turn {i}: " + ("lorem ipsum " * 17)[:190]
+
+
+def es_event(i: int) -> tuple[str, dict]:
+    role, text = chat_text(i)
+    return f"{role}/message", {"content": text}
+
+
+class AgentsSession:
+    """One OpenAI Agents SDK ``SQLAlchemySession``: ``add_items`` of chat items, ``get_items``."""
+
+    def __init__(self, url: str, sid: str):
+        from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+
+        self.session = SQLAlchemySession.from_url(sid, url=url, create_tables=True)
+
+    @staticmethod
+    def item(i: int) -> dict:
+        role, text = chat_text(i)
+        return {"role": role, "content": text}
+
+    async def append(self, i: int) -> None:
+        await self.session.add_items([self.item(i)])
+
+    async def append_many(self, ids: range) -> None:
+        await self.session.add_items([self.item(i) for i in ids])
+
+    async def read(self) -> int:
+        return len(await self.session.get_items())
+
+    async def close(self) -> None:
+        await self.session.engine.dispose()
+
+
+class AdkSession:
+    """One Google ADK ``DatabaseSessionService`` session: ``append_event`` of an ``Event``
+    with text content (ADK has no batch append), ``get_session`` with all its events."""
+
+    def __init__(self, url: str, sid: str):
+        from google.adk.sessions import DatabaseSessionService
+
+        self.service = DatabaseSessionService(db_url=url)
+        self.sid = sid
+        self.session = None
+
+    async def open(self) -> AdkSession:
+        self.session = await self.service.create_session(app_name="bench", user_id="user", session_id=self.sid)
+        return self
+
+    @staticmethod
+    def event(i: int):
+        from google.adk.events import Event
+        from google.genai import types
+
+        role, text = chat_text(i)
+        author = "user" if role == "user" else "model"
+        return Event(author=author, invocation_id=f"inv-{i // 2}",
+                     content=types.Content(role=author, parts=[types.Part(text=text)]))
+
+    async def append(self, i: int) -> None:
+        await self.service.append_event(self.session, self.event(i))
+
+    append_many = None  # no batch form
+
+    async def read(self) -> int:
+        got = await self.service.get_session(app_name="bench", user_id="user", session_id=self.sid)
+        return len(got.events)
+
+    async def close(self) -> None:
+        await self.service.close()
+
+
+def _peer_kinds() -> tuple[dict, dict]:
+    """{kind: opener} for the installed peers, and {kind: reason} for those skipped."""
+    kinds, skipped = {}, {}
+    try:
+        import agents.extensions.memory.sqlalchemy_session  # noqa: F401
+        kinds["agents"] = AgentsSession
+    except ImportError as e:
+        skipped["agents"] = f"not installed ({e.name}): pip install -e '.[bench]'"
+    try:
+        import google.adk.sessions  # noqa: F401
+        kinds["adk"] = AdkSession
+    except ImportError as e:
+        skipped["adk"] = f"not installed ({e.name}): pip install -e '.[bench]'"
+    try:
+        import asyncpg  # noqa: F401
+    except ImportError:
+        skipped.update({k: "asyncpg not installed: pip install -e '.[bench]'" for k in kinds})
+        kinds = {}
+    return kinds, skipped
+
+
+def bench_peers(url: str, n: int, batches: int, reads: int, rounds: int, size: int = 100,
+                events: int = 1000) -> dict:
+    """eventstore against the agent frameworks' session stores, interleaved round by round:
+    single appends (into a session of ``events``), batches of ``size`` (where the peer has a
+    batch form), and reading back a whole session of ``events`` chat messages.
+
+    Returns {"append"|"batch"|"read": {system: seconds per event, or per read}, "skipped":
+    {peer: reason}, "checks": {system: events read back}}."""
+    import asyncio
+
+    from eventstore import EventStore
+
+    kinds, skipped = _peer_kinds()
+    base, _, dbname = url.rpartition("/")
+    with _raw_conn(url) as conn:  # a database of its own for each peer: ADK's tables are named events, sessions
+        for kind in kinds:
+            conn.execute(f'CREATE DATABASE "{dbname}_{kind}"')
+    loop = asyncio.new_event_loop()
+    store = EventStore.open(url, durability="full")  # the peers commit durably, as the server says
+    es = {w: store.create_session(f"peers-{w}") for w in ("append", "batch", "read")}
+    for w in ("append", "read"):
+        es[w].append_many([es_event(i) for i in range(events)])
+    peers: dict[str, dict] = {}
+    for kind, cls in kinds.items():
+        peers[kind] = {}
+        for w in ("append", "batch", "read"):
+            peer = cls(f"{base}/{dbname}_{kind}".replace("postgresql://", PEER_SCHEME, 1), f"peers-{kind}-{w}")
+            if hasattr(peer, "open"):
+                loop.run_until_complete(peer.open())
+            peers[kind][w] = peer
+        for w in ("append", "read"):
+            if peers[kind][w].append_many is not None:
+                loop.run_until_complete(peers[kind][w].append_many(range(events)))
+            else:
+                async def fill(p=peers[kind][w]) -> None:
+                    for i in range(events):
+                        await p.append(i)
+
+                loop.run_until_complete(fill())
+
+    def timed_async(make) -> float:
+        async def block() -> float:
+            t = time.perf_counter()
+            await make()
+            return time.perf_counter() - t
+
+        return loop.run_until_complete(block())
+
+    counter = {"i": events}
+
+    def es_append() -> float:
+        t = time.perf_counter()
+        for i in range(n):
+            es["append"].append(*es_event(counter["i"] + i))
+        return (time.perf_counter() - t) / n
+
+    def peer_append(p) -> float:
+        async def go() -> None:
+            for i in range(n):
+                await p.append(events + i)
+
+        return timed_async(go) / n
+
+    def es_batch() -> float:
+        t = time.perf_counter()
+        for b in range(batches):
+            es["batch"].append_many([es_event(b * size + i) for i in range(size)])
+        return (time.perf_counter() - t) / (batches * size)
+
+    def peer_batch(p) -> float:
+        async def go() -> None:
+            for b in range(batches):
+                await p.append_many(range(b * size, (b + 1) * size))
+
+        return timed_async(go) / (batches * size)
+
+    def es_read() -> float:
+        t = time.perf_counter()
+        for _ in range(reads):
+            list(es["read"].events())
+        return (time.perf_counter() - t) / reads
+
+    def es_messages() -> float:
+        t = time.perf_counter()
+        for _ in range(reads):
+            es["read"].derive_messages()
+        return (time.perf_counter() - t) / reads
+
+    def peer_read(p) -> float:
+        async def go() -> None:
+            for _ in range(reads):
+                await p.read()
+
+        return timed_async(go) / reads
+
+    out: dict = {"skipped": skipped}
+    try:
+        print("running peers: append ...", file=sys.stderr, flush=True)
+        out["append"] = best(rounds, {"eventstore": es_append,
+                                      **{k: (lambda p=v["append"]: peer_append(p)) for k, v in peers.items()}})
+        print("running peers: batch ...", file=sys.stderr, flush=True)
+        out["batch"] = best(rounds, {"eventstore": es_batch,
+                                     **{k: (lambda p=v["batch"]: peer_batch(p)) for k, v in peers.items()
+                                        if v["batch"].append_many is not None}})
+        print("running peers: read ...", file=sys.stderr, flush=True)
+        out["read"] = best(rounds, {"eventstore": es_read, "eventstore messages": es_messages,
+                                    **{k: (lambda p=v["read"]: peer_read(p)) for k, v in peers.items()}})
+        out["checks"] = {"eventstore": len(list(es["read"].events())), "eventstore messages":
+                         len(es["read"].derive_messages()),
+                         **{k: loop.run_until_complete(v["read"].read()) for k, v in peers.items()}}
+    finally:
+        for v in peers.values():
+            for p in v.values():
+                loop.run_until_complete(p.close())
+        loop.close()
+        store.close()
+    return out
+
+
+def peer_lines(res: dict, n: int, batches: int, reads: int, events: int) -> list[str]:
+    """The peers' Markdown table: rates, and each peer's time over eventstore's."""
+    kinds = [k for k in PEER_LABELS if k in res["read"]]
+    head = ["workload", "eventstore"] + [PEER_LABELS[k] for k in kinds] + \
+        [f"{PEER_LABELS[k].split()[0]} ÷ eventstore" for k in kinds]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def row(label: str, fig: dict, es_key: str, unit: str, per: float = 1.0) -> None:
+        cells = [label, f"{per / fig[es_key]:,.0f} {unit}"]
+        cells += [f"{per / fig[k]:,.0f} {unit}" if k in fig else "— (no batch form)" for k in kinds]
+        cells += [f"{fig[k] / fig[es_key]:.2f}x" if k in fig else "—" for k in kinds]
+        lines.append("| " + " | ".join(cells) + " |")
+
+    row(f"single append, session of {events:,} ({n} appends a round)", res["append"], "eventstore", "events/s")
+    row(f"batches of 100 ({batches} a round)", res["batch"], "eventstore", "events/s")
+    row(f"read back a session of {events:,} (`events()`; `get_items`; `get_session`)", res["read"], "eventstore",
+        "reads/s")
+    row(f"read back as chat messages (`derive_messages()`), {reads} reads a round", res["read"],
+        "eventstore messages", "reads/s")
+    for k, why in res["skipped"].items():
+        lines.append(f"\n{PEER_LABELS[k]}: skipped, {why}")
+    lines.append("\nEvents read back: " + ", ".join(f"{k} {v}" for k, v in res["checks"].items()))
+    return lines
+
+
 def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> None:
     from eventstore import EventStore
 
@@ -315,7 +568,7 @@ def run(a) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="eventstore-pgbench-") as tmp:
             settings = server_settings(url)
-            only = set(getattr(a, "only", None) or ("append", "batch", "bulk", "contention"))
+            only = set(getattr(a, "only", None) or ("append", "batch", "bulk", "contention", "peers"))
             app, bat, imp = {}, {}, {}
             for d in DURABILITIES:
                 print(f"running append, batch, import ({d}) ...", file=sys.stderr, flush=True)
@@ -333,6 +586,9 @@ def run(a) -> int:
                     print(f"running writers ({m}, round {r + 1}) ...", file=sys.stderr, flush=True)
                     writers[m]["1"].append(bench_writers(url, 1, counts[m] * 2, m))
                     writers[m]["8"].append(bench_writers(url, 8, counts[m], m))
+            peer_sizes = dict(n=20, batches=2, reads=2, events=200) if quick else \
+                dict(n=200, batches=20, reads=10, events=1000)
+            peers = bench_peers(url, rounds=rounds, **peer_sizes) if a.peers and "peers" in only else None
     finally:
         if server is not None:
             server.stop()
@@ -364,6 +620,11 @@ def run(a) -> int:
             lines.append(f"| import (events; eventstore: JSONL file, COPY; raw: executemany of ready rows) | {d} "
                          f"| {rate(e)} | {rate(r)} | {r / e:.2f}x |")
 
+    if peers is not None:
+        lines += ["", "Peers on the same server (each figure the best of the rounds; ÷ eventstore: the peer's "
+                  "time over eventstore's, above 1 eventstore is faster):", ""]
+        lines += peer_lines(peers, **peer_sizes)
+
     def span(values: list[float], fmt: str) -> str:
         lo, hi = min(values), max(values)
         return format(lo, fmt) if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}} to {hi:{fmt}}"
@@ -384,5 +645,5 @@ def run(a) -> int:
     print("\n".join(lines))
     if a.json:
         Path(a.json).write_text(json.dumps({"settings": settings, "append": app, "batch": bat, "import": imp,
-                                            "writers": writers}, indent=1))
+                                            "writers": writers, "peers": peers}, indent=1))
     return 0
