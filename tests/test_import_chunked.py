@@ -159,8 +159,12 @@ def test_two_imports_of_one_file_at_once(store, backend_url, tmp_path):
     proc = start_import(backend_url, path)
     try:
         wait_for(lambda: stored(store) >= CHUNK_ROWS, "a chunk", proc=proc)
-        with pytest.raises(ImportConflict, match="being imported by another process"):
-            import_jsonl(store, path)
+        os.kill(proc.pid, signal.SIGSTOP)  # mid-import, whatever the machine's speed
+        try:
+            with pytest.raises(ImportConflict, match="being imported by another process"):
+                import_jsonl(store, path)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
         assert proc.wait(120) == 0, proc.stderr.read().decode()
     finally:
         proc.kill()

@@ -374,6 +374,8 @@ def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_u
         conn.execute("DROP TABLE events_search, events_search_state")
         conn.execute("CREATE INDEX events_search ON events USING gin (es_search_vector(payload)) "
                      "WHERE type IN ('user/message', 'assistant/message', 'tool/result')")
+        conn.execute("DROP TABLE importing")  # (revision 0220)
+        conn.execute("ALTER TABLE sessions DROP COLUMN meta_hash")  # (revision 0210)
         conn.execute("UPDATE alembic_version SET version_num = '0150'")
     with EventStore.open(pg_url) as store:  # upgrades
         assert indexed_through(store) == 2 and indexed_rows(store) == 1
@@ -384,6 +386,10 @@ def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_u
                                 "has_table_privilege(r, 'events_search_state', 'UPDATE') "
                                 "FROM unnest(ARRAY['eventstore_writer', 'eventstore_auditor']) AS r")
         assert rights == [("eventstore_writer", True, True, True), ("eventstore_auditor", True, False, False)]
+        rights = db_rows(store, "SELECT r, has_table_privilege(r, 'importing', 'SELECT'), "  # (revision 0220)
+                                "has_table_privilege(r, 'importing', 'DELETE') "
+                                "FROM unnest(ARRAY['eventstore_writer', 'eventstore_auditor']) AS r")
+        assert rights == [("eventstore_writer", True, True), ("eventstore_auditor", True, False)]
     with EventStore.open(writer) as store:
         store.session("old").append("tool/result", {"tool_call_id": "c", "content": "new scroll"})
         assert [(h.session_id, h.seq) for h in search(store, "scroll")] == [("old", 2), ("old", 0)]

@@ -1,7 +1,7 @@
 """sessions.meta_hash: the session row gets a check of its own.
 
 Revision ID: 0210
-Revises: 0150
+Revises: 0200
 Create Date: 2026-12-02
 
 No event hash covers a ``sessions`` row, so an edit of its ``meta`` or ``created_at``

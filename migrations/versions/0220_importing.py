@@ -1,7 +1,7 @@
 """The importing table: sessions whose import has not finished yet.
 
 Revision ID: 0220
-Revises: 0150
+Revises: 0210
 Create Date: 2026-12-02
 
 A large import commits in chunks, so that other writers get the lock between them
@@ -37,12 +37,35 @@ CREATE TABLE importing (
 )"""
 
 
+# Roles granted on events (`eventstore roles`, or a DBA's own) get what they need here: a
+# reader of events reads this table (every read consults it), a writer of events also
+# writes it (an import adds and removes its row). PUBLIC and the owner aside.
+POSTGRESQL_GRANTS = r"""
+DO $$
+DECLARE g record;
+BEGIN
+  FOR g IN SELECT DISTINCT a.grantee::regrole::text AS who, a.privilege_type AS what
+             FROM pg_class AS c, aclexplode(c.relacl) AS a
+            WHERE c.oid = 'events'::regclass AND a.grantee <> 0 AND a.grantee <> c.relowner
+              AND a.privilege_type IN ('SELECT', 'INSERT')
+  LOOP
+    IF g.what = 'SELECT' THEN
+      EXECUTE format('GRANT SELECT ON importing TO %s', g.who);
+    ELSE
+      EXECUTE format('GRANT INSERT, UPDATE, DELETE ON importing TO %s', g.who);
+    END IF;
+  END LOOP;
+END $$"""
+
+
 def upgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
         bind.exec_driver_sql(SQLITE_IMPORTING)
     else:
-        bind.connection.driver_connection.execute(POSTGRESQL_IMPORTING)
+        conn = bind.connection.driver_connection
+        conn.execute(POSTGRESQL_IMPORTING)
+        conn.execute(POSTGRESQL_GRANTS)
 
 
 def downgrade() -> None:
