@@ -63,24 +63,27 @@ def chain_hash(prev_hash: str, line: str) -> str:
     the canonical form. The chain binds each event to its session, its seq and all that
     came before it: an edit, a deleted or reordered event breaks every later hash.
     """
-    h = _SHA256.copy()  # quicker than hashlib.sha256(), which looks the digest up by name
-    h.update((prev_hash + "\n" + line).encode("utf-8"))
-    return h.hexdigest()
+    return _sha256((prev_hash + "\n" + line).encode("utf-8")).hexdigest()
 
 
 _SHA256 = hashlib.sha256()
+#: ``hashlib.sha256`` itself: one call with the data hashes it (quicker than ``copy()`` of a
+#: fresh object, then ``update()``: two method calls fewer per event).
+_sha256 = hashlib.sha256
 
 
 def chain_rows(prev_hash: str, first_seq: int, types: list[str], tss: list[float],
-               payload_jsons: list[str]) -> list:
+               payload_jsons: list[str], *, pairs: bool = False) -> list:
     """Consecutive events of one session, hashed: the flat list ``[type, ts, payload_json,
     hash, type, ts, ...]`` (four items an event, the order of an INSERT's parameters) for
     seqs ``first_seq``, ``first_seq + 1``, ...; ``prev_hash`` is the hash before the first.
     Each hash is :func:`chain_hash` of the event's :func:`event_line`; each type and ts is
-    encoded once per run (a batch shares its ts and a few types). Raises ``ValueError``
-    when the three lists differ in length.
+    encoded once per run (a batch shares its ts and a few types). With ``pairs``, the list
+    is ``[payload_json, hash, payload_json, ...]`` (two items an event: for a caller that
+    binds a batch's one type and ts once). Raises ``ValueError`` when the three lists
+    differ in length.
     """
-    new_sha256 = _SHA256.copy
+    sha256 = _sha256
     heads: dict[str, str] = {}
     last_type = last_ts = head = tail = None
     out: list = []
@@ -100,10 +103,8 @@ def chain_rows(prev_hash: str, first_seq: int, types: list[str], tss: list[float
             data = f"{prev_hash}\n{head}{seq}{tail}}}"
         else:
             data = f"{prev_hash}\n{head}{seq}{tail},{pj[1:]}"
-        h = new_sha256()
-        h.update(data.encode())
-        prev_hash = h.hexdigest()
-        out += (type_, ts, pj, prev_hash)
+        prev_hash = sha256(data.encode()).hexdigest()
+        out += (pj, prev_hash) if pairs else (type_, ts, pj, prev_hash)
         seq += 1
     return out
 

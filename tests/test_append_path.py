@@ -285,6 +285,29 @@ def test_append_many_in_groups_stores_each_event_once_in_order_and_chained(db_pa
     assert_gapless_and_chained(db_path)
 
 
+@pytest.mark.parametrize("shape", ["one type, one ts", "two types", "own timestamps", "one type, ts of one value"])
+def test_append_many_binds_a_shared_type_and_ts_once_and_each_row_its_own_otherwise(db_path, shape):
+    """A batch of one type and one ts binds them once per statement; any other batch binds
+    each row's: every shape stores each event's own type and ts, chained."""
+    n = 70  # two statements: 64 rows, then 4 and 2
+    items = {
+        "one type, one ts": [("x", {"i": i}) for i in range(n)],
+        "two types": [("x" if i % 3 else "y", {"i": i}) for i in range(n)],
+        "own timestamps": [("x", {"i": i}, 1000.0 + i) for i in range(n)],
+        "one type, ts of one value": [("x", {"i": i}, float("1234.5")) for i in range(n)],
+    }[shape]
+    with EventStore.open(db_path) as store:
+        s = store.create_session("s")
+        events = s.append_many(items)
+        stored = list(s.events())
+        assert [(e.type, e.payload["i"]) for e in stored] == [(t, p["i"]) for t, p, *_ in items]
+        assert [e.ts for e in stored] == [e.ts for e in events]
+        if shape == "own timestamps":
+            assert [e.ts for e in stored] == [1000.0 + i for i in range(n)]
+        assert stored == events
+    assert_gapless_and_chained(db_path)
+
+
 def test_append_many_retries_a_stale_cached_head_and_stores_the_whole_batch_once(db_path):
     a = EventStore.open(db_path)
     b = EventStore.open(db_path)

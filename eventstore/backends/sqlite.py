@@ -77,12 +77,19 @@ MAX_CURSOR = 2**63 - 1
 # statements to prepare once, whatever the batch sizes). SQLite's per-statement work (a
 # statement journal for the guard trigger's ABORT, the program's setup) is then paid once
 # per group instead of once per event. Position and seq are the first row's plus a
-# constant; each row binds its type, ts, payload and hash.
+# constant; each row binds its type, ts, payload and hash. A batch of one type and one ts
+# (append_many's usual: ts defaults to one time.time()) binds those two once per statement
+# (_INSERT_SHARED), each row its payload and hash: half the parameters to convert and copy.
 _GROUP = 64
 _INSERT_ROWS = {
     n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
        + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?{4 * k + 4}, ?{4 * k + 5}, ?{4 * k + 6}, ?{4 * k + 7})"
                   for k in range(n))
+    for n in (1 << i for i in range(_GROUP.bit_length()))
+}
+_INSERT_SHARED = {
+    n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
+       + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?4, ?5, ?{2 * k + 6}, ?{2 * k + 7})" for k in range(n))
     for n in (1 << i for i in range(_GROUP.bit_length()))
 }
 
@@ -111,19 +118,22 @@ class _StaleHead(Exception):
         self.error = error
 
 
-def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list) -> None:
-    """Insert ``rows`` (the flat ``[type, ts, payload_json, hash, ...]`` of
-    :func:`eventstore.chain.chain_rows`) at seqs ``seq0...`` and positions ``pos0...``.
+def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list,
+                 shared: tuple[str, float] | None = None) -> None:
+    """Insert ``rows`` at seqs ``seq0...`` and positions ``pos0...``: the flat ``[type, ts,
+    payload_json, hash, ...]`` of :func:`eventstore.chain.chain_rows`, or with ``shared``
+    (the ``(type, ts)`` of every row) its ``pairs`` form ``[payload_json, hash, ...]``.
     Raises :class:`_StaleHead` when the first statement is refused (nothing of the batch is
     stored then), sqlite3 errors for any later one."""
+    width, statements, head = (4, _INSERT_ROWS, ()) if shared is None else (2, _INSERT_SHARED, shared)
     done = 0
-    total = len(rows) // 4
+    total = len(rows) // width
     while done < total:
         n = min(_GROUP, 1 << ((total - done).bit_length() - 1))
-        params = [pos0 + done, sid, seq0 + done]
-        params += rows[4 * done:4 * (done + n)]
+        params = [pos0 + done, sid, seq0 + done, *head]
+        params += rows[width * done:width * (done + n)]
         try:
-            cur.execute(_INSERT_ROWS[n], params)
+            cur.execute(statements[n], params)
         except sqlite3.IntegrityError as e:
             if done == 0:
                 raise _StaleHead(e) from None
@@ -131,7 +141,6 @@ def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list
         if cur.rowcount != n:  # a trigger's RAISE(IGNORE) drops rows without an error
             raise base.not_stored(sid, seq0 + done, n)
         done += n
-
 
 
 def _checkpoint_connection(database: str, busy_timeout: float) -> sqlite3.Connection:
@@ -574,12 +583,13 @@ class SQLiteBackend(Backend):
     def append(self, session_id: str, types: list[str], tss: list[float], payloads: list[str],
                expected_seq: int | None) -> tuple[int, int, str]:
         def insert(cur: sqlite3.Cursor, seq0: int, pos0: int, prev: str) -> str:
-            rows = chain_rows(prev, seq0, types, tss, payloads)
-            _insert_rows(cur, session_id, seq0, pos0, rows)
+            shared = (types[0], tss[0]) if n and types.count(types[0]) == n and tss.count(tss[0]) == n else None
+            rows = chain_rows(prev, seq0, types, tss, payloads, pairs=shared is not None)
+            _insert_rows(cur, session_id, seq0, pos0, rows, shared)
             return rows[-1]
 
-        last_hash, seq0, pos0, cached = self._at_head(session_id, expected_seq, insert)
         n = len(payloads)
+        last_hash, seq0, pos0, cached = self._at_head(session_id, expected_seq, insert)
         self._remember(session_id, seq0 + n, pos0 + n, last_hash, optimistic=cached)
         self._wrote(pos0, pos0 + n - 1, sum(map(len, payloads)))
         return seq0, pos0, last_hash
