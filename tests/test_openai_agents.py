@@ -299,3 +299,50 @@ def test_reads_after_retractions_match_sqlite_session_at_every_limit(store):
         await same()
         theirs.close()
     asyncio.run(main())
+
+
+def test_a_whole_read_after_a_whole_read_reads_only_what_came_after(store, monkeypatch):
+    """get_items() keeps the items of its last whole read and then reads the events from
+    that head on; what another session object (another process) appended or retracted in
+    between is in the next read, exactly as a fresh read gives it."""
+    calls = []
+    real = type(store.backend).session_payloads
+
+    def spy(self, session_id, types, limit=None, last=False, from_seq=0):
+        calls.append(from_seq)
+        return real(self, session_id, types, limit, last, from_seq)
+
+    monkeypatch.setattr(type(store.backend), "session_payloads", spy)
+
+    async def main():
+        ours, other, theirs = EventStoreSession("k", store), EventStoreSession("k", store), SQLiteSession("k")
+
+        async def same():
+            fresh = await EventStoreSession("k", store).get_items()
+            got = await ours.get_items()
+            assert _as_json(got) == _as_json(fresh) == _as_json(await theirs.get_items())
+            return got
+
+        for i in range(3):
+            for s in (other, theirs):
+                await s.add_items(_tool_turn(i))
+        await same()
+        calls.clear()
+        got = await same()
+        assert calls[-1] == await (await ours._s()).next_seq()  # only what came after: nothing
+        got[0]["content"] = "changed by the caller"  # the caller's objects are its own
+        for s in (other, theirs):
+            await s.add_items(_tool_turn(7))
+        calls.clear()
+        await same()
+        assert calls[-1] > 0
+        assert await other.pop_item() == await theirs.pop_item()  # a retraction: a whole read again
+        calls.clear()
+        await same()
+        assert calls[-2] > 0 and calls[-1] == 0  # the read from the head met the retraction
+        for s in (other, theirs):
+            await s.clear_session()
+            await s.add_items([{"role": "user", "content": "after the clear"}])
+        assert _as_json(await same()) == _as_json([{"role": "user", "content": "after the clear"}])
+        theirs.close()
+    asyncio.run(main())

@@ -248,16 +248,16 @@ class Backend(ABC):
         open."""
 
     def session_payloads(self, session_id: str, types: list[str], limit: int | None = None,
-                         last: bool = False) -> tuple[int, list[tuple[int, str, str]]]:
+                         last: bool = False, from_seq: int = 0) -> tuple[int, list[tuple[int, str, str]]]:
         """``(head, rows)``: the seq the session's next event gets (as :meth:`next_seq`),
-        and ``(seq, type, payload)`` of its events of ``types`` in seq order: all of them
-        (``limit`` None), or at most ``limit``, the first ones or with ``last`` the last
-        ones. What a reader of items needs (the Agents SDK session's read):
+        and ``(seq, type, payload)`` of its events of ``types`` with ``seq >= from_seq`` in
+        seq order: all of them (``limit`` None), or at most ``limit``, the first ones or with
+        ``last`` the last ones. What a reader of items needs (the Agents SDK session's read):
         :meth:`session_events` without the columns it does not use, and the head of the
         same snapshot. The backends read both in one statement; this default reads them one
         after the other (head first)."""
         head = self.next_seq(session_id)
-        rows = self.session_events(session_id, -1, types, 2**62 if limit is None else limit, last)
+        rows = self.session_events(session_id, from_seq - 1, types, 2**62 if limit is None else limit, last)
         return head, [(r[0], r[2], r[4]) for r in rows]
 
     @abstractmethod

@@ -466,13 +466,13 @@ class PostgresBackend(Backend):
         return [tuple(r) for r in self._read(sql, (*params, limit))]
 
     def session_payloads(self, session_id: str, types: list[str], limit: int | None = None,
-                         last: bool = False) -> tuple[int, list[tuple[int, str, str]]]:
+                         last: bool = False, from_seq: int = 0) -> tuple[int, list[tuple[int, str, str]]]:
         # the head comes as a last row (its seq is past every event's; no row has a NULL type)
         found = [tuple(r) for r in self._read(
             "(SELECT seq, type, payload FROM events WHERE session_id = %(s)s AND type = ANY(%(t)s) "
-            f"ORDER BY seq {'DESC' if last else ''} LIMIT %(n)s) "  # LIMIT NULL: all
+            f"AND seq >= %(f)s ORDER BY seq {'DESC' if last else ''} LIMIT %(n)s) "  # LIMIT NULL: all
             "UNION ALL SELECT coalesce(max(seq) + 1, 0), NULL, NULL FROM events WHERE session_id = %(s)s ORDER BY 1",
-            {"s": session_id, "t": list(types), "n": limit})]
+            {"s": session_id, "t": list(types), "n": limit, "f": from_seq})]
         return found.pop()[0], found
 
     def events_after(self, after_position: int, limit: int,

@@ -616,10 +616,11 @@ class SQLiteBackend(Backend):
         return rows
 
     def session_payloads(self, session_id: str, types: list[str], limit: int | None = None,
-                         last: bool = False) -> tuple[int, list[tuple[int, str, str]]]:
+                         last: bool = False, from_seq: int = 0) -> tuple[int, list[tuple[int, str, str]]]:
         # the head comes as a last row (its seq is past every event's; no row has a NULL type)
         marks = ",".join(f"?{i}" for i in range(2, len(types) + 2))
-        rows = f"SELECT seq, type, payload FROM events WHERE session_id = ?1 AND type IN ({marks})"
+        rows = (f"SELECT seq, type, payload FROM events WHERE session_id = ?1 AND type IN ({marks})"
+                f" AND seq >= {int(from_seq)}")
         if limit is not None:
             rows = f"SELECT * FROM ({rows} ORDER BY seq {'DESC' if last else ''} LIMIT {int(limit)})"
         found = self._read(f"{rows} UNION ALL SELECT coalesce(max(seq) + 1, 0), NULL, NULL FROM events "

@@ -50,6 +50,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import orjson
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
 from ..aio import AsyncEventStore, AsyncSession
@@ -276,13 +277,39 @@ def _live(rows: list[tuple], want: int | None, keyed: bool = True) -> tuple[list
     return found, False
 
 
-def _session_items(backend: Backend, session_id: str) -> tuple[list[dict], int]:
-    """``(every live item oldest first, head)`` of the session: the item-bearing events'
-    rows and the head in one read (see :meth:`EventStoreSession._read_live`)."""
+def _session_items(backend: Backend, session_id: str,
+                   known: tuple[int, bytes] | None) -> tuple[list[dict], int, tuple[int, bytes] | None]:
+    """``(every live item oldest first, head, known)`` of the session: the item-bearing
+    events' rows and the head in one read (see :meth:`EventStoreSession._read_live`).
+
+    ``known`` is what an earlier call returned: ``(head, the items as JSON)``. Then only the
+    events from that head on are read, and when none of them is a ``context/retract`` the
+    items are the known ones plus theirs; a retraction (it may take back anything) or items
+    that JSON cannot carry exactly (orjson refuses them) make it a whole read."""
+    if known is not None:
+        head, rows = backend.session_payloads(session_id, _ITEM_TYPES, from_seq=known[0])
+        if not any(row[1] == RETRACT for row in rows):
+            text = known[1]
+            if rows:
+                new = _live(rows, None, keyed=False)[0]
+                new.reverse()
+                try:
+                    more = orjson.dumps(new)
+                except TypeError:
+                    more = None
+                if more is None:
+                    known = None
+                elif len(more) > 2:
+                    text = more if len(text) == 2 else text[:-1] + b"," + more[1:]
+            if known is not None:
+                return orjson.loads(text), head, (head, text)
     head, rows = backend.session_payloads(session_id, _ITEM_TYPES)
     items = _live(rows, None, keyed=False)[0]
     items.reverse()
-    return items, head
+    try:
+        return items, head, (head, orjson.dumps(items))
+    except TypeError:
+        return items, head, None
 
 
 def _live_items(backend: Backend, session_id: str,
@@ -317,6 +344,8 @@ class EventStoreSession:
         self._store = _async_store(store)
         self._session: AsyncSession | None = None
         self._head: int | None = None  # the seq after this object's last read or write
+        # (head, items as JSON) of the last whole read: the next one reads only what came after
+        self._known: tuple[int, bytes] | None = None
         self._writing = asyncio.Lock()
         # streaming: model calls begun (hooks), responses whose deltas are recorded, streams open
         self._llm_calls = 0
@@ -363,7 +392,8 @@ class EventStoreSession:
     async def _read_all(self) -> list[dict]:
         """Every live item, oldest first (as :meth:`_read_live`, one worker-thread call)."""
         s = await self._s()
-        items, head = await self._store._run(_session_items, self._store.sync.backend, s.id)
+        items, head, self._known = await self._store._run(_session_items, self._store.sync.backend, s.id,
+                                                          self._known)
         self._head = head
         return items
 
