@@ -170,3 +170,49 @@ def test_two_imports_of_one_file_at_once(store, backend_url, tmp_path):
         proc.kill()
     rep = import_jsonl(store, path)  # now it is stored: the same events, skipped
     assert rep.status == "skipped" and rep.total == N
+
+
+def _raw_write(store, backend_url, sql: str) -> None:
+    """Run ``sql`` through the driver, as a writer with plain SQL access would."""
+    if store.backend.name == "postgresql":
+        import psycopg
+
+        with psycopg.connect(backend_url, autocommit=True) as conn:
+            conn.execute(sql)
+    else:
+        import sqlite3
+
+        conn = sqlite3.connect(backend_url)
+        try:
+            conn.execute(sql)
+            conn.commit()
+        finally:
+            conn.close()
+
+
+def test_an_importing_row_cannot_hide_a_stored_session(store, backend_url):
+    """The writer may insert importing rows (an import needs to); the database still refuses
+    one that would hide a session holding events, or stop position readers early."""
+    s = store.create_session("victim")
+    s.append("user/message", {"content": "keep me visible"})
+    store.create_session("empty")
+    last = store.backend.last_position()
+    for sql in (f"INSERT INTO importing VALUES ('victim', {last + 1}, 'x', 0)",  # events stored
+                f"INSERT INTO importing VALUES ('empty', {last}, 'x', 0)"):  # not the next position
+        with pytest.raises(Exception, match="ES011|only an import creating a session"):
+            _raw_write(store, backend_url, sql)
+    assert sorted(i.id for i in store.sessions()) == ["empty", "victim"]
+    assert store.backend.imports() == []
+
+
+def test_verify_notes_an_importing_row_it_did_not_write(store, backend_url, tmp_path):
+    """An importing row whose owner names no lock of an importer is an abandoned import to
+    verify (a note), never a crash."""
+    from eventstore.audit import verify
+
+    store.create_session("ghost")
+    _raw_write(store, backend_url, f"INSERT INTO importing VALUES ('ghost', {store.backend.last_position() + 1}, "
+                                   f"'nobody', 0)")
+    report = verify(store.backend)
+    assert "ghost" not in [i.id for i in store.sessions()]
+    assert any("ghost" in str(n) for n in (*report.findings, *getattr(report, "notes", [])))

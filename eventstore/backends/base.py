@@ -63,6 +63,9 @@ EVENT_ID_TAKEN = "ES007"  #: an event_id already stored in the session -> Idempo
 PAYLOAD_NOT_CANONICAL = "ES008"  #: payload is not JSON object text as JSON.stringify writes it
 PAYLOAD_RESERVED_KEY = "ES009"  #: payload holds type/seq/ts, or an event_id that is not a string
 SESSION_ROW_INVALID = "ES010"  #: a sessions row with a bad created_at or rowid (SQLite)
+#: an importing row for a session that already holds events, or whose first_position is not
+#: past every stored one: only an import that is creating the session may hide it
+IMPORTING_ROW_INVALID = "ES011"
 
 SESSIONS_PKEY = "sessions_pkey"  #: PostgreSQL: the primary key of sessions
 EVENT_ID_INDEX = "events_session_event_id"  #: PostgreSQL: unique (session_id, event_id)

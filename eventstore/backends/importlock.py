@@ -89,7 +89,7 @@ def file_owner_alive(owner: str) -> bool:
         return True
     path = owner.rpartition("#")[0]
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # (a FIFO must not block)
     except FileNotFoundError:
         return False
     except OSError:

@@ -503,7 +503,10 @@ class PostgresBackend(Backend):
             raise self._error(e, session_id) from None
 
     def import_owner_alive(self, owner: str) -> bool:
-        return bool(self._one(_OWNER_ALIVE, (int(owner.partition(":")[2].partition("#")[0]),))[0])
+        pid = owner.partition(":")[2].partition("#")[0]
+        if not pid.isdigit():  # not written by an importer (pg:PID#...): no live owner
+            return False
+        return bool(self._one(_OWNER_ALIVE, (int(pid),))[0])
 
     def follower(self, poll_interval: float) -> Follower:
         return PgFollower(self, poll_interval)

@@ -37,6 +37,30 @@ CREATE TABLE importing (
 )"""
 
 
+# The writer role may insert importing rows (an import needs to), so the row itself is
+# checked: it may only hide a session that holds no event yet (the import inserts it right
+# after the sessions row, before its first chunk), and only from the next position on (it
+# is where position readers stop). A row inserted for a stored session would hide it.
+SQLITE_GUARD = """
+CREATE TRIGGER importing_guard_insert BEFORE INSERT ON importing
+WHEN EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id)
+  OR NEW.first_position IS NOT (SELECT coalesce(max(position), 0) + 1 FROM events)
+BEGIN
+  SELECT RAISE(ABORT, 'ES011: importing: only an import creating a session (no events yet, first_position the next position) may hide it');
+END"""
+
+POSTGRESQL_GUARD = [r"""
+CREATE FUNCTION es_importing_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id)
+     OR NEW.first_position IS DISTINCT FROM (SELECT coalesce(max(position), 0) + 1 FROM events) THEN
+    RAISE EXCEPTION 'eventstore: importing: only an import creating a session (no events yet, first_position the next position) may hide it'
+      USING ERRCODE = 'ES011';
+  END IF;
+  RETURN NEW;
+END $$""",
+    "CREATE TRIGGER importing_guard_insert BEFORE INSERT ON importing FOR EACH ROW EXECUTE FUNCTION es_importing_guard()"]
+
 # Roles granted on events (`eventstore roles`, or a DBA's own) get what they need here: a
 # reader of events reads this table (every read consults it), a writer of events also
 # writes it (an import adds and removes its row). PUBLIC and the owner aside.
@@ -62,9 +86,12 @@ def upgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
         bind.exec_driver_sql(SQLITE_IMPORTING)
+        bind.exec_driver_sql(SQLITE_GUARD)
     else:
         conn = bind.connection.driver_connection
         conn.execute(POSTGRESQL_IMPORTING)
+        for statement in POSTGRESQL_GUARD:
+            conn.execute(statement)
         conn.execute(POSTGRESQL_GRANTS)
 
 
