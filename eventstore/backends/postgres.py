@@ -97,6 +97,7 @@ QUERY_TIMEOUT = 30.0
 GUARDS = {
     "events": ("events_guard_insert", "events_guard_update", "events_guard_delete", "events_guard_truncate"),
     "sessions": ("sessions_guard_update", "sessions_guard_delete", "sessions_guard_truncate"),
+    "importing": ("importing_guard_insert",),  # (an importing row may hide only a session being created)
 }
 
 _EVENT_COLUMNS = "position, session_id, seq, type, ts, payload"
@@ -682,8 +683,8 @@ class PostgresBackend(Backend):
     def guard_problems(self) -> list[str]:
         rows = self._read(
             "SELECT c.relname, t.tgname, t.tgenabled FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = t.tgrelid "
-            "WHERE c.relname IN ('events', 'sessions') AND c.relnamespace = current_schema()::regnamespace "
-            "AND NOT t.tgisinternal")
+            "WHERE c.relname IN ('events', 'sessions', 'importing') "
+            "AND c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal")
         found = {(r[0], r[1]): r[2] for r in rows}
         problems = []
         for table, names in GUARDS.items():

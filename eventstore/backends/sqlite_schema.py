@@ -4,7 +4,8 @@ database holds exactly these). A revision that changes a trigger changes it here
 
 from __future__ import annotations
 
-#: Triggers that make ``events`` and ``sessions`` append-only, by name (names are stable).
+#: Triggers that make ``events`` and ``sessions`` append-only, and the guard of ``importing``,
+#: by name (names are stable).
 GUARDS = {
     'events_guard_update': r"""
 CREATE TRIGGER events_guard_update BEFORE UPDATE ON events
@@ -53,4 +54,12 @@ END""",
 CREATE TRIGGER sessions_guard_rowid AFTER INSERT ON sessions
 WHEN NEW.rowid < 1
 BEGIN SELECT RAISE(ABORT, 'ES010: a session rowid must be positive (leave it out)'); END""",
+    # revision 0220: an importing row may hide only a session its import is creating
+    'importing_guard_insert': r"""
+CREATE TRIGGER importing_guard_insert BEFORE INSERT ON importing
+WHEN EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id)
+  OR NEW.first_position IS NOT (SELECT coalesce(max(position), 0) + 1 FROM events)
+BEGIN
+  SELECT RAISE(ABORT, 'ES011: importing: only an import creating a session (no events yet, first_position the next position) may hide it');
+END""",
 }
