@@ -22,7 +22,7 @@ it column by column. Tables:
 from __future__ import annotations
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0220"
+SCHEMA_REVISION = "0230"
 
 #: Revisions that a read-only open reads as they are, without asking for an upgrade: they
 #: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. None: 0220

@@ -203,6 +203,67 @@ def test_a_correct_plain_sql_append_is_accepted(filled):
     assert filled.execute("SELECT max(seq) FROM events WHERE session_id = 'a'").fetchone() == (2,)
 
 
+def _insert(conn: sqlite3.Connection, *rows: tuple, verb: str = "INSERT") -> None:
+    values = ",".join(f"({position}, '{sid}', {seq}, 'x', 1, '{{}}', '{H}')" for position, sid, seq in rows)
+    conn.execute(f"{verb} INTO events (position, session_id, seq, type, ts, payload, hash) VALUES {values}")
+
+
+# The insert guard proves the head of most inserts from the table's last row alone (revision
+# 0230): the row at the largest position of the same session, with the seq before. In
+# `filled` that row is ('b', seq 0, position 3); 'a' holds seqs 0 and 1 at positions 1, 2.
+@pytest.mark.parametrize("rows", [
+    [(4, "b", 1)],                                  # the last row is the session's previous event
+    [(4, "b", 1), (5, "b", 2), (6, "b", 3)],        # ... for each row of a multi-row insert
+    [(4, "a", 2)],                                  # another session's event is last: the index decides
+    [(4, "b", 1), (5, "a", 2), (6, "a", 3), (7, "b", 2)],  # sessions taking turns in one statement
+], ids=["last row's session", "a batch", "another session last", "sessions interleaved"])
+def test_the_next_event_is_accepted_whichever_session_wrote_last(filled, rows):
+    _insert(filled, *rows)
+    stored = filled.execute("SELECT position, session_id, seq FROM events WHERE position > 3 ORDER BY position")
+    assert stored.fetchall() == rows
+
+
+@pytest.mark.parametrize("rows, verb, code", [
+    ([(4, "b", 2)], "INSERT", "ES002"),             # the last row's session, a seq skipped
+    ([(4, "b", 0)], "INSERT OR REPLACE", "ES002"),  # ... its seq again, over the stored event
+    ([(5, "b", 1)], "INSERT", "ES003"),             # the next seq, a position skipped
+    ([(3, "b", 1)], "INSERT OR REPLACE", "ES003"),  # the next seq over the last row's position
+    ([(2, "b", 1)], "INSERT OR REPLACE", "ES003"),  # ... over another session's stored event
+    ([(4, "b", "'1x'")], "INSERT", "ES002"),        # a seq that only arithmetic reads as the next
+    ([(4, "b", 1.5)], "INSERT", "ES002"),
+    ([(4, "a", 1)], "INSERT OR REPLACE", "ES002"),  # another session last: a stored seq again
+    ([(4, "a", 3)], "INSERT", "ES002"),             # ... a seq skipped
+    ([(5, "a", 2)], "INSERT", "ES003"),             # ... a position skipped
+    ([(4, "b", 1), (5, "b", 3)], "INSERT", "ES002"),  # a later row of a batch skips a seq
+    ([(4, "b", 1), (6, "b", 2)], "INSERT", "ES003"),  # ... or a position
+    ([(4, "zz", 0)], "INSERT", "ES001"),            # an unknown session's first event
+    ([(4, "zz", 1)], "INSERT", "ES002"),
+], ids=["seq skipped", "seq repeated", "position skipped", "last position repeated",
+        "older position repeated", "seq as text", "seq as a fraction", "other session: seq repeated",
+        "other session: seq skipped", "other session: position skipped", "batch: seq skipped",
+        "batch: position skipped", "unknown session", "unknown session at a later seq"])
+def test_a_forged_head_is_refused_with_the_code_of_before(filled, rows, verb, code):
+    before = snapshot(filled)
+    with pytest.raises(sqlite3.IntegrityError, match=rf"^{code}: "):
+        _insert(filled, *rows, verb=verb)
+    assert snapshot(filled) == before
+
+
+def test_the_first_events_of_an_empty_log(store, raw):
+    """No last row: the first event must be seq 0 at position 1 of a stored session."""
+    store.create_session("c")
+    store.create_session("d")
+    for rows, code in [([(2, "c", 0)], "ES003"), ([(1, "c", 1)], "ES002"), ([(1, "zz", 0)], "ES001"),
+                       ([(0, "c", 0)], "ES003")]:
+        with pytest.raises(sqlite3.IntegrityError, match=rf"^{code}: "):
+            _insert(raw, *rows)
+    assert raw.execute("SELECT count(*) FROM events").fetchone() == (0,)
+    _insert(raw, (1, "c", 0), (2, "d", 0), (3, "c", 1))  # each session's first event, then the next
+    with pytest.raises(sqlite3.IntegrityError, match=r"^ES002: "):
+        _insert(raw, (4, "d", 0))  # a first event again, when the session has one
+    assert store.session("d").append("x", {}).seq == 1
+
+
 @pytest.mark.parametrize("column, value", [
     ("payload", "'not json'"), ("payload", "'[1,2]'"), ("ts", "'soon'"), ("ts", "9e999"),
     ("payload", "'{\"type\":\"evil\"}'"), ("payload", "'{\"seq\":99}'"), ("payload", "'{\"ts\":1}'"),

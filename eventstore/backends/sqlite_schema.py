@@ -19,26 +19,33 @@ BEGIN SELECT RAISE(ABORT, 'ES005: sessions are append-only: UPDATE refused'); EN
     'sessions_guard_delete': r"""
 CREATE TRIGGER sessions_guard_delete BEFORE DELETE ON sessions
 BEGIN SELECT RAISE(ABORT, 'ES005: sessions are append-only: DELETE refused'); END""",
+    # revision 0230: one read of the last row proves the head of a batch's later events
     'events_guard_insert': r"""
 CREATE TRIGGER events_guard_insert BEFORE INSERT ON events
 BEGIN
-  SELECT RAISE(ABORT, 'ES001: unknown session')
-    WHERE NEW.seq = 0 AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id);
-  SELECT RAISE(ABORT, 'ES002: seq is not the next seq of its session')
-    WHERE NEW.seq IS NOT coalesce((SELECT seq FROM events WHERE session_id = NEW.session_id
-                                   ORDER BY seq DESC LIMIT 1) + 1, 0);
-  SELECT RAISE(ABORT, 'ES003: position must be the next position, the largest stored one + 1 (give it explicitly)')
-    WHERE NEW.position IS NOT coalesce((SELECT position FROM events ORDER BY position DESC LIMIT 1) + 1, 1);
-  SELECT RAISE(ABORT, 'ES008: payload must be the text of a JSON object as JSON.stringify writes it')
-    WHERE NOT (NEW.payload >= '{!' AND NEW.payload < '|') OR (NEW.payload > '{}' AND NEW.payload < '{~');
-  SELECT RAISE(ABORT, 'ES009: payload holds a key of the line itself (type, seq, ts) or a non-string event_id, or spells event_id so that the event_id column does not see it (escaped, twice)')
-    WHERE NEW.payload GLOB '*"[tse\][ysev\u]*'
-      AND EXISTS (SELECT 1 FROM json_each(NEW.payload)
-                  WHERE key IN ('type', 'seq', 'ts')
-                     OR (key = 'event_id' AND (type <> 'text' OR value IS NOT NEW.event_id)));
-  SELECT RAISE(ABORT, 'ES007: event_id is already stored in this session')
-    WHERE NEW.event_id IS NOT NULL
-      AND EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id AND event_id = NEW.event_id);
+  SELECT CASE
+      WHEN NEW.seq = 0 AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id)
+        THEN RAISE(ABORT, 'ES001: unknown session')
+      WHEN NEW.seq IS NOT coalesce((SELECT seq FROM events WHERE session_id = NEW.session_id
+                                    ORDER BY seq DESC LIMIT 1) + 1, 0)
+        THEN RAISE(ABORT, 'ES002: seq is not the next seq of its session')
+      WHEN NEW.position IS NOT coalesce((SELECT position FROM events ORDER BY position DESC LIMIT 1) + 1, 1)
+        THEN RAISE(ABORT, 'ES003: position must be the next position, the largest stored one + 1 (give it explicitly)')
+    END
+    WHERE ((SELECT session_id, seq + 1, position + 1 FROM events ORDER BY position DESC LIMIT 1)
+           = (NEW.session_id, NEW.seq, NEW.position)) IS NOT 1;
+  SELECT CASE
+      WHEN NOT (NEW.payload BETWEEN '{!' AND '{}' OR NEW.payload >= '{~' AND NEW.payload < '|')
+        THEN RAISE(ABORT, 'ES008: payload must be the text of a JSON object as JSON.stringify writes it')
+      WHEN NEW.payload GLOB '*"[tse\][ysev\u]*'
+           AND EXISTS (SELECT 1 FROM json_each(NEW.payload)
+                       WHERE key IN ('type', 'seq', 'ts')
+                          OR (key = 'event_id' AND (type <> 'text' OR value IS NOT NEW.event_id)))
+        THEN RAISE(ABORT, 'ES009: payload holds a key of the line itself (type, seq, ts) or a non-string event_id, or spells event_id so that the event_id column does not see it (escaped, twice)')
+      WHEN NEW.event_id IS NOT NULL
+           AND EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id AND event_id = NEW.event_id)
+        THEN RAISE(ABORT, 'ES007: event_id is already stored in this session')
+    END;
 END""",
     'sessions_guard_insert': r"""
 CREATE TRIGGER sessions_guard_insert BEFORE INSERT ON sessions
