@@ -95,7 +95,8 @@ QUERY_TIMEOUT = 30.0
 
 #: The triggers that make events and sessions append-only, by table (verify checks them).
 GUARDS = {
-    "events": ("events_guard_insert", "events_guard_update", "events_guard_delete", "events_guard_truncate"),
+    "events": ("events_guard_insert", "events_guard_check", "events_guard_update", "events_guard_delete",
+               "events_guard_truncate"),
     "sessions": ("sessions_guard_update", "sessions_guard_delete", "sessions_guard_truncate"),
     "importing": ("importing_guard_insert",),  # (an importing row may hide only a session being created)
 }
@@ -150,7 +151,6 @@ _CONSTRAINT_CODES = {
     base.SESSIONS_PKEY: base.SESSION_EXISTS,
     base.EVENT_ID_INDEX: base.EVENT_ID_TAKEN,
     "events_payload_object": base.PAYLOAD_NOT_CANONICAL,
-    "events_session_fkey": base.UNKNOWN_SESSION,
 }
 
 
