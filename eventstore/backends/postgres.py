@@ -6,9 +6,11 @@ module only talks to it:
 
 * **Positions.** The insert guard trigger takes the transaction-scoped advisory lock
   :data:`POSITION_LOCK` before it reads the heads, and fills in ``position`` (the largest
-  stored one + 1) when the INSERT leaves it out. Every transaction that inserts events holds
-  the lock until it commits, so positions are dense and grow in commit order whoever
-  inserts (docs/concurrency.md says why this and not a sequence or a counter row).
+  stored one + 1) when the INSERT leaves it out; the rows after it that continue it (the
+  rest of a batch) pass on two transaction-local settings, and a statement trigger proves
+  the statement's positions and seqs once (revision 0240). Every transaction that inserts
+  events holds the lock until it commits, so positions are dense and grow in commit order
+  whoever inserts (docs/concurrency.md says why this and not a sequence or a counter row).
 * **Appends.** A session's head (next seq, last hash) is cached per store; an append with a
   cached head is one INSERT statement in autocommit (its own transaction: one round trip).
   When the trigger refuses the seq (ES002: another process appended), or there is no cached

@@ -12,26 +12,27 @@ Now:
 
 * ``events_guard_insert`` still checks a row with those queries (ES001, ES002, ES003,
   ES009; the lock first), but only a row that does not continue the row checked or
-  accepted just before it in the same transaction. What it accepted is kept in two
-  transaction-local settings: ``eventstore.next_position`` (the next position) and
-  ``eventstore.next_seq`` (``'<next seq> <session id>'``). The trigger's ``WHEN`` clause
-  lets a row through without calling the function when its position and seq are exactly
-  those and its payload cannot hold a reserved key (the same test the function makes
-  before it parses a payload: a key starting with ``ty``, ``ts``, ``se``, ``ev`` or an
-  escape), and moves both settings on by one. So the first row of a transaction (a single
-  append) is checked as before, and the other 99 of a batch cost a few expressions each.
-  The settings roll back with a rolled-back statement or savepoint, as the rows do.
-* ``position`` defaults to ``eventstore.next_position`` (NULL when it is not set: the
-  function fills it in, as before).
+  accepted just before it in the same transaction. What it accepted is kept in the
+  transaction-local setting ``eventstore.next``: ``'<next position> <next seq> <session
+  id>'``. The trigger's ``WHEN`` clause lets a row through without calling the function
+  when its position, seq and session are exactly those and its payload cannot hold a
+  reserved key (the test the function makes before it parses a payload: a key starting
+  with ``ty``, ``ts``, ``se``, ``ev`` or an escape), and moves the setting on by one. So the
+  first row of a transaction (a single append) is checked as before, and the other 99 of
+  a batch cost a few expressions each. The setting rolls back with a rolled-back statement
+  or savepoint, as the rows do.
+* ``position`` defaults to the setting's position (NULL when it is not set: the function
+  fills it in, as before).
 * ``events_guard_check`` (AFTER INSERT, once per statement, over the statement's rows as a
-  transition table) proves what the settings only suggest, so that a setting forged with
+  transition table) proves what the setting only suggests, so that a setting forged with
   ``set_config`` (or an explicit position or seq that happens to match one) can get a
   statement refused, never stored: after taking the position lock it checks that the
-  statement's positions are exactly the n numbers following a stored position (or start
-  at 1), that each session's seqs are exactly the numbers following a stored seq of that
-  session (or start at 0), and that every session exists (ES003, ES002, ES001). Together
-  with the primary key and ``events_key`` (no row may take a stored number) that is the
-  invariant the row checks kept: positions 1..N and seqs 0..n-1 with no gap.
+  statement's positions are exactly the n numbers following a stored position (or 1..n),
+  that each session's seqs are exactly the numbers following a stored seq of that
+  session (or 0..), and that every session exists (ES003, ES002, ES001). Together with the
+  primary key and ``events_key`` (no row may take a stored number) that is the invariant
+  the row checks kept: positions 1..N and seqs 0..n-1 with no gap. It also sends the
+  followers' NOTIFY: ``events_notify`` (trigger and function) is dropped.
 * ``events_session_fkey`` is dropped: ``events_guard_insert`` and ``events_guard_check``
   refuse an event of an unknown session (ES001), and sessions cannot be deleted
   (``sessions_guard_delete``, ``sessions_guard_truncate``); ``verify`` reports events
@@ -51,9 +52,10 @@ POSITION_LOCK = 28555852263026292
 
 POSTGRESQL = [
     "ALTER TABLE events DROP CONSTRAINT events_session_fkey",
-    "ALTER TABLE events ALTER COLUMN position SET DEFAULT nullif(current_setting('eventstore.next_position', true), '')::bigint",
+    "ALTER TABLE events ALTER COLUMN position SET DEFAULT "
+    "nullif(split_part(current_setting('eventstore.next', true), ' ', 1), '')::bigint",
     # The row check: the baseline's, the session's head and the largest position read in one
-    # statement after the lock, and what it accepted written to the two settings.
+    # statement after the lock, and what it accepted written to the setting.
     rf"""
 CREATE OR REPLACE FUNCTION events_guard_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -92,73 +94,83 @@ BEGIN
         USING ERRCODE = 'ES009';
     END IF;
   END IF;
-  PERFORM set_config('eventstore.next_position', (NEW.position + 1)::text, true);
-  PERFORM set_config('eventstore.next_seq', (NEW.seq + 1)::text || ' ' || NEW.session_id, true);
+  PERFORM set_config('eventstore.next', (NEW.position + 1)::text || ' ' || (NEW.seq + 1)::text || ' ' || NEW.session_id,
+                     true);
   RETURN NEW;
 END
 $$""",
     "DROP TRIGGER events_guard_insert ON events",
-    # The WHEN clause: true (call the function) unless the row continues the settings and its
-    # payload cannot hold a reserved key; when it does, it moves the settings on (set_config
-    # returns its value, never NULL). Casts to text are written out: `bigint || text` is a
-    # SQL function, which would be inlined again for every statement.
+    # The WHEN clause: true (call the function) unless the row continues the setting and its
+    # payload cannot hold a reserved key; then it moves the setting on and is false
+    # (set_config returns the new value, never NULL). Casts to text are written out:
+    # `bigint || text` is a SQL function, which would be inlined again for every statement.
     r"""
 CREATE TRIGGER events_guard_insert BEFORE INSERT ON events FOR EACH ROW
-WHEN (NEW.payload ~ '"(\\|t[ys\\]|s[e\\]|e[v\\])'
-      OR NOT CASE WHEN NEW.position::text = current_setting('eventstore.next_position', true)
-                       AND NEW.seq::text || ' ' || NEW.session_id = current_setting('eventstore.next_seq', true)
-                  THEN set_config('eventstore.next_position', (NEW.position + 1)::text, true) IS NOT NULL
-                       AND set_config('eventstore.next_seq', (NEW.seq + 1)::text || ' ' || NEW.session_id, true)
-                           IS NOT NULL
-                  ELSE false END)
+WHEN (CASE WHEN NEW.position::text || ' ' || NEW.seq::text || ' ' || NEW.session_id = current_setting('eventstore.next', true)
+                AND NEW.payload !~ '"(\\|t[ys\\]|s[e\\]|e[v\\])'
+           THEN set_config('eventstore.next', (NEW.position + 1)::text || ' ' || (NEW.seq + 1)::text || ' ' || NEW.session_id,
+                           true) IS NULL
+           ELSE true END)
 EXECUTE FUNCTION events_guard_insert()""",
-    # The statement check. A statement of one session (every append) is one query; rows of
-    # several sessions are grouped per session.
+    # The statement check, and the followers' NOTIFY (events_notify's, folded in: one statement
+    # trigger fewer). One query in the usual case: the statement's extent and the position of
+    # the event before its first seq (the event before its first position, unless another
+    # session appended in between); a first event of a session, another session between, or
+    # rows of several sessions take one more query. Each query runs only where an IF needs
+    # it (an IF condition holding a subquery is a whole query).
     rf"""
 CREATE FUNCTION events_guard_check() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-  problem text;
+  a record;
 BEGIN
   PERFORM pg_advisory_xact_lock({POSITION_LOCK});
-  SELECT CASE
-           WHEN a.n = 0 THEN NULL
-           WHEN a.s_lo <> a.s_hi THEN 'sessions'
-           WHEN NOT EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = a.s_lo) THEN 'ES001'
-           WHEN a.q_hi - a.q_lo + 1 <> a.n
-             OR (a.q_lo > 0 AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.session_id = a.s_lo
-                                                                         AND e.seq = a.q_lo - 1)) THEN 'ES002'
-           WHEN a.p_hi - a.p_lo + 1 <> a.n OR a.p_lo < 1
-             OR (a.p_lo > 1 AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.position = a.p_lo - 1)) THEN 'ES003'
-         END
-    INTO problem
-    FROM (SELECT count(*) AS n, min(session_id) AS s_lo, max(session_id) AS s_hi, min(seq) AS q_lo,
-                 max(seq) AS q_hi, min(position) AS p_lo, max(position) AS p_hi FROM new_events) AS a;
-  IF problem = 'sessions' THEN
-    SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = g.session_id) THEN 'ES001' ELSE 'ES002' END
-      INTO problem
-      FROM (SELECT session_id, count(*) AS n, min(seq) AS lo, max(seq) AS hi FROM new_events GROUP BY session_id) AS g
-     WHERE NOT EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = g.session_id)
-        OR g.hi - g.lo + 1 <> g.n
-        OR (g.lo > 0 AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.session_id = g.session_id AND e.seq = g.lo - 1))
-     ORDER BY 1 LIMIT 1;
-    IF problem IS NULL THEN
-      SELECT CASE WHEN p.hi - p.lo + 1 <> p.n OR p.lo < 1
-                    OR (p.lo > 1 AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.position = p.lo - 1)) THEN 'ES003' END
-        INTO problem FROM (SELECT count(*) AS n, min(position) AS lo, max(position) AS hi FROM new_events) AS p;
+  SELECT s.*, (SELECT e.position FROM events AS e WHERE e.session_id = s.s_lo AND e.seq = s.q_lo - 1) AS before
+    INTO a
+    FROM (SELECT count(*) AS n, min(session_id) AS s_lo, max(session_id) AS s_hi, min(seq) AS q_lo, max(seq) AS q_hi,
+                 min(position) AS p_lo, max(position) AS p_hi FROM new_events) AS s;
+  IF a.n = 0 THEN
+    RETURN NULL;
+  END IF;
+  IF a.s_lo <> a.s_hi THEN
+    IF EXISTS (SELECT 1 FROM new_events AS n WHERE NOT EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = n.session_id)) THEN
+      RAISE EXCEPTION 'eventstore: an event of an unknown session' USING ERRCODE = 'ES001';
+    END IF;
+    IF EXISTS (SELECT 1 FROM (SELECT session_id, count(*) AS n, min(seq) AS lo, max(seq) AS hi
+                                FROM new_events GROUP BY session_id) AS g
+                WHERE g.hi - g.lo + 1 <> g.n
+                   OR (g.lo > 0 AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.session_id = g.session_id
+                                                                          AND e.seq = g.lo - 1))) THEN
+      RAISE EXCEPTION 'eventstore: the seqs of a session do not follow its last one densely' USING ERRCODE = 'ES002';
+    END IF;
+    a.before := NULL;
+  ELSE
+    IF a.q_lo = 0 THEN
+      IF NOT EXISTS (SELECT 1 FROM sessions WHERE id = a.s_lo) THEN
+        RAISE EXCEPTION 'eventstore: unknown session %', quote_literal(a.s_lo) USING ERRCODE = 'ES001';
+      END IF;
+    END IF;
+    IF a.q_hi - a.q_lo + 1 <> a.n OR (a.q_lo > 0 AND a.before IS NULL) THEN
+      RAISE EXCEPTION 'eventstore: seqs % to % do not follow the last seq of session % densely', a.q_lo, a.q_hi,
+        quote_literal(a.s_lo) USING ERRCODE = 'ES002';
     END IF;
   END IF;
-  IF problem = 'ES001' THEN
-    RAISE EXCEPTION 'eventstore: an event of an unknown session' USING ERRCODE = 'ES001';
-  ELSIF problem = 'ES002' THEN
-    RAISE EXCEPTION 'eventstore: the seqs of a session are not the next ones of its head' USING ERRCODE = 'ES002';
-  ELSIF problem = 'ES003' THEN
-    RAISE EXCEPTION 'eventstore: the positions are not the next ones (leave them out)' USING ERRCODE = 'ES003';
+  IF a.p_hi - a.p_lo + 1 <> a.n OR a.p_lo < 1 THEN
+    RAISE EXCEPTION 'eventstore: positions % to % are not % numbers in a row', a.p_lo, a.p_hi, a.n USING ERRCODE = 'ES003';
   END IF;
+  IF a.p_lo > 1 AND a.before IS DISTINCT FROM a.p_lo - 1 THEN
+    IF NOT EXISTS (SELECT 1 FROM events WHERE position = a.p_lo - 1) THEN
+      RAISE EXCEPTION 'eventstore: positions % to % do not follow the largest stored one; leave them out', a.p_lo,
+        a.p_hi USING ERRCODE = 'ES003';
+    END IF;
+  END IF;
+  PERFORM pg_notify('eventstore_events', '');
   RETURN NULL;
 END
 $$""",
     "CREATE TRIGGER events_guard_check AFTER INSERT ON events REFERENCING NEW TABLE AS new_events "
     "FOR EACH STATEMENT EXECUTE FUNCTION events_guard_check()",
+    "DROP TRIGGER events_notify ON events",
+    "DROP FUNCTION events_notify()",
 ]
 
 
