@@ -1054,16 +1054,13 @@ class _PgImport(ImportTransaction):
             return None
         try:
             with self._conn.transaction():
-                copied = self._copy(rows, position0)
-                if copied != len(rows):  # a BEFORE INSERT trigger returning NULL drops rows silently
-                    raise DatabaseError(f"session {self._sid!r} seqs {rows[0][0]}..{rows[-1][0]}: the database "
-                                        f"reported the insert done but stored {copied} of {len(rows)} events (a "
-                                        f"trigger ignores them: run eventstore verify); nothing was imported")
+                if self._copy(rows, position0) != len(rows):  # a BEFORE INSERT trigger returning NULL drops
+                    raise _Dropped                            # rows silently: roll back, find the first below
             return None
-        except psycopg.Error:
+        except (psycopg.Error, _Dropped):
             pass
-        # COPY is all or nothing: find the first row the database refuses, one INSERT at a
-        # time, and keep the rows before it.
+        # COPY is all or nothing: find the first row the database refuses or drops, one
+        # INSERT at a time, and keep the rows before it.
         for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
             try:
                 with self._conn.transaction():
@@ -1107,6 +1104,10 @@ class _PgImport(ImportTransaction):
         row = self._conn.execute("SELECT seq FROM events WHERE session_id = %s AND event_id = %s",
                                  (self._sid, event_id)).fetchone()
         return row[0] if row else None
+
+
+class _Dropped(Exception):
+    """COPY stored fewer rows than it was given (rolled back)."""
 
 
 def _text(value: Any) -> Any:
