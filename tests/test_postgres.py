@@ -133,6 +133,14 @@ def _forge(position: int, seq: int, sid: str) -> str:
     return f"SELECT set_config('eventstore.next', '{position} {seq} {sid}', false)"
 
 
+def _two_sessions(sid: str, seq: int) -> str:
+    """A good row of s, then a row of ``sid`` at ``seq`` whose setting the statement forges."""
+    return (f"INSERT INTO events (session_id, seq, type, ts, payload, hash) SELECT v.sid, v.seq, "
+            f"'x' || coalesce(left(f.x, 0), ''), 1, '{{}}', {H} FROM (VALUES (1, 's', 6), (2, '{sid}', {seq})) "
+            f"AS v(i, sid, seq), LATERAL (SELECT CASE WHEN v.i = 2 THEN "
+            f"set_config('eventstore.next', '10 {seq} {sid}', true) END AS x) AS f")
+
+
 # filled(): s holds seqs 0..5 at positions 1..7 (t's seq 0 is 7, 8), t seqs 0..1; next position 9.
 FORGED = [
     # the settings claim a head the table does not have: the statement check refuses
@@ -150,6 +158,8 @@ FORGED = [
      f"INSERT INTO events (session_id, seq, type, ts, payload, hash) SELECT 's', v.seq, 'x' || coalesce(left(f.x, 0), ''), "
      f"1, '{{}}', {H} FROM (VALUES (6), (7)) AS v(seq), LATERAL (SELECT CASE WHEN v.seq = 7 THEN "
      f"set_config('eventstore.next', '30 7 s', true) END AS x) AS f", "ES003"),
+    ("forged between rows of two sessions", "SELECT 1", _two_sessions("t", 9), "ES002"),
+    ("forged between rows, an unknown session", "SELECT 1", _two_sessions("nobody", 0), "ES001"),
 ]
 
 
