@@ -114,6 +114,157 @@ def test_the_store_translates_refusals_by_code(pg_url):
     other.close()
 
 
+# --- statements of many rows: the setting of the row guard, the statement check (0240) --------
+
+H = "repeat('0', 64)"
+
+
+def _row(sid: str, seq: int, payload: str = "{}", position: int | None = None) -> str:
+    pos = "" if position is None else f"{position}, "
+    return f"({pos}'{sid}', {seq}, 'x', 1, '{payload}', {H})"
+
+
+def _insert(*rows: str, positions: bool = False) -> str:
+    cols = "position, session_id, seq, type, ts, payload, hash" if positions else "session_id, seq, type, ts, payload, hash"
+    return f"INSERT INTO events ({cols}) VALUES {', '.join(rows)}"
+
+
+def _forge(position: int, seq: int, sid: str) -> str:
+    return f"SELECT set_config('eventstore.next', '{position} {seq} {sid}', false)"
+
+
+def _two_sessions(sid: str, seq: int) -> str:
+    """A good row of s, then a row of ``sid`` at ``seq`` whose setting the statement forges."""
+    return (f"INSERT INTO events (session_id, seq, type, ts, payload, hash) SELECT v.sid, v.seq, "
+            f"'x' || coalesce(left(f.x, 0), ''), 1, '{{}}', {H} FROM (VALUES (1, 's', 6), (2, '{sid}', {seq})) "
+            f"AS v(i, sid, seq), LATERAL (SELECT CASE WHEN v.i = 2 THEN "
+            f"set_config('eventstore.next', '10 {seq} {sid}', true) END AS x) AS f")
+
+
+# filled(): s holds seqs 0..5 at positions 1..7 (t's seq 0 is 7, 8), t seqs 0..1; next position 9.
+FORGED = [
+    # the settings claim a head the table does not have: the statement check refuses
+    ("a seq gap", _forge(9, 9, "s"), _insert(_row("s", 9)), "ES002"),
+    ("a position gap", _forge(50, 6, "s"), _insert(_row("s", 6)), "ES003"),
+    ("position 0", _forge(0, 6, "s"), _insert(_row("s", 6)), "ES003"),
+    ("an unknown session", _forge(9, 0, "nobody"), _insert(_row("nobody", 0)), "ES001"),
+    # a stored seq or position taken again: the unique indexes refuse it
+    ("a stored seq", _forge(9, 2, "s"), _insert(_row("s", 2)), "23505"),
+    ("a stored position", _forge(3, 6, "s"), _insert(_row("s", 6)), "23505"),
+    ("a stored position, ON CONFLICT DO UPDATE", _forge(3, 6, "s"),
+     _insert(_row("s", 6, position=3), positions=True) + " ON CONFLICT (position) DO UPDATE SET ts = 2", "ES004"),
+    # forged by the statement itself, between its rows
+    ("forged between rows", "SELECT 1",
+     f"INSERT INTO events (session_id, seq, type, ts, payload, hash) SELECT 's', v.seq, 'x' || coalesce(left(f.x, 0), ''), "
+     f"1, '{{}}', {H} FROM (VALUES (6), (7)) AS v(seq), LATERAL (SELECT CASE WHEN v.seq = 7 THEN "
+     f"set_config('eventstore.next', '30 7 s', true) END AS x) AS f", "ES003"),
+    ("forged between rows of two sessions", "SELECT 1", _two_sessions("t", 9), "ES002"),
+    ("forged between rows, an unknown session", "SELECT 1", _two_sessions("nobody", 0), "ES001"),
+]
+
+
+@pytest.mark.parametrize("what,forge,sql,code", FORGED, ids=[f[0] for f in FORGED])
+def test_a_forged_guard_setting_gets_the_statement_refused(pg_url, what, forge, sql, code):
+    """The row guard lets a row through on the transaction-local setting it keeps; anyone
+    may set it, so the statement check (and the unique indexes) must refuse what it lets
+    through wrongly."""
+    filled(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        before = snapshot(conn)
+        conn.execute(forge)  # for the session (false): it outlives the transactions below
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute(sql)
+        assert e.value.sqlstate == code, e.value
+        assert snapshot(conn) == before
+
+
+MANY_ROWS = [
+    ("explicit positions with a gap", _insert(_row("s", 6, position=9), _row("s", 7, position=11), positions=True),
+     "ES003"),
+    ("an explicit position taken twice", _insert(_row("s", 6, position=9), _row("s", 7, position=9), positions=True),
+     "ES003"),
+    ("a seq twice", _insert(_row("s", 6), _row("s", 6)), "ES002"),
+    ("a seq gap on the second row", _insert(_row("s", 6), _row("s", 8)), "ES002"),
+    ("a stored seq after a good row", _insert(_row("s", 6), _row("t", 1)), "ES002"),
+    ("an unknown session after a good row", _insert(_row("s", 6), _row("nobody", 0)), "ES001"),
+    ("a reserved key on a later row", _insert(_row("s", 6), _row("s", 7, '{"ts":1}')), "ES009"),
+    ("a reserved key spelled with an escape", _insert(_row("s", 6), _row("s", 7, '{"\\u0074ype":1}')), "ES009"),
+    ("a second event_id key", _insert(_row("s", 6), _row("s", 7, '{"event_id":"a","event_id":"b"}')), "ES009"),
+]
+
+
+@pytest.mark.parametrize("what,sql,code", MANY_ROWS, ids=[m[0] for m in MANY_ROWS])
+def test_a_bad_row_of_a_multi_row_insert_refuses_the_statement(pg_url, what, sql, code):
+    filled(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        before = snapshot(conn)
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute(sql)
+        assert e.value.sqlstate == code, e.value
+        assert snapshot(conn) == before
+
+
+def test_two_sessions_in_one_statement_and_across_statements(pg_url):
+    filled(pg_url).close()
+    with psycopg.connect(pg_url) as conn:  # one transaction, several statements, a savepoint
+        conn.execute(_insert(_row("s", 6), _row("t", 2), _row("s", 7), _row("t", 3)))
+        conn.execute(_insert(_row("t", 4), _row("t", 5)))
+        try:
+            with conn.transaction():  # rolled back to the savepoint: rows and setting
+                conn.execute(_insert(_row("s", 8), _row("s", 9)))
+                raise RuntimeError
+        except RuntimeError:
+            pass
+        conn.execute(_insert(_row("s", 8)))
+        conn.execute("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+                     f"SELECT 't', 5 + i, 'x', 1, '{{}}', {H} FROM generate_series(1, 3) AS i")
+        conn.commit()
+        rows = conn.execute("SELECT position, session_id, seq FROM events WHERE position > 8 ORDER BY position").fetchall()
+    assert rows == [(9, "s", 6), (10, "t", 2), (11, "s", 7), (12, "t", 3), (13, "t", 4), (14, "t", 5),
+                    (15, "s", 8), (16, "t", 6), (17, "t", 7), (18, "t", 8)]
+    with EventStore.open(pg_url) as store:  # the store goes on from there
+        assert store.session("s").append("after", {}).position == 19
+
+
+def _copy_rows(conn, rows: list[tuple]) -> None:
+    with conn.cursor().copy("COPY events (position, session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+@pytest.mark.parametrize("rows,code", [
+    ([(9, "s", 6), (11, "s", 7)], "ES003"),  # a position gap
+    ([(9, "s", 6), (10, "s", 8)], "ES002"),  # a seq gap
+    ([(9, "s", 6), (10, "nobody", 0)], "ES001"),
+    ([(9, "s", 6), (10, "s", 7), (11, "s", 8)], None),
+], ids=["position gap", "seq gap", "unknown session", "dense"])
+def test_copy_is_checked_like_insert(pg_url, rows, code):
+    filled(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        before = snapshot(conn)
+        full = [(p, sid, seq, "x", 1.0, "{}", "0" * 64) for p, sid, seq in rows]
+        if code is None:
+            with conn.transaction():
+                _copy_rows(conn, full)
+            assert conn.execute("SELECT max(position) FROM events").fetchone()[0] == 11
+        else:
+            with pytest.raises(psycopg.Error) as e:
+                with conn.transaction():
+                    _copy_rows(conn, full)
+            assert e.value.sqlstate == code, e.value
+            assert snapshot(conn) == before
+
+
+def test_verify_reports_a_disabled_statement_check(pg_url):
+    filled(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE events DISABLE TRIGGER events_guard_check")
+    with EventStore.open(pg_url, readonly=True) as ro:
+        report = audit.verify(ro.backend)
+    text = "\n".join(str(f) for f in report.findings if f.kind == "trigger")
+    assert "events_guard_check on events is disabled" in text
+
+
 # --- positions, commit order, rolled-back appends ---------------------------------------------
 
 def test_positions_stay_dense_after_rolled_back_inserts(pg_url):

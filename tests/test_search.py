@@ -374,6 +374,13 @@ def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_u
         conn.execute("DROP TABLE events_search, events_search_state")
         conn.execute("CREATE INDEX events_search ON events USING gin (es_search_vector(payload)) "
                      "WHERE type IN ('user/message', 'assistant/message', 'tool/result')")
+        conn.execute("DROP TRIGGER events_guard_check ON events; DROP FUNCTION events_guard_check(); "  # (0240)
+                     "ALTER TABLE events ADD CONSTRAINT events_session_fkey FOREIGN KEY (session_id) "
+                     "REFERENCES sessions (id); ALTER TABLE events ALTER COLUMN position DROP DEFAULT; "
+                     "CREATE FUNCTION events_notify() RETURNS trigger LANGUAGE plpgsql AS "
+                     "$$ BEGIN PERFORM pg_notify('eventstore_events', ''); RETURN NULL; END $$; "
+                     "CREATE TRIGGER events_notify AFTER INSERT ON events FOR EACH STATEMENT "
+                     "EXECUTE FUNCTION events_notify()")
         conn.execute("DROP TABLE importing; DROP FUNCTION es_importing_guard()")  # (revision 0220)
         conn.execute("ALTER TABLE sessions DROP COLUMN meta_hash")  # (revision 0210)
         conn.execute("UPDATE alembic_version SET version_num = '0150'")

@@ -6,9 +6,11 @@ module only talks to it:
 
 * **Positions.** The insert guard trigger takes the transaction-scoped advisory lock
   :data:`POSITION_LOCK` before it reads the heads, and fills in ``position`` (the largest
-  stored one + 1) when the INSERT leaves it out. Every transaction that inserts events holds
-  the lock until it commits, so positions are dense and grow in commit order whoever
-  inserts (docs/concurrency.md says why this and not a sequence or a counter row).
+  stored one + 1) when the INSERT leaves it out; the rows after it that continue it (the
+  rest of a batch) pass on two transaction-local settings, and a statement trigger proves
+  the statement's positions and seqs once (revision 0240). Every transaction that inserts
+  events holds the lock until it commits, so positions are dense and grow in commit order
+  whoever inserts (docs/concurrency.md says why this and not a sequence or a counter row).
 * **Appends.** A session's head (next seq, last hash) is cached per store; an append with a
   cached head is one INSERT statement in autocommit (its own transaction: one round trip).
   When the trigger refuses the seq (ES002: another process appended), or there is no cached
@@ -95,7 +97,8 @@ QUERY_TIMEOUT = 30.0
 
 #: The triggers that make events and sessions append-only, by table (verify checks them).
 GUARDS = {
-    "events": ("events_guard_insert", "events_guard_update", "events_guard_delete", "events_guard_truncate"),
+    "events": ("events_guard_insert", "events_guard_check", "events_guard_update", "events_guard_delete",
+               "events_guard_truncate"),
     "sessions": ("sessions_guard_update", "sessions_guard_delete", "sessions_guard_truncate"),
     "importing": ("importing_guard_insert",),  # (an importing row may hide only a session being created)
 }
@@ -150,7 +153,6 @@ _CONSTRAINT_CODES = {
     base.SESSIONS_PKEY: base.SESSION_EXISTS,
     base.EVENT_ID_INDEX: base.EVENT_ID_TAKEN,
     "events_payload_object": base.PAYLOAD_NOT_CANONICAL,
-    "events_session_fkey": base.UNKNOWN_SESSION,
 }
 
 
@@ -1052,16 +1054,13 @@ class _PgImport(ImportTransaction):
             return None
         try:
             with self._conn.transaction():
-                copied = self._copy(rows, position0)
-                if copied != len(rows):  # a BEFORE INSERT trigger returning NULL drops rows silently
-                    raise DatabaseError(f"session {self._sid!r} seqs {rows[0][0]}..{rows[-1][0]}: the database "
-                                        f"reported the insert done but stored {copied} of {len(rows)} events (a "
-                                        f"trigger ignores them: run eventstore verify); nothing was imported")
+                if self._copy(rows, position0) != len(rows):  # a BEFORE INSERT trigger returning NULL drops
+                    raise _Dropped                            # rows silently: roll back, find the first below
             return None
-        except psycopg.Error:
+        except (psycopg.Error, _Dropped):
             pass
-        # COPY is all or nothing: find the first row the database refuses, one INSERT at a
-        # time, and keep the rows before it.
+        # COPY is all or nothing: find the first row the database refuses or drops, one
+        # INSERT at a time, and keep the rows before it.
         for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
             try:
                 with self._conn.transaction():
@@ -1105,6 +1104,10 @@ class _PgImport(ImportTransaction):
         row = self._conn.execute("SELECT seq FROM events WHERE session_id = %s AND event_id = %s",
                                  (self._sid, event_id)).fetchone()
         return row[0] if row else None
+
+
+class _Dropped(Exception):
+    """COPY stored fewer rows than it was given (rolled back)."""
 
 
 def _text(value: Any) -> Any:
