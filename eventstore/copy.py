@@ -23,7 +23,9 @@ interrupted can simply be run again; a session already there with other events i
 error (nothing of it is written). A session already there with the same events but
 another ``created_at`` (copied by an eventstore that did not keep it, or imported from its
 file) keeps its row, which the store never changes: its :class:`CopyResult` says so in
-``note``.
+``note``. So does a copied session dated more than :data:`~eventstore.integrity.CLOCK_SLACK`
+before a session the target held already: stored after it, verify names it as a session
+added later with a past date (copy into an empty store to move a store).
 """
 
 from __future__ import annotations
@@ -56,8 +58,9 @@ class CopyError(EventStoreError):
 @dataclass
 class CopyResult:
     """One copied session: its id, its number of events, its head hash, whether it was
-    already in the target (``skipped``), and ``note``: empty, or one sentence about a
-    target row whose ``created_at`` differs from the source's."""
+    already in the target (``skipped``), and ``note``: empty, or one sentence about its
+    ``created_at`` (a target row that holds another one, or a date that verify will find
+    out of order in the target)."""
 
     session_id: str
     events: int
@@ -95,12 +98,14 @@ def copy_sessions(src: EventStore, dst: EventStore, session_ids: Iterable[str] |
     from .bulk import import_jsonl
     from .chain import session_hash_changes
     from .export import export_session
+    from .integrity import CLOCK_SLACK
 
     results = []
     ids = _ordered_ids(src, session_ids)
     rows = {row[0]: row for row in src.backend.sessions_in_storage_order()}
     # rows the target held before (a skipped session, or an unfinished import this copy completes)
     already = {row[0]: row[1] for row in dst.backend.sessions_in_storage_order()}
+    newest = max(((float(c), i) for i, c in already.items() if isinstance(c, (int, float))), default=None)
     for sid in ids:
         changed = session_hash_changes(*rows[sid])
         if changed:
@@ -122,6 +127,9 @@ def copy_sessions(src: EventStore, dst: EventStore, session_ids: Iterable[str] |
         if sid in already and float(already[sid]) != float(rows[sid][1]):
             note = (f"its created_at here ({already[sid]!r}) differs from the source's ({rows[sid][1]!r}): it was "
                     f"stored before this copy (imported, or copied without its created_at) and keeps its row")
+        elif sid not in already and newest is not None and float(rows[sid][1]) < newest[0] - CLOCK_SLACK:
+            note = (f"it is dated {newest[0] - float(rows[sid][1]):.0f} s before session {newest[1]!r}, stored here "
+                    f"before it: verify reports it as a session added later with a past date")
         result = CopyResult(sid, events, head, skipped=report.status == "skipped", note=note)
         results.append(result)
         if progress is not None:

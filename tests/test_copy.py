@@ -221,3 +221,23 @@ def test_import_dates_a_new_session_now_unless_given_created_at(store, tmp_path)
         with pytest.raises(InvalidEvent, match="created_at must be a finite number"):
             store.import_jsonl(write_session(tmp_path / "x.jsonl", "x", 1), created_at=bad)
     assert [i.id for i in store.sessions()] == ["o", "m"]
+
+
+@pytest.mark.parametrize(("src_kind", "dst_kind"), PAIRS[:2])
+def test_copying_older_sessions_after_newer_ones_says_what_verify_will_report(src_kind, dst_kind, new_url):
+    src, dst = new_url(src_kind), new_url(dst_kind)
+    with EventStore.open(src) as store:
+        store.import_jsonl(DATA / "demo.jsonl", created_at=T0)
+        store.create_session("recent").append("note", {})
+    with EventStore.open(dst) as store:
+        store.create_session("newer", meta={"host": "b"})
+        newer = store.sessions()[0].created_at
+    r = CliRunner().invoke(cli, ["copy", src, dst], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    gap = f"{newer - T0:.0f}"
+    assert r.output.count("note:") == 1
+    assert (f"5a1b896f-beb: note: it is dated {gap} s before session 'newer', stored here before it: verify reports "
+            f"it as a session added later with a past date") in r.output
+    assert rows(dst)[0][:2] == ("5a1b896f-beb", T0)
+    assert findings(dst) == [f"session 5a1b896f-beb: session: created_at is {gap} s before that of session "
+                             f"'newer', which was stored before it: a session added later with a past date"]
