@@ -1000,10 +1000,10 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
 
     SRC and DST are SQLite files or postgresql:// URLs (DST is created and migrated if
     needed). Every seq, ts, payload, meta, hash and each session's created_at is kept (a
-    checkpoint of SRC verifies DST); sessions go one by one, oldest first, each as one
-    import, and are checked: a source session whose hash chain does not verify is refused.
-    Sessions already in DST with the same events are skipped, so an interrupted copy can be
-    run again.
+    checkpoint of SRC, taken after its last write, verifies an empty DST after the copy);
+    sessions go one by one, oldest first, each as one import, and are checked: a source
+    session whose hash chain does not verify is refused. Sessions already in DST with the
+    same events are skipped, so an interrupted copy can be run again.
     """
     from .copy import copy_sessions
 

@@ -8,7 +8,9 @@ session's meta are kept, so the hashes are the same ones. The JSONL format carri
 creation time, so the import is given the source row's ``created_at``
 (:func:`eventstore.bulk.import_jsonl`, ``created_at``): the target's ``sessions`` row holds
 the same id, ``created_at`` and meta, hence the same ``meta_hash``, the same listing order,
-and the same checkpoint entry (a checkpoint of the source verifies the copy).
+and the same checkpoint entry. Positions are the target's own (a session's events are
+stored together), so a whole checkpoint of the source verifies the copy when it was taken
+of the state copied (no write since) and the target held nothing else.
 
 Sessions are copied one by one (each in one transaction, or in chunks for a long one, as
 any import), oldest first (by ``created_at``, then id, the order of the listing), so that
