@@ -268,7 +268,7 @@ class AsyncEventStore:
 
     async def import_jsonl(self, source: str | os.PathLike | IO[bytes], **options: Any) -> str:
         """:meth:`eventstore.EventStore.import_jsonl` on a worker thread (same options:
-        ``name``, ``session_id``, ``append``, ``salvage``); returns the session id."""
+        ``name``, ``session_id``, ``append``, ``salvage``, ``created_at``); returns the session id."""
         return await self._run(self.sync.import_jsonl, source, **options)
 
     async def export_jsonl(self, session_id: str, dest: str | os.PathLike | IO) -> int:

@@ -17,6 +17,7 @@ the database in batches (:data:`BATCH_ROWS` rows or :data:`BATCH_BYTES` bytes of
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import time
@@ -28,7 +29,7 @@ from . import parse_worker
 from .backends import base
 from .backends.base import ImportTransaction, Refusal
 from .codec import dumps, loads
-from .errors import ImportConflict, InvalidJSONL
+from .errors import ImportConflict, InvalidEvent, InvalidJSONL
 from .jsonl import JsonlReader
 from .parse_worker import WorkerReader
 from .validate import _check_session_id
@@ -95,7 +96,7 @@ class ImportReport:
 
 def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
                  session_id: str | None = None, append: bool = False, salvage: bool = False,
-                 progress: Progress | None = None) -> ImportReport:
+                 progress: Progress | None = None, created_at: float | None = None) -> ImportReport:
     """Import one JSONL session file (the reference format) into ``store``, atomically.
 
     ``source`` is a path or a binary file object (``name`` is what messages call it; a
@@ -105,38 +106,56 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
     ``salvage`` keeps the valid prefix of a file whose tail is bad (truncated by a crash,
     corrupt) and reports what was dropped in :attr:`ImportReport.dropped`.
 
+    ``created_at`` (seconds since the epoch, a finite number) is the ``sessions.created_at``
+    of a session this import creates; by default the time of the import (the JSONL format
+    carries no creation time: a ``created_at`` key of a ``session/meta`` line is a meta key
+    like any other). A session already stored keeps its own. :func:`eventstore.copy.copy_sessions`
+    passes the source's, so that a copied session keeps its row (and its ``meta_hash``).
+
     Returns an :class:`ImportReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``; nothing of the file is stored), its subclass
     :class:`~eventstore.errors.ImportConflict` (the session is stored with other events, or
     the file continues it and ``append`` is off), :class:`~eventstore.errors.InvalidEvent`
-    for a bad ``session_id``, :class:`~eventstore.errors.DatabaseError`, ``OSError``.
+    for a bad ``session_id`` or ``created_at``, :class:`~eventstore.errors.DatabaseError`, ``OSError``.
     """
     if session_id is not None:
         _check_session_id(session_id)
+    if created_at is not None:
+        created_at = _check_created_at(created_at)
     if isinstance(source, (str, os.PathLike)):
         name = name or os.fspath(source)
         with open(source, "rb") as f:
             st = os.fstat(f.fileno())
             worker = parse_worker.acquire(st.st_size) if stat.S_ISREG(st.st_mode) else None
             if worker is None:
-                return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress)
+                return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress, created_at)
             try:
                 reader = WorkerReader(worker, os.path.abspath(source), name, session_id, st)
                 try:
                     if reader.start(BATCH_ROWS, BATCH_BYTES):
-                        return _import(store, reader, name, append, salvage, progress)
+                        return _import(store, reader, name, append, salvage, progress, created_at)
                 finally:
                     reader.close()
             finally:
                 worker.lock.release()
             # the worker opened another file by that path (/dev/stdin, /dev/fd/N: its own)
-            return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress)
+            return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress, created_at)
     name = name or str(getattr(source, "name", "<stream>"))
-    return _import(store, JsonlReader(source, name, session_id), name, append, salvage, progress)
+    return _import(store, JsonlReader(source, name, session_id), name, append, salvage, progress, created_at)
+
+
+def _check_created_at(created_at) -> float:
+    try:
+        value = float(created_at) if type(created_at) in (int, float) else math.nan
+    except OverflowError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise InvalidEvent(f"created_at must be a finite number of seconds since the epoch, not {created_at!r}")
+    return value
 
 
 def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, append: bool, salvage: bool,
-            progress: Progress | None) -> ImportReport:
+            progress: Progress | None, created_at: float | None) -> ImportReport:
     """import_jsonl's work, reading rows from ``reader`` (in this process or a worker's).
 
     A file of one batch, or one that adds to a session already stored (``append``), goes in
@@ -146,10 +165,10 @@ def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, ap
         raise reader.error
     sid = reader.session_id
     if batches.more():
-        report = _import_chunked(store, reader, batches, name, sid, salvage, progress)
+        report = _import_chunked(store, reader, batches, name, sid, salvage, progress, created_at)
         if report is not None:
             return report
-    return _import_one(store, reader, batches, name, sid, append, salvage, progress)
+    return _import_one(store, reader, batches, name, sid, append, salvage, progress, created_at)
 
 
 class _Batches:
@@ -188,12 +207,12 @@ class _Batches:
 
 
 def _import_one(store: EventStore, reader: JsonlReader | WorkerReader, batches: _Batches, name: str, sid: str,
-                append: bool, salvage: bool, progress: Progress | None) -> ImportReport:
+                append: bool, salvage: bool, progress: Progress | None, created_at: float | None) -> ImportReport:
     """The whole file in one write transaction."""
     def in_transaction(tx: ImportTransaction) -> tuple:
         stored = tx.session_meta()
         if stored is None:
-            _create(tx, reader, name, sid)
+            _create(tx, reader, name, sid, created_at)
             head = 0
         else:
             if tx.importing() is not None:
@@ -211,7 +230,7 @@ def _import_one(store: EventStore, reader: JsonlReader | WorkerReader, batches: 
 
 
 def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batches: _Batches, name: str, sid: str,
-                    salvage: bool, progress: Progress | None) -> ImportReport | None:
+                    salvage: bool, progress: Progress | None, created_at: float | None) -> ImportReport | None:
     """A new session (or the rest of an unfinished import of it) in transactions of
     :data:`CHUNK_ROWS` rows, the session hidden until the last one commits; None when the
     session is stored and complete (the caller imports in one transaction).
@@ -231,7 +250,7 @@ def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batch
         def begin(tx: ImportTransaction) -> int | None:
             stored = tx.session_meta()
             if stored is None:
-                _create(tx, reader, name, sid)
+                _create(tx, reader, name, sid, created_at)
                 tx.begin_import(tx.next_position(), lock.owner, time.time())
                 return 0
             if tx.importing() is None:
@@ -282,8 +301,8 @@ def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batch
                    f"completed an unfinished import that had stored {head} events" if head else "")
 
 
-def _create(tx: ImportTransaction, reader, name: str, sid: str) -> None:
-    refusal = tx.create_session(time.time(), reader.meta_json)
+def _create(tx: ImportTransaction, reader, name: str, sid: str, created_at: float | None) -> None:
+    refusal = tx.create_session(time.time() if created_at is None else created_at, reader.meta_json)
     if refusal is not None:
         reason = f"the database refused session id {dumps(sid)}: {refusal.message}"
         raise InvalidJSONL(name, reader.meta_line, reason) from None

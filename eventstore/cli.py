@@ -999,10 +999,11 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
     """Copy every session (or the SESSION_IDs given) from the store SRC to the store DST.
 
     SRC and DST are SQLite files or postgresql:// URLs (DST is created and migrated if
-    needed). Every seq, ts, payload, meta and hash is kept; sessions go one by one in the
-    order of their first event, each in one transaction, and are checked: a source session
-    whose hash chain does not verify is refused. Sessions already in DST with the same events
-    are skipped, so an interrupted copy can be run again.
+    needed). Every seq, ts, payload, meta, hash and each session's created_at is kept (a
+    checkpoint of SRC, taken after its last write, verifies an empty DST after the copy);
+    sessions go one by one, oldest first, each as one import, and are checked: a source
+    session whose hash chain does not verify is refused. Sessions already in DST with the
+    same events are skipped, so an interrupted copy can be run again.
     """
     from .copy import copy_sessions
 
@@ -1010,6 +1011,8 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
         def done(r) -> None:
             what = "already there" if r.skipped else "copied"
             click.echo(f"{_printable(r.session_id)}: {r.events} events {what} (head {r.head[:12]})")
+            if r.note:
+                click.echo(f"{_printable(r.session_id)}: note: {r.note}", err=True)
 
         results = copy_sessions(source, target, session_ids or None, progress=done)
     total = sum(r.events for r in results)

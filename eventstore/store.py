@@ -525,7 +525,8 @@ class EventStore:
     # --- JSONL ---------------------------------------------------------------------------
 
     def import_jsonl(self, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
-                     session_id: str | None = None, append: bool = False, salvage: bool = False) -> str:
+                     session_id: str | None = None, append: bool = False, salvage: bool = False,
+                     created_at: float | None = None) -> str:
         """Import one JSONL session file atomically and return its session id.
 
         ``source`` is a path or a binary file object (``name`` is what errors call it).
@@ -533,7 +534,8 @@ class EventStore:
         the id of a file that has no ``session/meta`` line. A session already stored with
         the same events is left as it is; ``append`` adds the file's events past a stored
         session's head; ``salvage`` keeps the valid prefix of a file with a bad tail.
-        For what happened (skipped, appended, dropped lines), call
+        ``created_at`` is the creation time of a session the import creates (default: now;
+        the file carries none). For what happened (skipped, appended, dropped lines), call
         :func:`eventstore.bulk.import_jsonl`, which this wraps and which documents the rules.
 
         Raises :class:`InvalidJSONL` (``FILE:LINE: reason``; nothing of the file is
@@ -541,7 +543,7 @@ class EventStore:
         ``append``), :class:`InvalidEvent`, :class:`DatabaseError`, ``OSError``.
         """
         return _import_jsonl(self, source, name=name, session_id=session_id, append=append,
-                            salvage=salvage).session_id
+                            salvage=salvage, created_at=created_at).session_id
 
     def export_jsonl(self, session_id: str, dest: str | os.PathLike | IO) -> int:
         """Write one session as JSONL, byte-identical to what the reference ``save()``
