@@ -393,9 +393,11 @@ def test_durability_normal_commits_asynchronously(pg_url):
 
 
 def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
-    """durability="full": the append commits asynchronously (the flush is not inside the
-    position lock) and then waits until the WAL is flushed past its commit, with the
-    server's durable synchronous_commit ("on" here, where the test server is set to off)."""
+    """durability="full" with the server's durable synchronous_commit ("on" here, where the
+    test server is set to off): an append that finds the position lock free commits at that
+    level (its commit flushes, one round trip, no flush statement after); one that finds
+    another append holding it commits asynchronously and then waits, outside the lock, until
+    the WAL is flushed past its commit."""
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # the test server's
     with EventStore.open(pg_url, durability="full") as store:
@@ -408,20 +410,48 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
         assert conn.execute("SELECT current_setting('synchronous_commit') FROM set_config('synchronous_commit', %s, "
                             "true)", (backend._sync_level,)).fetchone()[0] == "on"  # as _FLUSH runs
         assert "set_config('synchronous_commit', %s, true)" in postgres._FLUSH
-        committed = []
-        durable = backend._durable
+        committed, inserted = [], []
+        durable, insert = backend._durable, backend._insert
 
-        def spy(c, sid):
+        def spy_durable(c, sid):
             committed.append(c.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0])  # past the commit
             durable(c, sid)
 
-        monkeypatch.setattr(backend, "_durable", spy)
+        def spy_insert(*args):
+            inserted.append(insert(*args))
+            return inserted[-1]
+
+        monkeypatch.setattr(backend, "_durable", spy_durable)
+        monkeypatch.setattr(backend, "_insert", spy_insert)
+        s.append("x", {"i": -1})  # the head is cached from here on
+        del inserted[:]
+        # Uncontended: each commit is synchronous (the server's setting is off, so only the
+        # INSERT's own set_config can make it so), and no flush statement follows.
         for i in range(20):
             s.append("x", {"i": i})
-            flushed = conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (committed[-1],)).fetchone()[0]
-            assert flushed, i
-        s.append_many([("x", {}), ("y", {})], expected_seq=20)
-        assert len(committed) == 21
+            assert inserted[-1][1] is True, i
+        assert committed == []
+        # Contended: another transaction holds the position lock while the append starts.
+        with psycopg.connect(pg_url, autocommit=True) as holder:
+            holder.execute("BEGIN")
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (postgres.POSITION_LOCK,))
+            t = threading.Thread(target=s.append, args=("x", {"i": 20}))
+            t.start()
+            deadline = time.monotonic() + 30
+            while not holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                                     ).fetchone()[0]:
+                assert time.monotonic() < deadline, "the append never waited for the position lock"
+                time.sleep(0.01)
+            holder.execute("COMMIT")
+            t.join(30)
+        assert not t.is_alive()
+        assert inserted[-1][1] is False and len(committed) == 1
+        assert conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (committed[-1],)).fetchone()[0]
+        # Batches commit asynchronously and flush after.
+        s.append_many([("x", {}), ("y", {})], expected_seq=22)
+        assert len(committed) == 2
+        assert conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (committed[-1],)).fetchone()[0]
+        assert [e.seq for e in s.events()] == list(range(24))
     with pytest.raises(DatabaseError, match="durability"):
         EventStore.open(pg_url, durability="fast")
 

@@ -17,9 +17,11 @@ module only talks to it:
   head, the append runs in a transaction that first calls ``es_lock_head(session)`` (takes
   the lock, then reads the head) and then inserts: it cannot be refused again.
 * **Durability.** The write connection commits asynchronously (``synchronous_commit =
-  off``), so the WAL flush is not inside the position lock. With ``durability="full"`` the
-  append then waits, outside the lock, for the flush (:data:`_FLUSH`; concurrent writers
-  share one), and a follower flushes before it hands out what it read.
+  off``), so the WAL flush is not inside the position lock. With ``durability="full"`` a
+  single append that finds the lock free commits durably in its one statement
+  (:data:`_INSERT_ONE_FULL`); otherwise the append waits, outside the lock, for the flush
+  (:data:`_FLUSH`; concurrent writers share one). A follower flushes before it hands out
+  what it read.
 * **Errors** are translated by SQLSTATE (the ``ESnnn`` codes of the triggers, see
   :mod:`eventstore.backends.base`) and constraint name, never by message text.
 * **Follow** waits on ``LISTEN eventstore_events`` (a statement trigger NOTIFYs on every
@@ -82,9 +84,10 @@ CHANNEL = "eventstore_events"
 #: asynchronously (``synchronous_commit = off`` on the write connection), so that the WAL flush
 #: is not inside the position lock. "normal" returns then: a server crash may lose the commits
 #: of its last moments (about 3 x ``wal_writer_delay``, 600 ms by default), never corrupts,
-#: gaps or reorders what is kept (recovery replays a prefix of the WAL). "full" then waits,
-#: outside the lock, for the WAL to be flushed past the commit (:data:`_FLUSH`), as the
-#: server's ``synchronous_commit`` says (``on`` where the server is set to ``off``).
+#: gaps or reorders what is kept (recovery replays a prefix of the WAL). "full" returns once
+#: the WAL is flushed past the commit, as the server's ``synchronous_commit`` says (``on``
+#: where the server is set to ``off``): inside the commit when the position lock was free
+#: (:data:`_INSERT_ONE_FULL`), else after it, outside the lock (:data:`_FLUSH`).
 DURABILITY = ("normal", "full")
 # A one-statement transaction that writes a WAL record (an empty logical-decoding message,
 # prefix "eventstore") and commits synchronously: its commit waits until the WAL is flushed
@@ -111,6 +114,16 @@ _INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
                 "SELECT %s, %s + u.i - 1, u.type, u.ts, u.payload, u.hash "
                 "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[]) "
                 "WITH ORDINALITY AS u(type, ts, payload, hash, i) ORDER BY u.i RETURNING position")
+# durability="full", one event at the cached head: the INSERT first tries the position lock.
+# When the lock is free, the transaction commits at the durable level, so the commit flushes
+# inside the lock within the INSERT's one round trip, as any application's durable INSERT
+# does; RETURNING says so. When another append holds it, the commit stays asynchronous and
+# the flush follows outside the lock (:data:`_FLUSH`), shared with the appends waiting then.
+# (The guard trigger takes the lock again, a no-op for its holder, and reads the heads after.)
+_INSERT_ONE_FULL = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+                    "SELECT %s, %s, %s, %s, %s, %s FROM (SELECT set_config('synchronous_commit', "
+                    f"CASE WHEN pg_try_advisory_xact_lock({POSITION_LOCK}) THEN %s ELSE 'off' END, true)) AS d "
+                    "RETURNING position, current_setting('synchronous_commit') <> 'off'")
 _IDLE = psycopg.pq.TransactionStatus.IDLE  # (after a statement: it committed on its own)
 _LOCK_HEAD = "SELECT next_seq, last_hash FROM es_lock_head(%s)"
 _NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = %s"
@@ -396,7 +409,7 @@ class PostgresBackend(Backend):
                 # The cached head: one INSERT, its own transaction.
                 rows = chain_rows(head[1], head[0], types, tss, payloads)
                 try:
-                    position = self._insert(conn, session_id, head[0], rows)
+                    position, flushed = self._insert(conn, session_id, head[0], rows, self._full_level)
                 except DatabaseError:
                     self._heads.pop(session_id, None)
                     raise
@@ -407,7 +420,8 @@ class PostgresBackend(Backend):
                     # another process appended since: read the head under the lock, below
                 else:
                     self._heads[session_id] = (head[0] + len(types), rows[-1])
-                    self._durable(conn, session_id)
+                    if not flushed:
+                        self._durable(conn, session_id)
                     return head[0], position, rows[-1]
             self._heads.pop(session_id, None)
             try:
@@ -419,7 +433,7 @@ class PostgresBackend(Backend):
                     if expected_seq is not None and expected_seq != seq:
                         raise SeqConflict(session_id, expected_seq, seq)
                     rows = chain_rows(prev, seq, types, tss, payloads)
-                    position = self._insert(conn, session_id, seq, rows)
+                    position = self._insert(conn, session_id, seq, rows)[0]
             except psycopg.Error as e:
                 if e.sqlstate == base.SEQ_NOT_NEXT and len(types) > 1:
                     # The head is locked: no other writer came between. The guard refused a
@@ -430,13 +444,22 @@ class PostgresBackend(Backend):
             self._durable(conn, session_id)
             return seq, position, rows[-1]
 
+    @property
+    def _full_level(self) -> str | None:
+        """The durable ``synchronous_commit`` level with ``durability="full"``, else None."""
+        return self._sync_level if self.durability == "full" else None
+
     @staticmethod
-    def _insert(conn: psycopg.Connection, session_id: str, seq: int, rows: list) -> int:
-        """Insert the chained ``rows`` (``[type, ts, payload, hash, ...]``) at ``seq``...; the
-        first position."""
+    def _insert(conn: psycopg.Connection, session_id: str, seq: int, rows: list,
+                level: str | None = None) -> tuple[int, bool]:
+        """Insert the chained ``rows`` (``[type, ts, payload, hash, ...]``) at ``seq``...
+        Returns the first position, and whether the commit already flushed (only with a
+        durable ``level``, one row, in autocommit: see :data:`_INSERT_ONE_FULL`)."""
         n = len(rows) // 4
         try:
-            if n == 1:
+            if n == 1 and level is not None:
+                cur = conn.execute(_INSERT_ONE_FULL, (session_id, seq, *rows, level))
+            elif n == 1:
                 cur = conn.execute(_INSERT_ONE, (session_id, seq, *rows))
             else:
                 cur = conn.execute(_INSERT_MANY, (session_id, seq, rows[0::4], rows[1::4], rows[2::4], rows[3::4]))
@@ -445,7 +468,8 @@ class PostgresBackend(Backend):
         if cur.rowcount != n:  # a BEFORE INSERT trigger returning NULL drops rows without an error
             committed = conn.info.transaction_status == _IDLE  # (autocommit: what it stored stays)
             raise base.not_stored(session_id, seq, n, max(cur.rowcount, 0) if committed else 0)
-        return cur.fetchone()[0]
+        row = cur.fetchone()
+        return row[0], len(row) > 1 and row[1]
 
     def event_by_id(self, session_id: str, event_id: str) -> tuple[int, int, str, float, str] | None:
         row = self._one("SELECT seq, position, type, ts, payload FROM events WHERE session_id = %s AND event_id = %s",
