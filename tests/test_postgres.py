@@ -241,38 +241,59 @@ def test_durability_normal_commits_asynchronously(pg_url):
             assert other.execute("SHOW synchronous_commit").fetchone()[0] == "on"
 
 
-def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
+def test_durability_full_waits_for_the_flush(pg_url):
     """durability="full": the append commits asynchronously (the flush is not inside the
-    position lock) and then waits until the WAL is flushed past its commit, with the
-    server's durable synchronous_commit ("on" here, where the test server is set to off)."""
-    with psycopg.connect(pg_url) as conn:
-        assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # the test server's
-    with EventStore.open(pg_url, durability="full") as store:
-        backend = store.backend
-        s = store.create_session("s")
-        conn = backend._conn("w")
-        assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
-        assert backend._sync_level == "on"
-        from eventstore.backends import postgres
-        assert conn.execute("SELECT current_setting('synchronous_commit') FROM set_config('synchronous_commit', %s, "
-                            "true)", (backend._sync_level,)).fetchone()[0] == "on"  # as _FLUSH runs
-        assert "set_config('synchronous_commit', %s, true)" in postgres._FLUSH
-        committed = []
-        durable = backend._durable
+    position lock) and then, in a transaction of its own, waits until the WAL is flushed past
+    its commit, with the server's durable synchronous_commit ("on" here, where the test
+    server is set to off). On the cached-head path both go in one round trip (a pipeline):
+    still two transactions, the INSERT's first."""
+    with psycopg.connect(pg_url, autocommit=True) as other:
+        assert other.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # the test server's
+        with EventStore.open(pg_url, durability="full") as store:
+            backend = store.backend
+            s = store.create_session("s")
+            conn = backend._conn("w")
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+            assert backend._sync_level == "on"
+            from eventstore.backends import postgres
+            assert conn.execute("SELECT current_setting('synchronous_commit') FROM set_config('synchronous_commit', "
+                                "%s, true)", (backend._sync_level,)).fetchone()[0] == "on"  # as _FLUSH runs
+            assert "set_config('synchronous_commit', %s, true)" in postgres._FLUSH
 
-        def spy(c, sid):
-            committed.append(c.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0])  # past the commit
-            durable(c, sid)
+            def append_checked(append) -> None:
+                xid = other.execute("SELECT txid_current()").fetchone()[0]
+                events = append()
+                # nothing unflushed: the flush statement's synchronous commit came after the INSERT's
+                flushed = other.execute("SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()").fetchone()
+                assert flushed[0], events
+                xmins = {r[0] for r in other.execute("SELECT xmin::text::bigint FROM events WHERE session_id = 's' "
+                                                     "AND seq >= %s", (events[0].seq,))}
+                assert xmins == {(xid + 1) % 2**32}  # the INSERT's own transaction ...
+                assert other.execute("SELECT txid_current()").fetchone()[0] == xid + 3  # ... then the flush's
 
-        monkeypatch.setattr(backend, "_durable", spy)
-        for i in range(20):
-            s.append("x", {"i": i})
-            flushed = conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (committed[-1],)).fetchone()[0]
-            assert flushed, i
-        s.append_many([("x", {}), ("y", {})], expected_seq=20)
-        assert len(committed) == 21
+            for i in range(20):
+                append_checked(lambda i=i: [s.append("x", {"i": i})])
+            append_checked(lambda: s.append_many([("x", {}), ("y", {})], expected_seq=20))
+            with EventStore.open(pg_url) as elsewhere:  # the cached head goes stale: the locked path
+                elsewhere.session("s").append("x", {})
+            append_checked(lambda: [s.append("x", {}, expected_seq=23)])
     with pytest.raises(DatabaseError, match="durability"):
         EventStore.open(pg_url, durability="fast")
+
+
+def test_durability_full_flush_refused_after_the_commit(pg_url, monkeypatch):
+    """When the flush statement fails after the INSERT committed, the append raises
+    DatabaseError saying it committed; the event is stored and the next append follows it."""
+    from eventstore.backends import postgres
+    with EventStore.open(pg_url, durability="full") as store:
+        s = store.create_session("s")
+        s.append("x", {})
+        monkeypatch.setattr(postgres, "_FLUSH", "SELECT 1 / 0 FROM set_config('synchronous_commit', %s, true)")
+        with pytest.raises(DatabaseError, match="committed, but the server did not confirm the flush"):
+            s.append("x", {"i": 1})
+        monkeypatch.undo()
+        assert s.append("x", {"i": 2}).seq == 2
+        assert [e.payload for e in s.events()] == [{}, {"i": 1}, {"i": 2}]
 
 
 def test_follower_wakes_on_notify(pg_url):

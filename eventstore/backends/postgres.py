@@ -393,8 +393,9 @@ class PostgresBackend(Backend):
             if head is not None and (expected_seq is None or expected_seq == head[0]):
                 # The cached head: one INSERT, its own transaction.
                 rows = chain_rows(head[1], head[0], types, tss, payloads)
+                full = self.durability == "full"
                 try:
-                    position = self._insert(conn, session_id, head[0], rows)
+                    position = self._insert(conn, session_id, head[0], rows, self._sync_level if full else None)
                 except DatabaseError:
                     self._heads.pop(session_id, None)
                     raise
@@ -405,7 +406,6 @@ class PostgresBackend(Backend):
                     # another process appended since: read the head under the lock, below
                 else:
                     self._heads[session_id] = (head[0] + len(types), rows[-1])
-                    self._durable(conn, session_id)
                     return head[0], position, rows[-1]
             self._heads.pop(session_id, None)
             try:
@@ -428,16 +428,34 @@ class PostgresBackend(Backend):
             self._durable(conn, session_id)
             return seq, position, rows[-1]
 
-    @staticmethod
-    def _insert(conn: psycopg.Connection, session_id: str, seq: int, rows: list) -> int:
+    def _insert(self, conn: psycopg.Connection, session_id: str, seq: int, rows: list,
+                flush: str | None = None) -> int:
         """Insert the chained ``rows`` (``[type, ts, payload, hash, ...]``) at ``seq``...; the
-        first position."""
+        first position. With ``flush`` (a ``synchronous_commit`` level; only in autocommit),
+        :data:`_FLUSH` follows in the same round trip: a pipeline with a Sync between the two,
+        so the INSERT commits (asynchronously, the lock released) before the flush statement
+        starts a transaction of its own, as :meth:`_durable` would run it one round trip
+        later. Raises :class:`DatabaseError` when the INSERT committed but the flush failed."""
         n = len(rows) // 4
+        if n == 1:
+            sql, params = _INSERT_ONE, (session_id, seq, *rows)
+        else:
+            sql, params = _INSERT_MANY, (session_id, seq, rows[0::4], rows[1::4], rows[2::4], rows[3::4])
         try:
-            if n == 1:
-                cur = conn.execute(_INSERT_ONE, (session_id, seq, *rows))
+            if flush is None:
+                cur = conn.execute(sql, params)
             else:
-                cur = conn.execute(_INSERT_MANY, (session_id, seq, rows[0::4], rows[1::4], rows[2::4], rows[3::4]))
+                cur = conn.cursor()
+                try:
+                    with conn.pipeline() as pipeline:
+                        cur.execute(sql, params)
+                        pipeline._enqueue_sync()  # (psycopg's own Sync: Pipeline.sync() would wait for the result)
+                        conn.execute(_FLUSH, (flush,))
+                except psycopg.Error as e:
+                    if cur.pgresult is None or cur.pgresult.status != psycopg.pq.ExecStatus.TUPLES_OK:
+                        raise  # the INSERT's own error (the flush after it flushed nothing of it)
+                    raise DatabaseError(f"{self.display}: session {session_id!r}: committed, but the server did not "
+                                        f"confirm the flush to disk: {_first_line(e)}") from None
         except UnicodeEncodeError as e:
             raise InvalidEvent(f"session {session_id!r}: text PostgreSQL cannot hold: {e.reason}") from None
         if cur.rowcount != n:  # a BEFORE INSERT trigger returning NULL drops rows without an error
