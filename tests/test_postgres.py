@@ -249,6 +249,7 @@ def test_durability_full_waits_for_the_flush(pg_url):
     still two transactions, the INSERT's first."""
     with psycopg.connect(pg_url, autocommit=True) as other:
         assert other.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # the test server's
+        other.execute("CREATE EXTENSION pg_walinspect")  # (PostgreSQL 15+)
         with EventStore.open(pg_url, durability="full") as store:
             backend = store.backend
             s = store.create_session("s")
@@ -261,11 +262,16 @@ def test_durability_full_waits_for_the_flush(pg_url):
             assert "set_config('synchronous_commit', %s, true)" in postgres._FLUSH
 
             def append_checked(append) -> None:
+                start = other.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
                 xid = other.execute("SELECT txid_current()").fetchone()[0]
                 events = append()
-                # nothing unflushed: the flush statement's synchronous commit came after the INSERT's
-                flushed = other.execute("SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()").fetchone()
-                assert flushed[0], events
+                # the INSERT's commit record is in the flushed WAL (pg_walinspect reads no further)
+                assert other.execute("SELECT pg_current_wal_flush_lsn() > %s", (start,)).fetchone()[0], events
+                flushed = other.execute(
+                    "SELECT count(*) FROM pg_get_wal_records_info(%s, pg_current_wal_flush_lsn()) "
+                    "WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT' AND xid::text::bigint = %s "
+                    "AND end_lsn <= pg_current_wal_flush_lsn()", (start, (xid + 1) % 2**32)).fetchone()[0]
+                assert flushed == 1, events
                 xmins = {r[0] for r in other.execute("SELECT xmin::text::bigint FROM events WHERE session_id = 's' "
                                                      "AND seq >= %s", (events[0].seq,))}
                 assert xmins == {(xid + 1) % 2**32}  # the INSERT's own transaction ...

@@ -17,7 +17,8 @@ module only talks to it:
 * **Durability.** The write connection commits asynchronously (``synchronous_commit =
   off``), so the WAL flush is not inside the position lock. With ``durability="full"`` the
   append then waits, outside the lock, for the flush (:data:`_FLUSH`; concurrent writers
-  share one), and a follower flushes before it hands out what it read.
+  share one; a cached-head append sends it in its INSERT's round trip, as a transaction of
+  its own), and a follower flushes before it hands out what it read.
 * **Errors** are translated by SQLSTATE (the ``ESnnn`` codes of the triggers, see
   :mod:`eventstore.backends.base`) and constraint name, never by message text.
 * **Follow** waits on ``LISTEN eventstore_events`` (a statement trigger NOTIFYs on every
