@@ -23,10 +23,16 @@ round so background load hits them alike):
 * ``writers`` (``--only contention``): 8 processes each appending to a session of its own, against 1 process:
   events per second and the p50/p99 latency of one append, for each ``durability``
   (``normal``: asynchronous commit; ``full``: the append waits for the WAL flush after its
-  commit, outside the position lock) and, for comparison, with the commit's flush inside
-  the lock (``synchronous_commit = on`` on the store's write connection: the behaviour
-  before ``durability`` was honoured). Rounds alternate the cases so that background load
-  hits them alike; each figure is given as the range over the rounds.
+  commit, outside the position lock), each beside raw psycopg doing the same work (payload
+  encoding, hash chain, one autocommit INSERT per event, under the same commit setting) into
+  eventstore's ``events`` table (guard trigger and position lock, FK, indexes, NOTIFY) and
+  into a plain table of the same columns with only a primary key (no trigger, no lock the
+  writers share: the machine's ceiling for 8 writers against 1). For comparison, two more
+  eventstore cases: ``full`` with the flush statement in a round trip of its own after the
+  INSERT's (eventstore pipelines the two), and the commit's flush inside the lock
+  (``synchronous_commit = on`` on the store's write connection: the behaviour before
+  ``durability`` was honoured). Rounds alternate the cases so that background load hits
+  them alike; each figure is given as the range over the rounds.
 
 Single appends, batches and imports run under both durabilities against raw psycopg under
 the same setting (``normal``: ``SET synchronous_commit = off``; ``full``: the server's
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import queue
 import statistics
 import sys
 import tempfile
@@ -491,11 +498,13 @@ def peer_lines(res: dict, n: int, batches: int, reads: int, events: int) -> list
 
 def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> None:
     from eventstore import EventStore
+    from eventstore.backends.postgres import _FLUSH
 
-    with EventStore.open(url, busy_timeout=60, durability="normal" if mode == IN_LOCK else mode) as store:
+    with EventStore.open(url, busy_timeout=60, durability="normal" if mode in (IN_LOCK, APART) else mode) as store:
         s = store.create_session(f"writer-{index}-{time.time_ns()}")
+        conn = store.backend._conn("w")
         if mode == IN_LOCK:  # the commit flushes before it lets the position lock go
-            store.backend._conn("w").execute("SET synchronous_commit = on")
+            conn.execute("SET synchronous_commit = on")
         s.append("tool/result", payload(0))  # (the head cached, the connection made)
         lat = []
         barrier.wait()
@@ -503,6 +512,8 @@ def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> No
         for i in range(count):
             t = time.perf_counter()
             s.append("tool/result", payload(i))
+            if mode == APART:  # "full" with the flush statement in a round trip of its own
+                conn.execute(_FLUSH, (store.backend._sync_level,))
             lat.append(time.perf_counter() - t)
         results.put((index, t0, time.perf_counter(), lat))
 
@@ -510,6 +521,9 @@ def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> No
 #: The writers case that flushes inside the position lock (the store's commit with
 #: synchronous_commit = on), for comparison with "full".
 IN_LOCK = "flush in lock"
+#: The writers case of "full" with the flush statement sent after the append's INSERT has
+#: returned (two round trips), for comparison with "full" (one: the two pipelined).
+APART = "flush in own round trip"
 #: The systems of the writers cases: eventstore's ``Session.append``, and raw psycopg doing
 #: the same work (payload encoding, hash chain, one autocommit INSERT of the same row) into
 #: eventstore's ``events`` table (guard trigger and position lock, FK, indexes, NOTIFY) or
@@ -570,7 +584,15 @@ def bench_writers(url: str, procs: int, count: int, mode: str, system: str = ES)
     syncs = _wal_syncs(url)
     for p in ps:
         p.start()
-    got = [results.get(timeout=600) for _ in ps]
+    got: list = []
+    while len(got) < procs:
+        try:
+            got.append(results.get(timeout=1))
+        except queue.Empty:
+            if any(p.exitcode not in (None, 0) for p in ps):  # (the others wait at the barrier)
+                for p in ps:
+                    p.terminate()
+                raise RuntimeError(f"a writer process failed ({mode}, {system}): see its traceback above") from None
     for p in ps:
         p.join()
     syncs = _wal_syncs(url) - syncs
@@ -583,7 +605,7 @@ def bench_writers(url: str, procs: int, count: int, mode: str, system: str = ES)
 
 def writer_cases() -> list[tuple[str, str]]:
     """The writers cases, (mode, system), in the order a round runs them and the table lists them."""
-    return [*((d, s) for d in DURABILITIES for s in (ES, RAW_EVENTS, RAW_PLAIN)), (IN_LOCK, ES)]
+    return [*((d, s) for d in DURABILITIES for s in (ES, RAW_EVENTS, RAW_PLAIN)), (APART, ES), (IN_LOCK, ES)]
 
 
 def _wal_syncs(url: str) -> int:
@@ -630,7 +652,8 @@ def run(a) -> int:
                     bat[d] = bench_batch(url, 5 if quick else 50, rounds, d)
                 if "bulk" in only:
                     imp[d] = bench_import(url, 2000 if quick else 50000, 2 if quick else 3, Path(tmp), d)
-            counts = {"normal": 50 if quick else 400, "full": 20 if quick else 100, IN_LOCK: 20 if quick else 100}
+            counts = {"normal": 50 if quick else 400, "full": 20 if quick else 100, IN_LOCK: 20 if quick else 100,
+                      APART: 20 if quick else 100}
             cases = writer_cases()
             writers: dict = {f"{m} | {sy}": {"1": [], "8": []} for m, sy in cases}
             if "contention" in only:
