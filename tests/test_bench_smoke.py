@@ -194,3 +194,13 @@ def test_bench_pg_contention_tables_every_case(pg_url: str, tmp_path: Path):
 def psycopg_connect(url: str):
     import psycopg
     return psycopg.connect(url, autocommit=True)
+
+
+def test_bench_pg_parts_runs_small(pg_url: str):
+    """tools/bench_pg_parts.py on a real server: a row of figures for every copy of the table."""
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_pg_parts.py"), "--pg-url", pg_url,
+                           "--rounds", "1", "--count", "3"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and line.endswith("x |")]
+    assert [r.split(" | ")[0] for r in rows] == ["| as migrated", "| no NOTIFY trigger", "| no NOTIFY, no FK",
+                                                 "| no NOTIFY, no FK, no guard (no position lock)"]
