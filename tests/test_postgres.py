@@ -241,12 +241,18 @@ def test_durability_normal_commits_asynchronously(pg_url):
             assert other.execute("SHOW synchronous_commit").fetchone()[0] == "on"
 
 
-def test_durability_full_waits_for_the_flush(pg_url):
+@pytest.mark.parametrize("pipelined", [True, False], ids=["pipelined", "own-round-trip"])
+def test_durability_full_waits_for_the_flush(pg_url, monkeypatch, pipelined):
     """durability="full": the append commits asynchronously (the flush is not inside the
     position lock) and then, in a transaction of its own, waits until the WAL is flushed past
     its commit, with the server's durable synchronous_commit ("on" here, where the test
-    server is set to off). On the cached-head path both go in one round trip (a pipeline):
-    still two transactions, the INSERT's first."""
+    server is set to off). On the cached-head path both go in one round trip (a pipeline),
+    or, without pipeline mode, the flush statement in a round trip of its own: either way two
+    transactions, the INSERT's first."""
+    from eventstore.backends import postgres
+    if pipelined:
+        assert postgres._PIPELINED_FLUSH  # (the psycopg and libpq the tests run have it)
+    monkeypatch.setattr(postgres, "_PIPELINED_FLUSH", pipelined)
     with psycopg.connect(pg_url, autocommit=True) as other:
         assert other.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # the test server's
         other.execute("CREATE EXTENSION pg_walinspect")  # (PostgreSQL 15+)
@@ -256,7 +262,6 @@ def test_durability_full_waits_for_the_flush(pg_url):
             conn = backend._conn("w")
             assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
             assert backend._sync_level == "on"
-            from eventstore.backends import postgres
             assert conn.execute("SELECT current_setting('synchronous_commit') FROM set_config('synchronous_commit', "
                                 "%s, true)", (backend._sync_level,)).fetchone()[0] == "on"  # as _FLUSH runs
             assert "set_config('synchronous_commit', %s, true)" in postgres._FLUSH

@@ -90,6 +90,10 @@ DURABILITY = ("normal", "full")
 # (and replicated, per the level) up to its own record, so past every commit before it.
 # Concurrent waiters share one flush (group commit).
 _FLUSH = "SELECT pg_logical_emit_message(true, 'eventstore', '') FROM set_config('synchronous_commit', %s, true)"
+# An append sends _FLUSH in its INSERT's round trip where the libpq has pipeline mode and
+# psycopg the queued Sync it uses (Pipeline.sync() would wait for the INSERT's result);
+# elsewhere the flush statement goes in a round trip of its own.
+_PIPELINED_FLUSH = hasattr(psycopg.Pipeline, "_enqueue_sync") and psycopg.Pipeline.is_supported()
 
 #: ``statement_timeout`` of ``eventstore sql`` queries (seconds).
 QUERY_TIMEOUT = 30.0
@@ -394,9 +398,9 @@ class PostgresBackend(Backend):
             if head is not None and (expected_seq is None or expected_seq == head[0]):
                 # The cached head: one INSERT, its own transaction.
                 rows = chain_rows(head[1], head[0], types, tss, payloads)
-                full = self.durability == "full"
+                pipelined = self.durability == "full" and _PIPELINED_FLUSH
                 try:
-                    position = self._insert(conn, session_id, head[0], rows, self._sync_level if full else None)
+                    position = self._insert(conn, session_id, head[0], rows, self._sync_level if pipelined else None)
                 except DatabaseError:
                     self._heads.pop(session_id, None)
                     raise
@@ -407,6 +411,8 @@ class PostgresBackend(Backend):
                     # another process appended since: read the head under the lock, below
                 else:
                     self._heads[session_id] = (head[0] + len(types), rows[-1])
+                    if not pipelined:
+                        self._durable(conn, session_id)
                     return head[0], position, rows[-1]
             self._heads.pop(session_id, None)
             try:
@@ -450,7 +456,7 @@ class PostgresBackend(Backend):
                 try:
                     with conn.pipeline() as pipeline:
                         cur.execute(sql, params)
-                        pipeline._enqueue_sync()  # (psycopg's own Sync: Pipeline.sync() would wait for the result)
+                        pipeline._enqueue_sync()  # (see _PIPELINED_FLUSH)
                         conn.execute(_FLUSH, (flush,))
                 except psycopg.Error as e:
                     if cur.pgresult is None or cur.pgresult.status != psycopg.pq.ExecStatus.TUPLES_OK:
