@@ -151,3 +151,56 @@ def test_bench_seam_compares_two_commits(tmp_path: Path):
     assert all(r.endswith("x |") for r in rows)
     assert proc.stderr.count("before (c921bc0)") == 2 and proc.stderr.count("after (") == 2
     assert seam_trees() <= before
+
+
+def test_bench_pg_writers_raw_cases_write_what_they_time(pg_url: str, monkeypatch):
+    """bench_pg's raw writers: each process stores its warm-up row and the rows it timed, in
+    the table of its case (events, with a session each; the plain table, without)."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))  # (the spawned writers import bench_pg)
+    bench_pg = _tools_module("bench_pg")
+    with psycopg_connect(pg_url) as conn:
+        from eventstore import EventStore
+        EventStore.open(pg_url).close()
+        conn.execute(bench_pg._PLAIN_DDL)
+        for system, table in ((bench_pg.RAW_EVENTS, "events"), (bench_pg.RAW_PLAIN, bench_pg.PLAIN)):
+            for durability in bench_pg.DURABILITIES:
+                before = conn.execute(f"SELECT count(*), count(DISTINCT session_id) FROM {table}").fetchone()
+                res = bench_pg.bench_writers(pg_url, 2, 5, durability, system)
+                after = conn.execute(f"SELECT count(*), count(DISTINCT session_id) FROM {table}").fetchone()
+                assert (after[0] - before[0], after[1] - before[1]) == (12, 2), (system, durability)
+                assert res["events_per_s"] > 0 and 0 < res["p50_ms"] <= res["p99_ms"]
+        assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 4  # the plain table needs none
+
+
+def test_bench_pg_contention_tables_every_case(pg_url: str, tmp_path: Path):
+    """``bench.py --backend postgres --only contention --quick``: a row for 1 and 8 writers of
+    every case, and the JSON holds the same."""
+    out = tmp_path / "pg.json"
+    proc = subprocess.run([sys.executable, str(BENCH), "--backend", "postgres", "--pg-url", pg_url, "--only",
+                           "contention", "--quick", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    bench_pg = _tools_module("bench_pg")
+    cases = [f"{m} | {s}" for m, s in bench_pg.writer_cases()]
+    assert len(cases) == 8
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(tuple(f"| {c} | " for c in cases))]
+    assert [r.split(" | ")[2] for r in rows] == ["1", "8"] * len(cases)
+    assert all(r.endswith("x |") for r in rows[1::2])
+    writers = json.loads(out.read_text())["writers"]
+    assert list(writers) == cases
+    assert all(len(w["1"]) == len(w["8"]) == 1 and w["8"][0]["events_per_s"] > 0 for w in writers.values())
+
+
+def psycopg_connect(url: str):
+    import psycopg
+    return psycopg.connect(url, autocommit=True)
+
+
+def test_bench_pg_parts_runs_small(pg_url: str):
+    """tools/bench_pg_parts.py on a real server: a row of figures for every copy of the table."""
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_pg_parts.py"), "--pg-url", pg_url,
+                           "--rounds", "1", "--count", "3"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and line.endswith("x |")]
+    assert [r.split(" | ")[0] for r in rows] == ["| as migrated", "| no statement check (nor its NOTIFY)",
+                                                 "| no statement check, no row guard (no position lock)"]

@@ -456,6 +456,21 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
         EventStore.open(pg_url, durability="fast")
 
 
+def test_durability_full_flush_refused_after_the_commit(pg_url, monkeypatch):
+    """When the flush statement fails after the INSERT committed, the append raises
+    DatabaseError saying it committed; the event is stored and the next append follows it."""
+    from eventstore.backends import postgres
+    with EventStore.open(pg_url, durability="full") as store:
+        s = store.create_session("s")
+        s.append("x", {})
+        monkeypatch.setattr(postgres, "_FLUSH", "SELECT 1 / 0 FROM set_config('synchronous_commit', %s, true)")
+        with pytest.raises(DatabaseError, match="committed, but the server did not confirm the flush"):
+            s.append("x", {"i": 1})
+        monkeypatch.undo()
+        assert s.append("x", {"i": 2}).seq == 2
+        assert [e.payload for e in s.events()] == [{}, {"i": 1}, {"i": 2}]
+
+
 def test_follower_wakes_on_notify(pg_url):
     store = filled(pg_url)
     follower = store.backend.follower(poll_interval=60)

@@ -23,10 +23,16 @@ round so background load hits them alike):
 * ``writers`` (``--only contention``): 8 processes each appending to a session of its own, against 1 process:
   events per second and the p50/p99 latency of one append, for each ``durability``
   (``normal``: asynchronous commit; ``full``: the append waits for the WAL flush after its
-  commit, outside the position lock) and, for comparison, with the commit's flush inside
-  the lock (``synchronous_commit = on`` on the store's write connection: the behaviour
-  before ``durability`` was honoured). Rounds alternate the cases so that background load
-  hits them alike; each figure is given as the range over the rounds.
+  commit, outside the position lock), each beside raw psycopg doing the same work (payload
+  encoding, hash chain, one autocommit INSERT per event, under the same commit setting) into
+  eventstore's ``events`` table (guard triggers and position lock, indexes, NOTIFY) and
+  into a plain table of the same columns with only a primary key (no trigger, no lock the
+  writers share: the machine's ceiling for 8 writers against 1). For comparison, two more
+  eventstore cases: ``full`` with the flush statement in a round trip of its own after the
+  INSERT's (eventstore runs the two in one round trip when the lock is free), and the commit's flush inside the lock
+  (``synchronous_commit = on`` on the store's write connection: the behaviour before
+  ``durability`` was honoured). Rounds alternate the cases so that background load hits
+  them alike; each figure is given as the range over the rounds.
 
 Single appends, batches and imports run under both durabilities against raw psycopg under
 the same setting (``normal``: ``SET synchronous_commit = off``; ``full``: the server's
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import queue
 import statistics
 import sys
 import tempfile
@@ -491,11 +498,13 @@ def peer_lines(res: dict, n: int, batches: int, reads: int, events: int) -> list
 
 def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> None:
     from eventstore import EventStore
+    from eventstore.backends.postgres import _FLUSH
 
-    with EventStore.open(url, busy_timeout=60, durability="normal" if mode == IN_LOCK else mode) as store:
+    with EventStore.open(url, busy_timeout=60, durability="normal" if mode in (IN_LOCK, APART) else mode) as store:
         s = store.create_session(f"writer-{index}-{time.time_ns()}")
+        conn = store.backend._conn("w")
         if mode == IN_LOCK:  # the commit flushes before it lets the position lock go
-            store.backend._conn("w").execute("SET synchronous_commit = on")
+            conn.execute("SET synchronous_commit = on")
         s.append("tool/result", payload(0))  # (the head cached, the connection made)
         lat = []
         barrier.wait()
@@ -503,6 +512,8 @@ def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> No
         for i in range(count):
             t = time.perf_counter()
             s.append("tool/result", payload(i))
+            if mode == APART:  # "full" with the flush statement in a round trip of its own
+                conn.execute(_FLUSH, (store.backend._sync_level,))
             lat.append(time.perf_counter() - t)
         results.put((index, t0, time.perf_counter(), lat))
 
@@ -510,20 +521,79 @@ def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> No
 #: The writers case that flushes inside the position lock (the store's commit with
 #: synchronous_commit = on), for comparison with "full".
 IN_LOCK = "flush in lock"
+#: The writers case of "full" with the flush statement sent after the append's INSERT has
+#: returned (two round trips), for comparison with "full" (one when the position lock is
+#: free: the INSERT's own commit flushes).
+APART = "flush in own round trip"
+#: The systems of the writers cases: eventstore's ``Session.append``, and raw psycopg doing
+#: the same work (payload encoding, hash chain, one autocommit INSERT of the same row) into
+#: eventstore's ``events`` table (guard triggers and position lock, indexes, NOTIFY) or
+#: into :data:`PLAIN`, a table of the same columns with a primary key and nothing else (no
+#: trigger, no lock shared by the writers: the machine's ceiling for this work).
+ES, RAW_EVENTS, RAW_PLAIN = "eventstore", "raw psycopg, events table", "raw psycopg, plain table"
+PLAIN = "bench_plain"
+_PLAIN_DDL = (f"CREATE TABLE IF NOT EXISTS {PLAIN} (session_id text NOT NULL, seq bigint NOT NULL, type text NOT NULL, "
+              "ts float8 NOT NULL, payload text NOT NULL, hash text NOT NULL, PRIMARY KEY (session_id, seq))")
 
 
-def bench_writers(url: str, procs: int, count: int, mode: str) -> dict:
+def _raw_writer(url: str, index: int, count: int, mode: str, barrier, results, table: str) -> None:
+    """:func:`_writer`'s work done by raw psycopg into ``table`` (``events`` or :data:`PLAIN`),
+    under ``mode``'s commit (:data:`RAW_SETTING`), seq and hash kept by the caller."""
+    from eventstore import EventStore
+    from eventstore.chain import chain_hash, genesis_hash
+    from eventstore.codec import dumps, event_line
+
+    sid = f"raw-writer-{index}-{time.time_ns()}"
+    if table == "events":
+        with EventStore.open(url) as store:
+            store.create_session(sid)
+    sql = f"INSERT INTO {table} (session_id, seq, type, ts, payload, hash) VALUES (%s, %s, %s, %s, %s, %s)"
+    with _raw_conn(url, mode) as conn:
+        state = [0, genesis_hash(sid)]
+
+        def one(i: int) -> None:
+            seq, ts = state[0], time.time()
+            pj = dumps(payload(i))
+            h = chain_hash(state[1], event_line("tool/result", seq, ts, pj))
+            conn.execute(sql, (sid, seq, "tool/result", ts, pj, h))
+            state[0], state[1] = seq + 1, h
+
+        one(0)
+        lat = []
+        barrier.wait()
+        t0 = time.perf_counter()
+        for i in range(count):
+            t = time.perf_counter()
+            one(i)
+            lat.append(time.perf_counter() - t)
+        results.put((index, t0, time.perf_counter(), lat))
+
+
+def bench_writers(url: str, procs: int, count: int, mode: str, system: str = ES) -> dict:
     """``procs`` writer processes, ``count`` appends each, ``mode`` a durability or
-    :data:`IN_LOCK`: events/s over the wall time from the first start to the last end, and
-    the p50/p99 of one append (ms)."""
+    :data:`IN_LOCK` (eventstore only), ``system`` one of :data:`ES`, :data:`RAW_EVENTS`,
+    :data:`RAW_PLAIN` (which needs :data:`PLAIN`: :func:`run` makes it): events/s over the
+    wall time from the first start to the last end, and the p50/p99 of one append (ms)."""
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(procs)
     results = ctx.Queue()
-    ps = [ctx.Process(target=_writer, args=(url, i, count, mode, barrier, results)) for i in range(procs)]
+    if system == ES:
+        target, extra = _writer, ()
+    else:
+        target, extra = _raw_writer, ("events" if system == RAW_EVENTS else PLAIN,)
+    ps = [ctx.Process(target=target, args=(url, i, count, mode, barrier, results, *extra)) for i in range(procs)]
     syncs = _wal_syncs(url)
     for p in ps:
         p.start()
-    got = [results.get(timeout=600) for _ in ps]
+    got: list = []
+    while len(got) < procs:
+        try:
+            got.append(results.get(timeout=1))
+        except queue.Empty:
+            if any(p.exitcode not in (None, 0) for p in ps):  # (the others wait at the barrier)
+                for p in ps:
+                    p.terminate()
+                raise RuntimeError(f"a writer process failed ({mode}, {system}): see its traceback above") from None
     for p in ps:
         p.join()
     syncs = _wal_syncs(url) - syncs
@@ -532,6 +602,11 @@ def bench_writers(url: str, procs: int, count: int, mode: str) -> dict:
     lat = sorted(x for g in got for x in g[3])
     return {"events_per_s": procs * count / (end - start), "p50_ms": 1000 * statistics.median(lat),
             "p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))], "syncs_per_event": syncs / (procs * (count + 1))}
+
+
+def writer_cases() -> list[tuple[str, str]]:
+    """The writers cases, (mode, system), in the order a round runs them and the table lists them."""
+    return [*((d, s) for d in DURABILITIES for s in (ES, RAW_EVENTS, RAW_PLAIN)), (APART, ES), (IN_LOCK, ES)]
 
 
 def _wal_syncs(url: str) -> int:
@@ -578,14 +653,18 @@ def run(a) -> int:
                     bat[d] = bench_batch(url, 5 if quick else 50, rounds, d)
                 if "bulk" in only:
                     imp[d] = bench_import(url, 2000 if quick else 50000, 2 if quick else 3, Path(tmp), d)
-            modes = (*DURABILITIES, IN_LOCK)
-            counts = {"normal": 50 if quick else 400, "full": 20 if quick else 100, IN_LOCK: 20 if quick else 100}
-            writers: dict = {m: {"1": [], "8": []} for m in modes}
+            counts = {"normal": 50 if quick else 400, "full": 20 if quick else 100, IN_LOCK: 20 if quick else 100,
+                      APART: 20 if quick else 100}
+            cases = writer_cases()
+            writers: dict = {f"{m} | {sy}": {"1": [], "8": []} for m, sy in cases}
+            if "contention" in only:
+                with _raw_conn(url) as conn:
+                    conn.execute(_PLAIN_DDL)
             for r in range((1 if quick else a.writer_rounds) if "contention" in only else 0):
-                for m in modes:
-                    print(f"running writers ({m}, round {r + 1}) ...", file=sys.stderr, flush=True)
-                    writers[m]["1"].append(bench_writers(url, 1, counts[m] * 2, m))
-                    writers[m]["8"].append(bench_writers(url, 8, counts[m], m))
+                for m, sy in cases:
+                    print(f"running writers ({m}, {sy}, round {r + 1}) ...", file=sys.stderr, flush=True)
+                    writers[f"{m} | {sy}"]["1"].append(bench_writers(url, 1, counts[m] * 2, m, sy))
+                    writers[f"{m} | {sy}"]["8"].append(bench_writers(url, 8, counts[m], m, sy))
             peer_sizes = dict(n=20, batches=2, reads=2, events=200) if quick else \
                 dict(n=200, batches=20, reads=10, events=1000)
             peers = bench_peers(url, rounds=rounds, **peer_sizes) if a.peers and "peers" in only else None
@@ -629,16 +708,16 @@ def run(a) -> int:
         lo, hi = min(values), max(values)
         return format(lo, fmt) if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}} to {hi:{fmt}}"
 
-    n_rounds = len(writers["normal"]["1"])
+    n_rounds = len(writers[f"normal | {ES}"]["1"])
     title = f"Writers on sessions of their own ({n_rounds} rounds, ranges over the rounds):"
     lines += [] if not n_rounds else ["", title, "",
-              "| durability | writers | events/s | p50 append (ms) | p99 append (ms) | WAL flushes per append "
-              "| 8 writers / 1 writer, each round |", "|---|---|---|---|---|---|---|"]
-    for m, w in writers.items() if n_rounds else ():
+              "| durability | system | writers | events/s | p50 append (ms) | p99 append (ms) | WAL flushes per append "
+              "| 8 writers / 1 writer, each round |", "|---|---|---|---|---|---|---|---|"]
+    for key, w in writers.items() if n_rounds else ():
         ratios = [e["events_per_s"] / o["events_per_s"] for o, e in zip(w["1"], w["8"], strict=True)]
         for label in ("1", "8"):
             runs = w[label]
-            lines.append(f"| {m} | {label} | {span([x['events_per_s'] for x in runs], ',.0f')} "
+            lines.append(f"| {key} | {label} | {span([x['events_per_s'] for x in runs], ',.0f')} "
                          f"| {span([x['p50_ms'] for x in runs], '.2f')} | {span([x['p99_ms'] for x in runs], '.2f')} "
                          f"| {span([x['syncs_per_event'] for x in runs], '.2f')} "
                          f"| {', '.join(f'{x:.2f}x' for x in ratios) if label == '8' else ''} |")
