@@ -426,10 +426,22 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
         s.append("x", {"i": -1})  # the head is cached from here on
         del inserted[:]
         # Uncontended: each commit is synchronous (the server's setting is off, so only the
-        # INSERT's own set_config can make it so), and no flush statement follows.
-        for i in range(20):
-            s.append("x", {"i": i})
-            assert inserted[-1][1] is True, i
+        # INSERT's own set_config can make it so), and no flush statement follows: the
+        # INSERT's commit record (its transaction's, from the row's xmin) is flushed the
+        # moment the append returns (the WAL writer would take up to 200 ms).
+        with psycopg.connect(pg_url, autocommit=True) as other:
+            other.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")  # (PostgreSQL 15+)
+            for i in range(20):
+                start = other.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+                seq = s.append("x", {"i": i}).seq
+                flushed = other.execute("SELECT pg_current_wal_flush_lsn()").fetchone()[0]
+                assert inserted[-1][1] is True, i
+                assert other.execute("SELECT %s::pg_lsn > %s::pg_lsn", (flushed, start)).fetchone()[0], i
+                ends = other.execute(  # (pg_walinspect reads only flushed WAL)
+                    "SELECT w.end_lsn <= %s::pg_lsn FROM events e, pg_get_wal_records_info(%s, %s) w "
+                    "WHERE e.session_id = 's' AND e.seq = %s AND w.resource_manager = 'Transaction' "
+                    "AND w.record_type = 'COMMIT' AND w.xid = e.xmin", (flushed, start, flushed, seq)).fetchall()
+                assert ends == [(True,)], i
         assert committed == []
         # Contended: another transaction holds the position lock while the append starts.
         with psycopg.connect(pg_url, autocommit=True) as holder:
@@ -457,18 +469,19 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
 
 
 def test_durability_full_flush_refused_after_the_commit(pg_url, monkeypatch):
-    """When the flush statement fails after the INSERT committed, the append raises
-    DatabaseError saying it committed; the event is stored and the next append follows it."""
+    """When the flush statement fails after the INSERT committed (a batch commits
+    asynchronously, then flushes), the append raises DatabaseError saying it committed; the
+    events are stored and the next append follows them."""
     from eventstore.backends import postgres
     with EventStore.open(pg_url, durability="full") as store:
         s = store.create_session("s")
         s.append("x", {})
         monkeypatch.setattr(postgres, "_FLUSH", "SELECT 1 / 0 FROM set_config('synchronous_commit', %s, true)")
         with pytest.raises(DatabaseError, match="committed, but the server did not confirm the flush"):
-            s.append("x", {"i": 1})
+            s.append_many([("x", {"i": 1}), ("x", {"i": 2})])
         monkeypatch.undo()
-        assert s.append("x", {"i": 2}).seq == 2
-        assert [e.payload for e in s.events()] == [{}, {"i": 1}, {"i": 2}]
+        assert s.append("x", {"i": 3}).seq == 3
+        assert [e.payload for e in s.events()] == [{}, {"i": 1}, {"i": 2}, {"i": 3}]
 
 
 def test_follower_wakes_on_notify(pg_url):
