@@ -721,6 +721,17 @@ def _print_table(columns: list[str], rows: list[tuple]) -> None:
     click.echo(f"({len(rows)} row{'' if len(rows) == 1 else 's'}{note})", err=True)
 
 
+def _finding_kinds(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> frozenset[str]:
+    """``--ignore``'s comma lists as one set of :data:`eventstore.audit.KINDS`."""
+    from .audit import KINDS
+
+    kinds = frozenset(k.strip() for v in values for k in v.split(",") if k.strip())
+    unknown = sorted(kinds - set(KINDS))
+    if unknown:
+        raise click.BadParameter(f"no finding kind {', '.join(unknown)} (the kinds: {', '.join(KINDS)})")
+    return kinds
+
+
 @cli.command()
 @click.argument("session_ids", nargs=-1, metavar="[SESSION_ID...]", type=TEXT)
 @click.option("--head", is_flag=True,
@@ -733,9 +744,13 @@ def _print_table(columns: list[str], rows: list[tuple]) -> None:
 @click.option("--full", is_flag=True,
               help="SQLite: PRAGMA integrity_check (slower, thorough) instead of quick_check; PostgreSQL: "
                    "amcheck with heapallindexed (where installed).")
+@click.option("--ignore", "ignored", multiple=True, metavar="KINDS", callback=_finding_kinds,
+              help="Do not report findings of these kinds (comma-separated, repeatable), e.g. "
+                   "chunks,tool_calls,dangling_call,orphan_result to check integrity only; their count "
+                   "is still printed.")
 @click.pass_context
 def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpoints: tuple[str, ...],
-           public_key: str | None, full: bool) -> None:
+           public_key: str | None, full: bool, ignored: frozenset[str]) -> None:
     """Check the whole database: the file (quick_check, its -wal), the schema against what
     the migrations create, the sessions, and the log: seqs gapless, the hash chain, the
     append-only triggers, streamed chunks against their message, the projection's validity
@@ -755,12 +770,16 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpo
                                        trusted_key=trusted)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
+    skipped = [f for f in report.findings if f.kind in ignored]
+    report.findings = [f for f in report.findings if f.kind not in ignored]
     for f in report.findings:  # a name from the log may hold control or bidi characters: escaped
         click.echo(_CONTROL.sub(escape_char, _printable(str(f))), err=head)
     if head:
         for sid, (n, h) in report.heads.items():
             click.echo(f"{_CONTROL.sub(escape_char, _printable(sid))}\t{n}\t{h}")
     status = "OK" if report.ok else f"{len(report.findings)} finding{'' if len(report.findings) == 1 else 's'}"
+    if skipped:
+        status += f" ({len(skipped)} of the ignored kinds not shown)"
     against = f", against {len(docs)} checkpoint{'' if len(docs) == 1 else 's'}" if docs else ""
     click.echo(f"verified {report.sessions} session{'' if report.sessions == 1 else 's'}, "
                f"{report.events} events{against}: {status}", err=True)

@@ -394,6 +394,36 @@ def test_verify_reports_the_fixtures_invalid_projections(store, backend_url):
         ("orphan_result", "surr-0001", 1), ("orphan_result", "surr-0001", 2)]
 
 
+CONTENT_KINDS = ["--ignore", "chunks,tool_calls", "--ignore", "dangling_call,orphan_result"]
+
+
+def test_verify_ignores_the_kinds_given(store, backend_url):
+    """``verify --ignore`` leaves out the findings of the kinds named (an interrupted agent's
+    dangling call, say) and counts them; an unknown kind is a usage error that lists them."""
+    imported(store, "parallel_tools", "interrupted", "lone_surrogate", "numbers")
+    r = run(backend_url, "verify", *CONTENT_KINDS)
+    assert r.exit_code == 0 and r.stdout == ""
+    assert r.stderr.splitlines()[-1].endswith(": OK (4 of the ignored kinds not shown)")
+    r = run(backend_url, "verify", "--ignore", "orphan_result")
+    assert r.exit_code == 1 and [line.split(": ")[1] for line in r.stdout.splitlines()] == ["dangling_call"]
+    r = run(backend_url, "verify", "--ignore", "dangling,hash")
+    assert r.exit_code == 2 and "no finding kind dangling (the kinds: storage, schema" in r.stderr
+
+
+def test_verify_ignoring_content_kinds_still_reports_tampering(store, backend_url, raw):
+    sid, *_ = imported(store, "parallel_tools", "interrupted", "lone_surrogate", "numbers")
+    content = CONTENT_KINDS
+    raw.execute("DROP TRIGGER events_guard_update")
+    raw.execute("UPDATE events SET payload = json_set(payload, '$.content', '# Evil\n') "
+                f"WHERE session_id = '{sid}' AND seq = 5")
+    r = run(backend_url, "verify", *content)
+    assert r.exit_code == 1
+    assert r.stdout.splitlines() == ["database: trigger: append-only trigger events_guard_update is missing",
+                                     f"session {sid} seq 5: hash: stored hash does not chain from the previous "
+                                     "event: this event was edited, or one before it removed or reordered"]
+    assert r.stderr.splitlines()[-1].endswith(": 2 findings (4 of the ignored kinds not shown)")
+
+
 def test_verify_catches_an_edit_made_after_dropping_the_triggers(store, backend_url, raw):
     sid, = imported(store, "parallel_tools")
     raw.execute("DROP TRIGGER events_guard_update")
