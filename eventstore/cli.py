@@ -81,6 +81,9 @@ def _store(ctx: click.Context, readonly: bool = False) -> EventStore:
     """The store of ``--db``. Commands that only read open an existing file read-only: they
     work on a file the user may only read, and never create a database at a mistyped path."""
     obj = ctx.find_root().obj
+    if obj["db"] == ":memory:" or obj["db"].lower() in ("sqlite://", "sqlite:///:memory:"):
+        _fail(f"{obj['db']} is an in-memory database, which lasts only as long as one command: "
+              "give a file or a postgresql:// URL")
     if obj.get("store") is None:
         obj["store"] = EventStore.open(obj["db"], readonly=readonly, durability=obj.get("durability", "normal"))
         ctx.call_on_close(obj["store"].close)

@@ -176,6 +176,10 @@ def test_import_from_stdin_with_a_session_id(run):
     # an empty --db (an unset variable) or a folder said "no database at <the folder>"
     (["--db", "", "sessions"], "error: the database path is empty (give a file, an sqlite:// URL or :memory:)\n"),
     (["--db", "", "init"], "error: the database path is empty (give a file, an sqlite:// URL or :memory:)\n"),
+    (["--db", ":memory:", "demo"], "error: :memory: is an in-memory database, which lasts only as long as one "
+                                   "command: give a file or a postgresql:// URL\n"),
+    (["--db", "sqlite://", "sessions"], "error: sqlite:// is an in-memory database, which lasts only as long as "
+                                        "one command: give a file or a postgresql:// URL\n"),
     (["--db", "/", "sessions"], "error: cannot open database /: it is a folder, not a database file\n"),
     (["--db", "/tmp", "init"], "error: cannot open database /tmp: it is a folder, not a database file\n"),
 ])
