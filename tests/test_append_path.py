@@ -272,10 +272,11 @@ def test_a_checkpoint_asked_for_just_before_close_still_runs(db_path):
     store.close()
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 63, 64, 65, 100, 129, 200])
+@pytest.mark.parametrize("n", [1, 2, 9, 10, 11, 64, 99, 100, 101, 123, 250])
 def test_append_many_in_groups_stores_each_event_once_in_order_and_chained(db_path, n):
-    """append_many inserts up to 64 rows per statement (sizes 64, 32, ..., 1): every size
-    lands gapless, in order, with the chain a row-by-row append would give."""
+    """append_many inserts up to 100 rows per statement (a batch's hundreds, tens and units:
+    123 is 100 + 20 + 3 rows): every size lands gapless, in order, with the chain a
+    row-by-row append would give."""
     with EventStore.open(db_path) as store:
         s = store.create_session("s")
         s.append("x", {"i": -1})
@@ -289,7 +290,7 @@ def test_append_many_in_groups_stores_each_event_once_in_order_and_chained(db_pa
 def test_append_many_binds_a_shared_type_and_ts_once_and_each_row_its_own_otherwise(db_path, shape):
     """A batch of one type and one ts binds them once per statement; any other batch binds
     each row's: every shape stores each event's own type and ts, chained."""
-    n = 70  # two statements: 64 rows, then 4 and 2
+    n = 123  # three statements: 100 rows, then 20 and 3
     items = {
         "one type, one ts": [("x", {"i": i}) for i in range(n)],
         "two types": [("x" if i % 3 else "y", {"i": i}) for i in range(n)],

@@ -21,6 +21,7 @@ import sqlite3
 import threading
 import time
 import weakref
+from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterator
 from operator import truediv
 from typing import Any
@@ -73,24 +74,27 @@ _SESSION_ROWS = ("SELECT position, session_id, seq, type, ts, payload FROM event
 #: The largest integer SQLite binds (64-bit): a cursor past it reads as at it.
 MAX_CURSOR = 2**63 - 1
 
-# append inserts up to _GROUP rows per statement (sizes 1, 2, 4, ..., _GROUP: a few
-# statements to prepare once, whatever the batch sizes). SQLite's per-statement work (a
-# statement journal for the guard trigger's ABORT, the program's setup) is then paid once
-# per group instead of once per event. Position and seq are the first row's plus a
-# constant; each row binds its type, ts, payload and hash. A batch of one type and one ts
+# append inserts up to 100 rows per statement, in groups of the sizes _GROUPS: a batch's
+# hundreds, tens and units (123 events: 100, 20 and 3 rows), so a batch of a round size
+# (6, 10, 50, 100) is one statement, one under 200 at most three, and 19
+# statements of each kind are prepared whatever the batch sizes (well inside the
+# connection's statement cache). SQLite's per-statement work (a statement journal for the
+# guard trigger's ABORT, the program's setup) is then paid once per group instead of once
+# per event. Position and seq are the first row's plus a constant; each row binds its
+# type, ts, payload and hash. A batch of one type and one ts
 # (append_many's usual: ts defaults to one time.time()) binds those two once per statement
 # (_INSERT_SHARED), each row its payload and hash: half the parameters to convert and copy.
-_GROUP = 64
+_GROUPS = (*range(1, 10), *range(10, 100, 10), 100)
 _INSERT_ROWS = {
     n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
        + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?{4 * k + 4}, ?{4 * k + 5}, ?{4 * k + 6}, ?{4 * k + 7})"
                   for k in range(n))
-    for n in (1 << i for i in range(_GROUP.bit_length()))
+    for n in _GROUPS
 }
 _INSERT_SHARED = {
     n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
        + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?4, ?5, ?{2 * k + 6}, ?{2 * k + 7})" for k in range(n))
-    for n in (1 << i for i in range(_GROUP.bit_length()))
+    for n in _GROUPS
 }
 
 
@@ -129,7 +133,7 @@ def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list
     done = 0
     total = len(rows) // width
     while done < total:
-        n = min(_GROUP, 1 << ((total - done).bit_length() - 1))
+        n = _GROUPS[bisect_right(_GROUPS, total - done) - 1]
         params = [pos0 + done, sid, seq0 + done, *head]
         params += rows[width * done:width * (done + n)]
         try:
