@@ -274,7 +274,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
     failed. A progress bar shows on a terminal.
     """
     from .bulk import import_jsonl
-    from .transcripts.detect import detect_file, unknown_format_reason
+    from .transcripts.detect import detect_file, undetected_reason
     from .transcripts.importer import Watcher, import_transcript
 
     files, unreadable = _jsonl_files(paths)
@@ -298,9 +298,10 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
             detected = None if f == "-" else detect_file(f)
             kind = "eventstore" if f == "-" else fmt or detected
             if kind is None:
-                raise InvalidJSONL(f, 0, unknown_format_reason())
+                raise InvalidJSONL(f, *undetected_reason(f))
             if detected is not None and detected != kind:  # --format is for files whose first lines do not say
-                raise InvalidJSONL(f, 0, f"this is a {detected} file, not {kind}: give --format {detected}, "
+                article = "an" if detected[0] in "aeiou" else "a"
+                raise InvalidJSONL(f, 0, f"this is {article} {detected} file, not {kind}: give --format {detected}, "
                                          "or leave --format out")
             if kind != "eventstore":
                 rep = import_transcript(store, f, kind, salvage=salvage)
