@@ -48,8 +48,8 @@ class _Group(click.Group):
             if e.errno == errno.EPIPE:  # the reader went away (| head): click exits quietly
                 raise
             _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
-        except KeyboardInterrupt:
-            _fail("interrupted")
+        except KeyboardInterrupt as e:  # a command may say what was interrupted (and how to finish it)
+            _fail(f"interrupted {e.args[0]}" if e.args else "interrupted")
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as e:  # a bug, or a database changed by hand: still one line
@@ -315,6 +315,9 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
             bar.note(str(e))
             counts["failed"] += 1
             return
+        except KeyboardInterrupt:  # what was stored of this file is kept; importing it again completes it
+            what = "- (stdin): importing the same input" if f == "-" else f"{f}: running the same command"
+            raise KeyboardInterrupt(f"while importing {what} again completes it") from None
         except (EventStoreError, OSError) as e:
             reason = f"{e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
             bar.note(f"{f}: {reason}")
@@ -371,8 +374,9 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 found, _unreadable = _jsonl_files(paths, quiet=True)
                 for f in watcher.due(found):
                     one(f, quiet=True)
-        except KeyboardInterrupt:  # the way to stop --watch
-            pass
+        except KeyboardInterrupt as e:  # the way to stop --watch
+            if e.args:
+                click.echo(f"interrupted {e.args[0]}", err=True)
     stored = counts["imported"] + counts["appended"]
     parts = [f"files: {len(watcher.seen) if watch else len(files)}",
              f"sessions: {stored} ({counts['imported']} new, {counts['appended']} appended)",
