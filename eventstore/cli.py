@@ -77,6 +77,17 @@ class _Utf8Text(click.ParamType):
 TEXT = _Utf8Text()
 
 
+class _EnvOption(click.Option):
+    """An option that may come from an environment variable (``envvar=``): a bad value
+    taken from the variable is reported as ``$VARIABLE``, not as an option nobody gave."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        if ctx is not None and isinstance(self.envvar, str) and \
+                ctx.get_parameter_source(self.name) is click.core.ParameterSource.ENVIRONMENT:
+            return f"${self.envvar}"
+        return super().get_error_hint(ctx)
+
+
 def _store(ctx: click.Context, readonly: bool = False) -> EventStore:
     """The store of ``--db``. Commands that only read open an existing file read-only: they
     work on a file the user may only read, and never create a database at a mistyped path."""
@@ -105,9 +116,9 @@ def _when(ts: float | None) -> str:
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", envvar="EVENTSTORE_DB", default="eventstore.db", show_default=True,
+@click.option("--db", cls=_EnvOption, envvar="EVENTSTORE_DB", default="eventstore.db", show_default=True,
               metavar="PATH", help="Database file, sqlite:// or postgresql:// URL; also $EVENTSTORE_DB.")
-@click.option("--durability", envvar="EVENTSTORE_DURABILITY", type=click.Choice(["normal", "full"]),
+@click.option("--durability", cls=_EnvOption, envvar="EVENTSTORE_DURABILITY", type=click.Choice(["normal", "full"]),
               default="normal", show_default=True,
               help="Commands that write. SQLite: normal survives a crash of the process, full also power "
                    "loss (an fsync per commit). PostgreSQL: normal commits asynchronously (a server crash may "
