@@ -1041,7 +1041,8 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
 @click.option("--print", "print_only", is_flag=True, help="Print the SQL instead of running it.")
 @click.pass_context
 def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> None:
-    """PostgreSQL: create the least-privilege roles (run as the database's owner).
+    """PostgreSQL: create the least-privilege roles (run it once as the tables' owner with
+    CREATEROLE, or as a superuser).
 
     The writer role may only INSERT and SELECT (it cannot UPDATE, DELETE, TRUNCATE, ALTER,
     DROP or disable triggers): agents and `eventstore import` work as it. The auditor role

@@ -1323,6 +1323,9 @@ def apply_roles(backend: PostgresBackend, text: str) -> None:
         try:
             with conn.transaction():
                 conn.execute(text)
+        except pg_errors.InsufficientPrivilege as e:
+            raise DatabaseError(f"{backend.display}: cannot set up the roles: {_first_line(e)}: run it once as a "
+                                "role with CREATEROLE that owns the tables, or as a superuser") from None
         except psycopg.Error as e:
             raise DatabaseError(f"{backend.display}: cannot set up the roles: {_first_line(e)}") from None
 
