@@ -21,7 +21,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import EventStoreError, InvalidJSONL
+from .errors import EventStoreError, InvalidJSONL, SessionNotFound
 from .store import EventStore
 from .tailview import UNSAFE_CHARS, escape_char
 
@@ -822,6 +822,21 @@ def _finite_seconds(_ctx: click.Context, _param: click.Parameter, value: float |
     return value
 
 
+def _wait_for_session(store: EventStore, session_id: str, timeout: float | None):
+    """``tail -f`` of a session that is not stored yet: say so once, wait until another
+    process creates it (the followers' wait for commits), and return its handle; None on
+    Ctrl-C. Raises :class:`SessionNotFound` when ``timeout`` seconds pass first."""
+    from .follow import wait_for_session
+
+    try:
+        click.echo(f"waiting for session {_printable(repr(session_id))} (Ctrl-C stops)", err=True)
+        if not wait_for_session(store.backend, session_id, timeout=timeout):
+            raise SessionNotFound(session_id)
+    except KeyboardInterrupt:
+        return None
+    return store.session(session_id)
+
+
 @cli.command()
 @click.argument("session_id", required=False)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are committed (Ctrl-C stops).")
@@ -834,7 +849,8 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
     """Show a session (or, without SESSION_ID, every session) the way a chat UI does.
 
     Streamed assistant/chunk deltas appear as they arrive; with --follow, new events from
-    any process are shown as they are committed.
+    any process are shown as they are committed. With --follow, a SESSION_ID not stored yet
+    is waited for (said once on stderr), then followed; --timeout bounds that wait too.
     """
     from .tailview import TailView
 
@@ -850,7 +866,14 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
         out.write(text.encode("utf-8", "backslashreplace"))
 
     if session_id is not None:
-        s = store.session(session_id)
+        try:
+            s = store.session(session_id)
+        except SessionNotFound:
+            if not follow:
+                raise
+            s = _wait_for_session(store, session_id, timeout)
+            if s is None:  # Ctrl-C while waiting: the usual way to stop --follow
+                return
         after = None if last is None else max(-1, s.next_seq() - last - 1)
         events = s.follow(after, idle_timeout=timeout) if follow else s.events(after_seq=after)
     else:
