@@ -21,7 +21,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import EventStoreError, InvalidJSONL
+from .errors import EventStoreError, InvalidJSONL, SessionNotFound
 from .store import EventStore
 from .tailview import UNSAFE_CHARS, escape_char
 
@@ -48,8 +48,8 @@ class _Group(click.Group):
             if e.errno == errno.EPIPE:  # the reader went away (| head): click exits quietly
                 raise
             _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
-        except KeyboardInterrupt:
-            _fail("interrupted")
+        except KeyboardInterrupt as e:  # a command may say what was interrupted (and how to finish it)
+            _fail(f"interrupted {e.args[0]}" if e.args else "interrupted")
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as e:  # a bug, or a database changed by hand: still one line
@@ -75,6 +75,17 @@ class _Utf8Text(click.ParamType):
 
 
 TEXT = _Utf8Text()
+
+
+class _EnvOption(click.Option):
+    """An option that may come from an environment variable (``envvar=``): a bad value
+    taken from the variable is reported as ``$VARIABLE``, not as an option nobody gave."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        if ctx is not None and isinstance(self.envvar, str) and \
+                ctx.get_parameter_source(self.name) is click.core.ParameterSource.ENVIRONMENT:
+            return f"${self.envvar}"
+        return super().get_error_hint(ctx)
 
 
 def _store(ctx: click.Context, readonly: bool = False) -> EventStore:
@@ -108,9 +119,9 @@ def _when(ts: float | None) -> str:
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", envvar="EVENTSTORE_DB", default="eventstore.db", show_default=True,
+@click.option("--db", cls=_EnvOption, envvar="EVENTSTORE_DB", default="eventstore.db", show_default=True,
               metavar="PATH", help="Database file, sqlite:// or postgresql:// URL; also $EVENTSTORE_DB.")
-@click.option("--durability", envvar="EVENTSTORE_DURABILITY", type=click.Choice(["normal", "full"]),
+@click.option("--durability", cls=_EnvOption, envvar="EVENTSTORE_DURABILITY", type=click.Choice(["normal", "full"]),
               default="normal", show_default=True,
               help="Commands that write. SQLite: normal survives a crash of the process, full also power "
                    "loss (an fsync per commit). PostgreSQL: normal commits asynchronously (a server crash may "
@@ -277,7 +288,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
     failed. A progress bar shows on a terminal.
     """
     from .bulk import import_jsonl
-    from .transcripts.detect import detect_file, unknown_format_reason
+    from .transcripts.detect import detect_file, undetected_reason
     from .transcripts.importer import Watcher, import_transcript
 
     files, unreadable = _jsonl_files(paths)
@@ -301,9 +312,10 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
             detected = None if f == "-" else detect_file(f)
             kind = "eventstore" if f == "-" else fmt or detected
             if kind is None:
-                raise InvalidJSONL(f, 0, unknown_format_reason())
+                raise InvalidJSONL(f, *undetected_reason(f))
             if detected is not None and detected != kind:  # --format is for files whose first lines do not say
-                raise InvalidJSONL(f, 0, f"this is a {detected} file, not {kind}: give --format {detected}, "
+                article = "an" if detected[0] in "aeiou" else "a"
+                raise InvalidJSONL(f, 0, f"this is {article} {detected} file, not {kind}: give --format {detected}, "
                                          "or leave --format out")
             if kind != "eventstore":
                 rep = import_transcript(store, f, kind, salvage=salvage)
@@ -317,6 +329,9 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
             bar.note(str(e))
             counts["failed"] += 1
             return
+        except KeyboardInterrupt:  # what was stored of this file is kept; importing it again completes it
+            what = "- (stdin): importing the same input" if f == "-" else f"{f}: running the same command"
+            raise KeyboardInterrupt(f"while importing {what} again completes it") from None
         except (EventStoreError, OSError) as e:
             reason = f"{e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
             bar.note(f"{f}: {reason}")
@@ -373,8 +388,9 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 found, _unreadable = _jsonl_files(paths, quiet=True)
                 for f in watcher.due(found):
                     one(f, quiet=True)
-        except KeyboardInterrupt:  # the way to stop --watch
-            pass
+        except KeyboardInterrupt as e:  # the way to stop --watch
+            if e.args:
+                click.echo(f"interrupted {e.args[0]}", err=True)
     stored = counts["imported"] + counts["appended"]
     parts = [f"files: {len(watcher.seen) if watch else len(files)}",
              f"sessions: {stored} ({counts['imported']} new, {counts['appended']} appended)",
@@ -828,6 +844,21 @@ def _finite_seconds(_ctx: click.Context, _param: click.Parameter, value: float |
     return value
 
 
+def _wait_for_session(store: EventStore, session_id: str, timeout: float | None):
+    """``tail -f`` of a session that is not stored yet: say so once, wait until another
+    process creates it (the followers' wait for commits), and return its handle; None on
+    Ctrl-C. Raises :class:`SessionNotFound` when ``timeout`` seconds pass first."""
+    from .follow import wait_for_session
+
+    try:
+        click.echo(f"waiting for session {_printable(repr(session_id))} (Ctrl-C stops)", err=True)
+        if not wait_for_session(store.backend, session_id, timeout=timeout):
+            raise SessionNotFound(session_id)
+    except KeyboardInterrupt:
+        return None
+    return store.session(session_id)
+
+
 @cli.command()
 @click.argument("session_id", required=False)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are committed (Ctrl-C stops).")
@@ -840,7 +871,8 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
     """Show a session (or, without SESSION_ID, every session) the way a chat UI does.
 
     Streamed assistant/chunk deltas appear as they arrive; with --follow, new events from
-    any process are shown as they are committed.
+    any process are shown as they are committed. With --follow, a SESSION_ID not stored yet
+    is waited for (said once on stderr), then followed; --timeout bounds that wait too.
     """
     from .tailview import TailView
 
@@ -856,7 +888,14 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
         out.write(text.encode("utf-8", "backslashreplace"))
 
     if session_id is not None:
-        s = store.session(session_id)
+        try:
+            s = store.session(session_id)
+        except SessionNotFound:
+            if not follow:
+                raise
+            s = _wait_for_session(store, session_id, timeout)
+            if s is None:  # Ctrl-C while waiting: the usual way to stop --follow
+                return
         after = None if last is None else max(-1, s.next_seq() - last - 1)
         events = s.follow(after, idle_timeout=timeout) if follow else s.events(after_seq=after)
     else:
@@ -1047,7 +1086,8 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
 @click.option("--print", "print_only", is_flag=True, help="Print the SQL instead of running it.")
 @click.pass_context
 def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> None:
-    """PostgreSQL: create the least-privilege roles (run as the database's owner).
+    """PostgreSQL: create the least-privilege roles (run it once as the tables' owner with
+    CREATEROLE, or as a superuser).
 
     The writer role may only INSERT and SELECT (it cannot UPDATE, DELETE, TRUNCATE, ALTER,
     DROP or disable triggers): agents and `eventstore import` work as it. The auditor role

@@ -30,13 +30,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from .codec import encodable
 from .errors import InvalidEvent
 
 if TYPE_CHECKING:
     from .backends.base import Backend, Follower
     from .store import Event
 
-__all__ = ["DeadOwners", "follow_store", "follow_session", "DEFAULT_POLL_INTERVAL", "PAGE"]
+__all__ = ["DeadOwners", "follow_store", "follow_session", "wait_for_session", "DEFAULT_POLL_INTERVAL", "PAGE"]
 
 DEFAULT_POLL_INTERVAL = 0.02  # seconds between two looks when nothing changed (polling backends)
 PAGE = 256  # rows per query: each query is a read transaction, kept short so checkpoints can finish
@@ -102,6 +103,35 @@ def follow_session(backend: Backend, session_id: str, after_seq: int, *,
     idle = _check_interval(idle_timeout, "idle_timeout")
     return _follow(backend, lambda f, after: f.session_events_after(session_id, after, PAGE), after_seq, 2,
                    poll, idle, make_event)
+
+
+def wait_for_session(backend: Backend, session_id: str, *, poll_interval: float = DEFAULT_POLL_INTERVAL,
+                     timeout: float | None = None) -> bool:
+    """Block until ``session_id`` is stored and visible (an import's session once its last
+    chunk commits) and return True, or return False after ``timeout`` seconds (None: no
+    limit). Waits for commits as the followers do (LISTEN/NOTIFY, or polling); PostgreSQL
+    notifies inserts of events, so a session created without events may be seen only at
+    its first event (or at the timeout): nothing for a follower to show before that."""
+    poll = _check_interval(poll_interval, "poll_interval")
+    limit = _check_interval(timeout, "timeout")
+    if not encodable(session_id):  # no database can hold it
+        return False
+    follower = backend.follower(poll)
+    try:
+        start = time.monotonic()
+        while True:
+            # A read of the follower first: wait_for_commit wakes for any commit after it began.
+            follower.session_events_after(session_id, -1, 1)
+            if backend.session_meta(session_id) is not None:
+                return True
+            if limit is None:
+                follower.wait_for_commit(None)
+                continue
+            left = limit - (time.monotonic() - start)
+            if left <= 0 or not follower.wait_for_commit(left):
+                return backend.session_meta(session_id) is not None
+    finally:
+        follower.close()
 
 
 def _follow(backend: Backend, read: Callable[[Follower, int], list], after: int, cursor_column: int,

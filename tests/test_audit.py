@@ -335,6 +335,8 @@ def test_cli_sql_formats(store, backend_url):
 
 @pytest.mark.parametrize("query, message", [
     ("SELECT 1; SELECT 2", "error: the query holds more than one SQL statement: run them one at a time\n"),
+    ("SELECT 1;; SELECT 2;", "error: the query holds more than one SQL statement: run them one at a time\n"),
+    ("SELEC 1", 'error: near "SELEC": syntax error\n'),
     ("  \n", "error: the query is empty\n"),
     (";", "error: the query holds no statement (only comments or ';')\n"),
     ("/* c */ ; -- d", "error: the query holds no statement (only comments or ';')\n"),
@@ -350,7 +352,7 @@ def test_cli_sql_explains_a_query_it_cannot_run(store, backend_url, query, messa
 
 
 PG_MESSAGES = {
-    "SELECT 1; SELECT 2": "error: cannot insert multiple commands into a prepared statement\n",
+    "SELEC 1": 'error: syntax error at or near "SELEC"\n',  # (the same SQLSTATE as two statements)
     "VACUUM": "error: refused: VACUUM cannot run inside a transaction block (eventstore sql only reads)\n",
     "DROP TABLE events": "error: refused: cannot execute DROP TABLE in a read-only transaction (eventstore sql only reads)\n",
     "ALTER TABLE events RENAME TO e2":

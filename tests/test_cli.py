@@ -417,3 +417,18 @@ def test_ctrl_c_during_a_command_is_one_line(tmp_path):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1 and out == ""
     assert err.startswith("error: interrupted") and err.count("\n") == 1, err
+
+
+def test_a_bad_value_from_the_environment_names_the_variable(run, filled, monkeypatch):
+    """$EVENTSTORE_DURABILITY=xx is reported as the variable, not as an option nobody gave;
+    a bad --durability on the command line still names the option."""
+    monkeypatch.setenv("EVENTSTORE_DURABILITY", "xx")
+    result = run("--db", filled, "sessions")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == ("Error: Invalid value for $EVENTSTORE_DURABILITY: 'xx' is not one of "
+                                              "'normal', 'full'.")
+    result = run("--db", filled, "--durability", "yy", "sessions")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == "Error: Invalid value for '--durability': 'yy' is not one of 'normal', 'full'."
+    monkeypatch.setenv("EVENTSTORE_DURABILITY", "full")
+    assert run("--db", filled, "sessions").exit_code == 0

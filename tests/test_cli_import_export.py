@@ -349,3 +349,52 @@ def test_sessions_lists_a_ts_that_is_no_date(db):
     r = run(db, "sessions")
     assert r.exit_code == 0, r.output
     assert "ts 1764460800401.0 (not a date)" in r.stdout and "ts 1e+308 (not a date)" in r.stdout
+
+
+def test_ctrl_c_during_a_folder_import_names_the_file_and_running_again_completes_it(tmp_path):
+    """A real SIGINT while a long file of a folder goes in chunks: the one line names that
+    file and says that the same command completes it, which it does."""
+    import signal
+    import sqlite3
+    import time
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for k in range(4):
+        with open(folder / f"b{k}.jsonl", "wb") as f:
+            f.write(b'{"type":"session/meta","id":"s%d"}\n' % k)
+            f.writelines(ev(i, "user/message", content="x" * 50) + b"\n" for i in range(40000))
+    db = tmp_path / "c.db"
+    argv = [sys.executable, "-m", "eventstore", "--db", str(db), "import", str(folder)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+    def importing() -> list[str]:
+        try:
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        except sqlite3.Error:  # not created yet
+            return []
+        try:
+            return [r[0] for r in conn.execute("SELECT session_id FROM importing")]
+        except sqlite3.Error:  # not migrated yet
+            return []
+        finally:
+            conn.close()
+
+    deadline = time.monotonic() + 120
+    while not [s for s in importing() if s != "s0"]:  # past the first file, in the middle of another
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    [sid] = importing()
+    name = f"{folder}/b{sid[1:]}.jsonl"
+    assert (proc.returncode, out) == (1, "")
+    assert err == f"error: interrupted while importing {name}: running the same command again completes it\n"
+    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"{name}: completed an unfinished import that had stored " in again.stderr
+    assert importing() == []
+    with EventStore.open(db, readonly=True) as st:
+        assert [(i.id, i.events) for i in st.sessions()] == [(f"s{k}", 40000) for k in range(4)]

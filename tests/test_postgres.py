@@ -579,6 +579,40 @@ def test_writer_and_auditor_roles(pg_server, pg_url, tmp_path):
             conn.execute("INSERT INTO sessions (id, created_at) VALUES ('a', 1)")
 
 
+def test_roles_as_an_owner_without_createrole_says_what_it_needs(pg_server):
+    """The database's owner may create the tables but not roles: `roles` says which role
+    runs it (the error recognised by SQLSTATE 42501), and runs once given CREATEROLE."""
+    import uuid
+
+    tag = uuid.uuid4().hex[:8]
+    owner, name = f"owner_{tag}", f"owned_{tag}"
+    with pg_server.connect() as conn:
+        conn.execute(f"CREATE ROLE {owner} LOGIN")
+        conn.execute(f'CREATE DATABASE "{name}" OWNER {owner}')
+    try:
+        url = pg_server.url(name, owner)
+        args = ["--db", url, "roles", "--writer", f"w_{tag}", "--auditor", f"a_{tag}"]
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 1
+        assert r.stderr == (f"error: postgresql://{owner}@127.0.0.1:{pg_server.port}/{name}: cannot set up the roles: "
+                            "permission denied to create role: run it once as a role with CREATEROLE that owns "
+                            "the tables, or as a superuser\n")
+        with pg_server.connect() as conn:
+            conn.execute(f"ALTER ROLE {owner} CREATEROLE")
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 0, r.output
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT has_table_privilege(%s, 'events', 'INSERT'), "
+                                "has_table_privilege(%s, 'events', 'INSERT')",
+                                (f"w_{tag}", f"a_{tag}")).fetchone() == (True, False)
+    finally:
+        pg_server.drop_database(name)
+        with pg_server.connect() as conn:
+            for role in (f"w_{tag}", f"a_{tag}", owner):
+                conn.execute(f"DROP OWNED BY {role} CASCADE" if role == owner else f"DROP ROLE IF EXISTS {role}")
+            conn.execute(f"DROP ROLE IF EXISTS {owner}")
+
+
 # --- eventstore sql ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sql", ["DELETE FROM events", "CREATE TABLE x (a int)", "SELECT 1; DELETE FROM events",

@@ -143,6 +143,82 @@ def test_tail_follow_prints_deltas_as_another_process_commits_them(store, backen
     assert output.decode() == "user: go\nassistant: Hello\n  <- c1: done\n"
 
 
+_CREATE_AND_APPEND = """
+import sys
+from eventstore import EventStore
+with EventStore.open(sys.argv[1]) as st:
+    st.create_session("shared-1").append("user/message", {"content": "hello"})
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child process")
+def test_tail_follow_waits_for_a_session_that_another_process_creates(store, backend_url):
+    """tail -f of a session not stored yet says once that it waits, then follows the session
+    another process creates (woken by the followers' wait for commits: LISTEN/NOTIFY on
+    PostgreSQL, polling on SQLite); without -f a missing session stays an error."""
+    env = {**os.environ, "NO_COLOR": "1",
+           "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                          os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(backend_url), "tail", "-f", "shared-1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    streams = {"out": bytearray(), "err": bytearray()}
+
+    def read(name, f):
+        while chunk := os.read(f.fileno(), 4096):
+            streams[name].extend(chunk)
+
+    readers = [threading.Thread(target=read, args=(n, f), daemon=True)
+               for n, f in (("out", proc.stdout), ("err", proc.stderr))]
+    for r in readers:
+        r.start()
+
+    def shows(name: str, text: str) -> None:
+        deadline = time.monotonic() + 60
+        while not streams[name].decode().endswith(text):
+            assert proc.poll() is None, bytes(streams["err"])
+            assert time.monotonic() < deadline, f"tail printed {bytes(streams[name])!r}, waiting for {text!r}"
+            time.sleep(0.01)
+
+    try:
+        shows("err", "waiting for session 'shared-1' (Ctrl-C stops)\n")
+        subprocess.run([sys.executable, "-c", _CREATE_AND_APPEND, str(backend_url)], env=env, check=True, timeout=60)
+        shows("out", "user: hello\n")
+        store.session("shared-1").append("assistant/message", {"content": "hi"})
+        shows("out", "assistant: hi\n")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        for r in readers:
+            r.join(10)
+    assert proc.returncode == 0, bytes(streams["err"])
+    assert streams["out"].decode() == "user: hello\nassistant: hi\n"
+    assert streams["err"].decode() == "waiting for session 'shared-1' (Ctrl-C stops)\n"  # once
+
+
+def test_tail_follow_of_a_session_that_never_comes_ends_at_the_timeout(store, backend_url):
+    r = tail(backend_url, "-f", "never", "--timeout", "0.3")
+    assert r.exit_code == 1
+    assert r.stderr == "waiting for session 'never' (Ctrl-C stops)\nerror: session 'never' not found\n"
+    r = tail(backend_url, "never")
+    assert (r.exit_code, r.stderr) == (1, "error: session 'never' not found\n")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child process")
+def test_ctrl_c_while_tail_follow_waits_for_a_session_stops_it_quietly(store, backend_url):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(backend_url), "tail", "-f", "never"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert proc.stderr.readline() == "waiting for session 'never' (Ctrl-C stops)\n"  # (EOF if it ended)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, out, err) == (0, "", "")
+
+
 def test_follow_stops_after_the_idle_timeout(store, backend_url):
     fill(store)
     r = tail(backend_url, "s1", "--follow", "--timeout", "0.2")

@@ -406,12 +406,42 @@ def test_cli_unknown_format_names_the_formats(tmp_path):
     assert r.returncode == 1 and ":8: not JSON" in r.stderr
 
 
+@pytest.mark.parametrize("content, line, reason", [
+    (b"", 0, "the file is empty"),
+    (b"\n  \n\t\n", 0, "the file holds only blank lines"),
+    (b"\n\xff\xfe{}\n", 2, "invalid UTF-8 at byte 1 of the line"),
+    (b'{"a": "\xc3"}\n', 1, "invalid UTF-8 at byte 8 of the line"),
+])
+def test_cli_a_file_detection_cannot_read_says_why(tmp_path, content, line, reason):
+    """An empty file, one of blank lines, or one whose first line is not UTF-8 is not a
+    question of format: without --format the import says what is wrong, as with it."""
+    f = tmp_path / "x.jsonl"
+    f.write_bytes(content)
+    r = run(tmp_path / "t.db", "import", str(f))
+    assert r.returncode == 1
+    where = f"{f}:{line}" if line else str(f)
+    assert r.stderr == f"{where}: {reason}\n"
+    assert "not in a known format" not in r.stderr
+
+
+def test_cli_a_file_of_blank_lines_then_an_unknown_line_is_of_no_known_format(tmp_path):
+    f = tmp_path / "x.jsonl"
+    f.write_bytes(b"\n" * 30 + b'{"hello": 1}\n')
+    r = run(tmp_path / "t.db", "import", str(f))
+    assert r.returncode == 1 and f"{f}: not in a known format (the formats are" in r.stderr
+
+
 def test_cli_a_format_the_file_contradicts_is_refused(tmp_path):
     src = DATA / "claude-code/v2.1-main.jsonl"
     r = run(tmp_path / "t.db", "import", "--format", "codex", str(src))
     assert r.returncode == 1
     assert f"{src}: this is a claude-code file, not codex: give --format claude-code" in r.stderr
     assert "sessions: 0" in r.stdout + r.stderr
+    es = tmp_path / "es.jsonl"
+    es.write_bytes((ROOT / "tests/data/demo.jsonl").read_bytes())
+    r = run(tmp_path / "t.db", "import", "--format", "codex", str(es))
+    assert r.returncode == 1
+    assert f"{es}: this is an eventstore file, not codex: give --format eventstore" in r.stderr
 
 
 def test_cli_watch_imports_as_the_file_grows(tmp_path, backend_url):

@@ -565,6 +565,11 @@ class ImportTransaction(ABC):
         """The seq of the session's event stored under ``event_id``, or None."""
 
 
+#: The :class:`~eventstore.errors.QueryError` of a query of more than one statement (every
+#: backend runs one at a time).
+MULTIPLE_STATEMENTS = "the query holds more than one SQL statement: run them one at a time"
+
+
 class QueryConnection(ABC):
     """A read-only SQL connection (:meth:`Backend.query_connection`)."""
 

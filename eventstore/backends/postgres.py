@@ -62,7 +62,15 @@ from ..errors import (
     SessionNotFound,
 )
 from . import base
-from .base import Backend, Follower, ImportLock, ImportTransaction, QueryConnection, Refusal
+from .base import (
+    MULTIPLE_STATEMENTS,
+    Backend,
+    Follower,
+    ImportLock,
+    ImportTransaction,
+    QueryConnection,
+    Refusal,
+)
 
 __all__ = ["PostgresBackend", "apply_roles", "conninfo", "POSITION_LOCK", "MIGRATION_LOCK", "SEARCH_LOCK", "roles_sql"]
 
@@ -1244,6 +1252,10 @@ def _query_error(e: psycopg.Error, timeout: float | None = QUERY_TIMEOUT) -> tup
         return f"interrupted: {e.diag.message_primary or _first_line(e)}", None
     if isinstance(e, pg_errors.OutOfMemory | pg_errors.DiskFull):
         return f"the query was stopped: {_first_line(e)} (its memory limit)", "memory"
+    if isinstance(e, pg_errors.SyntaxError) and e.diag.source_function == "exec_parse_message":
+        # The server's Parse message refuses more than one statement (the parser's own
+        # syntax errors come from scanner_yyerror / base_yyerror): as SQLite says it.
+        return MULTIPLE_STATEMENTS, None
     return e.diag.message_primary or _first_line(e), None
 
 
@@ -1311,6 +1323,9 @@ def apply_roles(backend: PostgresBackend, text: str) -> None:
         try:
             with conn.transaction():
                 conn.execute(text)
+        except pg_errors.InsufficientPrivilege as e:
+            raise DatabaseError(f"{backend.display}: cannot set up the roles: {_first_line(e)}: run it once as a "
+                                "role with CREATEROLE that owns the tables, or as a superuser") from None
         except psycopg.Error as e:
             raise DatabaseError(f"{backend.display}: cannot set up the roles: {_first_line(e)}") from None
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import DatabaseError, QueryError
-from .base import QueryConnection
+from .base import MULTIPLE_STATEMENTS, QueryConnection
 from .sqlite_engine import database_path as _database_path
 from .sqlite_engine import open_read_only
 from .sqlite_walcheck import check_wal
@@ -218,7 +218,7 @@ def _query_error(e: Exception) -> str:
     if "readonly" in msg or "read-only" in msg:
         return f"refused: the database is open read-only ({msg})"
     if "one statement at a time" in msg:  # sqlite3's ProgrammingError for "SELECT 1; SELECT 2"
-        return "the query holds more than one SQL statement: run them one at a time"
+        return MULTIPLE_STATEMENTS
     return msg
 
 

@@ -55,3 +55,24 @@ def unknown_format_reason() -> str:
     """The sentence for a file in none of the formats."""
     return (f"not in a known format (the formats are {', '.join(FORMATS)}; "
             "give one with --format if the first lines do not say)")
+
+
+def undetected_reason(path: str, limit: int = 64 << 20) -> tuple[int, str]:
+    """Why :func:`detect_file` found no format in the file at ``path``, as ``(line,
+    reason)`` for :class:`~eventstore.errors.InvalidJSONL` (line 0: the file as a whole):
+    the file is empty, holds only blank lines, or its first non-blank line is not UTF-8 (the
+    format was not the problem); otherwise :func:`unknown_format_reason`. Raises ``OSError``."""
+    with open(path, "rb") as f:
+        lines = [f.readline(limit) for _ in range(LOOK_AT)]
+        at_end = not f.read(1)
+    if not any(lines):
+        return 0, "the file is empty"
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return lineno, f"invalid UTF-8 at byte {e.start + 1} of the line"
+        return 0, unknown_format_reason()
+    return 0, "the file holds only blank lines" if at_end else unknown_format_reason()
