@@ -124,10 +124,10 @@ def cli(ctx: click.Context, db: str, durability: str) -> None:
 @click.pass_context
 def init(ctx: click.Context) -> None:
     """Create the database, or upgrade it to the latest schema."""
-    _store(ctx)
+    store = _store(ctx)
     from .schema import SCHEMA_REVISION
 
-    click.echo(f"{ctx.obj['db']}: ready (schema revision {SCHEMA_REVISION})")
+    click.echo(f"{store.backend.display}: ready (schema revision {SCHEMA_REVISION})")  # a URL without its password
 
 
 @cli.command()
@@ -1002,21 +1002,48 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
     needed). Every seq, ts, payload, meta, hash and each session's created_at is kept (a
     checkpoint of SRC, taken after its last write, verifies an empty DST after the copy);
     sessions go one by one, oldest first, each as one import, and are checked: a source
-    session whose hash chain does not verify is refused. Sessions already in DST with the
-    same events are skipped, so an interrupted copy can be run again.
+    session whose hash chain does not verify is refused. A session DST holds already is
+    compared by its head hash: when DST holds its first events, the rest are added (none:
+    it is already there), so an interrupted copy, or a session that grew in SRC since, is
+    simply copied again. A session DST holds with other events, or cannot store, is
+    reported on stderr and the others are copied; the exit status is then 1.
     """
     from .copy import copy_sessions
 
     with EventStore.open(src, readonly=True) as source, EventStore.open(dst) as target:
         def done(r) -> None:
-            what = "already there" if r.skipped else "copied"
-            click.echo(f"{_printable(r.session_id)}: {r.events} events {what} (head {r.head[:12]})")
+            sid = _one_line(r.session_id)
+            if r.status == "failed":
+                click.echo(f"error: {_one_line(str(r.error))}", err=True)
+                return
+            if r.status == "added":
+                what = f"{_count(r.added, 'event')} added, {r.events} in all"
+            else:
+                what = f"{_count(r.events, 'event')} {'already there' if r.skipped else 'copied'}"
+            click.echo(f"{sid}: {what} (head {r.head[:12]})")
             if r.note:
-                click.echo(f"{_printable(r.session_id)}: note: {r.note}", err=True)
+                click.echo(f"{sid}: note: {_one_line(r.note)}", err=True)
 
         results = copy_sessions(source, target, session_ids or None, progress=done)
-    total = sum(r.events for r in results)
-    click.echo(f"{len(results)} session{'' if len(results) == 1 else 's'}, {total} events in {dst}", err=True)
+        shown = target.backend.display  # a URL without its password
+    by = {s: sum(r.status == s for r in results) for s in ("copied", "added", "skipped", "failed")}
+    total = sum(r.added for r in results)
+    click.echo(f"{_count(len(results), 'session')}: {by['copied']} copied, {by['added']} added to, "
+               f"{by['skipped']} already there, {by['failed']} failed; {_count(total, 'event')} written to {shown}",
+               err=True)
+    if by["failed"]:
+        sys.exit(EXIT_ERROR)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 event``, ``2 events``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, safe for a terminal: control characters, newlines and lone
+    surrogates as escapes (as ``sessions`` shows ids)."""
+    return _CONTROL_OR_NEWLINE.sub(escape_char, _printable(text))
 
 
 @cli.command()

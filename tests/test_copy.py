@@ -48,6 +48,11 @@ def write_session(path: Path, sid: str, n: int, meta: dict | None = None, ts0: f
     return path
 
 
+def display(url: str) -> str:
+    with EventStore.open(url, readonly=True) as store:
+        return store.backend.display
+
+
 def rows(url: str) -> list[tuple]:
     with EventStore.open(url, readonly=True) as store:
         return sorted(db_rows(store, "SELECT id, created_at, meta, meta_hash FROM sessions"))
@@ -117,7 +122,9 @@ def test_copy_keeps_created_at_meta_hash_listing_and_a_checkpoint(src_kind, dst_
 
     # again: every session is already there, with its row
     r = CliRunner().invoke(cli, ["copy", src, dst], catch_exceptions=False)
-    assert r.exit_code == 0 and r.output.count("already there") == len(ids) and "note:" not in r.output, r.output
+    assert r.exit_code == 0 and r.stdout.count("already there") == len(ids) and "note:" not in r.output, r.output
+    assert r.stderr.endswith(f"{len(ids)} sessions: 0 copied, 0 added to, {len(ids)} already there, 0 failed; "
+                             f"0 events written to {display(dst)}\n"), r.stderr
     assert rows(dst) == source_rows
 
 
