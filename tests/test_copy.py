@@ -447,3 +447,48 @@ def test_copy_and_init_show_a_postgresql_url_without_its_password(new_url, tmp_p
     r = copy_cli(src, secret)
     assert r.exit_code == 0, r.output
     assert "pw-s3cret" not in r.output and r.stderr.endswith(f"1 event written to {dst}\n"), r.output
+
+
+def test_import_continues_a_stored_session_only_from_its_head_hash(store):
+    import io
+    import pickle
+
+    from eventstore.chain import genesis_hash
+    from eventstore.errors import ImportConflict
+
+    s = store.create_session("c", meta={"k": 1})
+    s.append_many([("note", {"n": k}) for k in range(3)])
+    rest = (b'{"type":"session/meta","id":"c","k":1}\n{"type":"note","seq":3,"ts":5,"n":3}\n'
+            b'{"type":"note","seq":4,"ts":6,"n":4}\n')
+    hashes = [h for *_x, h in store.backend.verify_rows("c")]
+
+    def attempt(data: bytes, seq: int, h: str):
+        return bulk.import_jsonl(store, io.BytesIO(data), name="rest", continues=(seq, h))
+
+    with pytest.raises(ImportConflict, match=r'^rest:1: session "c" is stored with 3 events, but this rest of it '
+                                             r'starts at seq 4$') as e:
+        attempt(rest.replace(b'"seq":3', b'"seq":4').replace(b'"seq":4,"ts":6', b'"seq":5,"ts":6'), 4, hashes[2])
+    assert e.value.seq == 3
+    with pytest.raises(ImportConflict, match=r'^rest:1: session "c" is stored with other events: the hash of seq '
+                                             r'2 differs$') as e:
+        attempt(rest, 3, hashes[1])
+    assert e.value.seq == 2 and pickle.loads(pickle.dumps(e.value)).seq == 2
+    with pytest.raises(ImportConflict, match=r'^rest:1: session "d" is not stored: there is nothing'):
+        attempt(b'{"type":"session/meta","id":"d"}\n{"type":"note","seq":0,"ts":5}\n', 0, genesis_hash("d"))
+    with pytest.raises(ImportConflict, match=r"^rest:1: session \"c\" is already stored with other session/meta"):
+        attempt(rest.replace(b'"k":1}', b'"k":2}', 1), 3, hashes[2])
+    assert store.session("c").next_seq() == 3  # nothing of the failed ones was stored
+    report = attempt(rest, 3, hashes[2])
+    assert (report.status, report.events, report.total) == ("appended", 2, 5)
+    assert attempt(rest, 3, hashes[2]).status == "skipped"  # the events past the hash are compared, as stored
+    with pytest.raises(ImportConflict, match=r'^rest:2: session "c" is already stored with other events: seq 3 '
+                                             r'differs \(payload\)$') as e:
+        attempt(rest.replace(b'"n":3', b'"n":33'), 3, hashes[2])
+    assert e.value.seq == 3
+    assert findings_of(store) == []
+
+
+def findings_of(store) -> list[str]:
+    from eventstore import audit
+
+    return [str(f) for f in audit.verify(store.backend).findings]
