@@ -77,6 +77,13 @@ class _Utf8Text(click.ParamType):
 TEXT = _Utf8Text()
 
 
+def _db_shown(db: str, store: EventStore) -> str:
+    """``db`` as a message shows it: a file as given, a URL without its password."""
+    from .backends import is_postgres_url
+
+    return store.backend.display if is_postgres_url(db) else db
+
+
 def _store(ctx: click.Context, readonly: bool = False) -> EventStore:
     """The store of ``--db``. Commands that only read open an existing file read-only: they
     work on a file the user may only read, and never create a database at a mistyped path."""
@@ -127,7 +134,7 @@ def init(ctx: click.Context) -> None:
     store = _store(ctx)
     from .schema import SCHEMA_REVISION
 
-    click.echo(f"{store.backend.display}: ready (schema revision {SCHEMA_REVISION})")  # a URL without its password
+    click.echo(f"{_db_shown(ctx.obj['db'], store)}: ready (schema revision {SCHEMA_REVISION})")
 
 
 @cli.command()
@@ -1025,7 +1032,7 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
                 click.echo(f"{sid}: note: {_one_line(r.note)}", err=True)
 
         results = copy_sessions(source, target, session_ids or None, progress=done)
-        shown = target.backend.display  # a URL without its password
+        shown = _db_shown(dst, target)
     by = {s: sum(r.status == s for r in results) for s in ("copied", "added", "skipped", "failed")}
     total = sum(r.added for r in results)
     click.echo(f"{_count(len(results), 'session')}: {by['copied']} copied, {by['added']} added to, "

@@ -53,6 +53,9 @@ def write_session(path: Path, sid: str, n: int, meta: dict | None = None, ts0: f
 
 
 def display(url: str) -> str:
+    """How copy names its target: a file as given, a URL without its password."""
+    if not url.startswith("postgresql://"):
+        return url
     with EventStore.open(url, readonly=True) as store:
         return store.backend.display
 
