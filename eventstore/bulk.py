@@ -9,7 +9,9 @@ writers get the write lock between them, and stays hidden from every reader unti
 one commits (the ``importing`` table; docs/concurrency.md, "Large imports"). A file naming
 a session that is already stored is compared event by event with it: identical means skipped, different is an
 :class:`~eventstore.errors.ImportConflict` naming the first line that differs, and events
-past the stored head are added only with ``append``.
+past the stored head are added only with ``append``. A stream that holds only the rest of
+a stored session (``continues``, what :mod:`eventstore.copy` sends) is chained to the
+stored head instead: its hash there is the one check of what is stored.
 
 Memory is bounded by the longest line (a few copies of it), never by the file: rows go to
 the database in batches (:data:`BATCH_ROWS` rows or :data:`BATCH_BYTES` bytes of lines).
@@ -96,7 +98,8 @@ class ImportReport:
 
 def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
                  session_id: str | None = None, append: bool = False, salvage: bool = False,
-                 progress: Progress | None = None, created_at: float | None = None) -> ImportReport:
+                 progress: Progress | None = None, created_at: float | None = None,
+                 continues: tuple[int, str] | None = None) -> ImportReport:
     """Import one JSONL session file (the reference format) into ``store``, atomically.
 
     ``source`` is a path or a binary file object (``name`` is what messages call it; a
@@ -112,16 +115,35 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
     like any other). A session already stored keeps its own. :func:`eventstore.copy.copy_sessions`
     passes the source's, so that a copied session keeps its row (and its ``meta_hash``).
 
+    ``continues`` ``(seq, hash)`` says that ``source`` holds a stored session's events from
+    ``seq`` on (its ``session/meta`` line, then seqs ``seq``, ``seq + 1``, ...), chained to
+    ``hash``, the hash of its event ``seq - 1`` (:func:`~eventstore.chain.genesis_hash` of
+    the id for 0): the stored session must hold at least ``seq`` events, the one at ``seq -
+    1`` with that hash (which the chain makes equal to the stored events before it; they are
+    not read), and the same meta. The events past the stored head are added (as with
+    ``append``), in one transaction; those the store already holds are compared.
+
     Returns an :class:`ImportReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``; nothing of the file is stored), its subclass
     :class:`~eventstore.errors.ImportConflict` (the session is stored with other events, or
-    the file continues it and ``append`` is off), :class:`~eventstore.errors.InvalidEvent`
+    the file continues it and ``append`` is off; with ``continues``: the session is not
+    stored, holds fewer than ``seq`` events or another hash at ``seq - 1``; ``seq`` names
+    the event), :class:`~eventstore.errors.InvalidEvent`
     for a bad ``session_id`` or ``created_at``, :class:`~eventstore.errors.DatabaseError`, ``OSError``.
     """
     if session_id is not None:
         _check_session_id(session_id)
     if created_at is not None:
         created_at = _check_created_at(created_at)
+    if continues is not None:  # one transaction, chained to the stored head: read in this process
+        if isinstance(source, (str, os.PathLike)):
+            name = name or os.fspath(source)
+            with open(source, "rb") as f:
+                return _import_rest(store, JsonlReader(f, name, session_id, continues), name, salvage, progress,
+                                    continues)
+        name = name or str(getattr(source, "name", "<stream>"))
+        return _import_rest(store, JsonlReader(source, name, session_id, continues), name, salvage, progress,
+                            continues)
     if isinstance(source, (str, os.PathLike)):
         name = name or os.fspath(source)
         with open(source, "rb") as f:
@@ -160,15 +182,28 @@ def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, ap
 
     A file of one batch, or one that adds to a session already stored (``append``), goes in
     one write transaction. A longer new session goes in chunks (:func:`_import_chunked`)."""
-    batches = _Batches(reader)
-    if reader.session_id is None or (reader.error is not None and not salvage):
-        raise reader.error
-    sid = reader.session_id
+    reader, batches, sid = _first(reader, salvage)
     if batches.more():
         report = _import_chunked(store, reader, batches, name, sid, salvage, progress, created_at)
         if report is not None:
             return report
     return _import_one(store, reader, batches, name, sid, append, salvage, progress, created_at)
+
+
+def _import_rest(store: EventStore, reader: JsonlReader, name: str, salvage: bool, progress: Progress | None,
+                 continues: tuple[int, str]) -> ImportReport:
+    """import_jsonl with ``continues``: the rest of a stored session, in one transaction."""
+    reader, batches, sid = _first(reader, salvage)
+    return _import_one(store, reader, batches, name, sid, True, salvage, progress, None, continues)
+
+
+def _first(reader: JsonlReader | WorkerReader, salvage: bool = False) -> tuple:
+    """``(reader, its batches, the session id)`` once the first batch is read; raises the
+    reader's error when the file names no session or (without salvage) fails there."""
+    batches = _Batches(reader)
+    if reader.session_id is None or (reader.error is not None and not salvage):
+        raise reader.error
+    return reader, batches, reader.session_id
 
 
 class _Batches:
@@ -207,10 +242,15 @@ class _Batches:
 
 
 def _import_one(store: EventStore, reader: JsonlReader | WorkerReader, batches: _Batches, name: str, sid: str,
-                append: bool, salvage: bool, progress: Progress | None, created_at: float | None) -> ImportReport:
+                append: bool, salvage: bool, progress: Progress | None, created_at: float | None,
+                continues: tuple[int, str] | None = None) -> ImportReport:
     """The whole file in one write transaction."""
     def in_transaction(tx: ImportTransaction) -> tuple:
         stored = tx.session_meta()
+        if stored is None and continues is not None:
+            state = "has an unfinished import" if tx.importing() is not None else "is not stored"
+            raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} {state}: there is nothing "
+                                 f"this rest of it continues", sid)
         if stored is None:
             _create(tx, reader, name, sid, created_at)
             head = 0
@@ -221,6 +261,8 @@ def _import_one(store: EventStore, reader: JsonlReader | WorkerReader, batches: 
                 raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} is already stored with other "
                                      f"session/meta keys ({stored})", sid)
             head = tx.next_seq()
+            if continues is not None:
+                _check_continues(tx, reader, name, sid, head, *continues)
         added, dropped = _store_batches(tx, reader, batches, name, sid, head, stored is None or append, salvage,
                                         progress, None)
         return stored, head, added, dropped
@@ -395,9 +437,22 @@ def _report(reader, name: str, sid: str, status: str | None, head: int, added: i
                         reader.normalized, dropped, note)
 
 
+def _check_continues(tx: ImportTransaction, reader, name: str, sid: str, head: int, seq: int, hash_: str) -> None:
+    """Check that the stored session holds ``seq`` events, the last of them (seq - 1) with
+    ``hash_``: then, by the hash chain, they are the events the file continues."""
+    if head < seq:
+        raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} is stored with {head} events, but this "
+                             f"rest of it starts at seq {seq}", sid, head)
+    if seq > 0:
+        stored = tx.stored(seq - 1, seq - 1)[0][4]
+        if (stored.decode() if type(stored) is bytes else stored) != hash_:
+            raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} is stored with other events: the "
+                                 f"hash of seq {seq - 1} differs", sid, seq - 1)
+
+
 def _continues(name: str, line: int, sid: str, head: int) -> ImportConflict:
     return ImportConflict(name, line, f"session {dumps(sid)} is already stored with {head} events; this file "
-                          f"continues it from seq {head} (use --append to add the rest)", sid)
+                          f"continues it from seq {head} (use --append to add the rest)", sid, head)
 
 
 def _compare(tx: ImportTransaction, name: str, sid: str, rows: list[tuple], lines: list[int]) -> None:
@@ -410,21 +465,22 @@ def _compare(tx: ImportTransaction, name: str, sid: str, rows: list[tuple], line
                 "hash" if (h.decode() if type(h) is bytes else h) != sh else None)
         if what == "hash":
             raise ImportConflict(name, line, f"session {dumps(sid)} is already stored with the same event at seq "
-                                 f"{seq} but another hash: the stored hash chain is broken (run verify)", sid)
+                                 f"{seq} but another hash: the stored hash chain is broken (run verify)", sid, seq)
         if what is not None:
             raise ImportConflict(name, line, f"session {dumps(sid)} is already stored with other events: "
-                                 f"seq {seq} differs ({what})", sid)
+                                 f"seq {seq} differs ({what})", sid, seq)
 
 
 def _refused(tx: ImportTransaction, name: str, line: int, sid: str, row: tuple, refusal: Refusal) -> InvalidJSONL:
     """Explain why the database refused the file's row ``row`` at ``line``."""
+    seq = row[0]
     if refusal.code == base.PAYLOAD_RESERVED_KEY:  # the reader refuses type/seq/ts keys: an event_id that is no string
-        return InvalidJSONL(name, line, "event_id must be a string (it is the event's idempotency key)")
+        return InvalidJSONL(name, line, "event_id must be a string (it is the event's idempotency key)", seq)
     if refusal.code == base.EVENT_ID_TAKEN:
         payload = row[3].decode("utf-8") if type(row[3]) is bytes else row[3]
         key = loads(payload).get("event_id")
         other = tx.event_id_seq(key) if isinstance(key, str) else None
         where = f"seq {other}" if other is not None else "another event"
         return InvalidJSONL(name, line, f"event_id {dumps(key)} is already used by {where} of session {dumps(sid)} "
-                                        f"(event_id is an idempotency key, unique per session)")
-    return InvalidJSONL(name, line, f"the database refused this event: {refusal.message}")
+                                        f"(event_id is an idempotency key, unique per session)", seq)
+    return InvalidJSONL(name, line, f"the database refused this event: {refusal.message}", seq)

@@ -88,6 +88,13 @@ class _EnvOption(click.Option):
         return super().get_error_hint(ctx)
 
 
+def _db_shown(db: str, store: EventStore) -> str:
+    """``db`` as a message shows it: a file as given, a URL without its password."""
+    from .backends import is_postgres_url
+
+    return store.backend.display if is_postgres_url(db) else db
+
+
 def _store(ctx: click.Context, readonly: bool = False) -> EventStore:
     """The store of ``--db``. Commands that only read open an existing file read-only: they
     work on a file the user may only read, and never create a database at a mistyped path."""
@@ -138,10 +145,10 @@ def cli(ctx: click.Context, db: str, durability: str) -> None:
 @click.pass_context
 def init(ctx: click.Context) -> None:
     """Create the database, or upgrade it to the latest schema."""
-    _store(ctx)
+    store = _store(ctx)
     from .schema import SCHEMA_REVISION
 
-    click.echo(f"{ctx.obj['db']}: ready (schema revision {SCHEMA_REVISION})")
+    click.echo(f"{_db_shown(ctx.obj['db'], store)}: ready (schema revision {SCHEMA_REVISION})")
 
 
 @cli.command()
@@ -152,13 +159,14 @@ def demo(ctx: click.Context) -> None:
 
     store = _store(ctx)
     s = run_demo(store)
-    click.echo(f"Session {s.id} in {ctx.obj['db']}\n")
+    shown = _db_shown(ctx.obj["db"], store)
+    click.echo(f"Session {s.id} in {shown}\n")
     click.echo("Event log (JSONL, as exported):")
     for ev in s.events():
         click.echo("  " + ev.to_jsonl())
     click.echo("\nDerived messages (the projection sent to the model):")
     click.echo(json.dumps(s.derive_messages(), indent=2, ensure_ascii=False))
-    db = "" if ctx.obj["db"] == "eventstore.db" else f"--db {shlex.quote(ctx.obj['db'])} "
+    db = "" if ctx.obj["db"] == "eventstore.db" else f"--db {shlex.quote(shown)} "
     click.echo(f"\nNext: eventstore {db}messages {s.id}   |   eventstore {db}export {s.id}")
 
 
@@ -648,7 +656,7 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
     except QueryError:
         revision = None
     if revision != SCHEMA_REVISION and revision not in READ_COMPATIBLE_REVISIONS:  # (those read the same)
-        click.echo(f"warning: {ctx.obj['db']} is at schema revision {revision or 'none'}, not "
+        click.echo(f"warning: the database is at schema revision {revision or 'none'}, not "
                    f"{SCHEMA_REVISION}: run `eventstore init` to upgrade it (views may be missing)", err=True)
     try:
         _print_rows(conn, query, fmt)
@@ -1063,21 +1071,48 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
     needed). Every seq, ts, payload, meta, hash and each session's created_at is kept (a
     checkpoint of SRC, taken after its last write, verifies an empty DST after the copy);
     sessions go one by one, oldest first, each as one import, and are checked: a source
-    session whose hash chain does not verify is refused. Sessions already in DST with the
-    same events are skipped, so an interrupted copy can be run again.
+    session whose hash chain does not verify is refused. A session DST holds already is
+    compared by its head hash: when DST holds its first events, the rest are added (none:
+    it is already there), so an interrupted copy, or a session that grew in SRC since, is
+    simply copied again. A session DST holds with other events, or cannot store, is
+    reported on stderr and the others are copied; the exit status is then 1.
     """
     from .copy import copy_sessions
 
     with EventStore.open(src, readonly=True) as source, EventStore.open(dst) as target:
         def done(r) -> None:
-            what = "already there" if r.skipped else "copied"
-            click.echo(f"{_printable(r.session_id)}: {r.events} events {what} (head {r.head[:12]})")
+            sid = _one_line(r.session_id)
+            if r.status == "failed":
+                click.echo(f"error: {_one_line(str(r.error))}", err=True)
+                return
+            if r.status == "added":
+                what = f"{_count(r.added, 'event')} added, {r.events} in all"
+            else:
+                what = f"{_count(r.events, 'event')} {'already there' if r.skipped else 'copied'}"
+            click.echo(f"{sid}: {what} (head {r.head[:12]})")
             if r.note:
-                click.echo(f"{_printable(r.session_id)}: note: {r.note}", err=True)
+                click.echo(f"{sid}: note: {_one_line(r.note)}", err=True)
 
         results = copy_sessions(source, target, session_ids or None, progress=done)
-    total = sum(r.events for r in results)
-    click.echo(f"{len(results)} session{'' if len(results) == 1 else 's'}, {total} events in {dst}", err=True)
+        shown = _db_shown(dst, target)
+    by = {s: sum(r.status == s for r in results) for s in ("copied", "added", "skipped", "failed")}
+    total = sum(r.added for r in results)
+    click.echo(f"{_count(len(results), 'session')}: {by['copied']} copied, {by['added']} added to, "
+               f"{by['skipped']} already there, {by['failed']} failed; {_count(total, 'event')} written to {shown}",
+               err=True)
+    if by["failed"]:
+        sys.exit(EXIT_ERROR)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 event``, ``2 events``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, safe for a terminal: control characters, newlines and lone
+    surrogates as escapes (as ``sessions`` shows ids)."""
+    return _CONTROL_OR_NEWLINE.sub(escape_char, _printable(text))
 
 
 @cli.command()

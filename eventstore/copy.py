@@ -20,14 +20,22 @@ stored hash chain first (a session whose stored hashes, or whose ``sessions`` ro
 ``meta_hash``, do not verify is not copied: the copy would hide the tampering behind a
 fresh, valid chain and hash), the target's heads afterwards.
 
-A session already in the target with the same events is left as it is, so a copy that was
-interrupted can simply be run again; a session already there with other events is an
-error (nothing of it is written). A session already there with the same events but
-another ``created_at`` (copied by an eventstore that did not keep it, or imported from its
-file) keeps its row, which the store never changes: its :class:`CopyResult` says so in
-``note``. So does a copied session dated more than :data:`~eventstore.integrity.CLOCK_SLACK`
-before a session the target held already: stored after it, verify names it as a session
-added later with a past date (copy into an empty store to move a store).
+A session already in the target is compared by its head: when the target holds the
+source's first ``n`` events (the same meta, and the target's hash at seq ``n - 1`` equal to
+the source's there, which the hash chain makes equal to the events before it; nothing else
+of the target is read), the copy adds the events past them, through the import of the rest
+of the session (:func:`eventstore.bulk.import_jsonl` with ``continues``), or leaves it as
+it is when there are none: a copy that was interrupted, or a session that grew in the
+source since, is simply copied again. A session the target holds with other events (a
+hash that differs, more events than the source, other meta) is not copied and is reported;
+so is a session the target cannot store (a NUL character in its id or in an event's type,
+which PostgreSQL's text refuses); the other sessions are still copied. A session already
+there with another ``created_at`` (copied by an eventstore that did not keep it, or
+imported from its file) keeps its row, which the store never changes: its
+:class:`CopyResult` says so in ``note``. So does a copied session dated more than
+:data:`~eventstore.integrity.CLOCK_SLACK` before a session the target held already: stored
+after it, verify names it as a session added later with a past date (copy into an empty
+store to move a store).
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .errors import EventStoreError, SessionNotFound
+from .chain import genesis_hash
+from .errors import EventStoreError, InvalidJSONL, SessionNotFound
 from .store import EventStore
 
 __all__ = ["CopyError", "CopyResult", "copy_sessions"]
@@ -46,29 +55,46 @@ SPOOL_BYTES = 16 * 1024 * 1024
 
 
 class CopyError(EventStoreError):
-    """A session could not be copied (its source fails its hash chain, or the target holds
-    other events under its id). ``session_id`` names it."""
+    """A session that could not be copied: its source fails its hash chain, the target
+    holds other events (or meta) under its id, or refused it. ``session_id`` names it,
+    ``seq`` the event when one is at fault (else None), ``reason`` says why; ``str()`` is
+    ``session 'ID' seq N: reason`` (``session 'ID': reason`` without a seq)."""
 
-    _init_args = ("session_id", "reason")
+    _init_args = ("session_id", "reason", "seq")
 
-    def __init__(self, session_id: str, reason: str):
+    def __init__(self, session_id: str, reason: str, seq: int | None = None):
         self.session_id = session_id
         self.reason = reason
-        super().__init__(f"session {session_id!r}: {reason}")
+        self.seq = seq
+        where = f"session {session_id!r}" + ("" if seq is None else f" seq {seq}")
+        super().__init__(f"{where}: {reason}")
 
 
 @dataclass
 class CopyResult:
-    """One copied session: its id, its number of events, its head hash, whether it was
-    already in the target (``skipped``), and ``note``: empty, or one sentence about its
-    ``created_at`` (a target row that holds another one, or a date that verify will find
-    out of order in the target)."""
+    """What the copy did with one session.
+
+    ``status`` is ``"copied"`` (new in the target), ``"added"`` (the target held its first
+    events: the rest were added), ``"skipped"`` (the target held all of them already) or
+    ``"failed"`` (nothing more of it was written; ``error`` is the :class:`CopyError`).
+    ``events`` is its number of events in the source and ``head`` the source's head hash
+    (0 and ``""`` when the copy failed before reading them), ``added`` the number of events
+    this copy stored, and ``note`` empty or one sentence about its ``created_at`` (a target
+    row that holds another one, or a date that verify will find out of order in the
+    target)."""
 
     session_id: str
-    events: int
-    head: str
-    skipped: bool
+    status: str
+    events: int = 0
+    head: str = ""
+    added: int = 0
     note: str = ""
+    error: CopyError | None = None
+
+    @property
+    def skipped(self) -> bool:
+        """Whether the target held every event already."""
+        return self.status == "skipped"
 
 
 def _ordered_ids(src: EventStore, session_ids: Iterable[str] | None) -> list[str]:
@@ -90,50 +116,102 @@ def copy_sessions(src: EventStore, dst: EventStore, session_ids: Iterable[str] |
     one :class:`CopyResult` per session, in the order copied (oldest first: by
     ``created_at``, then id). Each session's ``created_at`` is kept.
 
-    ``progress`` is called after each session. Raises :class:`SessionNotFound` (an id not in
-    ``src``), :class:`CopyError` (a session whose stored hashes or ``meta_hash`` do not verify in ``src``, or
-    whose copy's head differs), :class:`~eventstore.errors.ImportConflict` (``dst`` holds
-    other events under the id), :class:`~eventstore.errors.DatabaseError`. Sessions copied
-    before an error stay copied.
+    A session that cannot be copied does not stop the others: its result has status
+    ``"failed"`` and its :class:`CopyError` in ``error`` (its source's stored hashes or
+    ``meta_hash`` do not verify, the target holds other events or meta under its id, the
+    target refused its id or an event, the copy's head differs, or a database error while
+    copying it). ``progress`` is called with each result as it is made. Raises
+    :class:`SessionNotFound` (an id not in ``src``, before copying anything),
+    :class:`~eventstore.errors.DatabaseError` (a store cannot be read before the first
+    session), ``OSError`` (the temporary file of a long session). Sessions copied before an
+    exception stay copied.
     """
-    from . import audit
-    from .bulk import import_jsonl
-    from .chain import session_hash_changes
-    from .export import export_session
     from .integrity import CLOCK_SLACK
 
-    results = []
     ids = _ordered_ids(src, session_ids)
     rows = {row[0]: row for row in src.backend.sessions_in_storage_order()}
     # rows the target held before (a skipped session, or an unfinished import this copy completes)
     already = {row[0]: row[1] for row in dst.backend.sessions_in_storage_order()}
     newest = max(((float(c), i) for i, c in already.items() if isinstance(c, (int, float))), default=None)
+    # what the target holds of each session: (meta, events, head hash); an unfinished
+    # import is resumed by the import of the whole session, which compares what it stored
+    unfinished = {row[0] for row in dst.backend.imports()}
+    held = {sid: (meta, n, h) for sid, _c, meta, n, h in dst.backend.checkpoint_rows()["sessions"]
+            if sid not in unfinished and sid in rows}
+    # the source's hash at the target's last seq of each session the target holds events of
+    at = {sid: n - 1 for sid, (_m, n, _h) in held.items() if n > 0}
+    src_at = src.backend.checkpoint_rows(at)["at"] if at else {}
+
+    results = []
     for sid in ids:
-        changed = session_hash_changes(*rows[sid])
-        if changed:
-            raise CopyError(sid, f"its sessions row does not verify ({' and '.join(changed)} changed since it "
-                                 f"was created, or its meta_hash is missing); run eventstore verify")
-        before = audit.verify(src.backend, [sid])
-        broken = [f for f in before.findings if f.kind in ("hash", "seq")]
-        if broken:
-            raise CopyError(sid, f"its stored events do not verify ({broken[0]}); run eventstore verify")
-        events, head = before.heads[sid]
-        with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as buf:
-            export_session(src, sid, buf)
-            buf.seek(0)
-            report = import_jsonl(dst, buf, name=f"{sid} (copied)", created_at=rows[sid][1])
-        after = audit.verify(dst.backend, [sid]).heads[sid]
-        if after != (events, head):
-            raise CopyError(sid, f"the copy's head {after} differs from the source's {(events, head)}")
-        note = ""
-        if sid in already and float(already[sid]) != float(rows[sid][1]):
-            note = (f"its created_at here ({already[sid]!r}) differs from the source's ({rows[sid][1]!r}): it was "
-                    f"stored before this copy (imported, or copied without its created_at) and keeps its row")
-        elif sid not in already and newest is not None and float(rows[sid][1]) < newest[0] - CLOCK_SLACK:
-            note = (f"it is dated {newest[0] - float(rows[sid][1]):.0f} s before session {newest[1]!r}, stored here "
-                    f"before it: verify reports it as a session added later with a past date")
-        result = CopyResult(sid, events, head, skipped=report.status == "skipped", note=note)
+        try:
+            result = _copy_one(src, dst, sid, rows[sid], held.get(sid), src_at.get(sid, (None,))[0])
+        except CopyError as e:
+            result = CopyResult(sid, "failed", error=e)
+        except InvalidJSONL as e:  # import's FILE:LINE is a stream of our own: name the event by its seq
+            result = CopyResult(sid, "failed", error=CopyError(sid, e.reason, e.seq))
+        except EventStoreError as e:  # a database error, a refused id: this session's, named
+            result = CopyResult(sid, "failed", error=CopyError(sid, str(e)))
+        if result.status != "failed":
+            if sid in already and float(already[sid]) != float(rows[sid][1]):
+                result.note = (f"its created_at here ({already[sid]!r}) differs from the source's ({rows[sid][1]!r}): "
+                               f"it was stored before this copy (imported, or copied without its created_at) and "
+                               f"keeps its row")
+            elif sid not in already and newest is not None and float(rows[sid][1]) < newest[0] - CLOCK_SLACK:
+                result.note = (f"it is dated {newest[0] - float(rows[sid][1]):.0f} s before session {newest[1]!r}, "
+                               f"stored here before it: verify reports it as a session added later with a past date")
         results.append(result)
         if progress is not None:
             progress(result)
     return results
+
+
+def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tuple | None,
+              src_hash: str | None) -> CopyResult:
+    """Copy one session; ``row`` is its source ``(id, created_at, meta, meta_hash)``, ``held``
+    the target's ``(meta, events, head hash)`` of it (None: not there, or an unfinished
+    import), ``src_hash`` the source's hash at the target's last seq. Raises CopyError,
+    InvalidJSONL, EventStoreError."""
+    from . import audit
+    from .bulk import import_jsonl
+    from .chain import session_hash_changes
+    from .export import chunks_from_rows, export_session
+
+    changed = session_hash_changes(*row)
+    if changed:
+        raise CopyError(sid, f"its sessions row does not verify ({' and '.join(changed)} changed since it "
+                             f"was created, or its meta_hash is missing); run eventstore verify")
+    before = audit.verify(src.backend, [sid])
+    broken = [f for f in before.findings if f.kind in ("hash", "seq")]
+    if broken:
+        raise CopyError(sid, f"its stored events do not verify ({broken[0]}); run eventstore verify")
+    events, head = before.heads[sid]
+    if held is None:
+        with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as buf:
+            export_session(src, sid, buf)
+            buf.seek(0)
+            report = import_jsonl(dst, buf, name=f"session {sid!r}", created_at=row[1])
+        status = {"imported": "copied", "appended": "added"}.get(report.status, "skipped")
+        added = report.events
+    else:
+        meta, n, h = held
+        if meta != row[2]:
+            raise CopyError(sid, f"the target holds it with other session/meta keys ({meta}, the source's {row[2]})")
+        if n > events:
+            raise CopyError(sid, f"the target holds {n} events, the source only {events}")
+        if n and src_hash != h:
+            raise CopyError(sid, f"the target holds other events: the hash of its last event (of {n}) differs "
+                                 f"from the source's", n - 1)
+        added = 0
+        if n < events:  # the rest, chained to the target's head
+            with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as buf:
+                for pieces, _size, _n in chunks_from_rows(src.backend, sid, row[2], after_seq=n - 1):
+                    buf.writelines(pieces)
+                buf.seek(0)
+                added = import_jsonl(dst, buf, name=f"session {sid!r}", continues=(n, h) if n else
+                                     (0, genesis_hash(sid))).events
+        status = "added" if added else "skipped"
+    after = audit.verify(dst.backend, [sid]).heads[sid]
+    if after != (events, head):
+        raise CopyError(sid, f"the copy's head {after} differs from the source's {(events, head)}")
+    return CopyResult(sid, status, events, head, added)

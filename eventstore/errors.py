@@ -84,15 +84,19 @@ class InvalidJSONL(InvalidEvent):
     reason`` when the problem is the file as a whole).
 
     Attributes: ``path`` (str, ``-`` for stdin), ``line`` (1-based line number, 0 when the
-    problem is the file as a whole) and ``reason``.
+    problem is the file as a whole), ``reason``, and ``seq``: the seq of the event the line
+    holds where import knows it (a stored event it differs from, an event the database
+    refused, the first event past a stored head), else None. A caller that imports a stream
+    it made itself (:func:`eventstore.copy.copy_sessions`) names the event by ``seq``.
     """
 
-    _init_args = ("path", "line", "reason")
+    _init_args = ("path", "line", "reason", "seq")
 
-    def __init__(self, path: str, line: int, reason: str):
+    def __init__(self, path: str, line: int, reason: str, seq: int | None = None):
         self.path = path
         self.line = line
         self.reason = reason
+        self.seq = seq
         super().__init__(f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
 
 
@@ -104,11 +108,11 @@ class ImportConflict(InvalidJSONL):
     ``append=True`` (the line is the first event past the stored head).
     """
 
-    _init_args = ("path", "line", "reason", "session_id")
+    _init_args = ("path", "line", "reason", "session_id", "seq")
 
-    def __init__(self, path: str, line: int, reason: str, session_id: str):
+    def __init__(self, path: str, line: int, reason: str, session_id: str, seq: int | None = None):
         self.session_id = session_id
-        super().__init__(path, line, reason)
+        super().__init__(path, line, reason, seq)
 
 
 class AppendOnlyViolation(EventStoreError):

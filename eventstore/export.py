@@ -35,15 +35,18 @@ Progress = Callable[[int, int], None]
 since the previous call."""
 
 
-def chunks_from_rows(backend: Backend, session_id: str, meta_json: str) -> Iterator[tuple[list, int, int]]:
+def chunks_from_rows(backend: Backend, session_id: str, meta_json: str,
+                     after_seq: int = -1) -> Iterator[tuple[list, int, int]]:
     """The session's JSONL as ``(pieces, bytes, events)`` (see
     :meth:`~eventstore.backends.base.Backend.export_chunks`), built from
     :meth:`~eventstore.backends.base.Backend.export_rows` pages of :data:`EXPORT_PAGE`
-    events, about :data:`EXPORT_BUFFER` bytes a chunk."""
+    events, about :data:`EXPORT_BUFFER` bytes a chunk. With ``after_seq``, the meta line
+    and only the events past that seq (what :func:`eventstore.bulk.import_jsonl` reads with
+    ``continues``)."""
     out: list = [(meta_line(session_id, meta_json) + "\n").encode("utf-8")]
     size = len(out[0])
     pending = 0
-    last = -1
+    last = after_seq
     while True:
         rows = backend.export_rows(session_id, last, EXPORT_PAGE)
         for type_, seq, ts, payload in rows:

@@ -195,10 +195,13 @@ def parse_line(text: str | bytes) -> tuple[Any, str | None]:
 class JsonlReader:
     """Read a JSONL session file as a stream of validated, canonical event rows, strictly.
 
-    ``JsonlReader(fileobj, name, session_id=None)``: ``fileobj`` is a binary file read in
-    1 MiB chunks (memory stays bounded by the longest line, not the file); ``name`` is what
-    errors call it (``-`` for stdin); ``session_id``, when given, is the session's id for a
-    file without a ``session/meta`` line (a meta line naming another id is then an error).
+    ``JsonlReader(fileobj, name, session_id=None, start=None)``: ``fileobj`` is a binary
+    file read in 1 MiB chunks (memory stays bounded by the longest line, not the file);
+    ``name`` is what errors call it (``-`` for stdin); ``session_id``, when given, is the
+    session's id for a file without a ``session/meta`` line (a meta line naming another id
+    is then an error). ``start`` ``(seq, hash)`` reads the rest of a session: the first
+    event has seq ``seq`` (not 0) and is chained to ``hash``, the hash of the event before
+    it (:func:`genesis_hash` of the id for seq 0).
 
     :meth:`batches` yields lists of rows ``(seq, type, ts, payload, hash)``: ``payload`` is
     the JSON object text of the event's other keys in canonical form and ``hash`` the
@@ -228,9 +231,11 @@ class JsonlReader:
 
     CHUNK = 1 << 20  # bytes read at a time
 
-    def __init__(self, fileobj: IO[bytes], name: str, session_id: str | None = None):
+    def __init__(self, fileobj: IO[bytes], name: str, session_id: str | None = None,
+                 start: tuple[int, str] | None = None):
         self.fileobj = fileobj
         self.name = name
+        self._start = start
         self._forced_id = session_id
         self.session_id = session_id
         self.meta_json = "{}"
@@ -268,7 +273,7 @@ class JsonlReader:
         blines = self.batch_lines
         boffs = self.batch_offsets
         size = 0
-        expected = 0
+        expected = 0 if self._start is None else self._start[0]
         new_sha256 = _SHA256.copy
         fast = _fast_line
         fast_rows = _fast_rows
@@ -385,6 +390,9 @@ class JsonlReader:
             yield batch
 
     def _genesis(self) -> bytes:
+        """The hash the first event is chained to, and a newline."""
+        if self._start is not None:
+            return self._start[1].encode() + b"\n"
         return genesis_hash(self.session_id).encode() + b"\n"
 
     @property
@@ -434,7 +442,7 @@ class JsonlReader:
         if _SURROGATES.search(t):
             raise self._err(lineno, f"'type' {dumps(t)} holds a lone UTF-16 surrogate")
         if t == "session/meta":
-            self._meta(lineno, obj, expected)
+            self._meta(lineno, obj, expected - (0 if self._start is None else self._start[0]))
             return None
         if self.session_id is None:
             raise self._err(lineno, "event before any session/meta line (no session id; give one with --session-id)")

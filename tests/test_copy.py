@@ -1,10 +1,13 @@
 """`eventstore copy` keeps each session's row: its created_at (and so its meta_hash, its place
 in the listing, its checkpoint entry) as well as its events, from SQLite to PostgreSQL and
-back, through the one-transaction import and the chunked one (eventstore.copy, eventstore.bulk)."""
+back, through the one-transaction import and the chunked one (eventstore.copy, eventstore.bulk);
+copied again, it completes a session that grew in the source (the rest chained to the
+target's head hash) and reports each session it cannot copy while copying the others."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from eventstore import EventStore, anchor, bulk, integrity
 from eventstore.cli import cli
 from eventstore.copy import copy_sessions
 from eventstore.errors import InvalidEvent
+from eventstore.schema import SCHEMA_REVISION
 
 PAIRS = [("sqlite", "postgres"), ("postgres", "sqlite"), ("sqlite", "sqlite"), ("postgres", "postgres")]
 T0 = 1764460800.123456  # sub-second digits that a float must carry through both databases
@@ -46,6 +50,14 @@ def write_session(path: Path, sid: str, n: int, meta: dict | None = None, ts0: f
             f.write(json.dumps({"type": "user/message", "seq": seq, "ts": round(ts0 + seq / 1000, 3),
                                 "content": f"line {seq}"}, separators=(",", ":")).encode() + b"\n")
     return path
+
+
+def display(url: str) -> str:
+    """How copy names its target: a file as given, a URL without its password."""
+    if not url.startswith("postgresql://"):
+        return url
+    with EventStore.open(url, readonly=True) as store:
+        return store.backend.display
 
 
 def rows(url: str) -> list[tuple]:
@@ -117,7 +129,9 @@ def test_copy_keeps_created_at_meta_hash_listing_and_a_checkpoint(src_kind, dst_
 
     # again: every session is already there, with its row
     r = CliRunner().invoke(cli, ["copy", src, dst], catch_exceptions=False)
-    assert r.exit_code == 0 and r.output.count("already there") == len(ids) and "note:" not in r.output, r.output
+    assert r.exit_code == 0 and r.stdout.count("already there") == len(ids) and "note:" not in r.output, r.output
+    assert r.stderr.endswith(f"{len(ids)} sessions: 0 copied, 0 added to, {len(ids)} already there, 0 failed; "
+                             f"0 events written to {display(dst)}\n"), r.stderr
     assert rows(dst) == source_rows
 
 
@@ -241,3 +255,246 @@ def test_copying_older_sessions_after_newer_ones_says_what_verify_will_report(sr
     assert rows(dst)[0][:2] == ("5a1b896f-beb", T0)
     assert findings(dst) == [f"session 5a1b896f-beb: session: created_at is {gap} s before that of session "
                              f"'newer', which was stored before it: a session added later with a past date"]
+
+
+# --- copying again: grown sessions, conflicts, what the target cannot store ------------------
+
+def copy_cli(src: str, dst: str, *ids: str):
+    return CliRunner().invoke(cli, ["copy", src, dst, *ids], catch_exceptions=False)
+
+
+def exports(url: str) -> dict[str, bytes]:
+    with EventStore.open(url, readonly=True) as store:
+        return {i.id: export_bytes(store, i.id) for i in store.sessions()}
+
+
+@pytest.mark.parametrize(("src_kind", "dst_kind"), PAIRS)
+def test_a_session_that_grew_in_the_source_is_completed_by_the_next_copy(src_kind, dst_kind, new_url, tmp_path,
+                                                                          monkeypatch):
+    src, dst = new_url(src_kind), new_url(dst_kind)
+    with EventStore.open(src) as store:
+        store.create_session("grow-1", meta={"owner": "ada"}).append("user/message", {"content": "first"})
+        store.create_session("empty-then-grown")
+        store.create_session("a\nb").append("note", {})
+    r = copy_cli(src, dst)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"grow-1: 1 event copied (head {head(src, 'grow-1')[:12]})",
+                                     f"empty-then-grown: 0 events copied (head {head(src, 'empty-then-grown')[:12]})",
+                                     f"a\\nb: 1 event copied (head {head(src, 'a' + chr(10) + 'b')[:12]})"]
+    with EventStore.open(src) as store:
+        store.session("grow-1").append_many([("assistant/message", {"content": f"reply {k}"}) for k in range(7)])
+        store.session("empty-then-grown").append("note", {"k": 1})
+        store.create_session("new-one").append("note", {})
+    seen = []
+    real = bulk._compare
+    monkeypatch.setattr(bulk, "_compare", lambda *a: seen.append(a[2]) or real(*a))
+    monkeypatch.setattr(bulk, "BATCH_ROWS", 3)  # the rest in several batches of one transaction
+    r = copy_cli(src, dst)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"grow-1: 7 events added, 8 in all (head {head(src, 'grow-1')[:12]})",
+                                     f"empty-then-grown: 1 event added, 1 in all "
+                                     f"(head {head(src, 'empty-then-grown')[:12]})",
+                                     f"a\\nb: 1 event already there (head {head(src, 'a' + chr(10) + 'b')[:12]})",
+                                     f"new-one: 1 event copied (head {head(src, 'new-one')[:12]})"]
+    assert r.stderr == f"4 sessions: 1 copied, 2 added to, 1 already there, 0 failed; 9 events written to " \
+                       f"{display(dst)}\n"
+    assert seen == []  # the events the target held were not read again: its head hash vouched for them
+    assert exports(dst) == exports(src)
+    assert rows(dst) == rows(src)
+    assert findings(dst) == []
+    with EventStore.open(src, readonly=True) as a, EventStore.open(dst) as b:
+        results = copy_sessions(a, b)
+    assert [(x.session_id, x.status, x.events, x.added, x.error) for x in results] == [
+        ("grow-1", "skipped", 8, 0, None), ("empty-then-grown", "skipped", 1, 0, None),
+        ("a\nb", "skipped", 1, 0, None), ("new-one", "skipped", 1, 0, None)]
+
+
+def head(url: str, sid: str) -> str:
+    return integrity.verify_database(url, [sid]).heads[sid][1]
+
+
+@pytest.mark.parametrize(("src_kind", "dst_kind"), PAIRS)
+def test_a_session_the_target_holds_otherwise_is_reported_and_the_others_are_copied(src_kind, dst_kind, new_url,
+                                                                                      tmp_path):
+    src, dst = new_url(src_kind), new_url(dst_kind)
+    with EventStore.open(src) as store:
+        store.create_session("first").append("note", {"n": 1})
+        clash = store.create_session("clash")
+        clash.append_many([("note", {"n": k}) for k in range(3)])
+        store.create_session("shorter").append("note", {"n": 1})
+        store.create_session("meta", meta={"owner": "ada"})
+        store.create_session("last").append("note", {"n": 2})
+    with EventStore.open(dst) as store:
+        store.create_session("clash").append_many([("note", {"n": 0}), ("note", {"n": "other"})])
+        store.create_session("shorter").append_many([("note", {"n": 1}), ("note", {"n": 2})])
+        store.create_session("meta", meta={"owner": "eve"})
+    expected_errors = [
+        "error: session 'clash' seq 1: the target holds other events: the hash of its last event (of 2) differs "
+        "from the source's",
+        "error: session 'shorter': the target holds 2 events, the source only 1",
+        """error: session 'meta': the target holds it with other session/meta keys ({"owner":"eve"}, the """
+        """source's {"owner":"ada"})"""]
+    for _run in range(2):  # a rerun fails the same way, and copies nothing twice
+        r = copy_cli(src, dst)
+        assert r.exit_code == 1, r.output
+        assert r.stderr.splitlines()[:3] == expected_errors
+        assert r.stderr.splitlines()[3].startswith("5 sessions: ")
+        assert r.stderr.splitlines()[3].endswith(" 3 failed; " + ("2 events" if _run == 0 else "0 events")
+                                                 + f" written to {display(dst)}")
+        assert [line.split(":")[0] for line in r.stdout.splitlines()] == ["first", "last"]
+        assert exports(dst)["first"] == exports(src)["first"] and exports(dst)["last"] == exports(src)["last"]
+    with EventStore.open(src, readonly=True) as a, EventStore.open(dst) as b:
+        results = copy_sessions(a, b)
+    failed = [(x.session_id, x.status, x.error.session_id, x.error.seq) for x in results if x.error is not None]
+    assert failed == [("clash", "failed", "clash", 1), ("shorter", "failed", "shorter", None),
+                      ("meta", "failed", "meta", None)]
+    # the cause removed (here: the sessions the target holds otherwise are left out), the copy succeeds
+    r = copy_cli(src, dst, "first", "last")
+    assert r.exit_code == 0 and r.stdout.count("already there") == 2, r.output
+    # into a target that does not hold them, every session is copied
+    other = new_url(dst_kind)
+    r = copy_cli(src, other)
+    assert r.exit_code == 0 and r.stdout.count(" copied ") == 5, r.output
+    assert exports(other) == exports(src)
+    assert findings(other) == []
+
+
+@pytest.mark.parametrize(("src_kind", "dst_kind"), PAIRS)
+def test_a_copy_that_failed_for_one_session_succeeds_when_run_again_after_its_cause_is_gone(src_kind, dst_kind,
+                                                                                            new_url, monkeypatch):
+    src, dst = new_url(src_kind), new_url(dst_kind)
+    with EventStore.open(src) as store:
+        store.create_session("before").append("note", {})
+        store.create_session("busy").append_many([("note", {"n": k}) for k in range(5)])
+        store.create_session("after").append("note", {})
+    monkeypatch.setattr(bulk, "BATCH_ROWS", 2)  # "busy" goes in chunks, under its import lock
+    with EventStore.open(dst) as other:  # another importer of "busy", still running
+        lock = other.backend.import_lock("busy")
+        assert lock is not None
+        r = copy_cli(src, dst)
+        lock.release(unlink=True)
+    assert r.exit_code == 1, r.output
+    assert r.stderr.splitlines()[0] == ("""error: session 'busy': session "busy" is being imported by another """
+                                        """process right now""")
+    assert [line.split(":")[0] for line in r.stdout.splitlines()] == ["before", "after"]
+    r = copy_cli(src, dst)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[1].startswith("busy: 5 events copied")
+    assert r.stderr.startswith("3 sessions: 1 copied, 0 added to, 2 already there, 0 failed; 5 events written")
+    assert exports(dst) == exports(src)
+    assert findings(dst) == []
+
+
+def _insert_raw(path: str, sid: str, created_at: float, events: list[tuple[str, dict]]) -> None:
+    """Store a session with plain sqlite3, as an older eventstore could (its rows hashed as
+    the store hashes them): what the API refuses now may be in an old store."""
+    from eventstore.chain import chain_hash, genesis_hash, session_hash
+    from eventstore.codec import dumps, event_line
+
+    raw = sqlite3.connect(path)
+    with raw:
+        if not raw.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
+            raw.execute("INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES (?, ?, '{}', ?)",
+                        (sid, created_at, session_hash(sid, created_at, "{}")))
+        seq, prev = raw.execute("SELECT count(*), (SELECT hash FROM events WHERE session_id = ?1 ORDER BY seq DESC "
+                                "LIMIT 1) FROM events WHERE session_id = ?1", (sid,)).fetchone()
+        prev = prev or genesis_hash(sid)
+        for type_, payload in events:
+            ts = created_at + seq
+            prev = chain_hash(prev, event_line(type_, seq, ts, dumps(payload)))
+            raw.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
+                        "((SELECT coalesce(max(position), 0) + 1 FROM events), ?, ?, ?, ?, ?, ?)",
+                        (sid, seq, type_, ts, dumps(payload), prev))
+            seq += 1
+    raw.close()
+
+
+def test_a_nul_in_a_session_id_or_event_type_fails_that_session_alone_on_postgresql(new_url):
+    src, dst = new_url("sqlite"), new_url("postgres")
+    with EventStore.open(src) as store:
+        store.create_session("first").append("note", {})
+    _insert_raw(src, "nul\x00id", time.time(), [("note", {"k": 1})])
+    with EventStore.open(src) as store:
+        store.create_session("nul-type").append("note", {"k": 1})
+    _insert_raw(src, "nul-type", time.time(), [("no\x00te", {"k": 2})])
+    with EventStore.open(src) as store:
+        store.create_session("last").append("note", {})
+    assert findings(src) == []  # the source's triggers let them in, and their hashes verify
+    ids = [i[0] for i in listing(src)]
+    assert ids == ["first", "nul\x00id", "nul-type", "last"]
+
+    r = copy_cli(src, dst)
+    assert r.exit_code == 1, r.output
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: session 'nul\\x00id': PostgreSQL text fields cannot contain NUL (0x00) bytes",
+                      "error: session 'nul-type' seq 1: the database refused this event: PostgreSQL text fields "
+                      "cannot contain NUL (0x00) bytes"]
+    assert r.stderr.splitlines()[-1].startswith("4 sessions: 2 copied, 0 added to, 0 already there, 2 failed; ")
+    assert sorted(exports(dst)) == ["first", "last"]  # nothing of "nul-type": its import is atomic
+    assert exports(dst) == {k: v for k, v in exports(src).items() if k in ("first", "last")}
+    # the same source into SQLite: all of it
+    other = new_url("sqlite")
+    r = copy_cli(src, other)
+    assert r.exit_code == 0, r.output
+    assert exports(other) == exports(src)
+
+
+def test_copy_init_and_demo_show_a_postgresql_url_without_its_password(new_url, tmp_path):
+    src, dst = new_url("sqlite"), new_url("postgres")
+    with EventStore.open(src) as store:
+        store.create_session("s").append("note", {})
+    secret = dst.replace("postgresql://postgres@", "postgresql://postgres:pw-s3cret@")
+    assert secret != dst  # the test server trusts local connections: any password does
+    r = CliRunner().invoke(cli, ["--db", secret, "init"], catch_exceptions=False)
+    assert r.exit_code == 0 and r.output == f"{dst}: ready (schema revision {SCHEMA_REVISION})\n", r.output
+    r = copy_cli(src, secret)
+    assert r.exit_code == 0, r.output
+    assert "pw-s3cret" not in r.output and r.stderr.endswith(f"1 event written to {dst}\n"), r.output
+    r = CliRunner().invoke(cli, ["--db", secret, "demo"], catch_exceptions=False)
+    assert r.exit_code == 0 and "pw-s3cret" not in r.output and f" in {dst}\n" in r.output, r.output
+    assert f"Next: eventstore --db {dst} messages " in r.output
+
+
+def test_import_continues_a_stored_session_only_from_its_head_hash(store):
+    import io
+    import pickle
+
+    from eventstore.chain import genesis_hash
+    from eventstore.errors import ImportConflict
+
+    s = store.create_session("c", meta={"k": 1})
+    s.append_many([("note", {"n": k}) for k in range(3)])
+    rest = (b'{"type":"session/meta","id":"c","k":1}\n{"type":"note","seq":3,"ts":5,"n":3}\n'
+            b'{"type":"note","seq":4,"ts":6,"n":4}\n')
+    hashes = [h for *_x, h in store.backend.verify_rows("c")]
+
+    def attempt(data: bytes, seq: int, h: str):
+        return bulk.import_jsonl(store, io.BytesIO(data), name="rest", continues=(seq, h))
+
+    with pytest.raises(ImportConflict, match=r'^rest:1: session "c" is stored with 3 events, but this rest of it '
+                                             r'starts at seq 4$') as e:
+        attempt(rest.replace(b'"seq":3', b'"seq":4').replace(b'"seq":4,"ts":6', b'"seq":5,"ts":6'), 4, hashes[2])
+    assert e.value.seq == 3
+    with pytest.raises(ImportConflict, match=r'^rest:1: session "c" is stored with other events: the hash of seq '
+                                             r'2 differs$') as e:
+        attempt(rest, 3, hashes[1])
+    assert e.value.seq == 2 and pickle.loads(pickle.dumps(e.value)).seq == 2
+    with pytest.raises(ImportConflict, match=r'^rest:1: session "d" is not stored: there is nothing'):
+        attempt(b'{"type":"session/meta","id":"d"}\n{"type":"note","seq":0,"ts":5}\n', 0, genesis_hash("d"))
+    with pytest.raises(ImportConflict, match=r"^rest:1: session \"c\" is already stored with other session/meta"):
+        attempt(rest.replace(b'"k":1}', b'"k":2}', 1), 3, hashes[2])
+    assert store.session("c").next_seq() == 3  # nothing of the failed ones was stored
+    report = attempt(rest, 3, hashes[2])
+    assert (report.status, report.events, report.total) == ("appended", 2, 5)
+    assert attempt(rest, 3, hashes[2]).status == "skipped"  # the events past the hash are compared, as stored
+    with pytest.raises(ImportConflict, match=r'^rest:2: session "c" is already stored with other events: seq 3 '
+                                             r'differs \(payload\)$') as e:
+        attempt(rest.replace(b'"n":3', b'"n":33'), 3, hashes[2])
+    assert e.value.seq == 3
+    assert findings_of(store) == []
+
+
+def findings_of(store) -> list[str]:
+    from eventstore import audit
+
+    return [str(f) for f in audit.verify(store.backend).findings]
