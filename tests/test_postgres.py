@@ -23,6 +23,7 @@ from conftest import DATA, FIXTURES, export_bytes
 
 from eventstore import DatabaseError, EventStore, SeqConflict, audit
 from eventstore.cli import cli
+from eventstore.schema import SCHEMA_REVISION
 
 psycopg = pytest.importorskip("psycopg")
 from psycopg import errors as pg_errors  # noqa: E402
@@ -724,6 +725,16 @@ def test_urls_in_both_forms_and_no_password_in_messages(pg_url, pg_server):
     with pytest.raises(DatabaseError) as e:
         EventStore.open(closed_port)
     assert "cannot connect" in str(e.value) and "s3cret" not in str(e.value)
+    # a password given as a parameter, and a URL libpq cannot parse (it quotes it back)
+    for url in (pg_url.replace(f":{pg_server.port}/", ":1/") + "?sslmode=disable&password=s3cret",
+                "postgresql://postgres:s3cret@[::1/x", "postgresql:///x?host=/nonexistent&password=s3cret"):
+        with pytest.raises(DatabaseError) as e:
+            EventStore.open(url)
+        assert "cannot connect" in str(e.value) and "s3cret" not in str(e.value), str(e.value)
+    with EventStore.open(pg_url + "?password=s3cret") as store:  # (the test server trusts local connections)
+        assert "s3cret" not in store.backend.display and store.backend.display == pg_url
+    r = CliRunner().invoke(cli, ["--db", pg_url + "?password=s3cret", "init"])
+    assert r.exit_code == 0 and r.output == f"{pg_url}: ready (schema revision {SCHEMA_REVISION})\n", r.output
 
 
 def test_ctrl_c_stops_a_long_sql_query(pg_url):

@@ -43,7 +43,6 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -144,20 +143,23 @@ def conninfo(url: str) -> str:
 
 
 def _display(url: str) -> str:
-    """``url`` without its password (for messages)."""
-    parts = urlsplit(conninfo(url))
-    if parts.password is None:
-        return urlunsplit(parts)
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[1]}"))
+    """``url`` without its password (for messages): the one of ``user:password@`` and any
+    ``password=`` parameter. The rest stays as written, even in a URL libpq will refuse."""
+    scheme, rest = conninfo(url).split("://", 1)
+    rest, _, query = rest.partition("?")
+    netloc, slash, path = rest.partition("/")
+    if "@" in netloc:
+        userinfo, hosts = netloc.rsplit("@", 1)
+        netloc = userinfo.split(":", 1)[0] + "@" + hosts
+    kept = [p for p in query.split("&") if p and not p.lower().startswith("password=")]
+    return f"{scheme}://{netloc}{slash}{path}" + ("?" + "&".join(kept) if kept else "")
 
 
 def _connect(url: str, display: str, autocommit: bool = True) -> psycopg.Connection:
     try:
         return psycopg.connect(conninfo(url), autocommit=autocommit, application_name="eventstore")
-    except psycopg.Error as e:
-        raise DatabaseError(f"{display}: cannot connect: {_first_line(e)}") from None
+    except psycopg.Error as e:  # (libpq quotes a URL it cannot parse: shown without its password)
+        raise DatabaseError(f"{display}: cannot connect: {_first_line(e).replace(conninfo(url), display)}") from None
 
 
 def _first_line(e: BaseException) -> str:
