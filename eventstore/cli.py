@@ -95,13 +95,19 @@ def _db_shown(db: str, store: EventStore) -> str:
     return store.backend.display if is_postgres_url(db) else db
 
 
+def _lasting(db: str) -> str:
+    """``db``, unless it names an in-memory database (``:memory:``, ``sqlite://``), which no
+    command can use: it would be gone when the command ends. Exits with an error then."""
+    if db == ":memory:" or db.lower() in ("sqlite://", "sqlite:///:memory:"):
+        _fail(f"{db} is an in-memory database, which lasts only as long as one command: "
+              "give a file or a postgresql:// URL")
+    return db
+
+
 def _store(ctx: click.Context, readonly: bool = False) -> EventStore:
     """The store of ``--db``. Commands that only read open an existing file read-only: they
     work on a file the user may only read, and never create a database at a mistyped path."""
     obj = ctx.find_root().obj
-    if obj["db"] == ":memory:" or obj["db"].lower() in ("sqlite://", "sqlite:///:memory:"):
-        _fail(f"{obj['db']} is an in-memory database, which lasts only as long as one command: "
-              "give a file or a postgresql:// URL")
     if obj.get("store") is None:
         obj["store"] = EventStore.open(obj["db"], readonly=readonly, durability=obj.get("durability", "normal"))
         ctx.call_on_close(obj["store"].close)
@@ -138,7 +144,7 @@ def _when(ts: float | None) -> str:
 @click.pass_context
 def cli(ctx: click.Context, db: str, durability: str) -> None:
     """Append-only AI-agent session logs in SQLite or PostgreSQL."""
-    ctx.obj = {"db": db, "store": None, "durability": durability}
+    ctx.obj = {"db": _lasting(db), "store": None, "durability": durability}
 
 
 @cli.command()
@@ -1079,7 +1085,7 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
     """
     from .copy import copy_sessions
 
-    with EventStore.open(src, readonly=True) as source, EventStore.open(dst) as target:
+    with EventStore.open(_lasting(src), readonly=True) as source, EventStore.open(_lasting(dst)) as target:
         def done(r) -> None:
             sid = _one_line(r.session_id)
             if r.status == "failed":
@@ -1093,7 +1099,10 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
             if r.note:
                 click.echo(f"{sid}: note: {_one_line(r.note)}", err=True)
 
-        results = copy_sessions(source, target, session_ids or None, progress=done)
+        try:
+            results = copy_sessions(source, target, session_ids or None, progress=done)
+        except KeyboardInterrupt:  # each session copied is kept, and one cut off is completed by the next run
+            raise KeyboardInterrupt("while copying: running the same command again completes it") from None
         shown = _db_shown(dst, target)
     by = {s: sum(r.status == s for r in results) for s in ("copied", "added", "skipped", "failed")}
     total = sum(r.added for r in results)

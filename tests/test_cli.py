@@ -180,6 +180,10 @@ def test_import_from_stdin_with_a_session_id(run):
                                    "command: give a file or a postgresql:// URL\n"),
     (["--db", "sqlite://", "sessions"], "error: sqlite:// is an in-memory database, which lasts only as long as "
                                         "one command: give a file or a postgresql:// URL\n"),
+    (["--db", ":memory:", "verify"], "error: :memory: is an in-memory database, which lasts only as long as one "
+                                     "command: give a file or a postgresql:// URL\n"),
+    (["copy", "f.db", ":memory:"], "error: :memory: is an in-memory database, which lasts only as long as one "
+                                   "command: give a file or a postgresql:// URL\n"),
     (["--db", "/", "sessions"], "error: cannot open database /: it is a folder, not a database file\n"),
     (["--db", "/tmp", "init"], "error: cannot open database /tmp: it is a folder, not a database file\n"),
 ])
