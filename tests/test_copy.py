@@ -543,3 +543,26 @@ def test_ctrl_c_during_a_copy_says_that_running_again_completes_it(tmp_path):
     with EventStore.open(src, readonly=True) as a, EventStore.open(dst, readonly=True) as b:
         assert [(i.id, i.events) for i in b.sessions()] == [(f"s{k}", 40000) for k in range(4)]
         assert all(export_bytes(a, f"s{k}") == export_bytes(b, f"s{k}") for k in range(4))
+
+
+@pytest.mark.parametrize("src_kind, dst_kind", PAIRS)
+def test_a_source_growing_during_the_copy_is_copied_as_far_as_it_was_read(src_kind, dst_kind, new_url, monkeypatch):
+    """An agent appends to a session between copy's check of it and its export: the copy
+    holds the longer session, checked by its last hash against the source's at that seq."""
+    from eventstore import export
+
+    src, dst = new_url(src_kind), new_url(dst_kind)
+    with EventStore.open(src) as source, EventStore.open(dst) as target:
+        s = source.create_session("live")
+        s.append_many([("user/message", {"content": f"m{i}"}) for i in range(5)])
+        real = export.export_session
+
+        def export_after_an_append(store, sid, out, *args, **kwargs):
+            store.session(sid).append("user/message", {"content": "late"})
+            return real(store, sid, out, *args, **kwargs)
+
+        monkeypatch.setattr(export, "export_session", export_after_an_append)
+        [result] = copy_sessions(source, target)
+        assert (result.status, result.events, result.error) == ("copied", 6, None)
+        assert result.head == target.backend.checkpoint_rows()["sessions"][0][4]
+        assert export_bytes(source, "live") == export_bytes(target, "live")
