@@ -278,7 +278,8 @@ class _Bar:
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--format", "fmt", type=click.Choice(["claude-code", "codex", "eventstore"]),
               help="The files' format (default: detected from each file's first lines).")
-@click.option("--session-id", metavar="ID", help="The session id of a single file that has no session/meta line.")
+@click.option("--session-id", metavar="ID",
+              help="The session id of a single eventstore file that has no session/meta line.")
 @click.option("--append", is_flag=True,
               help="Add a file's events past the head of its stored session (the stored ones must match).")
 @click.option("--salvage", is_flag=True,
@@ -331,6 +332,9 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 article = "an" if detected[0] in "aeiou" else "a"
                 raise InvalidJSONL(f, 0, f"this is {article} {detected} file, not {kind}: give --format {detected}, "
                                          "or leave --format out")
+            if kind != "eventstore" and session_id is not None:
+                raise InvalidJSONL(f, 0, f"--session-id is for an eventstore file without a session/meta line: "
+                                         f"a {kind} transcript names its sessions itself")
             if kind != "eventstore":
                 rep = import_transcript(store, f, kind, salvage=salvage)
             elif f == "-":

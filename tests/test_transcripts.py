@@ -396,6 +396,14 @@ def test_cli_imports_a_folder_of_both_formats_and_again_adds_nothing(tmp_path, b
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_cli_session_id_is_refused_for_a_transcript(tmp_path):
+    src = DATA / "claude-code/v2.1-main.jsonl"
+    r = run(tmp_path / "t.db", "import", "--session-id", "mine", str(src))
+    assert r.returncode == 1 and "sessions: 0" in r.stdout + r.stderr
+    assert (f"{src}: --session-id is for an eventstore file without a session/meta line: a claude-code "
+            "transcript names its sessions itself") in r.stderr
+
+
 def test_cli_unknown_format_names_the_formats(tmp_path):
     f = tmp_path / "x.jsonl"
     f.write_text('{"hello": 1}\n')
