@@ -24,6 +24,7 @@ import os
 import stat
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
@@ -136,14 +137,14 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
     if created_at is not None:
         created_at = _check_created_at(created_at)
     if continues is not None:  # one transaction, chained to the stored head: read in this process
-        if isinstance(source, (str, os.PathLike)):
-            name = name or os.fspath(source)
-            with open(source, "rb") as f:
-                return _import_rest(store, JsonlReader(f, name, session_id, continues), name, salvage, progress,
-                                    continues)
-        name = name or str(getattr(source, "name", "<stream>"))
-        return _import_rest(store, JsonlReader(source, name, session_id, continues), name, salvage, progress,
-                            continues)
+        with ExitStack() as opened:
+            if isinstance(source, (str, os.PathLike)):
+                name = name or os.fspath(source)
+                source = opened.enter_context(open(source, "rb"))
+            name = name or str(getattr(source, "name", "<stream>"))
+            reader = JsonlReader(source, name, session_id, continues)
+            batches, sid = _first(reader, salvage)
+            return _import_one(store, reader, batches, name, sid, True, salvage, progress, None, continues)
     if isinstance(source, (str, os.PathLike)):
         name = name or os.fspath(source)
         with open(source, "rb") as f:
@@ -182,7 +183,7 @@ def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, ap
 
     A file of one batch, or one that adds to a session already stored (``append``), goes in
     one write transaction. A longer new session goes in chunks (:func:`_import_chunked`)."""
-    reader, batches, sid = _first(reader, salvage)
+    batches, sid = _first(reader, salvage)
     if batches.more():
         report = _import_chunked(store, reader, batches, name, sid, salvage, progress, created_at)
         if report is not None:
@@ -190,20 +191,13 @@ def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, ap
     return _import_one(store, reader, batches, name, sid, append, salvage, progress, created_at)
 
 
-def _import_rest(store: EventStore, reader: JsonlReader, name: str, salvage: bool, progress: Progress | None,
-                 continues: tuple[int, str]) -> ImportReport:
-    """import_jsonl with ``continues``: the rest of a stored session, in one transaction."""
-    reader, batches, sid = _first(reader, salvage)
-    return _import_one(store, reader, batches, name, sid, True, salvage, progress, None, continues)
-
-
-def _first(reader: JsonlReader | WorkerReader, salvage: bool = False) -> tuple:
-    """``(reader, its batches, the session id)`` once the first batch is read; raises the
+def _first(reader: JsonlReader | WorkerReader, salvage: bool = False) -> tuple[_Batches, str]:
+    """``(reader's batches, the session id)`` once the first batch is read; raises the
     reader's error when the file names no session or (without salvage) fails there."""
     batches = _Batches(reader)
     if reader.session_id is None or (reader.error is not None and not salvage):
         raise reader.error
-    return reader, batches, reader.session_id
+    return batches, reader.session_id
 
 
 class _Batches:

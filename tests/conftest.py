@@ -11,7 +11,11 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,6 +107,38 @@ def export_bytes(store: EventStore, sid: str) -> bytes:
     out = io.BytesIO()
     store.export_jsonl(sid, out)
     return out.getvalue()
+
+
+def importing_sessions(db: Path) -> list[str]:
+    """The sessions of the SQLite file ``db``'s ``importing`` table (unfinished imports),
+    read with a plain read-only connection; [] while the file or the table is not there."""
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    except sqlite3.Error:  # not created yet
+        return []
+    try:
+        return [r[0] for r in conn.execute("SELECT session_id FROM importing")]
+    except sqlite3.Error:  # not migrated yet
+        return []
+    finally:
+        conn.close()
+
+
+def interrupt_mid_import(argv: list[str], db: Path, first: str) -> tuple[subprocess.Popen, str, str]:
+    """Run the CLI ``argv`` in a real process, send it a real SIGINT once ``db`` holds an
+    unfinished import of a session other than ``first`` (past the first, in the middle of
+    another), and return the process and its stdout and stderr."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not [s for s in importing_sessions(db) if s != first]:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return proc, out, err
 
 
 def reference_available() -> bool:

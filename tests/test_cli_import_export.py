@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, FIXTURES
+from conftest import DATA, FIXTURES, importing_sessions, interrupt_mid_import
 
 from eventstore import EventStore
 from eventstore.cli import cli
@@ -354,10 +354,6 @@ def test_sessions_lists_a_ts_that_is_no_date(db):
 def test_ctrl_c_during_a_folder_import_names_the_file_and_running_again_completes_it(tmp_path):
     """A real SIGINT while a long file of a folder goes in chunks: the one line names that
     file and says that the same command completes it, which it does."""
-    import signal
-    import sqlite3
-    import time
-
     folder = tmp_path / "many"
     folder.mkdir()
     for k in range(4):
@@ -365,36 +361,15 @@ def test_ctrl_c_during_a_folder_import_names_the_file_and_running_again_complete
             f.write(b'{"type":"session/meta","id":"s%d"}\n' % k)
             f.writelines(ev(i, "user/message", content="x" * 50) + b"\n" for i in range(40000))
     db = tmp_path / "c.db"
-    argv = [sys.executable, "-m", "eventstore", "--db", str(db), "import", str(folder)]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-    def importing() -> list[str]:
-        try:
-            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        except sqlite3.Error:  # not created yet
-            return []
-        try:
-            return [r[0] for r in conn.execute("SELECT session_id FROM importing")]
-        except sqlite3.Error:  # not migrated yet
-            return []
-        finally:
-            conn.close()
-
-    deadline = time.monotonic() + 120
-    while not [s for s in importing() if s != "s0"]:  # past the first file, in the middle of another
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    [sid] = importing()
+    argv = ["--db", str(db), "import", str(folder)]
+    proc, out, err = interrupt_mid_import(argv, db, "s0")
+    [sid] = importing_sessions(db)
     name = f"{folder}/b{sid[1:]}.jsonl"
     assert (proc.returncode, out) == (1, "")
     assert err == f"error: interrupted while importing {name}: running the same command again completes it\n"
-    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
-    assert again.returncode == 0, again.stderr
+    again = run(db, "import", str(folder))
+    assert again.exit_code == 0, again.stderr
     assert f"{name}: completed an unfinished import that had stored " in again.stderr
-    assert importing() == []
+    assert importing_sessions(db) == []
     with EventStore.open(db, readonly=True) as st:
         assert [(i.id, i.events) for i in st.sessions()] == [(f"s{k}", 40000) for k in range(4)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, db_rows, export_bytes
+from conftest import DATA, db_rows, export_bytes, importing_sessions, interrupt_mid_import
 
 from eventstore import EventStore, anchor, bulk, integrity
 from eventstore.cli import cli
@@ -503,43 +503,16 @@ def findings_of(store) -> list[str]:
 def test_ctrl_c_during_a_copy_says_that_running_again_completes_it(tmp_path):
     """A real SIGINT while a long session goes across: one line saying that the same
     command completes the copy, which it does (every session whole, exports equal)."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
     src, dst = tmp_path / "src.db", tmp_path / "dst.db"
     with EventStore.open(src) as store:
         for k in range(4):
             store.create_session(f"s{k}").append_many([("user/message", {"content": "x" * 50})] * 40000)
-    argv = [sys.executable, "-m", "eventstore", "copy", str(src), str(dst)]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-    def importing() -> list[str]:
-        try:
-            conn = sqlite3.connect(f"file:{dst}?mode=ro", uri=True)
-        except sqlite3.Error:  # not created yet
-            return []
-        try:
-            return [r[0] for r in conn.execute("SELECT session_id FROM importing")]
-        except sqlite3.Error:  # not migrated yet
-            return []
-        finally:
-            conn.close()
-
-    deadline = time.monotonic() + 120
-    while not [s for s in importing() if s != "s0"]:  # past the first session, in the middle of another
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    proc, out, err = interrupt_mid_import(["copy", str(src), str(dst)], dst, "s0")
     assert proc.returncode == 1 and out.startswith("s0: 40000 events copied"), (out, err)
     assert err == "error: interrupted while copying: running the same command again completes it\n"
-    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
-    assert again.returncode == 0, again.stderr
-    assert importing() == []
+    again = copy_cli(str(src), str(dst))
+    assert again.exit_code == 0, again.stderr
+    assert importing_sessions(dst) == []
     with EventStore.open(src, readonly=True) as a, EventStore.open(dst, readonly=True) as b:
         assert [(i.id, i.events) for i in b.sessions()] == [(f"s{k}", 40000) for k in range(4)]
         assert all(export_bytes(a, f"s{k}") == export_bytes(b, f"s{k}") for k in range(4))

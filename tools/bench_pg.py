@@ -28,11 +28,11 @@ round so background load hits them alike):
   eventstore's ``events`` table (guard triggers and position lock, indexes, NOTIFY) and
   into a plain table of the same columns with only a primary key (no trigger, no lock the
   writers share: the machine's ceiling for 8 writers against 1). For comparison, two more
-  eventstore cases: ``full`` with the flush statement in a round trip of its own after the
-  INSERT's (eventstore runs the two in one round trip when the lock is free), and the commit's flush inside the lock
-  (``synchronous_commit = on`` on the store's write connection: the behaviour before
-  ``durability`` was honoured). Rounds alternate the cases so that background load hits
-  them alike; each figure is given as the range over the rounds.
+  eventstore cases: every commit asynchronous and followed by the flush statement in a
+  round trip of its own (what ``full`` does only when another append holds the position
+  lock), and every commit flushing inside the lock (``synchronous_commit = on`` on the
+  store's write connection). Rounds alternate the cases so that background load hits them
+  alike; each figure is given as the range over the rounds.
 
 Single appends, batches and imports run under both durabilities against raw psycopg under
 the same setting (``normal``: ``SET synchronous_commit = off``; ``full``: the server's
