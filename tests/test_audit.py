@@ -277,6 +277,19 @@ def test_query_refuses_writes_and_ddl(ro, db_path, sql):
     assert ro.execute("PRAGMA query_only").fetchone() == (1,)
 
 
+def test_query_without_its_authorizer_is_still_read_only(ro, db_path):
+    """Behind the authorizer, the connection itself (mode=ro, query_only) refuses a write,
+    and the refusal says so (SQLite's SQLITE_READONLY)."""
+    ro.set_authorizer(None)
+    ro.guard = None
+    with pytest.raises(QueryError) as e:
+        sandbox.query(ro, "DELETE FROM events")
+    assert str(e.value) == "refused: the database is open read-only (attempt to write a readonly database)"
+    raw = sqlite3.connect(db_path)
+    assert raw.execute("SELECT count(*) FROM events").fetchone()[0] > 0
+    raw.close()
+
+
 @pytest.mark.parametrize("sql", ["ATTACH '{p}' AS x", "ATTACH 'file:{p}?mode=rwc' AS x", "VACUUM INTO '{p}'"])
 def test_query_refuses_attach_and_creates_no_file(ro, tmp_path, sql):
     target = tmp_path / "created.db"
@@ -336,6 +349,8 @@ def test_cli_sql_formats(store, backend_url):
 @pytest.mark.parametrize("query, message", [
     ("SELECT 1; SELECT 2", "error: the query holds more than one SQL statement: run them one at a time\n"),
     ("SELECT 1;; SELECT 2;", "error: the query holds more than one SQL statement: run them one at a time\n"),
+    ("SELECT ';'; SELECT 2", "error: the query holds more than one SQL statement: run them one at a time\n"),
+    ("SELECT 1 -- ;\n; SELECT 2", "error: the query holds more than one SQL statement: run them one at a time\n"),
     ("SELEC 1", 'error: near "SELEC": syntax error\n'),
     ("  \n", "error: the query is empty\n"),
     (";", "error: the query holds no statement (only comments or ';')\n"),
@@ -349,6 +364,19 @@ def test_cli_sql_explains_a_query_it_cannot_run(store, backend_url, query, messa
         message = PG_MESSAGES.get(query, message)
     r = run(backend_url, "sql", query)
     assert (r.exit_code, r.stderr) == (1, message)
+
+
+@pytest.mark.parametrize("query, value", [
+    ("SELECT 1 AS a;;", 1),
+    ("; SELECT 2 AS a", 2),
+    ("SELECT ';' AS a; -- the end", ";"),
+    ("SELECT 'x;y' AS a /* ; */ ;\n", "x;y"),
+])
+def test_cli_sql_runs_one_statement_whatever_its_semicolons(store, backend_url, query, value):
+    """Empty statements, and a ';' in a literal or a comment, make no second statement
+    (the database's tokenizer decides where a statement ends)."""
+    r = run(backend_url, "sql", "--json", query)
+    assert (r.exit_code, json.loads(r.stdout)) == (0, [{"a": value}]), r.stderr
 
 
 PG_MESSAGES = {

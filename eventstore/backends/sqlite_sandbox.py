@@ -175,11 +175,14 @@ def query(conn: sqlite3.Connection, sql: str, params: Iterable[Any] = ()) -> tup
     guard = getattr(conn, "guard", None)
     if guard is not None:
         guard.refused = None
-    if not _SQL_COMMENTS.sub("", sql).strip(" \t\n\r\f;"):
+    statements = _statements(sql)
+    if not statements:
         raise QueryError("the query is empty" if not sql.strip()
                          else "the query holds no statement (only comments or ';')")
+    if len(statements) > 1:
+        raise QueryError(MULTIPLE_STATEMENTS)
     try:
-        cur = conn.execute(sql, tuple(params))
+        cur = conn.execute(statements[0], tuple(params))
     except (sqlite3.Error, sqlite3.Warning) as e:
         if guard is not None and guard.refused:
             raise QueryError(f"refused: the database is open read-only ({guard.refused} is not allowed)") from None
@@ -204,22 +207,33 @@ def query(conn: sqlite3.Connection, sql: str, params: Iterable[Any] = ()) -> tup
     return columns, rows()
 
 
-# SQL comments, to tell a query of comments alone (SQLite runs nothing and says nothing).
+# SQL comments, to tell a statement of comments alone (SQLite runs nothing and says nothing).
 # A "--" or "/*" inside a string literal makes this strip too much, but the literal's
-# opening quote and the keyword before it stay: only a query of comments, ';' and
-# whitespace strips to nothing.
+# opening quote and the keyword before it stay: only comments, ';' and whitespace strip
+# to nothing.
 _SQL_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
 
 
+def _statements(sql: str) -> list[str]:
+    """The statements of ``sql`` that hold more than comments and ';', each with its ';'.
+    SQLite's own tokenizer (``sqlite3_complete``) says where a statement ends, so a ';' in
+    a string literal, a quoted name, a comment or a trigger body ends none."""
+    out, start = [], 0
+    for end in (i + 1 for i, ch in enumerate(sql) if ch == ";"):
+        if sqlite3.complete_statement(sql[start:end]):
+            out.append(sql[start:end])
+            start = end
+    out.append(sql[start:])  # (the last statement needs no ';')
+    return [s for s in out if _SQL_COMMENTS.sub("", s).strip(" \t\n\r\f;")]
+
+
 def _query_error(e: Exception) -> str:
-    msg = str(e)
-    if msg == "interrupted":
+    code = getattr(e, "sqlite_errorcode", None)  # (the primary code is the low byte)
+    if code == sqlite3.SQLITE_INTERRUPT:
         return "interrupted (Ctrl-C): the query was stopped"
-    if "readonly" in msg or "read-only" in msg:
-        return f"refused: the database is open read-only ({msg})"
-    if "one statement at a time" in msg:  # sqlite3's ProgrammingError for "SELECT 1; SELECT 2"
-        return MULTIPLE_STATEMENTS
-    return msg
+    if code is not None and code & 0xFF == sqlite3.SQLITE_READONLY:
+        return f"refused: the database is open read-only ({e})"
+    return str(e)
 
 
 class SQLiteQueryConnection(QueryConnection):
