@@ -180,7 +180,10 @@ _CONSTRAINT_CODES = {
 
 
 def _refusal(e: psycopg.Error) -> Refusal:
-    """The database's refusal of a row, as a :class:`Refusal` with the contract's code."""
+    """The database's refusal of a row, as a :class:`Refusal` with the contract's code.
+    Raises ``e`` itself when it refuses the role, not the row (no privilege)."""
+    if isinstance(e, pg_errors.InsufficientPrivilege):
+        raise e
     code = e.sqlstate
     if not (code or "").startswith("ES"):
         code = _CONSTRAINT_CODES.get(_constraint(e)) if isinstance(e, pg_errors.IntegrityError) else None
@@ -346,7 +349,11 @@ class PostgresBackend(Backend):
         if isinstance(e, pg_errors.LockNotAvailable):
             return DatabaseError(f"{self.display}: database is locked (waited {self.busy_timeout:g} s)")
         if isinstance(e, pg_errors.InsufficientPrivilege):
-            return DatabaseError(f"{self.display}: {_first_line(e)}")
+            conn = self._r or self._w
+            role = f"role {conn.info.user!r}" if conn is not None and not conn.closed else "this role"
+            return DatabaseError(f"{self.display}: {_first_line(e)} ({role}: `eventstore roles`, run by the "
+                                 f"tables' owner, makes a writer role that may append and an auditor role that "
+                                 f"may only read; grant the one it needs)")
         if isinstance(e, pg_errors.DataError):
             return InvalidEvent(_first_line(e))
         return DatabaseError(f"{self.display}: {_first_line(e)}")
