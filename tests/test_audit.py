@@ -382,9 +382,10 @@ def test_cli_sql_runs_one_statement_whatever_its_semicolons(store, backend_url, 
 PG_MESSAGES = {
     "SELEC 1": 'error: syntax error at or near "SELEC"\n',  # (the same SQLSTATE as two statements)
     "VACUUM": "error: refused: VACUUM cannot run inside a transaction block (eventstore sql only reads)\n",
-    "DROP TABLE events": "error: refused: cannot execute DROP TABLE in a read-only transaction (eventstore sql only reads)\n",
-    "ALTER TABLE events RENAME TO e2":
-        "error: refused: cannot execute ALTER TABLE in a read-only transaction (eventstore sql only reads)\n",
+    "DROP TABLE events": "error: refused: the query writes, and eventstore sql only reads (cannot execute DROP TABLE "
+                         "in a read-only transaction)\n",
+    "ALTER TABLE events RENAME TO e2": "error: refused: the query writes, and eventstore sql only reads (cannot "
+                                       "execute ALTER TABLE in a read-only transaction)\n",
 }
 
 
@@ -401,9 +402,25 @@ def test_cli_sql_json_writes_infinity_as_null(store, backend_url):
 def test_cli_sql_refusal_is_one_line(store, backend_url):
     r = run(backend_url, "sql", "DELETE FROM events")
     assert r.exit_code == 1
-    assert r.stderr == ("error: refused: cannot execute DELETE in a read-only transaction (eventstore sql only reads)\n"
-                        if store.backend.name == "postgresql" else
+    assert r.stderr == ("error: refused: the query writes, and eventstore sql only reads (cannot execute DELETE in "
+                        "a read-only transaction)\n" if store.backend.name == "postgresql" else
                         "error: refused: the database is open read-only (DELETE events is not allowed)\n")
+
+
+def test_cli_sql_refuses_a_write_inside_a_select(store, backend_url):
+    """A data-modifying WITH (PostgreSQL's; SQLite has none) is refused as a write, though
+    the server names the statement's command, SELECT; nothing changes."""
+    imported(store, "demo")
+    count = "SELECT count(*) AS n FROM events"
+    before = run(backend_url, "sql", "--csv", count).stdout
+    assert before != "n\n0\n"
+    query = "WITH gone AS (DELETE FROM events RETURNING seq) SELECT count(*) FROM gone"
+    r = run(backend_url, "sql", query)
+    assert r.exit_code == 1
+    assert r.stderr == ("error: refused: the query writes, and eventstore sql only reads (cannot execute SELECT in "
+                        "a read-only transaction)\n" if store.backend.name == "postgresql" else
+                        'error: near "DELETE": syntax error\n')
+    assert run(backend_url, "sql", "--csv", count).stdout == before
 
 
 # --- verify --------------------------------------------------------------------------------

@@ -1252,8 +1252,10 @@ class PgQueryConnection(QueryConnection):
 
 def _query_error(e: psycopg.Error, timeout: float | None = QUERY_TIMEOUT) -> tuple[str, str | None]:
     """The message of :class:`QueryError` for ``e``, and which limit stopped the query."""
-    if isinstance(e, pg_errors.ReadOnlySqlTransaction | pg_errors.InsufficientPrivilege
-                  | pg_errors.ActiveSqlTransaction):
+    if isinstance(e, pg_errors.ReadOnlySqlTransaction):
+        # (the server names the statement's own command: SELECT for a data-modifying WITH)
+        return f"refused: the query writes, and eventstore sql only reads ({e.diag.message_primary})", None
+    if isinstance(e, pg_errors.InsufficientPrivilege | pg_errors.ActiveSqlTransaction):
         return f"refused: {e.diag.message_primary or _first_line(e)} (eventstore sql only reads)", None
     if isinstance(e, pg_errors.QueryCanceled):
         if timeout:
