@@ -134,8 +134,8 @@ def _when(ts: float | None) -> str:
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", cls=_EnvOption, envvar="EVENTSTORE_DB", default="eventstore.db", show_default=True,
               metavar="PATH", help="Database file, sqlite:// or postgresql:// URL; also $EVENTSTORE_DB.")
-@click.option("--durability", cls=_EnvOption, envvar="EVENTSTORE_DURABILITY", type=click.Choice(["normal", "full"]),
-              default="normal", show_default=True,
+@click.option("--durability", cls=_EnvOption, envvar="EVENTSTORE_DURABILITY",
+              type=click.Choice(["normal", "full"], case_sensitive=False), default="normal", show_default=True,
               help="Commands that write. SQLite: normal survives a crash of the process, full also power "
                    "loss (an fsync per commit). PostgreSQL: normal commits asynchronously (a server crash may "
                    "lose the last ~600 ms of appends, never corrupts), full waits for the server's durable "
@@ -1078,8 +1078,9 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
     """Copy every session (or the SESSION_IDs given) from the store SRC to the store DST.
 
     SRC and DST are SQLite files or postgresql:// URLs (DST is created and migrated if
-    needed). Every seq, ts, payload, meta, hash and each session's created_at is kept (a
-    checkpoint of SRC, taken after its last write, verifies an empty DST after the copy);
+    needed, once every SESSION_ID given is found in SRC). Every seq, ts, payload, meta,
+    hash and each session's created_at is kept (a checkpoint of SRC, taken after its last
+    write, verifies an empty DST after the copy);
     sessions go one by one, oldest first, each as one import, and are checked: a source
     session whose hash chain does not verify is refused. A session DST holds already is
     compared by its head hash: when DST holds its first events, the rest are added (none:
@@ -1089,25 +1090,28 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
     """
     from .copy import copy_sessions
 
-    with EventStore.open(_lasting(src), readonly=True) as source, EventStore.open(_lasting(dst)) as target:
-        def done(r) -> None:
-            sid = _one_line(r.session_id)
-            if r.status == "failed":
-                click.echo(f"error: {_one_line(str(r.error))}", err=True)
-                return
-            if r.status == "added":
-                what = f"{_count(r.added, 'event')} added, {r.events} in all"
-            else:
-                what = f"{_count(r.events, 'event')} {'already there' if r.skipped else 'copied'}"
-            click.echo(f"{sid}: {what} (head {r.head[:12]})")
-            if r.note:
-                click.echo(f"{sid}: note: {_one_line(r.note)}", err=True)
+    def done(r) -> None:
+        sid = _one_line(r.session_id)
+        if r.status == "failed":
+            click.echo(f"error: {_one_line(str(r.error))}", err=True)
+            return
+        if r.status == "added":
+            what = f"{_count(r.added, 'event')} added, {r.events} in all"
+        else:
+            what = f"{_count(r.events, 'event')} {'already there' if r.skipped else 'copied'}"
+        click.echo(f"{sid}: {what} (head {r.head[:12]})")
+        if r.note:
+            click.echo(f"{sid}: note: {_one_line(r.note)}", err=True)
 
-        try:
-            results = copy_sessions(source, target, session_ids or None, progress=done)
-        except KeyboardInterrupt:  # each session copied is kept, and one cut off is completed by the next run
-            raise KeyboardInterrupt("while copying: running the same command again completes it") from None
-        shown = _db_shown(dst, target)
+    with EventStore.open(_lasting(src), readonly=True) as source:
+        for sid in session_ids:  # an unknown id is an error before DST is created
+            source.session(sid)
+        with EventStore.open(_lasting(dst)) as target:
+            try:
+                results = copy_sessions(source, target, session_ids or None, progress=done)
+            except KeyboardInterrupt:  # each session copied is kept, and one cut off is completed by the next run
+                raise KeyboardInterrupt("while copying: running the same command again completes it") from None
+            shown = _db_shown(dst, target)
     by = {s: sum(r.status == s for r in results) for s in ("copied", "added", "skipped", "failed")}
     total = sum(r.added for r in results)
     click.echo(f"{_count(len(results), 'session')}: {by['copied']} copied, {by['added']} added to, "

@@ -421,3 +421,21 @@ def test_a_bad_value_from_the_environment_names_the_variable(run, filled, monkey
     assert result.stderr.splitlines()[-1] == "Error: Invalid value for '--durability': 'yy' is not one of 'normal', 'full'."
     monkeypatch.setenv("EVENTSTORE_DURABILITY", "full")
     assert run("--db", filled, "sessions").exit_code == 0
+
+
+def test_durability_is_read_in_any_case(run, filled, monkeypatch):
+    """FULL, Full and full are one value, on the command line and in the environment."""
+    import eventstore.cli as cli_module
+
+    seen = []
+    real_open = cli_module.EventStore.open
+
+    def recording_open(*args, **kwargs):
+        seen.append(kwargs.get("durability"))
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(cli_module.EventStore, "open", recording_open)
+    assert run("--db", filled, "--durability", "FULL", "sessions").exit_code == 0
+    monkeypatch.setenv("EVENTSTORE_DURABILITY", "Normal")
+    assert run("--db", filled, "sessions").exit_code == 0
+    assert seen == ["full", "normal"]

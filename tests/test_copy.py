@@ -539,3 +539,20 @@ def test_a_source_growing_during_the_copy_is_copied_as_far_as_it_was_read(src_ki
         assert (result.status, result.events, result.error) == ("copied", 6, None)
         assert result.head == target.backend.checkpoint_rows()["sessions"][0][4]
         assert export_bytes(source, "live") == export_bytes(target, "live")
+
+
+@pytest.mark.parametrize("dst_kind", ["sqlite", "postgres"])
+def test_an_unknown_session_id_is_an_error_before_the_target_is_made(dst_kind, new_url, tmp_path):
+    """A mistyped id leaves no empty store behind: the ids are looked up in SRC first."""
+    src, dst = new_url("sqlite"), new_url(dst_kind)
+    with EventStore.open(src) as store:
+        store.import_jsonl(DATA / "demo.jsonl")
+    r = CliRunner().invoke(cli, ["copy", src, dst, "nope"])
+    assert (r.exit_code, r.stdout, r.stderr) == (1, "", "error: session 'nope' not found\n")
+    if dst_kind == "sqlite":
+        assert not Path(dst).exists()
+    else:
+        import psycopg
+
+        with psycopg.connect(dst) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone() == (0,)
