@@ -663,11 +663,12 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
     ctx.call_on_close(conn.close)
     try:
         revision = next(conn.query("SELECT version_num FROM alembic_version")[1], (None,))[0]
-    except QueryError:
-        revision = None
-    if revision != SCHEMA_REVISION and revision not in READ_COMPATIBLE_REVISIONS:  # (those read the same)
-        click.echo(f"warning: the database is at schema revision {revision or 'none'}, not "
-                   f"{SCHEMA_REVISION}: run `eventstore init` to upgrade it (views may be missing)", err=True)
+    except QueryError:  # not an eventstore database, or a role that may not read it: the query will say
+        pass
+    else:
+        if revision != SCHEMA_REVISION and revision not in READ_COMPATIBLE_REVISIONS:  # (those read the same)
+            click.echo(f"warning: the database is at schema revision {revision or 'none'}, not "
+                       f"{SCHEMA_REVISION}: run `eventstore init` to upgrade it (views may be missing)", err=True)
     try:
         _print_rows(conn, query, fmt)
     except QueryError as e:

@@ -351,9 +351,9 @@ class PostgresBackend(Backend):
         if isinstance(e, pg_errors.InsufficientPrivilege):
             conn = self._r or self._w
             role = f"role {conn.info.user!r}" if conn is not None and not conn.closed else "this role"
-            return DatabaseError(f"{self.display}: {_first_line(e)} ({role}: `eventstore roles`, run by the "
-                                 f"tables' owner, makes a writer role that may append and an auditor role that "
-                                 f"may only read; grant the one it needs)")
+            return DatabaseError(f"{self.display}: {_first_line(e)} ({role} may not: grant it eventstore_writer "
+                                 f"to append or eventstore_auditor to read; `eventstore roles`, run as the tables' "
+                                 f"owner, creates both)")
         if isinstance(e, pg_errors.DataError):
             return InvalidEvent(_first_line(e))
         return DatabaseError(f"{self.display}: {_first_line(e)}")
