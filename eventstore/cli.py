@@ -1152,9 +1152,10 @@ def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> No
     db = ctx.find_root().obj["db"]
     if not is_postgres_url(db):
         _fail("roles: --db must be a postgresql:// URL (SQLite has no roles: use file permissions)")
-    from .backends.postgres import apply_roles, roles_sql
+    from .backends.postgres import apply_roles, check_role_names, roles_sql
 
     store = _store(ctx)  # creates and migrates the schema first: the grants name its tables
+    check_role_names(store.backend, writer, auditor)
     text = roles_sql(writer, auditor, store.backend.database_name())
     if print_only:
         click.echo(text, nl=False)

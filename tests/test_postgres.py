@@ -604,6 +604,36 @@ def test_writer_and_auditor_roles(pg_server, pg_url, tmp_path):
         assert snapshot(conn) == before
 
 
+def test_roles_refuses_names_whose_privileges_it_would_revoke(pg_server):
+    """--writer or --auditor naming the tables' owner, the role running it or a superuser
+    (the set-up revokes a role's privileges before granting its own), or one role for
+    both, is refused before any grant; the owner keeps what it had."""
+    import uuid
+
+    tag = uuid.uuid4().hex[:8]
+    owner, name = f"owner_{tag}", f"owned_{tag}"
+    with pg_server.connect() as conn:
+        conn.execute(f"CREATE ROLE {owner} LOGIN CREATEROLE")
+        conn.execute(f'CREATE DATABASE "{name}" OWNER {owner}')
+    try:
+        url = pg_server.url(name, owner)
+        cases = [([owner, f"a_{tag}"], f"role {owner!r} owns the tables"),
+                 ([f"w_{tag}", "postgres"], "role 'postgres' is a superuser"),
+                 ([f"w_{tag}", f"w_{tag}"], f"the writer and auditor roles must differ (both are 'w_{tag}')")]
+        for (writer, auditor), said in cases:
+            r = CliRunner().invoke(cli, ["--db", url, "roles", "--writer", writer, "--auditor", auditor])
+            assert r.exit_code == 1 and r.stderr.startswith(f"error: {said}"), r.stderr
+        r = CliRunner().invoke(cli, ["--db", pg_server.url(name), "roles", "--writer", "postgres"])
+        assert r.exit_code == 1 and r.stderr.startswith("error: role 'postgres' is the role running this"), r.stderr
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT has_table_privilege('alembic_version', 'UPDATE'), "
+                                "has_table_privilege('events', 'INSERT'), "
+                                "(SELECT count(*) FROM pg_roles WHERE rolname LIKE %s)",
+                                (f"%_{tag}",)).fetchone() == (True, True, 1)  # (only the owner itself)
+    finally:
+        pg_server.drop_database(name)
+
+
 def test_roles_as_an_owner_without_createrole_says_what_it_needs(pg_server):
     """The database's owner may create the tables but not roles: `roles` says which role
     runs it (the error recognised by SQLSTATE 42501), and runs once given CREATEROLE."""

@@ -1325,6 +1325,29 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
 ROLES_SQL = roles_sql()
 
 
+def check_role_names(backend: PostgresBackend, writer: str, auditor: str) -> None:
+    """Refuse role names that :func:`roles_sql` would harm: the same name for both, or a role
+    that owns the tables, runs this, or is a superuser (its grants would be revoked and
+    replaced by the writer's or auditor's). Raises :class:`DatabaseError`."""
+    if writer == auditor:
+        raise DatabaseError(f"the writer and auditor roles must differ (both are {writer!r})")
+    with backend._rlock:
+        conn = backend._conn("r")
+        try:
+            owner, me = conn.execute("SELECT tableowner, current_user FROM pg_tables WHERE tablename = 'events' "
+                                     "AND schemaname = current_schema()").fetchone()
+            supers = {r[0] for r in conn.execute("SELECT rolname FROM pg_roles WHERE rolsuper AND rolname IN (%s, %s)",
+                                                  (writer, auditor))}
+        except psycopg.Error as e:
+            raise backend._error(e) from None
+    for name in (writer, auditor):
+        why = ("owns the tables" if name == owner else "is the role running this" if name == me
+               else "is a superuser" if name in supers else None)
+        if why:
+            raise DatabaseError(f"role {name!r} {why}: the set-up would revoke its privileges; name a new role "
+                                f"for --writer and --auditor (by default eventstore_writer and eventstore_auditor)")
+
+
 def apply_roles(backend: PostgresBackend, text: str) -> None:
     """Run :func:`roles_sql`'s ``text`` on ``backend``'s database, in one transaction.
     Raises :class:`DatabaseError` (not allowed to create roles or grant: run it as the
