@@ -632,6 +632,8 @@ def test_roles_refuses_names_whose_privileges_it_would_revoke(pg_server):
                                 (f"%_{tag}",)).fetchone() == (True, True, 1)  # (only the owner itself)
     finally:
         pg_server.drop_database(name)
+        with pg_server.connect() as conn:
+            conn.execute(f"DROP ROLE IF EXISTS {owner}")
 
 
 def test_roles_as_an_owner_without_createrole_says_what_it_needs(pg_server):
@@ -681,6 +683,25 @@ def test_sql_refuses_what_writes(pg_url, sql):
     assert "Traceback" not in r.output
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert snapshot(conn) == before
+
+
+def test_sql_refuses_what_acts_outside_the_tables(pg_server, pg_url):
+    """A READ ONLY transaction still lets a superuser's COPY ... TO write a server file or run
+    a program, directly or from server-side code: sql refuses COPY, DO and CALL, and no
+    file appears. A column named copy is still read."""
+    filled(pg_url).close()
+    target = pg_server.folder / "written-by-sql"
+    quoted = f"''{target}''"  # (the path as a literal inside the DO block's literal)
+    cases = [("COPY", f"COPY (SELECT 1) TO '{target}'"),
+             ("COPY", f"/* c */ copy (SELECT 1) TO PROGRAM 'touch {target}'"),
+             ("DO", f"DO $$BEGIN EXECUTE 'COPY (SELECT 1) TO {quoted}'; END$$"),
+             ("CALL", "CALL nothing()")]
+    for word, sql in cases:
+        r = CliRunner().invoke(cli, ["--db", pg_url, "sql", sql])
+        assert (r.exit_code, r.stderr.split(" (")[0]) == (1, f"error: refused: {word}"), r.stderr
+        assert not target.exists()
+    r = CliRunner().invoke(cli, ["--db", pg_url, "sql", "--csv", "SELECT 1 AS copy"])
+    assert (r.exit_code, r.stdout) == (0, "copy\n1\n")
 
 
 def test_sql_settings_do_not_outlive_the_query(pg_url):

@@ -1166,6 +1166,13 @@ def _copy_field(data: bytes) -> bytes:
 
 _PLAIN = (str, int, float, bytes, bool, type(None))
 _SQL_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
+_FIRST_WORD = re.compile(r"([A-Za-z]+)(?![\w$])")
+# Statements a READ ONLY transaction still lets through though they act outside the
+# database's tables: COPY ... TO a server file or program, and code run on the server,
+# which can do the same (for a role allowed to). None of them is ever part of a larger
+# statement, so the first word finds them.
+_SIDE_EFFECTS = {"copy": "it reads and writes server files and runs programs: use SELECT, or --csv for a file",
+                 "do": "it runs code on the server", "call": "it runs a procedure on the server"}
 
 
 class _NumberLoader(Loader):
@@ -1204,9 +1211,14 @@ class PgQueryConnection(QueryConnection):
     def query(self, sql: str, params: Iterable[Any] = ()) -> tuple[list[str], Iterator[tuple]]:
         conn = self._conn
         params = tuple(params)
-        if not _SQL_COMMENTS.sub("", sql).strip(" \t\r\n\f;"):
+        text = _SQL_COMMENTS.sub("", sql).strip(" \t\r\n\f;")
+        if not text:
             raise QueryError("the query is empty" if not sql.strip()
                              else "the query holds no statement (only comments or ';')")
+        first = _FIRST_WORD.match(text)
+        if first and first.group(1).lower() in _SIDE_EFFECTS:
+            raise QueryError(f"refused: {first.group(1).upper()} ({_SIDE_EFFECTS[first.group(1).lower()]}; "
+                             f"eventstore sql only reads)")
         try:
             conn.execute("BEGIN READ ONLY")
             conn.execute(f"SET LOCAL statement_timeout = {int((self.timeout or 0) * 1000)}")
