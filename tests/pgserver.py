@@ -135,6 +135,12 @@ class PgServer:
         self.stop()
         raise RuntimeError(f"pg_ctl start failed:\n{last_error}")
 
+    def restart(self) -> None:
+        """Stop the cluster (``fast``: sessions are ended, the WAL is flushed) and start it
+        again on the same port with the same settings; returns once it accepts connections."""
+        self._run([str(self.bindir / "pg_ctl"), "restart", "-w", "-t", "60", "-m", "fast", "-D",
+                   str(self.folder / "data"), "-l", str(self.folder / "server.log")], "pg_ctl restart")
+
     def stop(self) -> None:
         """Stop the cluster (immediately: nothing in it is kept) and remove its folder."""
         if self.folder is None:

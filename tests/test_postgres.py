@@ -500,6 +500,74 @@ def test_follower_wakes_on_notify(pg_url):
         store.close()
 
 
+# --- a server restart under a follower ----------------------------------------------------------
+
+@pytest.fixture
+def own_server(pg_server):
+    """A server of this test's own (it is restarted), and the URL of a database in it."""
+    from pgserver import PgServer
+
+    with PgServer() as server:
+        yield server, server.url(server.create_database())
+
+
+def test_tail_f_goes_on_after_a_server_restart(own_server):
+    """A real `tail -f` process: the server restarts under it, and events appended after the
+    restart are shown, with nothing on stderr."""
+    import subprocess
+    import sys
+
+    server, url = own_server
+    with EventStore.open(url) as store:
+        s = store.create_session("live")
+        s.append("user/message", {"content": "before the restart"})
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", url, "tail", "-f", "live", "--timeout", "30"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
+    reader.start()
+
+    def shown(text: str) -> None:
+        deadline = time.monotonic() + 60
+        while not any(text in line for line in out):
+            assert proc.poll() is None and time.monotonic() < deadline, (out, proc.stderr.read())
+            time.sleep(0.02)
+
+    try:
+        shown("before the restart")
+        server.restart()
+        with EventStore.open(url) as store:
+            store.session("live").append("user/message", {"content": "after the restart"})
+        shown("after the restart")
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=30)
+    assert err == ""
+
+
+def test_a_follower_refuses_to_go_on_when_the_restarted_server_lost_what_it_read(own_server):
+    """After a restart the follower checks that the last event it handed out is still
+    stored (a crash loses the last asynchronous commits, and new events would take their
+    positions). Here a superuser removes it, triggers off, before the restart."""
+    server, url = own_server
+    with EventStore.open(url) as store:
+        s = store.create_session("s")
+        s.append_many([("x", {"i": i}) for i in range(3)])
+        follower = store.backend.follower(poll_interval=60)
+        try:
+            rows = follower.events_after(0, 100)
+            assert [r[2] for r in rows] == [0, 1, 2]
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("SET session_replication_role = replica")
+                conn.execute("DELETE FROM events WHERE position = %s", (rows[-1][0],))
+            server.restart()
+            with pytest.raises(DatabaseError, match=f"restarted without the event at position {rows[-1][0]} "
+                                                    r"\(session 's' seq 2\), which was read before"):
+                follower.wait_for_commit(30)
+        finally:
+            follower.close()
+
+
 # --- tampering with the triggers switched off ------------------------------------------------
 
 def test_verify_names_every_tampered_seq(pg_url):

@@ -102,6 +102,11 @@ DURABILITY = ("normal", "full")
 # Concurrent waiters share one flush (group commit).
 _FLUSH = "SELECT pg_logical_emit_message(true, 'eventstore', '') FROM set_config('synchronous_commit', %s, true)"
 
+#: How long a follower tries to connect again to a server that went away (seconds), and
+#: how long it waits between tries.
+RECONNECT_SECONDS = 60.0
+RECONNECT_PAUSE = 0.5
+
 #: ``statement_timeout`` of ``eventstore sql`` queries (seconds).
 QUERY_TIMEOUT = 30.0
 
@@ -969,14 +974,22 @@ ORDER BY position LIMIT %s"""
 
 class PgFollower(Follower):
     """A follower on a connection of its own that LISTENs on :data:`CHANNEL` (polls every
-    ``poll_interval`` seconds where LISTEN fails)."""
+    ``poll_interval`` seconds where LISTEN fails). When the server goes away (a restart), it
+    connects again, for up to :data:`RECONNECT_SECONDS`, and goes on where it was once the
+    last event it handed out is still stored; a crash that lost it (commits are asynchronous
+    with ``durability="normal"``) raises :class:`DatabaseError` instead, since new events
+    may then take the positions this follower has passed."""
 
     def __init__(self, backend: PostgresBackend, poll_interval: float):
         self._backend = backend
         self._poll = poll_interval
-        self._conn = _connect(backend.url, backend.display)
+        self._last: tuple | None = None  # the last EventRow handed out
+        self._open()
+
+    def _open(self) -> None:
+        self._conn = _connect(self._backend.url, self._backend.display)
         self._sync_level = None  # with durability "full": the level _FLUSH commits with
-        if backend.durability == "full":
+        if self._backend.durability == "full":
             level = self._conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0]
             self._sync_level = "on" if level == "off" else level
         try:
@@ -985,20 +998,53 @@ class PgFollower(Follower):
         except psycopg.Error:
             self._listening = False
 
-    def _rows(self, sql: str, params: tuple) -> list:
-        try:
-            rows = [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
-            if rows and self._sync_level is not None:
-                # Appends are visible from their (asynchronous) commit on, a flush before
-                # they are durable: with "full", hand out only events a crash cannot take back.
-                self._conn.execute(_FLUSH, (self._sync_level,))
-            return rows
-        except psycopg.Error as e:
-            raise self._backend._error(e) from None
+    def _reconnect(self) -> None:
+        """Connect again after the connection was lost. Raises :class:`DatabaseError` when
+        the server is not back within :data:`RECONNECT_SECONDS`, or lost the last event
+        handed out (a WAL replay keeps a prefix of the commits: when that event is there,
+        every event before it is too)."""
+        deadline = time.monotonic() + RECONNECT_SECONDS
+        while True:
+            try:
+                self._open()
+                break
+            except (DatabaseError, psycopg.Error):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(RECONNECT_PAUSE)
+        if self._last is not None:
+            try:
+                row = self._conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events WHERE position = %s",
+                                         (self._last[0],)).fetchone()
+            except psycopg.Error as e:
+                raise self._backend._error(e) from None
+            if row is None or tuple(row) != self._last:
+                position, sid, seq = self._last[:3]
+                raise DatabaseError(f"{self._backend.display}: the server restarted without the event at position "
+                                    f"{position} (session {sid!r} seq {seq}), which was read before: it lost the last "
+                                    f"commits (asynchronous with durability 'normal'); follow again from an earlier "
+                                    f"position")
+
+    def _rows(self, sql: str, params: tuple, events: bool = False) -> list:
+        for retry in (False, True):
+            try:
+                rows = [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
+                if rows and self._sync_level is not None:
+                    # Appends are visible from their (asynchronous) commit on, a flush before
+                    # they are durable: with "full", hand out only events a crash cannot take back.
+                    self._conn.execute(_FLUSH, (self._sync_level,))
+                if rows and events:
+                    self._last = rows[-1]
+                return rows
+            except psycopg.Error as e:
+                if retry or not self._conn.closed:
+                    raise self._backend._error(e) from None
+            self._reconnect()
+        raise AssertionError("unreachable")
 
     def events_after(self, after_position: int, limit: int,
                      dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
-        return self._rows(_STORE_ROWS, (after_position, list(dead_owners), limit))
+        return self._rows(_STORE_ROWS, (after_position, list(dead_owners), limit), events=True)
 
     def imports(self) -> list[tuple[str, int, str, float]]:
         return self._rows(_IMPORTS, ())
@@ -1006,7 +1052,7 @@ class PgFollower(Follower):
     def session_events_after(self, session_id: str, after_seq: int,
                              limit: int) -> list[tuple[int, str, int, str, float, str]]:
         return self._rows(f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq > %s "
-                          "ORDER BY seq LIMIT %s", (session_id, after_seq, limit))
+                          "ORDER BY seq LIMIT %s", (session_id, after_seq, limit), events=True)
 
     def wait_for_commit(self, timeout: float | None) -> bool:
         # LISTEN ran before the first read: a NOTIFY of a commit after a read began is either
@@ -1021,7 +1067,10 @@ class PgFollower(Follower):
             for _ in self._conn.notifies(timeout=timeout, stop_after=1):
                 return True
         except psycopg.Error as e:
-            raise self._backend._error(e) from None
+            if not self._conn.closed:
+                raise self._backend._error(e) from None
+            self._reconnect()  # (commits made while it was away: the caller reads them now)
+            return True
         return False
 
     def close(self) -> None:
