@@ -570,6 +570,48 @@ def test_a_follower_refuses_to_go_on_when_the_restarted_server_lost_what_it_read
 
 # --- tampering with the triggers switched off ------------------------------------------------
 
+def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_url):
+    """The derived search index is written by whoever searches (the writer role too): a
+    bound past the log, a row missing, a row of no message event, and (with full) a row's
+    vector changed are each a finding, and search really misses or invents hits then."""
+    from eventstore.integrity import verify_database
+    from eventstore.search import search
+
+    def found(full: bool = False) -> list[str]:
+        return [f.message for f in verify_database(pg_url, full=full).findings]
+
+    store = filled(pg_url)
+    try:
+        search(store, "hi")  # the index caught up with the log
+        assert found(full=True) == []
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            last = conn.execute("SELECT max(position) FROM events").fetchone()[0]
+            conn.execute("UPDATE events_search_state SET indexed_through = 9000000000")
+            store.session("t").append("user/message", {"content": "hidden"})
+            assert search(store, "hidden") == []
+            assert found() == [f"the search index does not match the log: its bound (position 9000000000) is past "
+                               f"the last event (position {last + 1}): search may miss or invent hits (events_search, "
+                               f"events_search_state: derived, written by whoever searches)",
+                               "the search index does not match the log: 1 message event(s) up to its bound have no "
+                               "row: search may miss or invent hits (events_search, events_search_state: derived, "
+                               "written by whoever searches)"]
+            conn.execute("UPDATE events_search_state SET indexed_through = %s", (last,))
+            assert [h.seq for h in search(store, "hidden")] == [2] and found() == []
+            conn.execute("INSERT INTO events_search (position, session_id, type, tsv) "
+                         "SELECT position, session_id, 'user/message', to_tsvector('simple', 'planted') FROM events "
+                         "WHERE type = 'turn/start'")
+            assert len(found()) == 1 and "1 row(s) belong to no message event" in found()[0]
+            conn.execute("SET session_replication_role = replica")  # (the superuser: the index has no guard)
+            conn.execute("DELETE FROM events_search WHERE tsv = to_tsvector('simple', 'planted')")
+            conn.execute("UPDATE events_search SET tsv = to_tsvector('simple', 'invented') "
+                         "WHERE position = (SELECT min(position) FROM events_search)")
+        assert found() == []
+        assert len(found(full=True)) == 1 and "1 row(s) hold another vector" in found(full=True)[0]
+    finally:
+        store.close()
+
+
+
 def test_verify_names_every_tampered_seq(pg_url):
     store = filled(pg_url)
     with EventStore.open(pg_url, readonly=True) as ro:

@@ -764,7 +764,44 @@ class PostgresBackend(Backend):
             skip = {f"{name} on {table}" for table, names in GUARDS.items() for name in names}
             out += [("schema", m) for m in base.schema_differences(have, want, skip=skip)]
         out += self._amcheck(full)
+        out += self._search_index_findings(full)
         return out
+
+    def _search_index_findings(self, full: bool) -> list[tuple[str, str]]:
+        """Whether the derived search index matches the log (revision 0200): its bound is
+        not past the last event, every message event up to the bound has its row, and every
+        row is a message event's (session and type alike); with ``full``, each row's vector
+        is the one its event's payload gives. The writer role may write the index (its
+        searches catch it up), so an index out of step makes ``search`` miss or invent
+        hits without any event being touched."""
+        with self._rlock:
+            conn = self._conn("r")
+            try:
+                through, last, missing, foreign = conn.execute(f"""
+                    SELECT st.indexed_through, (SELECT coalesce(max(position), 0) FROM events),
+                      (SELECT count(*) FROM events AS e WHERE e.type IN {_SEARCH_TYPES}
+                          AND e.position <= st.indexed_through
+                          AND NOT EXISTS (SELECT 1 FROM events_search AS s WHERE s.position = e.position)),
+                      (SELECT count(*) FROM events_search AS s LEFT JOIN events AS e ON e.position = s.position
+                        WHERE e.position IS NULL OR e.type NOT IN {_SEARCH_TYPES}
+                           OR e.session_id <> s.session_id OR e.type <> s.type)
+                    FROM events_search_state AS st""").fetchone()
+                wrong = conn.execute("SELECT count(*) FROM events_search AS s JOIN events AS e USING (position) "
+                                     "WHERE s.tsv <> es_search_vector(e.payload)").fetchone()[0] if full else 0
+            except psycopg.Error as e:
+                return [("storage", f"{self.display}: the search index cannot be read: {_first_line(e)}")]
+        out = []
+        if through > last:
+            out.append(f"its bound (position {through}) is past the last event (position {last})")
+        if missing:
+            out.append(f"{missing} message event(s) up to its bound have no row")
+        if foreign:
+            out.append(f"{foreign} row(s) belong to no message event (position, session or type)")
+        if wrong:
+            out.append(f"{wrong} row(s) hold another vector than their event's payload gives")
+        return [("storage", f"the search index does not match the log: {m}: search may miss or invent hits "
+                            f"(events_search, events_search_state: derived, written by whoever searches)")
+                for m in out]
 
     def _amcheck(self, full: bool) -> list[tuple[str, str]]:
         """amcheck's B-tree checks of the indexes of events and sessions, where the extension
