@@ -199,6 +199,11 @@ def assert_refused_untouched(db: Path) -> None:
 def test_an_older_smaller_copy_restored_beside_a_live_wal_is_refused(live_db, tmp_path):
     db, side = live_db
     kill_writer_after(db, side, 200)
+    # The file alone is whole once SQLite has checkpointed every commit into it (the killed
+    # writer's own checkpoint may have been cut off halfway, which only its WAL mends).
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    conn.close()
     backup = tmp_path / "backup.db"
     shutil.copyfile(db, backup)  # cp of the database file alone, WAL and all left in place
     kill_writer_after(db, side, 300, 1)  # the WAL started over since: it belongs to a newer, larger file
