@@ -628,8 +628,32 @@ def _unique(columns: list[str]) -> list[str]:
     return out
 
 
-@cli.command()
-@click.argument("query", metavar="QUERY", type=TEXT)
+def _query_word(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """QUERY as given. The sql command takes a word it does not know as an option for its
+    QUERY (one that opens with an SQL comment, ``-- note``); a word without a space, such as
+    ``--jsn``, is a mistyped option, and is reported as one."""
+    if value.startswith("-") and value != "-" and not any(c.isspace() for c in value):
+        names = [n for p in ctx.command.params for n in getattr(p, "opts", ()) if n.startswith("-")]
+        raise click.NoSuchOption(value, possibilities=names, ctx=ctx)
+    return value
+
+
+def _utf8_query(query: str) -> str:
+    """``query``, or exits with an error when it is not UTF-8 text: bytes that are not UTF-8
+    arrive from argv as surrogate escapes, which no backend can send."""
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as e:
+        c = ord(query[e.start])
+        what = f"byte 0x{c - 0xDC00:02X}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
+        _fail(f"the query is not UTF-8 text ({what} at character {e.start + 1})")
+    return query
+
+
+# Options may come before or after QUERY; a word that is no option of sql is QUERY (a query
+# may open with an SQL comment, "-- note").
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("query", metavar="QUERY", type=TEXT, callback=_query_word)
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of objects, one per row.")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=30, show_default=True, metavar="SECONDS",
@@ -657,7 +681,12 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
         raise click.UsageError("give --json or --csv, not both")
     fmt = "json" if as_json else "csv" if as_csv else None
     if query == "-":
-        query = sys.stdin.read()
+        data = sys.stdin.buffer.read()
+        try:
+            query = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            _fail(f"-: the query is not UTF-8 text (byte 0x{data[e.start]:02X} at byte {e.start + 1})")
+    query = _utf8_query(query)
     conn = backend_class(ctx.obj["db"]).query_connection(ctx.obj["db"], timeout=timeout or None,
                                                          max_memory=max_memory * 1024 * 1024)
     ctx.call_on_close(conn.close)
