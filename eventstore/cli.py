@@ -16,6 +16,7 @@ import math
 import os
 import re
 import shlex
+import stat
 import sys
 
 import click
@@ -218,6 +219,31 @@ def _jsonl_files(paths: tuple[str, ...], quiet: bool = False) -> tuple[list[str]
     return files, failures
 
 
+def _streams(files: list[str]) -> set[str]:
+    """The import arguments that can be read only once: ``-`` (stdin), and paths that are not
+    regular files (a FIFO, ``/dev/fd/N`` of a pipe, a device). A path that names the same
+    one twice is a usage error: the second reading would find it empty, or wait forever."""
+    out: set[str] = set()
+    seen: dict[tuple[int, int], str] = {}
+    for f in files:
+        if f == "-":
+            out.add(f)
+            continue
+        try:
+            st = os.stat(f)
+        except OSError:
+            continue  # the import reports it
+        if stat.S_ISREG(st.st_mode):
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            twice = "" if seen[st.st_dev, st.st_ino] == f else f" (also as {seen[st.st_dev, st.st_ino]})"
+            raise click.UsageError(f"{f} is not a regular file (a pipe or a device) and can be read only once; "
+                                   f"it is given twice{twice}")
+        seen[st.st_dev, st.st_ino] = f
+        out.add(f)
+    return out
+
+
 def _stderr_is_terminal() -> bool:
     try:
         return os.isatty(sys.stderr.fileno())
@@ -294,8 +320,9 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
             salvage: bool, watch: bool, interval: float, verbose: bool) -> None:
     """Import JSONL files: eventstore sessions, Claude Code transcripts, Codex rollouts.
 
-    A folder means every *.jsonl below it, - is stdin (eventstore format). The format of
-    each file is detected from its first lines unless --format says. Each session is
+    A folder means every *.jsonl below it, - is stdin. The format of each file is detected
+    from its first lines unless --format says. Stdin, a pipe (<(command), a FIFO) or a
+    device is read once, as it comes; --watch takes only regular files. Each session is
     atomic: all its new events or none (with --salvage, a file's valid part). A bad file is
     reported as FILE:LINE: reason and the other files still land; the exit status is then 1.
     Importing a transcript again appends only what its agent wrote since; --watch does so
@@ -303,7 +330,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
     failed. A progress bar shows on a terminal.
     """
     from .bulk import import_jsonl
-    from .transcripts.detect import detect_file, undetected_reason
+    from .transcripts.detect import detect, detect_file, head_reason, read_head, replay, undetected_reason
     from .transcripts.importer import Watcher, import_transcript
 
     files, unreadable = _jsonl_files(paths)
@@ -313,9 +340,12 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
         raise click.UsageError("- (stdin) can be read only once")
     if watch and "-" in files:
         raise click.UsageError("--watch reads files; - (stdin) cannot be watched")
+    streams = _streams(files)  # read once, as they come: stdin, pipes, devices
+    if watch and streams:
+        raise click.UsageError(f"--watch reads files again as they grow; {next(iter(streams))} is not a regular "
+                               "file (a pipe or a device), which can be read only once: import it without --watch")
     store = _store(ctx)
-    sizes = [0 if f == "-" else os.path.getsize(f) for f in files]
-    bar = _Bar("import", len(files), None if "-" in files else sum(sizes))
+    bar = _Bar("import", len(files), None if streams else sum(os.path.getsize(f) for f in files))
     counts = {"imported": 0, "appended": 0, "skipped": 0, "failed": len(unreadable), "salvaged": 0}
     totals = {"events": 0, "normalized": 0}
     for message in unreadable:
@@ -323,11 +353,19 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
 
     def one(f: str, quiet: bool = False) -> None:
         """Import one file, count what happened, print what a user should see."""
+        opened = None
         try:
-            detected = None if f == "-" else detect_file(f)
-            kind = "eventstore" if f == "-" else fmt or detected
+            if f in streams:  # opened once (a pipe has no second reading): detection's bytes are read again
+                source = sys.stdin.buffer if f == "-" else (opened := open(f, "rb"))
+                head = read_head(source)
+                source = replay(head, source)
+                detected = detect(head.data)
+            else:
+                source = f
+                detected = detect_file(f)
+            kind = fmt or detected
             if kind is None:
-                raise InvalidJSONL(f, *undetected_reason(f))
+                raise InvalidJSONL(f, *(head_reason(head) if f in streams else undetected_reason(f)))
             if detected is not None and detected != kind:  # --format is for files whose first lines do not say
                 article = "an" if detected[0] in "aeiou" else "a"
                 raise InvalidJSONL(f, 0, f"this is {article} {detected} file, not {kind}: give --format {detected}, "
@@ -336,19 +374,18 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 raise InvalidJSONL(f, 0, f"--session-id is for an eventstore file without a session/meta line: "
                                          f"a {kind} transcript names its sessions itself")
             if kind != "eventstore":
-                rep = import_transcript(store, f, kind, salvage=salvage)
-            elif f == "-":
-                rep = import_jsonl(store, sys.stdin.buffer, name="-", session_id=session_id,
-                                   append=append, salvage=salvage, progress=bar.advance)
+                rep = import_transcript(store, f, kind, salvage=salvage,
+                                        data=source.read() if f in streams else None)
             else:
-                rep = import_jsonl(store, f, session_id=session_id, append=append, salvage=salvage,
+                rep = import_jsonl(store, source, name=f, session_id=session_id, append=append, salvage=salvage,
                                    progress=bar.advance)
         except InvalidJSONL as e:
             bar.note(str(e))
             counts["failed"] += 1
             return
         except KeyboardInterrupt:  # what was stored of this file is kept; importing it again completes it
-            what = "- (stdin): importing the same input" if f == "-" else f"{f}: running the same command"
+            what = (f"{f}{' (stdin)' if f == '-' else ''}: importing the same input" if f in streams
+                    else f"{f}: running the same command")
             raise KeyboardInterrupt(f"while importing {what} again completes it") from None
         except (EventStoreError, OSError) as e:
             reason = f"{e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
@@ -356,6 +393,8 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
             counts["failed"] += 1
             return
         finally:
+            if opened is not None:
+                opened.close()
             bar.file_done()
         if kind != "eventstore":
             for r in rep.sessions:
@@ -370,7 +409,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 bar.note(f"{f}: salvaged: dropped {len(rep.dropped)} line(s): " + "; ".join(rep.dropped))
             if rep.waiting and verbose:
                 bar.note(f"{f}: the last line is incomplete; it waits for the next run")
-            bar.advance(os.path.getsize(f) if f != "-" else 0, 0)
+            bar.advance(0 if f in streams else os.path.getsize(f), 0)
             return
         counts[rep.status] += 1
         totals["events"] += rep.events
@@ -391,7 +430,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
     watcher = Watcher()
     try:
         for f in files:
-            if f != "-":
+            if f not in streams:
                 list(watcher.due([f]))
             one(f)
     finally:
@@ -628,8 +667,32 @@ def _unique(columns: list[str]) -> list[str]:
     return out
 
 
-@cli.command()
-@click.argument("query", metavar="QUERY", type=TEXT)
+def _query_word(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """QUERY as given. The sql command takes a word it does not know as an option for its
+    QUERY (one that opens with an SQL comment, ``-- note``); a word without a space, such as
+    ``--jsn``, is a mistyped option, and is reported as one."""
+    if value.startswith("-") and value != "-" and not any(c.isspace() for c in value):
+        names = [n for p in ctx.command.params for n in getattr(p, "opts", ()) if n.startswith("-")]
+        raise click.NoSuchOption(value, possibilities=names, ctx=ctx)
+    return value
+
+
+def _utf8_query(query: str) -> str:
+    """``query``, or exits with an error when it is not UTF-8 text: bytes that are not UTF-8
+    arrive from argv as surrogate escapes, which no backend can send."""
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as e:
+        c = ord(query[e.start])
+        what = f"byte 0x{c - 0xDC00:02X}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
+        _fail(f"the query is not UTF-8 text ({what} at character {e.start + 1})")
+    return query
+
+
+# Options may come before or after QUERY; a word that is no option of sql is QUERY (a query
+# may open with an SQL comment, "-- note").
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("query", metavar="QUERY", type=TEXT, callback=_query_word)
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of objects, one per row.")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=30, show_default=True, metavar="SECONDS",
@@ -657,7 +720,12 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
         raise click.UsageError("give --json or --csv, not both")
     fmt = "json" if as_json else "csv" if as_csv else None
     if query == "-":
-        query = sys.stdin.read()
+        data = sys.stdin.buffer.read()
+        try:
+            query = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            _fail(f"-: the query is not UTF-8 text (byte 0x{data[e.start]:02X} at byte {e.start + 1})")
+    query = _utf8_query(query)
     conn = backend_class(ctx.obj["db"]).query_connection(ctx.obj["db"], timeout=timeout or None,
                                                          max_memory=max_memory * 1024 * 1024)
     ctx.call_on_close(conn.close)

@@ -128,7 +128,9 @@ def open_read_only(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **conn
     ``immutable=1`` when SQLite cannot create the ``-shm`` file beside a WAL database (a
     folder the user may only read) and no ``-wal`` file shows a writer at work.
     ``connect_args`` go to ``sqlite3.connect``. Raises ``sqlite3.Error``."""
-    uri = "file:" + quote(os.path.abspath(path)) + "?mode=ro"
+    # The path's bytes, percent-encoded: a file name that is not UTF-8 (Python holds its
+    # bytes as surrogate escapes) opens as the same file, as the read-write open does.
+    uri = "file:" + quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
     args = {"timeout": busy_timeout, "check_same_thread": False, **connect_args}
     conn = sqlite3.connect(uri, uri=True, **args)
     try:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
+from dataclasses import dataclass
+from typing import IO
 
 from . import FORMATS
 
@@ -43,12 +46,55 @@ def detect(head: bytes) -> str | None:
     return None
 
 
+@dataclass
+class Head:
+    """The first :data:`LOOK_AT` lines of a file (each at most ``limit`` bytes) and whether
+    the file ends there. ``data`` is every byte read, to be read again by the import."""
+
+    lines: list[bytes]
+    at_end: bool
+    data: bytes
+
+
+def read_head(f: IO[bytes], limit: int = 64 << 20) -> Head:
+    """The :class:`Head` of the binary stream ``f``, read from where it is (a pipe as much
+    as a file: it is read once, and :func:`replay` gives back the stream from its start)."""
+    lines = [f.readline(limit) for _ in range(LOOK_AT)]
+    more = f.read(1)
+    return Head(lines, not more, b"".join(lines) + more)
+
+
+def replay(head: Head, rest: IO[bytes]) -> IO[bytes]:
+    """A binary stream of ``head``'s bytes followed by what is left of ``rest``: the whole
+    of a stream that cannot be opened twice (a pipe, stdin) after :func:`read_head`."""
+    return io.BufferedReader(_Chain(head.data, rest), buffer_size=1 << 20)
+
+
+class _Chain(io.RawIOBase):
+    def __init__(self, first: bytes, rest: IO[bytes]) -> None:
+        self._first = memoryview(first)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._first:
+            n = min(len(b), len(self._first))
+            b[:n] = self._first[:n]
+            self._first = self._first[n:]
+            return n
+        read1 = getattr(self._rest, "read1", self._rest.read)
+        data = read1(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
 def detect_file(path: str, limit: int = 64 << 20) -> str | None:
     """:func:`detect` on the first :data:`LOOK_AT` lines of the file at ``path`` (at most
     ``limit`` bytes: a transcript's line can hold a whole file or image). Raises ``OSError``."""
     with open(path, "rb") as f:
-        head = b"".join(f.readline(limit) for _ in range(LOOK_AT))
-    return detect(head)
+        return detect(read_head(f, limit).data)
 
 
 def unknown_format_reason() -> str:
@@ -58,16 +104,19 @@ def unknown_format_reason() -> str:
 
 
 def undetected_reason(path: str, limit: int = 64 << 20) -> tuple[int, str]:
-    """Why :func:`detect_file` found no format in the file at ``path``, as ``(line,
+    """:func:`head_reason` of the file at ``path``. Raises ``OSError``."""
+    with open(path, "rb") as f:
+        return head_reason(read_head(f, limit))
+
+
+def head_reason(head: Head) -> tuple[int, str]:
+    """Why :func:`detect` found no format in a file that begins with ``head``, as ``(line,
     reason)`` for :class:`~eventstore.errors.InvalidJSONL` (line 0: the file as a whole):
     the file is empty, holds only blank lines, or its first non-blank line is not UTF-8 (the
-    format was not the problem); otherwise :func:`unknown_format_reason`. Raises ``OSError``."""
-    with open(path, "rb") as f:
-        lines = [f.readline(limit) for _ in range(LOOK_AT)]
-        at_end = not f.read(1)
-    if not any(lines):
+    format was not the problem); otherwise :func:`unknown_format_reason`."""
+    if not any(head.lines):
         return 0, "the file is empty"
-    for lineno, raw in enumerate(lines, 1):
+    for lineno, raw in enumerate(head.lines, 1):
         if not raw.strip():
             continue
         try:
@@ -75,4 +124,4 @@ def undetected_reason(path: str, limit: int = 64 << 20) -> tuple[int, str]:
         except UnicodeDecodeError as e:
             return lineno, f"invalid UTF-8 at byte {e.start + 1} of the line"
         return 0, unknown_format_reason()
-    return 0, "the file holds only blank lines" if at_end else unknown_format_reason()
+    return 0, "the file holds only blank lines" if head.at_end else unknown_format_reason()

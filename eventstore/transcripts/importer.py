@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -125,8 +126,12 @@ def store_converted(store, conv: Converted, path: str) -> SessionResult:
     return SessionResult(conv.session_id, status, len(new), n + len(new), conv.held)
 
 
-def import_transcript(store, path: str, fmt: str, *, salvage: bool = False) -> TranscriptReport:
+def import_transcript(store, path: str, fmt: str, *, salvage: bool = False,
+                      data: bytes | None = None) -> TranscriptReport:
     """Import (or bring up to date) every session of one Claude Code or Codex file.
+
+    ``data`` is the file's bytes, already read (a pipe cannot be opened again); by default
+    the file at ``path`` is read. ``path`` names the file in messages either way.
 
     Returns a :class:`TranscriptReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``: nothing of the file is stored), :class:`ImportConflict`,
@@ -134,7 +139,7 @@ def import_transcript(store, path: str, fmt: str, *, salvage: bool = False) -> T
     atomically; the sessions of one file (a conversation, its forks and subagents) one
     after the other.
     """
-    convs, dropped, waiting = convert_file(path, fmt, salvage=salvage, stored_uuid=_stored_uuid(store))
+    convs, dropped, waiting = convert_file(path, fmt, salvage=salvage, stored_uuid=_stored_uuid(store), data=data)
     rep = TranscriptReport(path, fmt, dropped=dropped, waiting=waiting)
     for conv in convs:
         rep.sessions.append(store_converted(store, conv, path))
@@ -143,7 +148,8 @@ def import_transcript(store, path: str, fmt: str, *, salvage: bool = False) -> T
 
 class Watcher:
     """Which files changed since the last look: a file is due when its size or mtime moved
-    (or it is new). Holds one ``(size, mtime_ns)`` per file."""
+    (or it is new). Holds one ``(size, mtime_ns)`` per file. Only regular files are ever
+    due: a pipe or device can be read only once (and opening a pipe waits for a writer)."""
 
     def __init__(self) -> None:
         self.seen: dict[str, tuple[int, int]] = {}
@@ -155,6 +161,8 @@ class Watcher:
                 st = os.stat(f)
             except OSError:
                 self.seen.pop(f, None)
+                continue
+            if not stat.S_ISREG(st.st_mode):
                 continue
             sig = (st.st_size, st.st_mtime_ns)
             if self.seen.get(f) != sig:
