@@ -1,0 +1,119 @@
+"""A PostgreSQL password is never shown: not when it holds URL delimiters (``/ ? @ # %``, a
+space) that libpq reads differently or cannot parse, not in ``sessions``, ``copy`` or
+``EventStore.open``; a libpq keyword/value string is refused, not made an SQLite file; and
+``demo``'s closing hint works with a database from ``$EVENTSTORE_DB``.
+
+Real processes against a real server (tests/pgserver.py). That server trusts local
+connections, so a wrong password still connects: the failures here are a closed port and
+URLs libpq cannot parse, and for a connection that works the printed URL is checked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from urllib.parse import quote
+
+import pytest
+
+from eventstore import EventStore
+from eventstore.errors import DatabaseError
+
+PASSWORD = "Kw7/Zx9?Qv3@Jm%zz Hy5#Tb8"  # every delimiter, a bad % escape, pieces of 3 and of 2
+PERCENT_HINT = "must be percent-encoded"
+
+
+def leaks(text: str, password: str = PASSWORD) -> list[str]:
+    """The parts of ``password`` found in ``text``: itself, each piece between URL delimiters
+    of 3 characters or more, and any 4 characters in a row (pieces joined by a delimiter)."""
+    pieces = [p for p in re.split(r"[/?@#&=:%\s]+", password) if len(p) >= 3]
+    runs = {password[i:i + 4] for i in range(len(password) - 3)}
+    return [s for s in [password, *pieces, *sorted(runs)] if s in text]
+
+
+@pytest.fixture(scope="module")
+def role(pg_server):
+    """A login role whose password holds every URL delimiter, and a database it owns."""
+    name = f"pwrole_{os.getpid()}"
+    with pg_server.connect() as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {name}")
+        conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{PASSWORD}'")
+    db = pg_server.create_database()
+    with pg_server.connect() as conn:
+        conn.execute(f'ALTER DATABASE "{db}" OWNER TO {name}')
+    with pg_server.connect(db) as conn:
+        conn.execute(f"GRANT ALL ON SCHEMA public TO {name}")
+    yield name, db
+    pg_server.drop_database(db)
+    with pg_server.connect() as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {name}")
+
+
+def run(*argv: str, cwd, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "eventstore", *argv], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def failing_urls(pg_server, role) -> dict[str, tuple[str, str]]:
+    """URLs that cannot connect, by how they fail: ``(url, the password in it)``."""
+    user, db = role
+    hostport = f"127.0.0.1:{pg_server.port}"
+    bare = PASSWORD.replace("%zz", "").replace(" ", "")  # no % or space: libpq parses it, wrongly
+    return {
+        "closed port, password percent-encoded":
+            (f"postgresql://{user}:{quote(PASSWORD, safe='')}@127.0.0.1:1/{db}", PASSWORD),
+        "closed port, password as a parameter":
+            (f"postgresql://{user}@127.0.0.1:1/{db}?password={quote(PASSWORD)}", PASSWORD),
+        "unparsable: the password as typed": (f"postgresql://{user}:{PASSWORD}@{hostport}/{db}", PASSWORD),
+        "unparsable: / ? @ # not encoded": (f"postgresql://{user}:{bare}@{hostport}/{db}", bare),
+        "unparsable: a parameter as typed": (f"postgresql://{user}@{hostport}/{db}?password={PASSWORD}", PASSWORD),
+        # libpq parses these, but takes a piece of the password for the host or the port
+        "misread: @ not encoded": (f"postgresql://{user}:Kw7@Hy5#Tb8@{hostport}/{db}", "Kw7@Hy5#Tb8"),
+        "misread: / not encoded": (f"postgresql://{user}:Kw7/Zx9Qv3@{hostport}/{db}", "Kw7/Zx9Qv3"),
+    }
+
+
+def test_a_url_that_cannot_connect_shows_no_part_of_its_password(pg_server, role, tmp_path):
+    src = tmp_path / "src.db"
+    with EventStore.open(str(src)) as store:
+        store.create_session("s").append("note", {})
+    for how, (url, password) in failing_urls(pg_server, role).items():
+        with pytest.raises(DatabaseError) as e:
+            EventStore.open(url)
+        message = str(e.value)
+        assert "cannot connect" in message and not leaks(message, password), (how, message)
+        if how.startswith(("unparsable", "misread")):
+            assert PERCENT_HINT in message and "%2F" in message, (how, message)
+        else:
+            assert PERCENT_HINT not in message, (how, message)
+        for argv in (["--db", url, "sessions"], ["copy", str(src), url], ["copy", url, str(src)]):
+            p = run(*argv, cwd=tmp_path)
+            out = p.stdout + p.stderr
+            assert p.returncode == 1 and "cannot connect" in p.stderr and not leaks(out, password), (how, argv, out)
+            assert p.stderr.startswith(f"error: postgresql://{role[0]}@127.0.0.1:"), (how, argv, out)
+    assert [n for n in os.listdir(tmp_path) if not n.startswith("src.db")] == []  # none named after a URL
+
+
+def test_a_url_that_connects_is_shown_without_its_password(pg_server, role, tmp_path):
+    user, db = role
+    shown = f"postgresql://{user}@127.0.0.1:{pg_server.port}/{db}"
+    src = tmp_path / "src.db"
+    with EventStore.open(str(src)) as store:
+        store.create_session("s").append("note", {})
+    encoded = f"postgresql://{user}:{quote(PASSWORD, safe='')}@127.0.0.1:{pg_server.port}/{db}"
+    question = f"postgresql://{user}:Kw7?Zx9Qv3@127.0.0.1:{pg_server.port}/{db}"  # libpq reads a raw ? right
+    # a parameter's value may hold an @ too: the user:password part ends before it
+    at_in_parameter = shown + "?password=Kw7@Hy5Tb8"
+    for url in (encoded, question, shown + f"?password={quote(PASSWORD, safe='')}", at_in_parameter):
+        with EventStore.open(url) as store:
+            assert store.backend.display == shown
+        p = run("copy", str(src), url, cwd=tmp_path)
+        assert p.returncode == 0 and p.stderr.endswith(f"written to {shown}\n"), p.stderr
+        p = run("--db", url, "sessions", cwd=tmp_path)
+        assert p.returncode == 0 and "s" in p.stdout.split(), p.stdout + p.stderr
+        p = run("--db", url, "init", cwd=tmp_path)
+        assert p.returncode == 0 and p.stdout.startswith(f"{shown}: ready"), p.stdout + p.stderr
+        out = p.stdout + p.stderr
+        assert not leaks(out, "Kw7?Zx9Qv3") and not leaks(out, "Kw7@Hy5Tb8") and not leaks(out), out
