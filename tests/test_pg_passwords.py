@@ -117,3 +117,38 @@ def test_a_url_that_connects_is_shown_without_its_password(pg_server, role, tmp_
         assert p.returncode == 0 and p.stdout.startswith(f"{shown}: ready"), p.stdout + p.stderr
         out = p.stdout + p.stderr
         assert not leaks(out, "Kw7?Zx9Qv3") and not leaks(out, "Kw7@Hy5Tb8") and not leaks(out), out
+
+
+KEYWORD_STRINGS = [
+    "host=127.0.0.1 port=55432 user=u password=Kw7secret dbname=agents",
+    "dbname=agents password='Kw7 secret' host=127.0.0.1",
+    "  user = u password=Kw7\\ secret",
+    "dbname=agents",
+]
+
+
+@pytest.mark.parametrize("value", KEYWORD_STRINGS)
+def test_a_libpq_keyword_value_string_is_refused_everywhere(value, tmp_path):
+    src = tmp_path / "src.db"
+    with EventStore.open(str(src)) as store:
+        store.create_session("s").append("note", {})
+    runs = [run("copy", str(src), value, cwd=tmp_path), run("copy", value, str(src), cwd=tmp_path),
+            run("--db", value, "sessions", cwd=tmp_path), run("--db", value, "init", cwd=tmp_path),
+            run("sessions", cwd=tmp_path, env={"EVENTSTORE_DB": value}),
+            run("demo", cwd=tmp_path, env={"EVENTSTORE_DB": value})]
+    for p in runs:
+        assert p.returncode == 1 and p.stdout == "", p.stdout + p.stderr
+        assert p.stderr.startswith("error: ") and "a libpq keyword/value string" in p.stderr, p.stderr
+        assert "postgresql://user@host:port/db" in p.stderr and "secret" not in p.stderr, p.stderr
+    with pytest.raises(DatabaseError) as e:
+        EventStore.open(value)
+    assert "postgresql://user@host:port/db" in str(e.value) and "secret" not in str(e.value)
+    assert [n for n in os.listdir(tmp_path) if not n.startswith("src.db")] == []  # none named after it
+
+
+def test_a_file_name_with_an_equals_sign_is_still_a_file(tmp_path):
+    p = run("--db", "data=1.db", "init", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("data=1.db: ready"), p.stdout + p.stderr
+    p = run("--db", "./host=1.db", "init", cwd=tmp_path)  # a keyword: ./ makes it a file
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert {"data=1.db", "host=1.db"} <= set(os.listdir(tmp_path))
