@@ -17,8 +17,10 @@ import sys
 from urllib.parse import quote
 
 import pytest
+from click.testing import CliRunner
 
-from eventstore import EventStore
+from eventstore import EventStore, integrity
+from eventstore.cli import cli
 from eventstore.errors import DatabaseError
 
 PASSWORD = "Kw7/Zx9?Qv3@Jm%zz Hy5#Tb8"  # every delimiter, a bad % escape, pieces of 3 and of 2
@@ -143,6 +145,8 @@ def test_a_libpq_keyword_value_string_is_refused_everywhere(value, tmp_path):
     with pytest.raises(DatabaseError) as e:
         EventStore.open(value)
     assert "postgresql://user@host:port/db" in str(e.value) and "secret" not in str(e.value)
+    findings = [f.message for f in integrity.verify_database(value).findings]
+    assert len(findings) == 1 and "a libpq keyword/value string" in findings[0] and "secret" not in findings[0]
     assert [n for n in os.listdir(tmp_path) if not n.startswith("src.db")] == []  # none named after it
 
 
@@ -152,3 +156,23 @@ def test_a_file_name_with_an_equals_sign_is_still_a_file(tmp_path):
     p = run("--db", "./host=1.db", "init", cwd=tmp_path)  # a keyword: ./ makes it a file
     assert p.returncode == 0, p.stdout + p.stderr
     assert {"data=1.db", "host=1.db"} <= set(os.listdir(tmp_path))
+
+
+def test_demo_hint_omits_db_when_it_came_from_the_environment(pg_server, role, tmp_path):
+    user, db = role
+    url = f"postgresql://{user}:{quote(PASSWORD, safe='')}@127.0.0.1:{pg_server.port}/{db}"
+    shown = f"postgresql://{user}@127.0.0.1:{pg_server.port}/{db}"
+    p = run("demo", cwd=tmp_path, env={"EVENTSTORE_DB": url})
+    assert p.returncode == 0 and f" in {shown}\n" in p.stdout and not leaks(p.stdout + p.stderr), p.stdout + p.stderr
+    next_line = p.stdout.splitlines()[-1]
+    m = re.fullmatch(r"Next: eventstore messages (\S+)   \|   eventstore export (\S+)", next_line)
+    assert m and m[1] == m[2], next_line
+    p = run("messages", m[1], cwd=tmp_path, env={"EVENTSTORE_DB": url})  # the printed command, as printed
+    assert p.returncode == 0 and p.stdout.strip(), p.stderr
+    # given with --db, the hint names it (without the password)
+    r = CliRunner().invoke(cli, ["--db", url, "demo"], catch_exceptions=False)
+    assert r.exit_code == 0 and f"Next: eventstore --db {shown} messages " in r.output, r.output
+    assert not leaks(r.output)
+    # from the environment, a file too is left to the variable
+    r = CliRunner(env={"EVENTSTORE_DB": str(tmp_path / "f.db")}).invoke(cli, ["demo"], catch_exceptions=False)
+    assert r.exit_code == 0 and "Next: eventstore messages " in r.output, r.output
