@@ -173,7 +173,11 @@ def demo(ctx: click.Context) -> None:
         click.echo("  " + ev.to_jsonl())
     click.echo("\nDerived messages (the projection sent to the model):")
     click.echo(json.dumps(s.derive_messages(), indent=2, ensure_ascii=False))
-    db = "" if ctx.obj["db"] == "eventstore.db" else f"--db {shlex.quote(shown)} "
+    # Only a database given as --db is named: one from $EVENTSTORE_DB (or the default) is found
+    # again by the next command as it was, while --db would override the variable with the
+    # shown URL, which lacks the password.
+    given = ctx.find_root().get_parameter_source("db") is click.core.ParameterSource.COMMANDLINE
+    db = f"--db {shlex.quote(shown)} " if given else ""
     click.echo(f"\nNext: eventstore {db}messages {s.id}   |   eventstore {db}export {s.id}")
 
 

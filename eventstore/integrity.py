@@ -117,8 +117,11 @@ def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[s
             backend, owned = open_backend(target, readonly=True), True
         except DatabaseError as e:
             add(Finding("storage", None, None, str(e)))
-            if not isinstance(e, WalMismatch):  # (nothing is read through a foreign -wal)
+            try:
                 cls = backend_class(target)
+            except DatabaseError:  # (no database at all: another scheme, a libpq keyword/value string)
+                return report
+            if not isinstance(e, WalMismatch):  # (nothing is read through a foreign -wal)
                 for kind, message in cls.unopened_findings(os.fspath(target), full):
                     add(Finding(kind, None, None, message))
             return report

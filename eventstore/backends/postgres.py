@@ -43,11 +43,13 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
+from urllib.parse import unquote
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 from psycopg.adapt import Loader
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextLoader
 
 from ..chain import chain_rows, genesis_hash, session_hash
@@ -147,24 +149,113 @@ def conninfo(url: str) -> str:
     return "postgresql://" + rest if scheme.lower() in ("postgresql+psycopg", "postgres") else url
 
 
-def _display(url: str) -> str:
-    """``url`` without its password (for messages): the one of ``user:password@`` and any
-    ``password=`` parameter. The rest stays as written, even in a URL libpq will refuse."""
+_PASSWORD_PARAM = re.compile(r"[?&]password=", re.IGNORECASE)
+_PASSWORD_VALUES = re.compile(r"[?&]password=([^&]*)", re.IGNORECASE)
+_URL_DELIMITERS = re.compile(r"[/?@#&=:%\s]+")
+_HIDDEN = "***"
+PERCENT_HINT = ("a password that holds / ? @ # % or a space must be percent-encoded in the URL: "
+                "/ as %2F, ? as %3F, @ as %40, # as %23, % as %25, a space as %20")
+
+
+def _userinfo(url: str) -> tuple[str, str | None, str | None, str]:
+    """``(scheme, user, password, rest)`` of ``url``, where ``rest`` is what follows the
+    ``user[:password]@``. A password may hold ``/ ? @ #`` and spaces, so it ends at the last
+    ``@`` (before any ``password=`` parameter, whose value may hold ``@`` too) with a ``:``
+    before it; an odd URL may then lose more than its password, never show part of it."""
     scheme, rest = conninfo(url).split("://", 1)
-    rest, _, query = rest.partition("?")
-    netloc, slash, path = rest.partition("/")
-    if "@" in netloc:
-        userinfo, hosts = netloc.rsplit("@", 1)
-        netloc = userinfo.split(":", 1)[0] + "@" + hosts
+    cut = _PASSWORD_PARAM.search(rest)
+    at = rest.rfind("@", 0, cut.start() if cut else len(rest))
+    if at < 0:
+        return scheme, None, None, rest
+    user, colon, password = rest[:at].partition(":")
+    return scheme, user, password if colon else None, rest[at + 1:]
+
+
+def _secrets(url: str) -> list[str]:
+    """What of ``url`` a message must not show, longest first: the password as this module
+    reads it, as libpq reads it (the two differ when it holds an unencoded delimiter), any
+    ``password=`` value, each percent-decoded too, and each of their pieces between URL
+    delimiters of 3 characters or more (libpq may quote such a piece of a URL it cannot parse)."""
+    found = [_userinfo(url)[2] or ""] + _PASSWORD_VALUES.findall(conninfo(url).split("://", 1)[1])
+    try:
+        found.append(conninfo_to_dict(conninfo(url)).get("password") or "")
+    except psycopg.Error:
+        pass
+    found += [unquote(s) for s in found]
+    pieces = [p for s in found for p in _URL_DELIMITERS.split(s) if len(p) >= 3]
+    return sorted({s for s in found + pieces if s}, key=len, reverse=True)
+
+
+def _hide(text: str, secrets: list[str]) -> str:
+    """``text`` with each of ``secrets`` of 3 characters or more replaced by ``***``, and,
+    inside a quoted token (libpq quotes the piece of a URL it could not parse, or the host it
+    could not resolve), every run of 2 or more characters that occurs in a secret too: a
+    password split by a stray delimiter is hidden whole."""
+    for s in secrets:
+        if len(s) >= 3:
+            text = text.replace(s, _HIDDEN)
+    return _QUOTED.sub(lambda m: m[1] + _hide_runs(m[2], secrets) + m[1], text)
+
+
+_QUOTED = re.compile(r"([\"'])(.*?)\1")
+
+
+def _hide_runs(token: str, secrets: list[str]) -> str:
+    """``token`` with each run of 2 or more characters that occurs in one of ``secrets`` as ``***``."""
+    hidden = [False] * len(token)
+    for i in range(len(token)):
+        n = 2
+        while i + n <= len(token) and any(token[i:i + n] in s for s in secrets):
+            n += 1
+        if n > 2:
+            hidden[i:i + n - 1] = [True] * (n - 1)
+    out, i = [], 0
+    while i < len(token):
+        if hidden[i]:
+            while i < len(token) and hidden[i]:
+                i += 1
+            out.append(_HIDDEN)
+        else:
+            out.append(token[i])
+            i += 1
+    return "".join(out)
+
+
+def _display(url: str) -> str:
+    """``url`` without its password (for messages): the one of ``user:password@`` (up to the
+    last ``@``, see :func:`_userinfo`) and any ``password=`` parameter. The rest stays as
+    written, even in a URL libpq will refuse, but for any piece of a password in it."""
+    scheme, user, _, rest = _userinfo(url)
+    hosts, _, query = rest.partition("?")
     kept = [p for p in query.split("&") if p and not p.lower().startswith("password=")]
-    return f"{scheme}://{netloc}{slash}{path}" + ("?" + "&".join(kept) if kept else "")
+    shown = f"{scheme}://" + (f"{user}@" if user is not None else "") + hosts + ("?" + "&".join(kept) if kept else "")
+    return _hide(shown, _secrets(url))
 
 
 def _connect(url: str, display: str, autocommit: bool = True) -> psycopg.Connection:
     try:
         return psycopg.connect(conninfo(url), autocommit=autocommit, application_name="eventstore")
-    except psycopg.Error as e:  # (libpq quotes a URL it cannot parse: shown without its password)
-        raise DatabaseError(f"{display}: cannot connect: {_first_line(e).replace(conninfo(url), display)}") from None
+    except psycopg.Error as e:
+        raise DatabaseError(f"{display}: cannot connect: {_connect_failure(url, e)}") from None
+
+
+def _connect_failure(url: str, e: psycopg.Error) -> str:
+    """libpq's reason, without the password or any piece of it (libpq quotes pieces of a
+    URL it cannot parse), and with :data:`PERCENT_HINT` when the URL has a password and
+    libpq could not parse it (ProgrammingError) or read another password from it."""
+    secrets = _secrets(url)
+    text = _hide(str(e).strip().replace(conninfo(url), _display(url)), secrets)
+    text = text.splitlines()[0] if text else type(e).__name__
+    if not secrets:
+        return text
+    misread = isinstance(e, psycopg.ProgrammingError)
+    if not misread:
+        password = _userinfo(url)[2]
+        try:
+            misread = password is not None and conninfo_to_dict(conninfo(url)).get("password") != unquote(password)
+        except psycopg.Error:
+            misread = True
+    return f"{text} ({PERCENT_HINT})" if misread else text
 
 
 def _first_line(e: BaseException) -> str:
