@@ -99,6 +99,8 @@ def _db_shown(db: str, store: EventStore) -> str:
 def _lasting(db: str) -> str:
     """``db``, unless it names an in-memory database (``:memory:``, ``sqlite://``), which no
     command can use: it would be gone when the command ends. Exits with an error then."""
+    if not db.strip():
+        _fail("the database path is empty: give a file or a postgresql:// URL")
     if db == ":memory:" or db.lower() in ("sqlite://", "sqlite:///:memory:"):
         _fail(f"{db} is an in-memory database, which lasts only as long as one command: "
               "give a file or a postgresql:// URL")

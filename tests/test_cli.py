@@ -174,8 +174,8 @@ def test_import_from_stdin_with_a_session_id(run):
     (["--db", "f.db", "events", "nope"], "error: session 'nope' not found\n"),
     (["--db", "/no/such/folder/x.db", "init"], "error: cannot open database /no/such/folder/x.db: folder /no/such/folder does not exist\n"),
     # an empty --db (an unset variable) or a folder said "no database at <the folder>"
-    (["--db", "", "sessions"], "error: the database path is empty (give a file, an sqlite:// URL or :memory:)\n"),
-    (["--db", "", "init"], "error: the database path is empty (give a file, an sqlite:// URL or :memory:)\n"),
+    (["--db", "", "sessions"], "error: the database path is empty: give a file or a postgresql:// URL\n"),
+    (["--db", "", "init"], "error: the database path is empty: give a file or a postgresql:// URL\n"),
     (["--db", ":memory:", "demo"], "error: :memory: is an in-memory database, which lasts only as long as one "
                                    "command: give a file or a postgresql:// URL\n"),
     (["--db", "sqlite://", "sessions"], "error: sqlite:// is an in-memory database, which lasts only as long as "
