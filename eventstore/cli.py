@@ -648,8 +648,9 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
     (docs/schema.md). Prints a table, or with --json a JSON array of objects, with --csv CSV;
     NULL is null in JSON, empty in CSV; a BLOB is lower-case hex; an infinite REAL (1e400)
     is null in JSON, as JSON.stringify writes it. On a terminal, control characters in
-    tables and CSV are shown as escapes. A query is stopped after --timeout seconds and when
-    it needs more than --max-memory MiB.
+    tables and CSV are shown as escapes. A table's column widths come from its first 1,000
+    rows: a wider value in a later row widens its own line only. A query is stopped after
+    --timeout seconds and when it needs more than --max-memory MiB.
     """
     from .backends import backend_class
     from .errors import QueryError

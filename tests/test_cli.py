@@ -380,6 +380,55 @@ def test_sql_table_of_a_large_store_streams_in_bounded_memory(tmp_path):
     assert lines[20000].index("sess-0009") == start and lines[20000].split()[2] == "1999"
 
 
+def _on_a_terminal(args: list[str], env_extra: dict[str, str]) -> tuple[str, bytes]:
+    """Run ``python -m eventstore ARGS`` with stdout on a pseudo-terminal 60 columns wide:
+    what it wrote there (line ends as \n) and its stderr."""
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TERM")}
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", *args], stdout=follower, stderr=subprocess.PIPE,
+                            env={**env, "COLUMNS": "60", "LINES": "25", "TERM": "xterm", **env_extra})
+    os.close(follower)
+    got = bytearray()
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not data:
+            break
+        got += data
+    os.close(leader)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, err
+    return got.decode().replace("\r\n", "\n"), err
+
+
+def test_sql_table_on_a_terminal(tmp_path):
+    """On a terminal, a short result is fitted to the window by rich (bold header, dim NULL);
+    a long one is streamed with the same styles (none with NO_COLOR) and is not fitted."""
+    db = tmp_path / "t.db"
+    EventStore.open(db).close()
+    words = " ".join(["word"] * 30)
+    out, err = _on_a_terminal(["--db", str(db), "sql", f"SELECT '{words}' AS a, NULL AS b"], {})
+    assert err == b"(1 row)\n"
+    assert "\x1b[1m" in out and "\x1b[2mNULL" in out
+    plain = re.sub("\x1b\\[[0-9;]*m", "", out).splitlines()
+    assert len(plain) > 3 and max(map(len, plain)) <= 60 and "".join(plain).count("word") == 30
+    query = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1001) "
+             "SELECT x, CASE x WHEN 1001 THEN printf('%.100c', 'y') END AS t FROM c")
+    out, err = _on_a_terminal(["--db", str(db), "sql", query], {})
+    assert err == b"(1001 rows)\n"
+    lines = out.split("\n")
+    assert lines[0] == "\x1b[1mx     t   \x1b[0m" and lines[1] == "1     \x1b[2mNULL\x1b[0m"
+    assert lines[1001] == "1001  " + "y" * 100 and lines[1002] == ""
+    out, err = _on_a_terminal(["--db", str(db), "sql", query], {"NO_COLOR": "1"})
+    assert out.split("\n")[:2] == ["x     t   ", "1     NULL"]
+
+
 @pytest.mark.parametrize("fmt", ["--json", "--csv"])
 def test_sql_into_a_closed_pipe_ends_quietly(tmp_path, fmt):
     with EventStore.open(tmp_path / "q.db") as st:
