@@ -754,7 +754,7 @@ def _print_table(columns: list[str], rows: Iterator[tuple]) -> None:
     The rows are streamed: only the first :data:`TABLE_LAYOUT_ROWS` are held, as their
     cut cell texts, to fix the widths; a wider value in a later row widens its own line
     only. A result that fits in those rows, written to a terminal, is laid out by rich to
-    the window's width (a cell wraps inside its column), with a bold header and a dim NULL.
+    the window's width, with a bold header and a dim NULL.
     """
     if not columns:
         return

@@ -429,11 +429,11 @@ def test_sql_table_on_a_terminal(tmp_path):
     assert out.split("\n")[:2] == ["x     t   ", "1     NULL"]
 
 
-@pytest.mark.parametrize("fmt", ["--json", "--csv"])
+@pytest.mark.parametrize("fmt", [["--json"], ["--csv"], []])
 def test_sql_into_a_closed_pipe_ends_quietly(tmp_path, fmt):
     with EventStore.open(tmp_path / "q.db") as st:
         st.create_session("s").append_many([("x", {"i": i}) for i in range(20000)])
-    proc = _run_module(["--db", str(tmp_path / "q.db"), "sql", "SELECT * FROM events", fmt])
+    proc = _run_module(["--db", str(tmp_path / "q.db"), "sql", "SELECT * FROM events", *fmt])
     proc.stdout.readline()
     proc.stdout.close()
     proc.wait(timeout=60)
