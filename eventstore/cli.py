@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
+import itertools
 import json
 import math
 import os
@@ -18,6 +19,7 @@ import re
 import shlex
 import stat
 import sys
+from collections.abc import Iterator
 
 import click
 
@@ -715,8 +717,9 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
     (docs/schema.md). Prints a table, or with --json a JSON array of objects, with --csv CSV;
     NULL is null in JSON, empty in CSV; a BLOB is lower-case hex; an infinite REAL (1e400)
     is null in JSON, as JSON.stringify writes it. On a terminal, control characters in
-    tables and CSV are shown as escapes. A query is stopped after --timeout seconds and when
-    it needs more than --max-memory MiB.
+    tables and CSV are shown as escapes. A table's column widths come from its first 1,000
+    rows: a wider value in a later row widens its own line only. A query is stopped after
+    --timeout seconds and when it needs more than --max-memory MiB.
     """
     from .backends import backend_class
     from .errors import QueryError
@@ -786,7 +789,7 @@ def _print_rows(conn, query: str, fmt: str | None) -> None:
                 buf.truncate()
         out.write(buf.getvalue().encode("utf-8"))
     else:
-        _print_table(columns, list(rows))
+        _print_table(columns, rows)
     out.flush()
 
 
@@ -799,38 +802,125 @@ _CONTROL_OR_NEWLINE = re.compile(f"[\t\n{UNSAFE_CHARS}]")
 TABLE_CELL_MAX = 300  # characters of a value shown in a table cell; --json and --csv show all
 
 
-def _print_table(columns: list[str], rows: list[tuple]) -> None:
+TABLE_LAYOUT_ROWS = 1000  # rows read before the table's column widths are fixed
+
+
+def _table_cells(row: tuple) -> tuple[list[str | None], int]:
+    """A row's values as its table cells show them (None for NULL), and how many were cut."""
+    cells: list[str | None] = []
+    cut = 0
+    for v in row:
+        if v is None:
+            cells.append(None)
+            continue
+        text = _CONTROL.sub(escape_char, str(_plain(v) if isinstance(v, (str, bytes)) else v))
+        if len(text) > TABLE_CELL_MAX:
+            text = text[:TABLE_CELL_MAX] + f"… ({len(text) - TABLE_CELL_MAX} more)"
+            cut += 1
+        cells.append(text)
+    return cells, cut
+
+
+def _print_table(columns: list[str], rows: Iterator[tuple]) -> None:
+    """Write ``rows`` as a table: a column as wide as its widest cell among the header and the
+    first :data:`TABLE_LAYOUT_ROWS` rows (in terminal cells), two spaces between columns,
+    NULL as ``NULL``; then the row count (and how many values were cut) on stderr.
+
+    The rows are streamed: only the first :data:`TABLE_LAYOUT_ROWS` are held, as their
+    cut cell texts, to fix the widths; a wider value in a later row widens its own line
+    only. A result that fits in those rows, written to a terminal, is laid out by rich to
+    the window's width, with a bold header and a dim NULL.
+    """
+    if not columns:
+        return
+    out = _out()
+    header = [_CONTROL.sub(escape_char, _printable(c)) for c in columns]
+    rows = iter(rows)
+    cut = 0
+    first: list[list[str | None]] = []
+    for row in itertools.islice(rows, TABLE_LAYOUT_ROWS):
+        cells, n = _table_cells(row)
+        first.append(cells)
+        cut += n
+    following = next(rows, None)
+    terminal = out.isatty()
+    if terminal and following is None:
+        _print_rich_table(header, first)
+        count = len(first)
+    else:
+        count, cut = _stream_table(out, header, first, following, rows, cut,
+                                   styled=terminal and not os.environ.get("NO_COLOR"))
+    note = f"; {cut} long value{'' if cut == 1 else 's'} cut, see --json or --csv" if cut else ""
+    click.echo(f"({count} row{'' if count == 1 else 's'}{note})", err=True)
+
+
+def _print_rich_table(header: list[str], rows: list[list[str | None]]) -> None:
+    """A short result on a terminal: rich fits the table to the window."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    if not columns:
-        return
     table = Table(box=None, pad_edge=False, header_style="bold", highlight=False)
-    for c in columns:
-        table.add_column(Text(_printable(c)))
-    width = [len(c) for c in columns]
-    cut = 0
-    for row in rows:
-        cells = []
-        for i, v in enumerate(row):
-            if v is None:
-                cells.append(Text("NULL", style="dim"))
-                continue
-            text = str(_plain(v) if isinstance(v, (str, bytes)) else v)
-            text = _CONTROL.sub(escape_char, text)
-            if len(text) > TABLE_CELL_MAX:
-                text = text[:TABLE_CELL_MAX] + f"… ({len(text) - TABLE_CELL_MAX} more)"
-                cut += 1
-            width[i] = max(width[i], max(len(line) for line in text.split("\n")))
-            cells.append(Text(text))
-        table.add_row(*cells)
-    console = Console(highlight=False)
-    if not console.is_terminal:  # piped: as wide as the table needs, so cells are not wrapped
-        console = Console(highlight=False, width=max(80, sum(width) + 2 * len(columns)))
-    console.print(table)
-    note = f"; {cut} long value{'' if cut == 1 else 's'} cut, see --json or --csv" if cut else ""
-    click.echo(f"({len(rows)} row{'' if len(rows) == 1 else 's'}{note})", err=True)
+    for c in header:
+        table.add_column(Text(c))
+    null = Text("NULL", style="dim")
+    for cells in rows:
+        table.add_row(*(null if text is None else Text(text) for text in cells))
+    Console(highlight=False).print(table)
+
+
+def _stream_table(out, header: list[str], first: list[list[str | None]], following: tuple | None,
+                  rows: Iterator[tuple], cut: int, *, styled: bool) -> tuple[int, int]:
+    """Write the header, ``first`` and then ``following`` and the rest of ``rows`` line by
+    line, with column widths fixed by the header and ``first``. Returns the row count and
+    the count of cut values."""
+    from rich.cells import cell_len
+
+    def width(text: str) -> int:
+        return len(text) if text.isascii() else cell_len(text)
+
+    widths = [max(width(line) for line in c.split("\n")) for c in header]
+    for cells in first:
+        for i, text in enumerate(cells):
+            if text is None:
+                widths[i] = max(widths[i], 4)
+            elif "\n" in text:
+                widths[i] = max(widths[i], *map(width, text.split("\n")))
+            else:
+                widths[i] = max(widths[i], width(text))
+    null = "\x1b[2mNULL\x1b[0m" if styled else "NULL"
+
+    def lines(cells: list[str | None], *, bottom: bool = False) -> str:
+        """The row's line(s): each cell padded to its column's width, a wider one to its own;
+        a cell of fewer lines than its neighbour's at the top (at the bottom: the header)."""
+        if not any(text is not None and "\n" in text for text in cells):
+            return "  ".join(null + " " * (w - 4) if text is None else text + " " * (w - width(text))
+                             for text, w in zip(cells, widths, strict=True))
+        split = [[(null, 4)] if text is None else [(line, width(line)) for line in text.split("\n")]
+                 for text in cells]
+        height = max(map(len, split))
+        blank = [("", 0)]
+        split = [blank * (height - len(c)) + c if bottom else c + blank * (height - len(c)) for c in split]
+        return "\n".join("  ".join(line + " " * (w - n) for (line, n), w in zip(row, widths, strict=True))
+                         for row in zip(*split, strict=True))
+
+    head = lines(header, bottom=True)  # rich's header: a short name on the last line of a tall one
+    if styled:  # bold, line by line (a multi-line name keeps each line bold)
+        head = "\n".join(f"\x1b[1m{line}\x1b[0m" for line in head.split("\n"))
+    chunk = [head]
+    chunk.extend(map(lines, first))
+    count = len(first)
+    if following is not None:
+        for row in itertools.chain((following,), rows):
+            cells, n = _table_cells(row)
+            chunk.append(lines(cells))
+            cut += n
+            count += 1
+            if len(chunk) >= 1000:
+                out.write(("\n".join(chunk) + "\n").encode("utf-8", "backslashreplace"))
+                chunk = []
+    out.write(("\n".join(chunk) + "\n").encode("utf-8", "backslashreplace"))
+    return count, cut
 
 
 def _finding_kinds(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> frozenset[str]:

@@ -294,11 +294,146 @@ def test_audit_commands_refuse_a_foreign_database_in_one_line(run, tmp_path, com
     assert (tmp_path / "theirs.db").read_bytes() == before
 
 
-@pytest.mark.parametrize("fmt", ["--json", "--csv"])
+def test_sql_table_of_a_short_result(run, tmp_path):
+    """The table as it has been laid out (by rich): columns two spaces apart, each as wide as
+    its widest cell in terminal cells (漢字 takes 4), NULL as NULL, control characters as
+    escapes, a multi-line value on lines of its own, a BLOB as hex; the count on stderr."""
+    EventStore.open(tmp_path / "t.db").close()
+    query = ("SELECT 1 AS n, 'a' AS t, NULL AS z, 1.5 AS f, x'00ff' AS b, 'two' || char(10) || 'lines' AS m, "
+             "'' AS e, 'é' AS w "
+             "UNION ALL SELECT 12345, 'longer text', 'x', -0.25, x'', 'a', 'xx', char(27) || '[31m' "
+             "UNION ALL SELECT NULL, char(9) || 'tab', '  lead', 1e400, NULL, 'end' || char(10), NULL, '漢字'")
+    r = run("--db", "t.db", "sql", query)
+    assert r.exit_code == 0
+    assert r.stdout.split("\n") == [
+        'n      t            z       f      b     m      e     w       ',
+        '1      a            NULL    1.5    00ff  two          é       ',
+        '                                         lines                ',
+        '12345  longer text  x       -0.25        a      xx    \\x1b[31m',
+        'NULL   \\ttab          lead  inf    NULL  end    NULL  漢字    ',
+        '                                                              ',
+        '']
+    assert r.stderr == "(3 rows)\n"
+    r = run("--db", "t.db", "sql", "SELECT printf('%.310c', 'y') AS a, 'b' AS \"multi\nline\", 1 AS c")
+    assert r.stdout.split("\n") == [f"{'':<311}  multi   ", f"{'a':<311}  line   c", f"{'y' * 300}… (10 more)  b      1", ""]
+    assert r.stderr == "(1 row; 1 long value cut, see --json or --csv)\n"
+
+
+def test_sql_table_of_a_long_result_keeps_the_first_rows_widths(run, tmp_path):
+    """Past the first 1,000 rows the widths are fixed: a wider value widens its own line
+    only; NULLs, cut values and the count go on as before."""
+    EventStore.open(tmp_path / "t.db").close()
+    r = run("--db", "t.db", "sql", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1500) "
+                                   "SELECT x, CASE x WHEN 1400 THEN 'wider than the rest' WHEN 1200 THEN NULL "
+                                   "WHEN 1300 THEN printf('%.400c', 'y') ELSE 'w' END AS t, 'z' AS z FROM c")
+    assert r.exit_code == 0
+    lines = r.stdout.split("\n")
+    assert lines[0] == "x     t  z" and lines[1] == "1     w  z" and lines[1000] == "1000  w  z"
+    assert lines[1001] == "1001  w  z" and lines[1500] == "1500  w  z" and lines[1501] == ""
+    assert lines[1200] == "1200  NULL  z" and lines[1400] == "1400  wider than the rest  z"
+    assert lines[1300] == f"1300  {'y' * 300}… (100 more)  z"
+    assert len(lines) == 1502
+    assert r.stderr == "(1500 rows; 1 long value cut, see --json or --csv)\n"
+
+
+# Runs argv[2:], exits with its status and writes its peak RSS (KiB) to the file argv[1].
+_PEAK_RSS = ("import resource, subprocess, sys; status = subprocess.call(sys.argv[2:]); "
+             "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+             "sys.exit(status)")
+
+
+def test_sql_table_of_a_large_store_streams_in_bounded_memory(tmp_path):
+    """SELECT * FROM events on 20,000 events: the table needs no more memory than on 1,000
+    of them (laid out whole, it needed some 8 kB a row), and writes every row aligned."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "big.db"
+    with EventStore.open(db) as st:
+        for s in range(10):
+            session = st.create_session(f"sess-{s:04d}")
+            for b in range(2):
+                session.append_many([("user/message", {"content": f"message {b * 1000 + i}: " + "lorem ipsum " * 10})
+                                     for i in range(1000)])
+
+    def peak_mib(query: str) -> tuple[float, str, str]:
+        """The peak RSS (MiB), stdout and stderr of ``eventstore sql QUERY``. Started from a
+        small Python (whose RUSAGE_CHILDREN it reports): a child's ru_maxrss counts the
+        memory of the process that forked it, and this one's is large."""
+        with open(tmp_path / "out", "w+b") as out, open(tmp_path / "err", "w+b") as err:
+            subprocess.run([sys.executable, "-c", _PEAK_RSS, str(tmp_path / "rss"), sys.executable, "-m",
+                            "eventstore", "--db", str(db), "sql", query], stdout=out, stderr=err, check=True)
+            out.seek(0)
+            err.seek(0)
+            return int((tmp_path / "rss").read_text()) / 1024, out.read().decode(), err.read().decode()
+
+    small, _out, err = peak_mib("SELECT * FROM events ORDER BY position LIMIT 1000")
+    assert err == "(1000 rows)\n"
+    large, out, err = peak_mib("SELECT * FROM events ORDER BY position")
+    assert err == "(20000 rows)\n"
+    assert large < small + 20, (small, large)
+    lines = out.splitlines()
+    assert len(lines) == 20001 and lines[0].split() == ["position", "session_id", "seq", "type", "ts", "payload",
+                                                         "hash", "event_id"]
+    start = lines[1].index("sess-0000")
+    assert start == lines[0].index("session_id")
+    assert lines[20000].index("sess-0009") == start and lines[20000].split()[2] == "1999"
+
+
+def _on_a_terminal(args: list[str], env_extra: dict[str, str]) -> tuple[str, bytes]:
+    """Run ``python -m eventstore ARGS`` with stdout on a pseudo-terminal 60 columns wide:
+    what it wrote there (line ends as \n) and its stderr."""
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TERM")}
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", *args], stdout=follower, stderr=subprocess.PIPE,
+                            env={**env, "COLUMNS": "60", "LINES": "25", "TERM": "xterm", **env_extra})
+    os.close(follower)
+    got = bytearray()
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not data:
+            break
+        got += data
+    os.close(leader)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, err
+    return got.decode().replace("\r\n", "\n"), err
+
+
+def test_sql_table_on_a_terminal(tmp_path):
+    """On a terminal, a short result is fitted to the window by rich (bold header, dim NULL);
+    a long one is streamed with the same styles (none with NO_COLOR) and is not fitted."""
+    db = tmp_path / "t.db"
+    EventStore.open(db).close()
+    words = " ".join(["word"] * 30)
+    out, err = _on_a_terminal(["--db", str(db), "sql", f"SELECT '{words}' AS a, NULL AS b"], {})
+    assert err == b"(1 row)\n"
+    assert "\x1b[1m" in out and "\x1b[2mNULL" in out
+    plain = re.sub("\x1b\\[[0-9;]*m", "", out).splitlines()
+    assert len(plain) > 3 and max(map(len, plain)) <= 60 and "".join(plain).count("word") == 30
+    query = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1001) "
+             "SELECT x, CASE x WHEN 1001 THEN printf('%.100c', 'y') END AS t FROM c")
+    out, err = _on_a_terminal(["--db", str(db), "sql", query], {})
+    assert err == b"(1001 rows)\n"
+    lines = out.split("\n")
+    assert lines[0] == "\x1b[1mx     t   \x1b[0m" and lines[1] == "1     \x1b[2mNULL\x1b[0m"
+    assert lines[1001] == "1001  " + "y" * 100 and lines[1002] == ""
+    out, err = _on_a_terminal(["--db", str(db), "sql", query], {"NO_COLOR": "1"})
+    assert out.split("\n")[:2] == ["x     t   ", "1     NULL"]
+
+
+@pytest.mark.parametrize("fmt", [["--json"], ["--csv"], []])
 def test_sql_into_a_closed_pipe_ends_quietly(tmp_path, fmt):
     with EventStore.open(tmp_path / "q.db") as st:
         st.create_session("s").append_many([("x", {"i": i}) for i in range(20000)])
-    proc = _run_module(["--db", str(tmp_path / "q.db"), "sql", "SELECT * FROM events", fmt])
+    proc = _run_module(["--db", str(tmp_path / "q.db"), "sql", "SELECT * FROM events", *fmt])
     proc.stdout.readline()
     proc.stdout.close()
     proc.wait(timeout=60)
