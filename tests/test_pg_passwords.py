@@ -176,3 +176,21 @@ def test_demo_hint_omits_db_when_it_came_from_the_environment(pg_server, role, t
     # from the environment, a file too is left to the variable
     r = CliRunner(env={"EVENTSTORE_DB": str(tmp_path / "f.db")}).invoke(cli, ["demo"], catch_exceptions=False)
     assert r.exit_code == 0 and "Next: eventstore messages " in r.output, r.output
+
+
+def test_an_sslpassword_and_a_url_that_is_not_utf8_show_no_secret(tmp_path):
+    """``sslpassword=`` (the client key's) is hidden like ``password=``; a URL holding a byte
+    that is not UTF-8 is one line that says so, without its password."""
+    url = "postgresql://u:Secr3tPW@127.0.0.1:1/db?sslpassword=SSLSECRET&application_name=x"
+    r = run("--db", url, "sessions", cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr.startswith("error: postgresql://u@127.0.0.1:1/db?application_name=x: "
+                                                     "cannot connect: "), r.stderr
+    assert "SSLSECRET" not in r.stderr and "Secr3tPW" not in r.stderr
+    with pytest.raises(DatabaseError) as e:
+        EventStore.open(url)
+    assert "SSLSECRET" not in str(e.value)
+    proc = subprocess.run([sys.executable, "-m", "eventstore", "--db",
+                           b"postgresql://u:Secr3t\xffPW@127.0.0.1:1/db", "sessions"],
+                          capture_output=True, cwd=tmp_path, timeout=120)
+    assert (proc.returncode, proc.stderr) == (1, b"error: postgresql://u@127.0.0.1:1/db: cannot connect: the URL is "
+                                                 b"not UTF-8 text\n")

@@ -149,8 +149,9 @@ def conninfo(url: str) -> str:
     return "postgresql://" + rest if scheme.lower() in ("postgresql+psycopg", "postgres") else url
 
 
-_PASSWORD_PARAM = re.compile(r"[?&]password=", re.IGNORECASE)
-_PASSWORD_VALUES = re.compile(r"[?&]password=([^&]*)", re.IGNORECASE)
+# password= and sslpassword= (the client key's): their values are secrets
+_PASSWORD_PARAM = re.compile(r"[?&][a-z]*password=", re.IGNORECASE)
+_PASSWORD_VALUES = re.compile(r"[?&][a-z]*password=([^&]*)", re.IGNORECASE)
 _URL_DELIMITERS = re.compile(r"[/?@#&=:%\s]+")
 _HIDDEN = "***"
 PERCENT_HINT = ("a password that holds / ? @ # % or a space must be percent-encoded in the URL: "
@@ -178,47 +179,27 @@ def _secrets(url: str) -> list[str]:
     delimiters of 3 characters or more (libpq may quote such a piece of a URL it cannot parse)."""
     found = [_userinfo(url)[2] or ""] + _PASSWORD_VALUES.findall(conninfo(url).split("://", 1)[1])
     try:
-        found.append(conninfo_to_dict(conninfo(url)).get("password") or "")
-    except psycopg.Error:
+        read = conninfo_to_dict(conninfo(url))
+        found += [read.get("password") or "", read.get("sslpassword") or ""]
+    except (psycopg.Error, UnicodeError):
         pass
     found += [unquote(s) for s in found]
     pieces = [p for s in found for p in _URL_DELIMITERS.split(s) if len(p) >= 3]
     return sorted({s for s in found + pieces if s}, key=len, reverse=True)
 
 
-def _hide(text: str, secrets: list[str]) -> str:
-    """``text`` with each of ``secrets`` of 3 characters or more replaced by ``***``, and,
-    inside a quoted token (libpq quotes the piece of a URL it could not parse, or the host it
-    could not resolve), every run of 2 or more characters that occurs in a secret too: a
-    password split by a stray delimiter is hidden whole."""
+def _hide(text: str, secrets: list[str], quoted: bool = False) -> str:
+    """``text`` with each of ``secrets`` of 3 characters or more replaced by ``***``; with
+    ``quoted``, every quoted token too (libpq quotes the piece of a URL it could not parse,
+    or the host it could not resolve: for a URL it misread, that may be any piece of the
+    password, even one character)."""
     for s in secrets:
         if len(s) >= 3:
             text = text.replace(s, _HIDDEN)
-    return _QUOTED.sub(lambda m: m[1] + _hide_runs(m[2], secrets) + m[1], text)
+    return _QUOTED.sub(lambda m: m[1] + _HIDDEN + m[1], text) if quoted else text
 
 
 _QUOTED = re.compile(r"([\"'])(.*?)\1")
-
-
-def _hide_runs(token: str, secrets: list[str]) -> str:
-    """``token`` with each run of 2 or more characters that occurs in one of ``secrets`` as ``***``."""
-    hidden = [False] * len(token)
-    for i in range(len(token)):
-        n = 2
-        while i + n <= len(token) and any(token[i:i + n] in s for s in secrets):
-            n += 1
-        if n > 2:
-            hidden[i:i + n - 1] = [True] * (n - 1)
-    out, i = [], 0
-    while i < len(token):
-        if hidden[i]:
-            while i < len(token) and hidden[i]:
-                i += 1
-            out.append(_HIDDEN)
-        else:
-            out.append(token[i])
-            i += 1
-    return "".join(out)
 
 
 def _display(url: str) -> str:
@@ -227,9 +208,10 @@ def _display(url: str) -> str:
     written, even in a URL libpq will refuse, but for any piece of a password in it."""
     scheme, user, _, rest = _userinfo(url)
     hosts, _, query = rest.partition("?")
-    kept = [p for p in query.split("&") if p and not p.lower().startswith("password=")]
+    kept = [p for p in query.split("&") if p and not _PASSWORD_PARAM.match("&" + p)]
     shown = f"{scheme}://" + (f"{user}@" if user is not None else "") + hosts + ("?" + "&".join(kept) if kept else "")
-    return _hide(shown, _secrets(url))
+    # (a byte that is not UTF-8 arrives as a lone surrogate, which no terminal can print)
+    return _hide(shown, _secrets(url)).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _connect(url: str, display: str, autocommit: bool = True) -> psycopg.Connection:
@@ -237,6 +219,8 @@ def _connect(url: str, display: str, autocommit: bool = True) -> psycopg.Connect
         return psycopg.connect(conninfo(url), autocommit=autocommit, application_name="eventstore")
     except psycopg.Error as e:
         raise DatabaseError(f"{display}: cannot connect: {_connect_failure(url, e)}") from None
+    except UnicodeEncodeError:  # (bytes of the command line that are not UTF-8)
+        raise DatabaseError(f"{display}: cannot connect: the URL is not UTF-8 text") from None
 
 
 def _connect_failure(url: str, e: psycopg.Error) -> str:
@@ -244,17 +228,15 @@ def _connect_failure(url: str, e: psycopg.Error) -> str:
     URL it cannot parse), and with :data:`PERCENT_HINT` when the URL has a password and
     libpq could not parse it (ProgrammingError) or read another password from it."""
     secrets = _secrets(url)
-    text = _hide(str(e).strip().replace(conninfo(url), _display(url)), secrets)
-    text = text.splitlines()[0] if text else type(e).__name__
-    if not secrets:
-        return text
-    misread = isinstance(e, psycopg.ProgrammingError)
-    if not misread:
+    misread = bool(secrets) and isinstance(e, psycopg.ProgrammingError)
+    if secrets and not misread:
         password = _userinfo(url)[2]
         try:
             misread = password is not None and conninfo_to_dict(conninfo(url)).get("password") != unquote(password)
         except psycopg.Error:
             misread = True
+    text = _hide(str(e).strip().replace(conninfo(url), _display(url)), secrets, quoted=misread)
+    text = text.splitlines()[0] if text else type(e).__name__
     return f"{text} ({PERCENT_HINT})" if misread else text
 
 
