@@ -512,8 +512,9 @@ def own_server(pg_server):
 
 
 def test_tail_f_goes_on_after_a_server_restart(own_server):
-    """A real `tail -f` process: the server restarts under it, and events appended after the
-    restart are shown, with nothing on stderr."""
+    """Real `tail -f` processes, one following a session, one waiting for a session not
+    stored yet: the server restarts under them, and events appended after the restart are
+    shown, with nothing on stderr."""
     import subprocess
     import sys
 
@@ -521,28 +522,35 @@ def test_tail_f_goes_on_after_a_server_restart(own_server):
     with EventStore.open(url) as store:
         s = store.create_session("live")
         s.append("user/message", {"content": "before the restart"})
-    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", url, "tail", "-f", "live", "--timeout", "30"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out: list[str] = []
-    reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
-    reader.start()
+    tails = {sid: subprocess.Popen([sys.executable, "-m", "eventstore", "--db", url, "tail", "-f", sid,
+                                    "--timeout", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for sid in ("live", "later")}
+    out: dict[str, list[str]] = {sid: [] for sid in tails}
+    for sid, proc in tails.items():
+        threading.Thread(target=lambda o=out[sid], p=proc: o.extend(p.stdout), daemon=True).start()
 
-    def shown(text: str) -> None:
+    def shown(sid: str, text: str) -> None:
         deadline = time.monotonic() + 60
-        while not any(text in line for line in out):
-            assert proc.poll() is None and time.monotonic() < deadline, (out, proc.stderr.read())
+        while not any(text in line for line in out[sid]):
+            assert tails[sid].poll() is None and time.monotonic() < deadline, (out, tails[sid].stderr.read())
             time.sleep(0.02)
 
     try:
-        shown("before the restart")
+        shown("live", "before the restart")
+        waiting = tails["later"].stderr.readline()  # said once, on stderr, before it waits
+        assert waiting == "waiting for session 'later' (Ctrl-C stops)\n"
         server.restart()
         with EventStore.open(url) as store:
             store.session("live").append("user/message", {"content": "after the restart"})
-        shown("after the restart")
+            store.create_session("later").append("user/message", {"content": "a new session"})
+        shown("live", "after the restart")
+        shown("later", "a new session")
     finally:
-        proc.terminate()
-        _out, err = proc.communicate(timeout=30)
-    assert err == ""
+        errors = {}
+        for sid, proc in tails.items():
+            proc.terminate()
+            errors[sid] = proc.communicate(timeout=30)[1]
+    assert errors == {"live": "", "later": ""}
 
 
 def test_a_follower_refuses_to_go_on_when_the_restarted_server_lost_what_it_read(own_server):

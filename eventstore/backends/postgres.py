@@ -449,12 +449,18 @@ class PostgresBackend(Backend):
                                 f"the flush to disk: {_first_line(e)}") from None
 
     def _read(self, sql: str, params: tuple = ()) -> list:
+        """Rows of one read on the read connection. A read that finds the connection lost
+        (the server restarted since the last one) runs once more on a new connection:
+        reads change nothing, so running one again is safe (writes are never retried)."""
         with self._rlock:
-            conn = self._conn("r")
-            try:
-                return conn.execute(sql, params).fetchall()
-            except psycopg.Error as e:
-                raise self._error(e) from None
+            for retry in (False, True):
+                conn = self._conn("r")
+                try:
+                    return conn.execute(sql, params).fetchall()
+                except psycopg.Error as e:
+                    if retry or not conn.closed:
+                        raise self._error(e) from None
+        raise AssertionError("unreachable")
 
     def _one(self, sql: str, params: tuple = ()):
         rows = self._read(sql, params)
