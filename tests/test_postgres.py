@@ -735,8 +735,12 @@ def test_roles_refuses_names_whose_privileges_it_would_revoke(pg_server):
         conn.execute(f'CREATE DATABASE "{name}" OWNER {owner}')
     try:
         url = pg_server.url(name, owner)
+        with pg_server.connect() as conn:
+            conn.execute(f"CREATE ROLE kid_{tag} IN ROLE {owner}")
         cases = [([owner, f"a_{tag}"], f"role {owner!r} owns the tables"),
                  ([f"w_{tag}", "postgres"], "role 'postgres' is a superuser"),
+                 ([f"kid_{tag}", f"a_{tag}"], f"role 'kid_{tag}' is a member of the tables' owner"),
+                 ([f"{owner} ", f"a_{tag}"], f"role name '{owner} ': no role name starts or ends with a space"),
                  ([f"w_{tag}", f"w_{tag}"], f"the writer and auditor roles must differ (both are 'w_{tag}')")]
         for (writer, auditor), said in cases:
             r = CliRunner().invoke(cli, ["--db", url, "roles", "--writer", writer, "--auditor", auditor])
@@ -747,11 +751,18 @@ def test_roles_refuses_names_whose_privileges_it_would_revoke(pg_server):
             assert conn.execute("SELECT has_table_privilege('alembic_version', 'UPDATE'), "
                                 "has_table_privilege('events', 'INSERT'), "
                                 "(SELECT count(*) FROM pg_roles WHERE rolname LIKE %s)",
-                                (f"%_{tag}",)).fetchone() == (True, True, 1)  # (only the owner itself)
+                                (f"%_{tag}",)).fetchone() == (True, True, 2)  # (the owner and its member)
+        # a name that holds the DO blocks' $$ quote gets another one
+        r = CliRunner().invoke(cli, ["--db", url, "roles", "--writer", f"w$${tag}", "--auditor", f"a_{tag}"])
+        assert r.exit_code == 0, r.output
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT has_table_privilege(%s, 'events', 'INSERT')",
+                                (f"w$${tag}",)).fetchone() == (True,)
     finally:
         pg_server.drop_database(name)
         with pg_server.connect() as conn:
-            conn.execute(f"DROP ROLE IF EXISTS {owner}")
+            for role in (f"w$${tag}", f"a_{tag}", f"kid_{tag}", owner):
+                conn.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 def test_roles_as_an_owner_without_createrole_says_what_it_needs(pg_server):

@@ -36,6 +36,7 @@ end the parent's sessions).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
@@ -1477,9 +1478,10 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
     ident = pg_sql.Identifier
     w, a, s = (ident(writer).as_string(None), ident(auditor).as_string(None), ident(schema).as_string(None))
     db = ident(database).as_string(None) if database else None
+    q = next(t for t in (f"$es{n}$" if n else "$$" for n in itertools.count()) if t not in w + a)  # (a body quote)
     lines = [
-        f"DO $$ BEGIN CREATE ROLE {w} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;",
-        f"DO $$ BEGIN CREATE ROLE {a} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;",
+        f"DO {q} BEGIN CREATE ROLE {w} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END {q};",
+        f"DO {q} BEGIN CREATE ROLE {a} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END {q};",
     ]
     if db:
         lines.append(f"GRANT CONNECT ON DATABASE {db} TO {w}, {a};")
@@ -1503,26 +1505,40 @@ ROLES_SQL = roles_sql()
 
 
 def check_role_names(backend: PostgresBackend, writer: str, auditor: str) -> None:
-    """Refuse role names that :func:`roles_sql` would harm: the same name for both, or a role
-    that owns the tables, runs this, or is a superuser (its grants would be revoked and
-    replaced by the writer's or auditor's). Raises :class:`DatabaseError`."""
+    """Refuse role names that :func:`roles_sql` would harm or could not limit: the same name
+    for both, a name that starts or ends with a space (a look-alike), a role that owns the
+    tables or runs this (its grants would be revoked), a superuser or a member of the
+    tables' owner (no grant limits it). Raises :class:`DatabaseError`."""
     if writer == auditor:
         raise DatabaseError(f"the writer and auditor roles must differ (both are {writer!r})")
+    for name in (writer, auditor):
+        if not name.strip() or name != name.strip():
+            raise DatabaseError(f"role name {name!r}: no role name starts or ends with a space here (a look-alike "
+                                f"of another role)")
     with backend._rlock:
         conn = backend._conn("r")
         try:
             owner, me = conn.execute("SELECT tableowner, current_user FROM pg_tables WHERE tablename = 'events' "
                                      "AND schemaname = current_schema()").fetchone()
-            supers = {r[0] for r in conn.execute("SELECT rolname FROM pg_roles WHERE rolsuper AND rolname IN (%s, %s)",
-                                                  (writer, auditor))}
+            # existing roles that are superusers, or members of the tables' owner
+            powers = dict(conn.execute(
+                "SELECT rolname, rolsuper FROM pg_roles WHERE rolname IN (%s, %s) "
+                "AND (rolsuper OR pg_has_role(oid, (SELECT oid FROM pg_roles WHERE rolname = %s), 'MEMBER'))",
+                (writer, auditor, owner)).fetchall())
         except psycopg.Error as e:
             raise backend._error(e) from None
     for name in (writer, auditor):
-        why = ("owns the tables" if name == owner else "is the role running this" if name == me
-               else "is a superuser" if name in supers else None)
-        if why:
-            raise DatabaseError(f"role {name!r} {why}: the set-up would revoke its privileges; name a new role "
-                                f"for --writer and --auditor (by default eventstore_writer and eventstore_auditor)")
+        if name in (owner, me):
+            why = (f"{'owns the tables' if name == owner else 'is the role running this'}: the set-up would revoke "
+                   f"its privileges")
+        elif name in powers:
+            why = ("is a superuser, whom no privilege limits" if powers[name] else
+                   "is a member of the tables' owner: it keeps the owner's powers (ALTER, DROP, switching triggers "
+                   "off) whatever is granted")
+        else:
+            continue
+        raise DatabaseError(f"role {name!r} {why}; name a new role for --writer and --auditor (by default "
+                            f"eventstore_writer and eventstore_auditor)")
 
 
 def apply_roles(backend: PostgresBackend, text: str) -> None:
