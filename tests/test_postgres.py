@@ -718,6 +718,10 @@ def test_writer_and_auditor_roles(pg_server, pg_url, tmp_path):
                                           f"(role 'nobody1' {hint}\n")
     r = runner.invoke(cli, ["--db", nobody, "sql", "SELECT 1 AS one"])  # (no schema warning: it cannot read it)
     assert (r.exit_code, r.stdout, r.stderr) == (0, "one\n1  \n", "(1 row)\n")
+    r = runner.invoke(cli, ["--db", nobody, "sql", "SELECT count(*) FROM events"])
+    assert (r.exit_code, r.stderr) == (1, "error: refused: permission denied for table events (role 'nobody1' may "
+                                          "not; eventstore_auditor, which `eventstore roles` creates, may read every "
+                                          "table)\n")
     with psycopg.connect(writer, autocommit=True) as conn:
         assert snapshot(conn) == before
 

@@ -1363,6 +1363,7 @@ class PgQueryConnection(QueryConnection):
         self._display = _display(url)
         self.timeout = timeout or None
         self._conn = _connect(url, self._display, autocommit=True)
+        self._user = repr(self._conn.info.user)
         self._conn.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
         if max_memory is not None:  # work_mem bounds each sort and hash (they spill to disk past it)
             current = self._conn.execute("SELECT setting::bigint * 1024 FROM pg_settings "
@@ -1395,7 +1396,7 @@ class PgQueryConnection(QueryConnection):
                                  "a read-only transaction of its own)")
         except psycopg.Error as e:
             self._rollback()
-            raise QueryError(*_query_error(e, self.timeout)) from None
+            raise QueryError(*_query_error(e, self.timeout, self._user)) from None
         except KeyboardInterrupt:
             self._rollback()
             raise QueryError("interrupted (Ctrl-C)") from None
@@ -1412,7 +1413,7 @@ class PgQueryConnection(QueryConnection):
                             yield row if all(isinstance(v, _PLAIN) for v in row) else tuple(
                                 v if isinstance(v, _PLAIN) else str(v) for v in row)
             except psycopg.Error as e:
-                raise QueryError(*_query_error(e, self.timeout)) from None
+                raise QueryError(*_query_error(e, self.timeout, self._user)) from None
             finally:
                 self._rollback()
 
@@ -1428,12 +1429,17 @@ class PgQueryConnection(QueryConnection):
         self._conn.close()
 
 
-def _query_error(e: psycopg.Error, timeout: float | None = QUERY_TIMEOUT) -> tuple[str, str | None]:
-    """The message of :class:`QueryError` for ``e``, and which limit stopped the query."""
+def _query_error(e: psycopg.Error, timeout: float | None = QUERY_TIMEOUT,
+                 user: str | None = None) -> tuple[str, str | None]:
+    """The message of :class:`QueryError` for ``e`` (a query of role ``user``), and which
+    limit stopped the query."""
     if isinstance(e, pg_errors.ReadOnlySqlTransaction):
         # (the server names the statement's own command: SELECT for a data-modifying WITH)
         return f"refused: the query writes, and eventstore sql only reads ({e.diag.message_primary})", None
-    if isinstance(e, pg_errors.InsufficientPrivilege | pg_errors.ActiveSqlTransaction):
+    if isinstance(e, pg_errors.InsufficientPrivilege):
+        return (f"refused: {e.diag.message_primary or _first_line(e)} (role {user or 'this role'} may not; "
+                f"eventstore_auditor, which `eventstore roles` creates, may read every table)"), None
+    if isinstance(e, pg_errors.ActiveSqlTransaction):
         return f"refused: {e.diag.message_primary or _first_line(e)} (eventstore sql only reads)", None
     if isinstance(e, pg_errors.QueryCanceled):
         if timeout:
