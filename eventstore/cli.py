@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import click
 
 from . import __version__
-from .errors import EventStoreError, InvalidJSONL, SessionNotFound
+from .errors import DatabaseError, EventStoreError, InvalidJSONL, SessionNotFound, WalMismatch
 from .store import EventStore
 from .tailview import UNSAFE_CHARS, escape_char
 
@@ -399,6 +399,8 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
             reason = f"{e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
             bar.note(f"{f}: {reason}")
             counts["failed"] += 1
+            if isinstance(e, DatabaseError) and not isinstance(e, WalMismatch):
+                watcher.forget(f)  # the database was away or busy, not the file at fault: the next look tries again
             return
         finally:
             if opened is not None:
@@ -1141,7 +1143,6 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
     from rich.text import Text
 
     from .backends import is_postgres_url
-    from .errors import DatabaseError
     from .search import MARK_END, MARK_START, RANK_WINDOW, catch_up, count
     from .search import search as run_search
 

@@ -125,6 +125,7 @@ class PgServer:
             self.port = _free_port()
             options = [f"-p {self.port}", f"-k {self.folder}", "-c listen_addresses=127.0.0.1"]
             options += [f"-c {k}={v}" for k, v in self.settings.items()]
+            self._options = options
             proc = subprocess.run(_as_server_user([
                 str(self.bindir / "pg_ctl"), "start", "-w", "-t", "60", "-D", str(data),
                 "-l", str(self.folder / "server.log"), "-o", " ".join(options)]),
@@ -140,6 +141,16 @@ class PgServer:
         again on the same port with the same settings; returns once it accepts connections."""
         self._run([str(self.bindir / "pg_ctl"), "restart", "-w", "-t", "60", "-m", "fast", "-D",
                    str(self.folder / "data"), "-l", str(self.folder / "server.log")], "pg_ctl restart")
+
+    def halt(self) -> None:
+        """Stop the cluster (``fast``), keeping its data: :meth:`resume` starts it again."""
+        self._run([str(self.bindir / "pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(self.folder / "data")],
+                  "pg_ctl stop")
+
+    def resume(self) -> None:
+        """Start a cluster :meth:`halt` stopped, on the same port with the same settings."""
+        self._run([str(self.bindir / "pg_ctl"), "start", "-w", "-t", "60", "-D", str(self.folder / "data"),
+                   "-l", str(self.folder / "server.log"), "-o", " ".join(self._options)], "pg_ctl start")
 
     def stop(self) -> None:
         """Stop the cluster (immediately: nothing in it is kept) and remove its folder."""

@@ -553,6 +553,52 @@ def test_tail_f_goes_on_after_a_server_restart(own_server):
     assert errors == {"live": "", "later": ""}
 
 
+def test_import_watch_tries_again_a_file_the_database_was_away_for(own_server, tmp_path):
+    """A real `import --watch` process: lines written while the server is stopped fail to
+    import (said on stderr), and are imported once it is back, though the file did not
+    change since."""
+    import subprocess
+    import sys
+
+    server, url = own_server
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    log = folder / "agent.jsonl"
+    lines = [json.dumps({"type": "session/meta", "id": "w"}, separators=(",", ":"))]
+    lines += [json.dumps({"type": "user/message", "seq": i, "ts": 1764460800 + i, "content": f"m{i}"},
+                         separators=(",", ":")) for i in range(4)]
+    log.write_text("\n".join(lines[:3]) + "\n")
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", url, "import", "--watch", "--append",
+                             str(folder), "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    err: list[str] = []
+    threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True).start()
+
+    def stored() -> int:
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+                return conn.execute("SELECT count(*) FROM events WHERE session_id = 'w'").fetchone()[0]
+        except (psycopg.OperationalError, pg_errors.UndefinedTable):  # (server away; schema not made yet)
+            return -1
+
+    def wait(condition, what: str) -> None:
+        deadline = time.monotonic() + 60
+        while not condition():
+            assert proc.poll() is None and time.monotonic() < deadline, (what, err)
+            time.sleep(0.05)
+
+    try:
+        wait(lambda: stored() == 2, "the first two events")
+        server.halt()
+        log.write_text("\n".join(lines) + "\n")
+        wait(lambda: any("agent.jsonl: " in line and "cannot connect" in line for line in err), "the failure")
+        server.resume()
+        wait(lambda: stored() == 4, "the rest, once the server is back")
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
 def test_a_follower_refuses_to_go_on_when_the_restarted_server_lost_what_it_read(own_server):
     """After a restart the follower checks that the last event it handed out is still
     stored (a crash loses the last asynchronous commits, and new events would take their

@@ -168,3 +168,8 @@ class Watcher:
             if self.seen.get(f) != sig:
                 self.seen[f] = sig
                 yield f
+
+    def forget(self, f: str) -> None:
+        """Make ``f`` due at the next look whether or not it changes (its import failed for
+        a reason other than its content)."""
+        self.seen.pop(f, None)
