@@ -8,12 +8,14 @@ parametrized ``store`` fixture."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import multiprocessing as mp
 import sqlite3
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -772,19 +774,32 @@ def test_writer_and_auditor_roles(pg_server, pg_url, tmp_path):
         assert snapshot(conn) == before
 
 
+@contextlib.contextmanager
+def owned_database(pg_server, *options: str):
+    """A new login role (with ``options``, e.g. CREATEROLE) owning a new database: yields
+    ``(tag, owner, database name, the owner's URL)``; drops the database and every role
+    named ``*_TAG`` afterwards."""
+    tag = uuid.uuid4().hex[:8]
+    owner, name = f"owner_{tag}", f"owned_{tag}"
+    with pg_server.connect() as conn:
+        conn.execute(f"CREATE ROLE {owner} LOGIN {' '.join(options)}")
+        conn.execute(f'CREATE DATABASE "{name}" OWNER {owner}')
+    try:
+        yield tag, owner, name, pg_server.url(name, owner)
+    finally:
+        pg_server.drop_database(name)
+        with pg_server.connect() as conn:
+            for (role,) in conn.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s ORDER BY rolname = %s",
+                                        (f"%{tag}", owner)).fetchall():
+                conn.execute(f'DROP OWNED BY "{role}" CASCADE')
+                conn.execute(f'DROP ROLE "{role}"')
+
+
 def test_roles_refuses_names_whose_privileges_it_would_revoke(pg_server):
     """--writer or --auditor naming the tables' owner, the role running it or a superuser
     (the set-up revokes a role's privileges before granting its own), or one role for
     both, is refused before any grant; the owner keeps what it had."""
-    import uuid
-
-    tag = uuid.uuid4().hex[:8]
-    owner, name = f"owner_{tag}", f"owned_{tag}"
-    with pg_server.connect() as conn:
-        conn.execute(f"CREATE ROLE {owner} LOGIN CREATEROLE")
-        conn.execute(f'CREATE DATABASE "{name}" OWNER {owner}')
-    try:
-        url = pg_server.url(name, owner)
+    with owned_database(pg_server, "CREATEROLE") as (tag, owner, name, url):
         with pg_server.connect() as conn:
             conn.execute(f"CREATE ROLE kid_{tag} IN ROLE {owner}")
         cases = [([owner, f"a_{tag}"], f"role {owner!r} owns the tables"),
@@ -808,25 +823,12 @@ def test_roles_refuses_names_whose_privileges_it_would_revoke(pg_server):
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute("SELECT has_table_privilege(%s, 'events', 'INSERT')",
                                 (f"w$${tag}",)).fetchone() == (True,)
-    finally:
-        pg_server.drop_database(name)
-        with pg_server.connect() as conn:
-            for role in (f"w$${tag}", f"a_{tag}", f"kid_{tag}", owner):
-                conn.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 def test_roles_as_an_owner_without_createrole_says_what_it_needs(pg_server):
     """The database's owner may create the tables but not roles: `roles` says which role
     runs it (the error recognised by SQLSTATE 42501), and runs once given CREATEROLE."""
-    import uuid
-
-    tag = uuid.uuid4().hex[:8]
-    owner, name = f"owner_{tag}", f"owned_{tag}"
-    with pg_server.connect() as conn:
-        conn.execute(f"CREATE ROLE {owner} LOGIN")
-        conn.execute(f'CREATE DATABASE "{name}" OWNER {owner}')
-    try:
-        url = pg_server.url(name, owner)
+    with owned_database(pg_server) as (tag, owner, name, url):
         args = ["--db", url, "roles", "--writer", f"w_{tag}", "--auditor", f"a_{tag}"]
         r = CliRunner().invoke(cli, args)
         assert r.exit_code == 1
@@ -841,12 +843,6 @@ def test_roles_as_an_owner_without_createrole_says_what_it_needs(pg_server):
             assert conn.execute("SELECT has_table_privilege(%s, 'events', 'INSERT'), "
                                 "has_table_privilege(%s, 'events', 'INSERT')",
                                 (f"w_{tag}", f"a_{tag}")).fetchone() == (True, False)
-    finally:
-        pg_server.drop_database(name)
-        with pg_server.connect() as conn:
-            for role in (f"w_{tag}", f"a_{tag}", owner):
-                conn.execute(f"DROP OWNED BY {role} CASCADE" if role == owner else f"DROP ROLE IF EXISTS {role}")
-            conn.execute(f"DROP ROLE IF EXISTS {owner}")
 
 
 # --- eventstore sql ---------------------------------------------------------------------------
