@@ -24,6 +24,7 @@ from .errors import (
     InvalidEvent,
     InvalidJSONL,
     QueryError,
+    SchemaOutdated,
     SeqConflict,
     SessionExists,
     SessionNotFound,
@@ -57,6 +58,7 @@ __all__ = [
     "DatabaseError",
     "QueryError",
     "CheckpointError",
+    "SchemaOutdated",
     "WalMismatch",
 ]
 

@@ -139,6 +139,18 @@ class CheckpointError(EventStoreError):
     checkpoint, a field of the wrong type, a key file that is no Ed25519 key."""
 
 
+class SchemaOutdated(DatabaseError):
+    """An eventstore database at an older schema revision, opened read-only (``verify``,
+    ``sql``, an auditor's role): a read-only open does not upgrade it. Opening it once for
+    writing (``eventstore init``, as the database's owner on PostgreSQL) upgrades it;
+    ``revision`` is the one it is at, ``head`` the one this eventstore writes."""
+
+    def __init__(self, message: str, revision: str, head: str):
+        super().__init__(message)
+        self.revision = revision
+        self.head = head
+
+
 class WalMismatch(DatabaseError):
     """The ``-wal`` file beside a database was written for another database (or another
     copy of it); the database was not opened, and nothing was read through the WAL."""

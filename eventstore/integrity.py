@@ -30,7 +30,7 @@ from .audit import Finding, VerifyReport, verify
 from .backends import backend_class, open_backend
 from .backends.base import Backend
 from .chain import session_hash_changes
-from .errors import DatabaseError, SessionNotFound, WalMismatch
+from .errors import DatabaseError, SchemaOutdated, SessionNotFound, WalMismatch
 
 __all__ = ["CLOCK_SLACK", "verify_database"]
 
@@ -121,7 +121,8 @@ def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[s
                 cls = backend_class(target)
             except DatabaseError:  # (no database at all: another scheme, a libpq keyword/value string)
                 return report
-            if not isinstance(e, WalMismatch):  # (nothing is read through a foreign -wal)
+            # nothing is read through a foreign -wal; an older revision's schema is as it should be
+            if not isinstance(e, (WalMismatch, SchemaOutdated)):
                 for kind, message in cls.unopened_findings(os.fspath(target), full):
                     add(Finding(kind, None, None, message))
             return report

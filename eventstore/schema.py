@@ -21,6 +21,8 @@ it column by column. Tables:
 
 from __future__ import annotations
 
+from .errors import SchemaOutdated
+
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
 SCHEMA_REVISION = "0240"
 
@@ -33,6 +35,15 @@ READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset({"0220", "0230"})
 #: The last revision of the first release (its history 0001-0007 was replaced by the
 #: baseline 0008): a database stamped with it is upgraded in place on a writable open.
 LEGACY_REVISIONS = frozenset({"0007"})
+
+
+def outdated(name: str, revision: str, who: str = "") -> SchemaOutdated:
+    """The error of a read-only open of ``name``, an eventstore database at the older
+    ``revision``: what upgrades it (``who``: whose open can, e.g. ``" as its owner"``)."""
+    return SchemaOutdated(f"{name} is at schema revision {revision!r}, older than this eventstore's "
+                          f"{SCHEMA_REVISION!r}: open it once for writing ('eventstore init'{who}) to "
+                          f"upgrade it", revision, SCHEMA_REVISION)
+
 
 #: Event types that the projection turns into chat messages.
 MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")

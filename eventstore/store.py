@@ -442,7 +442,8 @@ class EventStore:
         :mod:`eventstore.backends.writelock`) instead of in SQLite's sleep-and-retry busy
         handler. With ``readonly``, the database must exist at the latest schema and is
         opened read-only (for auditors, or a file the user may only read): appends raise
-        :class:`DatabaseError`. Raises :class:`DatabaseError`.
+        :class:`DatabaseError`. Raises :class:`DatabaseError` (:class:`SchemaOutdated` when
+        ``readonly`` meets a database an older eventstore wrote: a writable open upgrades it).
         """
         return cls(open_backend(target, busy_timeout=busy_timeout, durability=durability,
                                 write_queue=write_queue, readonly=readonly))

@@ -30,12 +30,12 @@ def test_public_api_is_small_and_listed():
         "EventStore", "Session", "Event", "SessionInfo", "EventStoreError", "SessionNotFound", "SessionExists",
         "SeqConflict", "IdempotencyConflict", "InvalidEvent", "InvalidJSONL", "AppendOnlyViolation", "DatabaseError",
         "QueryError", "ImportConflict", "ImportReport", "Dropped", "CheckpointError", "WalMismatch",
-        "AsyncEventStore", "AsyncSession",
+        "SchemaOutdated", "AsyncEventStore", "AsyncSession",
     }
     for name in eventstore.__all__:
         obj = getattr(eventstore, name)
         assert obj.__doc__, name
-        if name.endswith(("Error", "Found", "Exists", "Conflict", "JSONL", "Violation", "Mismatch")) or name == "InvalidEvent":
+        if name.endswith(("Error", "Found", "Exists", "Conflict", "JSONL", "Violation", "Mismatch", "Outdated")) or name == "InvalidEvent":
             assert issubclass(obj, EventStoreError), name
 
 

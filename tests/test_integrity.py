@@ -15,11 +15,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, db_rows
 
-from eventstore import DatabaseError, EventStore, anchor, integrity
+from eventstore import DatabaseError, EventStore, SchemaOutdated, anchor, integrity
 from eventstore.backends.sqlite_schema import GUARDS
 from eventstore.chain import chain_hash, genesis_hash
 from eventstore.cli import cli
 from eventstore.codec import event_line
+from eventstore.schema import SCHEMA_REVISION
 
 
 def run(db, *args: str):
@@ -277,24 +278,32 @@ def test_copy_import_and_export_carry_meta_hash(any_loaded, tmp_path):
         assert dst.sessions() == []
 
 
-def test_a_0150_database_gets_meta_hash_on_upgrade(backend_url):
+def at_revision(url: str, revision: str, *statements: str) -> None:
+    """Make the empty database ``url`` as eventstore left it at schema ``revision`` (the
+    package's own migrations, up to that one), then run ``statements`` on it."""
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine
 
     from eventstore.backends.sqlite_engine import migrations_path
-    from eventstore.chain import session_hash
 
-    url = backend_url if is_pg(backend_url) else f"sqlite:///{backend_url}"
+    url = url if is_pg(url) else f"sqlite:///{url}"
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
-    with engine.begin() as conn:  # the database as eventstore 0150 left it
+    with engine.begin() as conn:
         cfg = Config()
         cfg.set_main_option("script_location", migrations_path())
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0150")
-        conn.exec_driver_sql("INSERT INTO sessions (id, created_at, meta) VALUES ('old', 1700000000.25, "
-                             "'{\"owner\":\"ada\"}'), ('older', 1700000001, '{}')")
+        command.upgrade(cfg, revision)
+        for statement in statements:
+            conn.exec_driver_sql(statement)
     engine.dispose()
+
+
+def test_a_0150_database_gets_meta_hash_on_upgrade(backend_url):
+    from eventstore.chain import session_hash
+
+    at_revision(backend_url, "0150", "INSERT INTO sessions (id, created_at, meta) VALUES ('old', 1700000000.25, "
+                                     "'{\"owner\":\"ada\"}'), ('older', 1700000001, '{}')")
     with EventStore.open(backend_url) as store:  # upgrades to 0210
         store.session("old").append("user/message", {"content": "after the upgrade"})
     with Attacker(backend_url, guards_off=False) as conn:
@@ -303,6 +312,23 @@ def test_a_0150_database_gets_meta_hash_on_upgrade(backend_url):
     assert findings(backend_url) == []
     tamper(backend_url, """UPDATE sessions SET meta = '{"owner":"eve"}' WHERE id = 'old'""")
     assert [(k, s) for k, s, _q, _m in findings(backend_url)] == [("session", "old")]
+
+
+def test_an_older_revision_is_one_finding_that_says_how_to_upgrade(backend_url):
+    """Read-only opens do not upgrade: verify says what does, and compares nothing with
+    the current schema (an older revision's tables and views are not findings)."""
+    at_revision(backend_url, "0210")
+    with pytest.raises(SchemaOutdated) as e:
+        integrity.open_backend(backend_url, readonly=True)
+    assert (e.value.revision, e.value.head) == ("0210", SCHEMA_REVISION)
+    r = verify_cli(backend_url)
+    who = " as the database's owner" if is_pg(backend_url) else ""
+    upgrade = (f" is at schema revision '0210', older than this eventstore's '{SCHEMA_REVISION}': open it once "
+               f"for writing ('eventstore init'{who}) to upgrade it")
+    assert (r.exit_code, r.stdout.count("\n")) == (1, 1) and r.stdout.startswith("database: storage: "), r.output
+    assert r.stdout.endswith(upgrade + "\n"), r.stdout
+    assert run(backend_url, "init").exit_code == 0
+    assert findings(backend_url) == []
 
 
 def test_signed_checkpoint_and_a_tampered_or_foreign_one(any_loaded, tmp_path):

@@ -63,6 +63,7 @@ from ..errors import (
     SessionExists,
     SessionNotFound,
 )
+from ..schema import outdated
 from . import base
 from .base import (
     MULTIPLE_STATEMENTS,
@@ -309,6 +310,8 @@ class PostgresBackend(Backend):
         try:
             revision = self._revision()
             if revision != head_revision():
+                if readonly and revision is not None and revision < head_revision():
+                    raise outdated(self.display, revision, " as the database's owner")
                 if readonly:
                     raise DatabaseError(f"{self.display}: not an eventstore database at the current schema "
                                         f"(revision {revision or 'none'}); open it once without read-only to "

@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import DatabaseError
-from ..schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION
+from ..schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION, outdated
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
@@ -182,14 +182,13 @@ def _refuse_foreign(conn: sqlite3.Connection, revision: str | None, known: list[
 
 def check_revision(conn: sqlite3.Connection, name: str) -> None:
     """For a read-only open: raise :class:`DatabaseError` unless the database is at
-    :data:`SCHEMA_REVISION` or one of the :data:`READ_COMPATIBLE_REVISIONS` (an older one
-    needs a writable open to be upgraded)."""
+    :data:`SCHEMA_REVISION` or one of the :data:`READ_COMPATIBLE_REVISIONS`
+    (:class:`SchemaOutdated` for an older one, which a writable open upgrades)."""
     revision = current_revision(conn)
     if revision == SCHEMA_REVISION or revision in READ_COMPATIBLE_REVISIONS:
         return
-    if revision is not None and revision < SCHEMA_REVISION:  # revisions are numbered 0007, 0008, ...
-        raise DatabaseError(f"{name} is at schema revision {revision!r}: open it once for writing "
-                            f"('eventstore init') to upgrade it to {SCHEMA_REVISION!r}")
+    if revision is not None and min(LEGACY_REVISIONS) <= revision < SCHEMA_REVISION:  # numbered 0007, 0008, ...
+        raise outdated(name, revision)
     _refuse_foreign(conn, revision, [], name)
     raise DatabaseError(f"{name} is empty: not an eventstore database yet")
 
