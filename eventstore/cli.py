@@ -64,16 +64,23 @@ class _Group(click.Group):
 
 class _Utf8Text(click.ParamType):
     """A command-line word as UTF-8 text, even where the locale made Python decode argv as
-    ASCII (non-ASCII bytes then arrive as surrogate escapes)."""
+    ASCII (non-ASCII bytes then arrive as surrogate escapes); a word whose bytes are not
+    UTF-8 is a usage error that names the first bad byte (no backend can store or send it)."""
 
     name = "text"
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not value.isascii():
             try:
-                return os.fsencode(value).decode("utf-8")
+                value = os.fsencode(value).decode("utf-8")
             except UnicodeError:
-                return value
+                pass
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                c = ord(value[e.start])
+                what = f"byte 0x{c - 0xDC00:02X}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
+                self.fail(f"not UTF-8 text ({what} at character {e.start + 1})", param, ctx)
         return value
 
 
@@ -312,7 +319,7 @@ class _Bar:
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--format", "fmt", type=click.Choice(["claude-code", "codex", "eventstore"]),
               help="The files' format (default: detected from each file's first lines).")
-@click.option("--session-id", metavar="ID",
+@click.option("--session-id", metavar="ID", type=TEXT,
               help="The session id of a single eventstore file that has no session/meta line.")
 @click.option("--append", is_flag=True,
               help="Add a file's events past the head of its stored session (the stored ones must match).")
@@ -612,7 +619,8 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("session_id", type=TEXT)
-@click.option("--type", "types", multiple=True, metavar="TYPE", help="Only events of this type (repeatable).")
+@click.option("--type", "types", multiple=True, metavar="TYPE", type=TEXT,
+              help="Only events of this type (repeatable).")
 @click.option("--after", "after_seq", type=int, metavar="SEQ", help="Only events with seq > SEQ.")
 @click.pass_context
 def events(ctx: click.Context, session_id: str, types: tuple[str, ...], after_seq: int | None) -> None:
@@ -687,18 +695,6 @@ def _query_word(ctx: click.Context, _param: click.Parameter, value: str) -> str:
     return value
 
 
-def _utf8_query(query: str) -> str:
-    """``query``, or exits with an error when it is not UTF-8 text: bytes that are not UTF-8
-    arrive from argv as surrogate escapes, which no backend can send."""
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError as e:
-        c = ord(query[e.start])
-        what = f"byte 0x{c - 0xDC00:02X}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
-        _fail(f"the query is not UTF-8 text ({what} at character {e.start + 1})")
-    return query
-
-
 # Options may come before or after QUERY; a word that is no option of sql is QUERY (a query
 # may open with an SQL comment, "-- note").
 @cli.command(context_settings={"ignore_unknown_options": True})
@@ -736,7 +732,6 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
             query = data.decode("utf-8")
         except UnicodeDecodeError as e:
             _fail(f"-: the query is not UTF-8 text (byte 0x{data[e.start]:02X} at byte {e.start + 1})")
-    query = _utf8_query(query)
     conn = backend_class(ctx.obj["db"]).query_connection(ctx.obj["db"], timeout=timeout or None,
                                                          max_memory=max_memory * 1024 * 1024)
     ctx.call_on_close(conn.close)
@@ -1045,7 +1040,7 @@ def _wait_for_session(store: EventStore, session_id: str, timeout: float | None)
 
 
 @cli.command()
-@click.argument("session_id", required=False)
+@click.argument("session_id", required=False, type=TEXT)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are committed (Ctrl-C stops).")
 @click.option("-n", "--last", type=click.IntRange(min=0), metavar="N",
               help="Start with the last N events (default: all).")
@@ -1121,8 +1116,8 @@ def context(ctx: click.Context, session_id: str, at_seq: int | None, pretty: boo
 @cli.command()
 @click.argument("query", metavar="QUERY", type=TEXT)
 @click.option("--session", "session_id", metavar="ID", type=TEXT, help="Only hits in this session.")
-@click.option("--type", "type_", metavar="TYPE", help="Only events of this type (user/message, assistant/message, "
-              "tool/result).")
+@click.option("--type", "type_", metavar="TYPE", type=TEXT,
+              help="Only events of this type (user/message, assistant/message, tool/result).")
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True, help="At most N hits.")
 @click.option("--raw", is_flag=True, help="QUERY is the database's own syntax as it stands: FTS5 on SQLite "
               '("a b" OR c*, NEAR(a b)), to_tsquery on PostgreSQL (a & (b | c:*)).')
@@ -1299,8 +1294,8 @@ def _one_line(text: str) -> str:
 
 
 @cli.command()
-@click.option("--writer", default="eventstore_writer", show_default=True, help="Name of the writer role.")
-@click.option("--auditor", default="eventstore_auditor", show_default=True, help="Name of the auditor role.")
+@click.option("--writer", default="eventstore_writer", show_default=True, type=TEXT, help="Name of the writer role.")
+@click.option("--auditor", default="eventstore_auditor", show_default=True, type=TEXT, help="Name of the auditor role.")
 @click.option("--print", "print_only", is_flag=True, help="Print the SQL instead of running it.")
 @click.pass_context
 def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> None:
