@@ -8,7 +8,9 @@ The imports run as real processes, so that a hang fails the test instead of stop
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -141,6 +143,44 @@ def test_import_from_a_named_fifo_of_each_format(tmp_path, fifo, fmt):
     assert r.returncode == 0, r.stderr
     assert f.reader_came()
     assert contents(db) == reference(tmp_path, fmt)
+
+
+def metas(db: Path) -> dict[str, dict]:
+    conn = sqlite3.connect(db)
+    try:
+        return {sid: json.loads(meta) for sid, meta in conn.execute("SELECT id, meta FROM sessions")}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("fmt", ["claude-code", "codex"])
+def test_a_transcript_from_a_pipe_or_stdin_records_no_source_file(tmp_path, fmt):
+    """A pipe's name (/dev/fd/63, -) is no file anyone can open again; the file's own name is kept."""
+    r, _path = import_through_fd_pipe(tmp_path / "pipe.db", SOURCES[fmt].read_bytes())
+    assert r.returncode == 0, r.stderr
+    r = cli_run("--db", str(tmp_path / "stdin.db"), "import", "-", input=SOURCES[fmt].read_bytes())
+    assert r.returncode == 0, r.stderr
+    r = cli_run("--db", str(tmp_path / "file.db"), "import", str(SOURCES[fmt]))
+    assert r.returncode == 0, r.stderr
+    from_file = metas(tmp_path / "file.db")
+    assert {m["source_file"] for m in from_file.values()} == {str(SOURCES[fmt])}
+    without = {sid: {k: v for k, v in m.items() if k != "source_file"} for sid, m in from_file.items()}
+    assert metas(tmp_path / "pipe.db") == metas(tmp_path / "stdin.db") == without
+
+
+def test_a_rollout_without_session_meta_takes_its_id_from_its_name_and_a_pipe_has_none(tmp_path):
+    lines = SOURCES["codex"].read_bytes().splitlines(keepends=True)
+    assert b'"session_meta"' in lines[0]
+    named = tmp_path / "rollout-2025-09-22T08-10-04-01996e2a-4b7c-7d10-8e3f-2a9b5c6d7e99.jsonl"
+    named.write_bytes(b"".join(lines[1:]))
+    r = cli_run("--db", str(tmp_path / "file.db"), "import", "--format", "codex", str(named))
+    assert r.returncode == 0, r.stderr
+    assert list(metas(tmp_path / "file.db")) == ["01996e2a-4b7c-7d10-8e3f-2a9b5c6d7e99"]
+    r, path = import_through_fd_pipe(tmp_path / "pipe.db", named.read_bytes(), "--format", "codex")
+    assert r.returncode == 1
+    assert r.stderr.decode().startswith(f"{path}: no session_meta line names the session, and a pipe has no file "
+                                        f"name to take it from"), r.stderr
+    assert contents(tmp_path / "pipe.db") == {}
 
 
 def test_import_from_a_fifo_with_format_given(tmp_path, fifo):

@@ -92,8 +92,10 @@ def _opens_turn(line: dict) -> bool:
 
 
 def convert(lines: list[tuple[int, dict]], path: str,
-            stored_uuid: Callable[[str], str | None] | None = None) -> list[Converted]:
+            stored_uuid: Callable[[str], str | None] | None = None, stream: bool = False) -> list[Converted]:
     """Convert the parsed lines of one Claude Code file into sessions (main session first).
+    ``stream``: the lines came from a pipe or stdin, whose ``path`` (``/dev/fd/63``, ``-``)
+    is no file to record as ``source_file``.
 
     ``stored_uuid(session_id)`` returns the uuid of the newest source line already stored
     in that session (None if none): at a fork, the branch holding it stays the session, so
@@ -108,7 +110,7 @@ def convert(lines: list[tuple[int, dict]], path: str,
     tree_lines = [i for i, d in enumerate(data) if isinstance(d.get("uuid"), str) and d["uuid"]]
     is_agent_file = agent_id is not None and bool(tree_lines) and all(
         data[i].get("agentId") == agent_id for i in tree_lines)
-    meta = _meta(data, path)
+    meta = _meta(data, path, stream)
     if is_agent_file:
         main_id = f"{base}:agent:{agent_id}"
         meta = {**meta, "relation": "subagent", "parent_session": base, "agent_id": agent_id}
@@ -271,8 +273,10 @@ def _session_id(data: list[dict]) -> str | None:
     return None
 
 
-def _meta(data: list[dict], path: str) -> dict:
-    meta: dict = {"source": "claude-code", "source_file": os.path.abspath(path)}
+def _meta(data: list[dict], path: str, stream: bool) -> dict:
+    meta: dict = {"source": "claude-code"}
+    if not stream:
+        meta["source_file"] = os.path.abspath(path)
     for d in data:
         if not isinstance(d.get("uuid"), str):
             continue

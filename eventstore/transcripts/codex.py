@@ -27,6 +27,7 @@ import json
 import os
 import re
 
+from ..errors import InvalidJSONL
 from .common import Converted, parse_ts, without
 
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
@@ -66,17 +67,22 @@ def _text(content: object) -> str | None:
     return None
 
 
-def _session_id(lines: list[tuple[int, dict]], path: str) -> str:
+def _session_id(lines: list[tuple[int, dict]], path: str, stream: bool) -> str:
     for _no, d in lines:
         p = d.get("payload")
         if d.get("type") == "session_meta" and isinstance(p, dict) and isinstance(p.get("id"), str) and p["id"]:
             return p["id"]
+    if stream:
+        raise InvalidJSONL(path, 0, "no session_meta line names the session, and a pipe has no file name to "
+                                    "take it from (Codex names its files rollout-DATE-ID.jsonl): import the file")
     m = _UUID.findall(os.path.basename(path))
     return m[-1] if m else os.path.splitext(os.path.basename(path))[0]
 
 
-def _meta(lines: list[tuple[int, dict]], path: str) -> dict:
-    meta: dict = {"source": "codex", "source_file": os.path.abspath(path)}
+def _meta(lines: list[tuple[int, dict]], path: str, stream: bool) -> dict:
+    meta: dict = {"source": "codex"}
+    if not stream:
+        meta["source_file"] = os.path.abspath(path)
     for _no, d in lines:
         p = d.get("payload")
         if not isinstance(p, dict):
@@ -286,8 +292,10 @@ class _Converter:
         self.emit("codex/token_count", payload, key)
 
 
-def convert(lines: list[tuple[int, dict]], path: str) -> list[Converted]:
+def convert(lines: list[tuple[int, dict]], path: str, stream: bool = False) -> list[Converted]:
     """Convert the parsed lines of one rollout file into its session (a list of one).
+    ``stream``: the lines came from a pipe or stdin, whose ``path`` (``/dev/fd/63``, ``-``)
+    is no file to record as ``source_file`` or to take a session id from.
 
     A run of tool calls at the end of the file is held for the next run (``held``): the
     calls of one model response are written one after the other, and the next line shows
@@ -295,7 +303,7 @@ def convert(lines: list[tuple[int, dict]], path: str) -> list[Converted]:
     """
     if not lines:
         return []
-    c = _Converter(_session_id(lines, path), _meta(lines, path))
+    c = _Converter(_session_id(lines, path, stream), _meta(lines, path, stream))
     for no, d in lines:
         c.line(no, d)
     c.conv.held = len(c.pending)

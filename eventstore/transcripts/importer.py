@@ -57,15 +57,16 @@ def convert_file(path: str, fmt: str, *, salvage: bool = False,
                  data: bytes | None = None) -> tuple[list[Converted], list[str], bool]:
     """Convert one transcript file without a database: ``(sessions, dropped, waiting)``.
 
-    ``fmt`` is ``claude-code`` or ``codex``. Raises :class:`~eventstore.errors.InvalidJSONL`
+    ``fmt`` is ``claude-code`` or ``codex``; ``data`` is the bytes of a pipe or stdin, read
+    already (then no ``source_file`` is recorded). Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``) for a line that is not JSON (unless ``salvage``), ``OSError``,
     ``ValueError`` for another ``fmt``.
     """
     parsed = read_lines(path, data, salvage=salvage)
     if fmt == "claude-code":
-        convs = claude_code.convert(parsed.lines, path, stored_uuid)
+        convs = claude_code.convert(parsed.lines, path, stored_uuid, stream=data is not None)
     elif fmt == "codex":
-        convs = codex.convert(parsed.lines, path)
+        convs = codex.convert(parsed.lines, path, stream=data is not None)
     else:
         raise ValueError(f"no transcript converter for format {fmt!r}")
     return convs, parsed.dropped, parsed.waiting
