@@ -596,18 +596,19 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     out = _out()
     bold = out.isatty() and not os.environ.get("NO_COLOR")
     header = f"{'SESSION'.ljust(id_width)}  {'EVENTS'.rjust(n_width)}  {'CREATED (UTC)':<19}  {'LAST EVENT (UTC)':<19}"
-    if tokens:  # the token columns only where some session recorded usage
-        header += "".join(f"  {name:>13}" for name in ("IN TOKENS", "OUT TOKENS", "CACHE READ", "CACHE WRITE"))
+    token_cells = {sid: [f"{t.input_tokens:,}", f"{t.output_tokens:,}", f"{t.cache_read_tokens:,}",
+                         f"{t.cache_creation_tokens:,}"] for sid, t in tokens.items()}
+    if tokens:  # the token columns only where some session recorded usage, each as wide as its widest cell
+        names = ("IN TOKENS", "OUT TOKENS", "CACHE READ", "CACHE WRITE")
+        t_widths = [max(len(name), *(len(c[k]) for c in token_cells.values())) for k, name in enumerate(names)]
+        header += "".join(f"  {name:>{w}}" for name, w in zip(names, t_widths, strict=True))
     lines = [click.style(header.rstrip(), bold=True) if bold else header.rstrip()]
     when = _DayCache()
     for sid, width, i in zip(ids, widths, infos, strict=True):
         line = (f"{sid}{' ' * (id_width - width)}  {i.events:>{n_width}}  "
                 f"{when(i.created_at):<19}  {when(i.last_ts):<19}")
         if tokens:
-            t = tokens.get(i.id)
-            cells = ["-"] * 4 if t is None else [f"{t.input_tokens:,}", f"{t.output_tokens:,}",
-                                                 f"{t.cache_read_tokens:,}", f"{t.cache_creation_tokens:,}"]
-            line += "".join(f"  {c:>13}" for c in cells)
+            line += "".join(f"  {c:>{w}}" for c, w in zip(token_cells.get(i.id, ("-",) * 4), t_widths, strict=True))
         lines.append(line.rstrip())
         if len(lines) >= 2000:
             out.write(("\n".join(lines) + "\n").encode("utf-8", "backslashreplace"))

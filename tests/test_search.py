@@ -258,6 +258,31 @@ def test_sessions_shows_the_totals(loaded, backend_url):
     assert rows[CODEX]["output_tokens"] == 674 and rows[CODEX]["cache_read_tokens"] == totals[CODEX].cache_read_tokens
 
 
+def test_sessions_table_fits_its_token_columns_to_their_cells(loaded, backend_url):
+    """Each token column is as wide as its widest cell (the header at least), right-aligned,
+    two spaces apart; a session without usage shows dashes."""
+    loaded.create_session("no-usage").append("user/message", {"content": "hi"})
+    loaded.create_session("big").append("assistant/message", {"content": "x", "usage": {
+        "input_tokens": 12_345_678_901, "output_tokens": 1, "cache_read_tokens": 0, "cache_creation_tokens": 0}})
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", backend_url, "sessions"],
+                       capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    header, *rows = r.stdout.splitlines()
+    totals = usage_totals(loaded)
+    cells = {sid: [f"{t.input_tokens:,}", f"{t.output_tokens:,}", f"{t.cache_read_tokens:,}",
+                   f"{t.cache_creation_tokens:,}"] for sid, t in totals.items()}
+    assert "no-usage" not in cells
+    names = ["IN TOKENS", "OUT TOKENS", "CACHE READ", "CACHE WRITE"]
+    widths = [max(len(n), *(len(c[k]) for c in cells.values())) for k, n in enumerate(names)]
+    assert widths[0] == len("12,345,678,901") > len("IN TOKENS")
+    assert header.endswith("  " + "  ".join(n.rjust(w) for n, w in zip(names, widths, strict=True)))
+    assert len(rows) == len(loaded.sessions())
+    for row in rows:
+        sid = row.split()[0]
+        assert len(row) == len(header), row
+        assert row.endswith("  " + "  ".join(c.rjust(w) for c, w in zip(cells.get(sid, ("-",) * 4), widths, strict=True))), row
+
+
 def test_cli_search(loaded, backend_url):
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     cmd = [sys.executable, "-m", "eventstore", "--db", backend_url, "search"]
