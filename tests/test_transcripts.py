@@ -362,6 +362,27 @@ def test_a_file_rewritten_with_other_content_is_a_conflict(tmp_path, store):
     assert store.sessions()[0].events == n
 
 
+@pytest.mark.parametrize("order", ["shorter first", "longer first"])
+def test_another_rollout_under_the_same_session_id_is_a_conflict(tmp_path, store, order):
+    """Codex keys events by line number: two rollouts that share a session id (a copied
+    session_meta line, or two files named alike without one) share their keys too. Only
+    their content tells them apart, and nothing of the second may be appended."""
+    short = (DATA / "codex/rollout-0.40-shell.jsonl").read_bytes().splitlines(keepends=True)
+    long_ = (DATA / "codex/rollout-0.66-apply-patch.jsonl").read_bytes().splitlines(keepends=True)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_bytes(b"".join(short))
+    b.write_bytes(b"".join(short[:1] + long_[1:]))  # the other conversation, under the first one's id
+    first, second = (a, b) if order == "shorter first" else (b, a)
+    import_transcript(store, str(first), "codex")
+    (info,) = store.sessions()
+    before = [e.to_jsonl() for e in store.session(info.id).events()]
+    with pytest.raises(ImportConflict) as e:
+        import_transcript(store, str(second), "codex")
+    assert str(e.value).startswith(f"{second}: session {info.id!r} is already stored with other events: ")
+    assert re.search(r"(seq \d+ differs \((type|ts|payload)\)|\d+ are stored, the file holds \d+)$", str(e.value))
+    assert [e.to_jsonl() for e in store.session(info.id).events()] == before
+
+
 @pytest.mark.parametrize("rel", sorted(EXPECTED) + ["bad/codex-unknown-type.jsonl"])
 def test_format_is_detected(rel):
     want = EXPECTED[rel]["format"] if rel in EXPECTED else "codex"

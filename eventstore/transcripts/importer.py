@@ -2,8 +2,8 @@
 
 A transcript file grows while its agent runs. Every import converts the whole file again
 (the converters are deterministic, and what they make of a file's first lines does not
-change when lines are added after them), then compares the stored session's head with the
-converted events by their ``event_id``: the events past the head are appended in one
+change when lines are added after them), then compares the stored events with the first
+converted ones, every field of each: the events past the stored head are appended in one
 ``append_many`` with ``expected_seq`` (all or none), so running the import again, or from two
 places at once, never stores an event twice.
 """
@@ -96,6 +96,20 @@ def _stored_uuid(store) -> Callable[[str], str | None]:
     return look
 
 
+def _first_difference(s, events: list[tuple[str, dict, float]], n: int) -> tuple[int | None, str] | None:
+    """Where the ``n`` stored events of session ``s`` stop being the first ``n`` of the
+    converted ``events`` (``(type, payload, ts)``): ``(seq, what)`` (seq None when the file
+    holds fewer events), or None when they are its beginning. Every event is compared, not
+    only the head's key: two rollouts can share a session id and their line numbers."""
+    if len(events) < n:
+        return None, f"{n} are stored, the file holds {len(events)}"
+    for e, (type_, payload, ts) in zip(s.events(), events[:n], strict=False):  # (more may be stored by now)
+        what = "type" if e.type != type_ else "ts" if e.ts != ts else "payload" if e.payload != payload else None
+        if what is not None:
+            return e.seq, f"seq {e.seq} differs ({what})"
+    return None
+
+
 def store_converted(store, conv: Converted, path: str) -> SessionResult:
     """Store one converted session: create it (with its meta) if it is new, then append the
     events past the stored head in one atomic ``append_many``.
@@ -105,14 +119,13 @@ def store_converted(store, conv: Converted, path: str) -> SessionResult:
     ``append_many`` raises (``SeqConflict`` when another import got there first: nothing
     is stored, run again).
     """
-    s, n, last = _head(store, conv.session_id)
+    s, n, _last = _head(store, conv.session_id)
     if n:
-        stored_key = last.payload.get("event_id")
-        file_key = conv.events[n - 1][1].get("event_id") if n <= len(conv.events) else None
-        if stored_key != file_key:
-            where = f"holds {len(conv.events)} events" if file_key is None else f"has {file_key!r} there"
-            raise ImportConflict(path, 0, f"session {conv.session_id!r} is stored with other events: its "
-                                          f"event {n - 1} is {stored_key!r}, the file {where}", conv.session_id)
+        differs = _first_difference(s, conv.events, n)
+        if differs is not None:
+            seq, what = differs
+            raise ImportConflict(path, 0, f"session {conv.session_id!r} is already stored with other events: "
+                                          f"{what}", conv.session_id, seq)
     created = False
     if s is None:
         try:
