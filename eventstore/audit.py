@@ -211,7 +211,8 @@ class VerifyReport:
     were checked), ``heads``: session id -> ``(events, head hash)``, the stored hash of the
     session's last event (the genesis hash for an empty session); ``notes``: checks that
     could not run (not findings: e.g. the schema check as a role that may not create a
-    scratch schema).
+    scratch schema); ``opened``: False when the database could not be opened at all (its
+    findings say why), so that nothing of its log was checked.
     """
 
     findings: list[Finding] = field(default_factory=list)
@@ -219,10 +220,11 @@ class VerifyReport:
     events: int = 0
     heads: dict[str, tuple[int, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    opened: bool = True
 
     @property
     def ok(self) -> bool:
-        """True when nothing was found."""
+        """True when nothing was found (a database that could not be opened is a finding)."""
         return not self.findings
 
 

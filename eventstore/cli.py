@@ -970,8 +970,9 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpo
                                        trusted_key=trusted)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
-    skipped = [f for f in report.findings if f.kind in ignored]
-    report.findings = [f for f in report.findings if f.kind not in ignored]
+    # (when the database could not be opened, what says why is shown whatever its kind)
+    skipped = [f for f in report.findings if f.kind in ignored and report.opened]
+    report.findings = [f for f in report.findings if f not in skipped]
     for f in report.findings:  # a name from the log may hold control or bidi characters: escaped
         click.echo(_CONTROL.sub(escape_char, _printable(str(f))), err=head)
     if head:
@@ -981,8 +982,11 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpo
     if skipped:
         status += f" ({len(skipped)} of the ignored kinds not shown)"
     against = f", against {len(docs)} checkpoint{'' if len(docs) == 1 else 's'}" if docs else ""
-    click.echo(f"verified {report.sessions} session{'' if report.sessions == 1 else 's'}, "
-               f"{report.events} events{against}: {status}", err=True)
+    if not report.opened:
+        click.echo("not verified: the database could not be opened", err=True)
+    else:
+        click.echo(f"verified {report.sessions} session{'' if report.sessions == 1 else 's'}, "
+                   f"{report.events} events{against}: {status}", err=True)
     if not report.ok:
         sys.exit(EXIT_ERROR)
 

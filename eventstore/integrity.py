@@ -116,7 +116,8 @@ def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[s
         try:
             backend, owned = open_backend(target, readonly=True), True
         except DatabaseError as e:
-            add(Finding("storage", None, None, str(e)))
+            report.opened = False
+            add(Finding("schema" if isinstance(e, SchemaOutdated) else "storage", None, None, str(e)))
             try:
                 cls = backend_class(target)
             except DatabaseError:  # (no database at all: another scheme, a libpq keyword/value string)
