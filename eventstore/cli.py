@@ -121,8 +121,13 @@ def _store(ctx: click.Context, readonly: bool = False) -> EventStore:
     work on a file the user may only read, and never create a database at a mistyped path."""
     obj = ctx.find_root().obj
     if obj.get("store") is None:
-        obj["store"] = EventStore.open(obj["db"], readonly=readonly, durability=obj.get("durability", "normal"))
-        ctx.call_on_close(obj["store"].close)
+        store = obj["store"] = EventStore.open(obj["db"], readonly=readonly, durability=obj.get("durability", "normal"))
+        ctx.call_on_close(store.close)
+        if store.backend.upgraded_from is not None:
+            from .schema import SCHEMA_REVISION
+
+            click.echo(f"{_db_shown(obj['db'], store)}: upgraded from schema revision "
+                       f"{store.backend.upgraded_from} to {SCHEMA_REVISION} (an older eventstore wrote it)", err=True)
     return obj["store"]
 
 

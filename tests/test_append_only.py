@@ -352,7 +352,7 @@ def test_reopening_does_not_migrate_again(db_path, store):
     from eventstore.backends.sqlite_engine import connect, upgrade
 
     conn = connect(str(db_path), 5.0)
-    assert upgrade(conn, str(db_path)) is False
+    assert upgrade(conn, str(db_path)) == (False, SCHEMA_REVISION)
     conn.close()
     with EventStore.open(db_path) as again:
         assert again.sessions() == []

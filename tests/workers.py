@@ -95,7 +95,7 @@ def migrate(dbs: list[str], index: int, barrier, results) -> None:
             barrier.wait()
             conn = _engine.connect(str(db), 30)
             try:
-                out.append(_engine.upgrade(conn, str(db), 30))
+                out.append(_engine.upgrade(conn, str(db), 30).migrated)
             finally:
                 conn.close()
             with EventStore.open(db, busy_timeout=30) as store:

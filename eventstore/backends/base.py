@@ -160,6 +160,9 @@ class Backend(ABC):
     name: ClassVar[str]
     #: What messages call the database: a file path, ``:memory:``, or the URL without password.
     display: str
+    #: The schema revision :meth:`open` found and upgraded from (an older eventstore's
+    #: database); None when the database was current, new, or opened read-only.
+    upgraded_from: str | None = None
 
     # --- open, migrate, close ------------------------------------------------------------
 

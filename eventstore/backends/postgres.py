@@ -365,7 +365,7 @@ class PostgresBackend(Backend):
         """Upgrade to the head revision with Alembic, under :data:`MIGRATION_LOCK` so that
         several processes opening a new database at once migrate it exactly once (the
         others wait, then find it at the head). DDL is transactional: a failed migration
-        leaves nothing."""
+        leaves nothing. Sets :attr:`upgraded_from`."""
         from alembic import command
         from alembic.config import Config
         from sqlalchemy import create_engine
@@ -378,6 +378,10 @@ class PostgresBackend(Backend):
         try:
             with engine.begin() as conn:
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+                found = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() if \
+                    conn.exec_driver_sql("SELECT to_regclass('alembic_version')").scalar() is not None else None
+                if found != head_revision():  # (another process may have migrated while this one waited)
+                    self.upgraded_from = found
                 cfg = Config()
                 cfg.set_main_option("script_location", migrations_path())
                 cfg.attributes["connection"] = conn

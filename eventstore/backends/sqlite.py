@@ -253,12 +253,14 @@ class SQLiteBackend(Backend):
             raise _forked_mid_write_error(path)
         name = url if path is not None else ":memory:"  # as the user gave it
         conn = None
+        upgraded_from = None
         try:
             conn = cls._new_connection(path, busy_timeout, durability, readonly)
             if readonly:
                 _engine.check_revision(conn, name)
             else:
-                _engine.upgrade(conn, name, busy_timeout)
+                done = _engine.upgrade(conn, name, busy_timeout)
+                upgraded_from = done.found if done.migrated else None
         except BaseException as e:
             if conn is not None:
                 conn.close()
@@ -269,7 +271,9 @@ class SQLiteBackend(Backend):
                                         f"longer than the busy timeout ({busy_timeout:g} s)") from None
                 raise DatabaseError(f"cannot open {name}: {err}") from None
             raise
-        return cls(path, conn, busy_timeout, durability, write_queue, readonly)
+        self = cls(path, conn, busy_timeout, durability, write_queue, readonly)
+        self.upgraded_from = upgraded_from
+        return self
 
     @staticmethod
     def _new_connection(path: str | None, busy_timeout: float, durability: str,

@@ -20,6 +20,7 @@ import re
 import sqlite3
 import time
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote
 
 from ..errors import DatabaseError
@@ -221,9 +222,17 @@ class _Borrowed:
         pass
 
 
-def upgrade(conn: sqlite3.Connection, name: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> bool:
+class Upgrade(NamedTuple):
+    """What :func:`upgrade` did: ``migrated`` (by this call), and the revision it ``found``
+    (None: a new, empty database)."""
+
+    migrated: bool
+    found: str | None
+
+
+def upgrade(conn: sqlite3.Connection, name: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Upgrade:
     """Bring the database behind ``conn`` (autocommit mode) to :data:`SCHEMA_REVISION`;
-    return True if this call migrated.
+    return whether this call migrated, and from which revision (None: a new database).
 
     Cheap when the schema is current (one query; SQLAlchemy and Alembic are not imported).
     Safe when several processes open a new file at once: the upgrade runs inside one
@@ -236,7 +245,7 @@ def upgrade(conn: sqlite3.Connection, name: str, busy_timeout: float = DEFAULT_B
     """
     if current_revision(conn) == SCHEMA_REVISION:
         ensure_wal(conn, busy_timeout)
-        return False
+        return Upgrade(False, SCHEMA_REVISION)
     from alembic import command
     from sqlalchemy import create_engine, event
     from sqlalchemy.pool import StaticPool
@@ -264,7 +273,7 @@ def upgrade(conn: sqlite3.Connection, name: str, busy_timeout: float = DEFAULT_B
     finally:
         engine.dispose()
     ensure_wal(conn, busy_timeout)
-    return migrated
+    return Upgrade(migrated, revision)
 
 
 _SPACE = re.compile(r"\s+")
