@@ -1197,7 +1197,7 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True,
+@click.option("--host", default="127.0.0.1", show_default=True, type=TEXT,
               help="Address to listen on; anything but a loopback address shows the log to the network.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port to listen on (0: a free one).")

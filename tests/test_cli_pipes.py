@@ -291,6 +291,7 @@ def test_a_query_that_is_not_utf8_is_a_clear_error(backend_url):
     (["verify", "\udcff"], "[SESSION_ID...]", "byte 0xFF at character 1"),
     (["import", "--session-id", "\udcff", "x.jsonl"], "--session-id", "byte 0xFF at character 1"),
     (["roles", "--writer", "w\udcff"], "--writer", "byte 0xFF at character 2"),
+    (["serve", "--host", "\udcff"], "--host", "byte 0xFF at character 1"),
 ])
 def test_a_word_that_is_not_utf8_is_a_usage_error_that_names_it(tmp_path, args, name, what):
     """Text on the command line (queries, ids, types, role names) must be UTF-8: bytes that
