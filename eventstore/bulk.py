@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING
 from . import parse_worker
 from .backends import base
 from .backends.base import ImportTransaction, Refusal
-from .codec import dumps, loads
+from .codec import dumps, loads, meta_difference
 from .errors import ImportConflict, InvalidEvent, InvalidJSONL
 from .jsonl import JsonlReader
 from .parse_worker import WorkerReader
@@ -252,8 +252,9 @@ def _import_one(store: EventStore, reader: JsonlReader | WorkerReader, batches: 
             if tx.importing() is not None:
                 raise _unfinished(name, reader, sid)
             if reader.meta_line and stored != reader.meta_json:
+                differ = meta_difference(stored, reader.meta_json, "stored", "here")
                 raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} is already stored with other "
-                                     f"session/meta keys ({stored})", sid)
+                                     f"session/meta keys: {differ}", sid)
             head = tx.next_seq()
             if continues is not None:
                 _check_continues(tx, reader, name, sid, head, *continues)
@@ -293,7 +294,8 @@ def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batch
                 return None
             if stored != reader.meta_json:
                 raise ImportConflict(name, reader.meta_line or 1, f"session {dumps(sid)} has an unfinished import "
-                                     f"with other session/meta keys ({stored})", sid)
+                                     f"with other session/meta keys: "
+                                     f"{meta_difference(stored, reader.meta_json, 'stored', 'here')}", sid)
             tx.take_over(lock.owner)
             return tx.next_seq()
 

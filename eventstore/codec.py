@@ -252,6 +252,24 @@ def meta_line(session_id: str, meta_json: str = "{}") -> str:
     return head + ("}" if meta_json == "{}" else "," + meta_json[1:])
 
 
+def meta_difference(a_json: str, b_json: str, a_name: str, b_name: str) -> str:
+    """Which keys two sessions' meta JSON object texts hold differently, for a conflict
+    message: ``KEY (VALUE a_name, VALUE b_name); ...`` (``none`` where a key is missing;
+    values cut to 60 characters; three keys at most, then how many more)."""
+    a, b = loads(a_json), loads(b_json)
+    keys = [k for k in {**a, **b} if a.get(k, _MISSING) != b.get(k, _MISSING)]
+
+    def shown(d: dict, k: str) -> str:
+        text = dumps(d[k]) if k in d else "none"
+        return text if len(text) <= 60 else text[:59] + "…"
+
+    parts = [f"{dumps(k)} ({shown(a, k)} {a_name}, {shown(b, k)} {b_name})" for k in keys[:3]]
+    return "; ".join(parts) + (f"; and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+
+_MISSING = object()
+
+
 def event_line(type_: str, seq: int, ts: float, payload_json: str) -> str:
     """One exported event line (no trailing newline): ``{"type","seq","ts",...payload}``.
 

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .chain import genesis_hash
+from .codec import meta_difference
 from .errors import EventStoreError, InvalidJSONL, SessionNotFound
 from .store import EventStore
 
@@ -196,7 +197,8 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
     else:
         meta, n, h = held
         if meta != row[2]:
-            raise CopyError(sid, f"the target holds it with other session/meta keys ({meta}, the source's {row[2]})")
+            raise CopyError(sid, f"the target holds it with other session/meta keys: "
+                                 f"{meta_difference(meta, row[2], 'in the target', 'in the source')}")
         if n > events:
             raise CopyError(sid, f"the target holds {n} events, the source only {events}")
         if n and src_hash != h:

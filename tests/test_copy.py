@@ -332,8 +332,8 @@ def test_a_session_the_target_holds_otherwise_is_reported_and_the_others_are_cop
         "error: session 'clash' seq 1: the target holds other events: the hash of its last event (of 2) differs "
         "from the source's",
         "error: session 'shorter': the target holds 2 events, the source only 1",
-        """error: session 'meta': the target holds it with other session/meta keys ({"owner":"eve"}, the """
-        """source's {"owner":"ada"})"""]
+        """error: session 'meta': the target holds it with other session/meta keys: "owner" ("eve" in the """
+        """target, "ada" in the source)"""]
     for _run in range(2):  # a rerun fails the same way, and copies nothing twice
         r = copy_cli(src, dst)
         assert r.exit_code == 1, r.output

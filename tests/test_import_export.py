@@ -431,7 +431,8 @@ def test_reimport_with_other_meta_keys_is_a_conflict(store, stored, tmp_path):
     path = write(tmp_path, "meta.jsonl", lines(b'{"type":"session/meta","id":"s1","agent":"x"}', ev(0)))
     with pytest.raises(ImportConflict) as info:
         import_jsonl(store, path)
-    assert str(info.value) == f'{path}:1: session "s1" is already stored with other session/meta keys ({{}})'
+    assert str(info.value) == f'{path}:1: session "s1" is already stored with other session/meta keys: "agent" ' \
+                              f'(none stored, "x" here)'
 
 
 def test_reimport_detects_a_broken_stored_chain(store, stored, tmp_path, raw):

@@ -167,3 +167,15 @@ def test_file_names_are_safe_and_map_back(sid):
 
 def test_file_names_never_collide_by_case():
     assert file_name_for("CaSe").lower() != file_name_for("case").lower()
+
+
+def test_meta_difference_names_the_keys_that_differ():
+    from eventstore.codec import meta_difference
+
+    a = '{"source":"codex","source_file":"/home/ada/rollout.jsonl","cwd":"/w","n":1}'
+    b = '{"source":"codex","cwd":"/x","n":1.0,"extra":"' + "y" * 100 + '"}'
+    assert meta_difference(a, b, "in A", "in B") == (
+        f'"source_file" ("/home/ada/rollout.jsonl" in A, none in B); "cwd" ("/w" in A, "/x" in B); '
+        f'"extra" (none in A, "{"y" * 58}… in B)')
+    many = "{" + ",".join(f'"k{i}":{i}' for i in range(5)) + "}"
+    assert meta_difference(many, "{}", "here", "there").endswith('"k2" (2 here, none there); and 2 more')
