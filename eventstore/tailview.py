@@ -4,8 +4,10 @@ Streamed ``assistant/chunk`` deltas are written as they arrive, on one growing l
 newline until the message is complete), and the ``assistant/message`` that closes the
 stream is not printed a second time unless its text differs from what was streamed.
 User messages, tool calls (``-> name(arguments)``), tool results (``<- id: output``, long
-output cut to a few lines) and turn boundaries get a line each; step boundaries are not
-shown; any other event type is shown as ``[type] payload``. With several sessions
+output cut to a few lines), reasoning (``thinking: text`` on one line) and turn boundaries
+get a line each; step boundaries are not shown; any other event type is shown as ``[type]
+payload``, without the payload's ``event_id`` and ``source`` (the transcript line an
+import kept: ``eventstore events`` shows it), and not at all when that is all it holds. With several sessions
 interleaved, each line starts with ``[session id]``.
 
 Text from the log is untrusted (model output, tool output): control characters other
@@ -147,5 +149,18 @@ class TailView:
             self._line(sid, "", "--- turn ---" if t == "turn/start" else "--- end of turn ---", "dim")
         elif t in ("step/start", "step/end"):
             return
+        elif t == "assistant/thinking":
+            text = p.get("thinking")
+            text = " ".join(text.split()) if isinstance(text, str) and text.strip() else "[redacted]"
+            self._line(sid, "", f"thinking: {_short(text, 200)}", "dim")
         else:
-            self._line(sid, "", f"[{t}] {_short(json.dumps(p, ensure_ascii=False), 200)}", "dim")
+            rest = {k: v for k, v in p.items() if k not in _NOT_SHOWN}
+            if not rest and "source" in p:  # a transcript line kept as it was: nothing for a chat view
+                return
+            self._line(sid, "", f"[{t}]" + (f" {_short(json.dumps(rest, ensure_ascii=False), 200)}" if rest else ""),
+                       "dim")
+
+
+#: Payload keys that other events are shown without: the idempotency key, and the source
+#: line an import of an agent's transcript keeps beside what it mapped (docs/import-export.md).
+_NOT_SHOWN = frozenset({"event_id", "source"})

@@ -55,6 +55,26 @@ def test_tail_renders_a_session_like_a_chat_ui(store, backend_url):
     )
 
 
+def test_tail_shows_reasoning_on_a_line_and_leaves_out_what_an_import_kept(store, backend_url):
+    """An imported transcript: its reasoning as one line of text (not the signature or the
+    encrypted original), other events without the source line the import kept beside
+    them, and an event that holds only that line not at all."""
+    s = store.create_session("t")
+    s.append("assistant/thinking", {"thinking": "Check the\n  units  table.", "signature": "x" * 300,
+                                    "source": {"encrypted_content": "gAAAA" * 100}, "event_id": "L6"})
+    s.append("assistant/thinking", {"redacted": True, "data": "opaque", "event_id": "L7"})
+    s.append("assistant/thinking", {"thinking": "y" * 250})
+    s.append("codex/turn_context", {"source": {"cwd": "/w", "model": "gpt-5-codex"}, "event_id": "L8"})
+    s.append("codex/token_count", {"usage": {"input_tokens": 3}, "source": {"info": "z" * 300}, "event_id": "L9"})
+    s.append("note", {})
+    assert tail(backend_url, "t").output == (
+        "thinking: Check the units table.\n"
+        "thinking: [redacted]\n"
+        f"thinking: {'y' * 200}... (50 more characters)\n"
+        '[codex/token_count] {"usage": {"input_tokens": 3}}\n'
+        "[note]\n")
+
+
 def test_tail_shows_the_final_text_when_it_differs_from_the_stream(store, backend_url):
     s = store.create_session("s")
     s.append("assistant/chunk", {"delta": {"content": "Draft"}})
