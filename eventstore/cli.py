@@ -1352,7 +1352,15 @@ def checkpoint(ctx: click.Context, output: str | None, key: str | None) -> None:
 
     from . import anchor
 
-    doc = anchor.make_checkpoint(_store(ctx, readonly=True).backend, key)
+    store = _store(ctx, readonly=True)
+    if output is not None and output != "-":
+        from .export import check_not_the_store
+
+        try:
+            check_not_the_store(store, output, "the checkpoint")
+        except OSError as e:
+            _fail(f"{output}: {e.strerror}")
+    doc = anchor.make_checkpoint(store.backend, key)
     if output is None or output == "-":
         out = _out()
         anchor.write_checkpoint(doc, out)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .backends.base import Backend
     from .store import EventStore
 
-__all__ = ["chunks_from_rows", "export_session", "export_sessions", "rewritten_payload"]
+__all__ = ["check_not_the_store", "chunks_from_rows", "export_session", "export_sessions", "rewritten_payload"]
 
 EXPORT_PAGE = 500  # events per read of an export (one short read each)
 EXPORT_BUFFER = 1 << 20  # bytes gathered before each write
@@ -111,13 +111,14 @@ def _create_beside(path: Path) -> tuple[int, str]:
 
 
 
-def _check_not_the_store(store: EventStore, text: str) -> None:
+def check_not_the_store(store: EventStore, text: str, what: str = "export") -> None:
     """Raise ``OSError`` (EINVAL) if ``text`` names one of the store's own files (by any
-    path, a link included): an export there would replace the database with JSONL."""
+    path, a link included): writing ``what`` there would replace the database (or its WAL,
+    its lock) with another file."""
     real = os.path.realpath(text)
     for f in store.backend.files():
         if real == f or (os.path.exists(f) and os.path.exists(text) and os.path.samefile(text, f)):
-            raise OSError(errno.EINVAL, "is this store's own database file (export would overwrite it)", text)
+            raise OSError(errno.EINVAL, f"is this store's own database file ({what} would overwrite it)", text)
 
 
 
@@ -150,7 +151,7 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
         # Nor is one ending in "/." or "/..", which Path() would also drop ("f/." overwrote f).
         if os.path.isdir(text) or text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
-        _check_not_the_store(store, text)
+        check_not_the_store(store, text)
         try:
             mode = os.stat(text).st_mode  # through a link, its target
         except FileNotFoundError:  # nothing there yet (or a link to nothing: its target is created)
@@ -251,7 +252,7 @@ def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: I
             raise InvalidEvent(f"session {sid!r}: export name {name!r} is not unique or not a plain file name")
         taken[key] = sid
         paths.append(base / name)
-        _check_not_the_store(store, os.fspath(paths[-1]))  # before writing any file
+        check_not_the_store(store, os.fspath(paths[-1]))  # before writing any file
     result = []
     for sid, path in zip(ids, paths, strict=True):
         n = export_session(store, sid, path, progress)

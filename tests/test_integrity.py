@@ -145,6 +145,18 @@ def test_checkpoint_document_has_position_heads_and_a_root_over_them(any_loaded,
     assert verify_cli(any_loaded, "--checkpoint", str(tmp_path / "cp.json")).exit_code == 0
 
 
+def test_a_checkpoint_never_overwrites_the_database_it_reads(loaded, tmp_path):
+    """-o naming the database, its WAL or a link to it is refused before anything is written."""
+    before = loaded.read_bytes()
+    (tmp_path / "link.db").symlink_to(loaded)
+    for target in (loaded, f"{loaded}-wal", tmp_path / "link.db", f"{tmp_path}/./{loaded.name}"):
+        r = run(loaded, "checkpoint", "-o", str(target))
+        assert (r.exit_code, r.stderr) == (1, f"error: {target}: is this store's own database file (the checkpoint "
+                                              f"would overwrite it)\n")
+    assert loaded.read_bytes() == before
+    assert findings(loaded) == []
+
+
 def test_merkle_root_follows_rfc6962():
     import hashlib
 
