@@ -425,7 +425,9 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 sid = json.dumps(r.session_id, ensure_ascii=False)
                 if verbose or (watch and quiet and r.events):
                     bar.note(f"{f}: {r.status} session {sid}: {r.events} events"
-                             + (f" ({r.held} lines wait for the rest of their message)" if r.held else ""))
+                             + (f" ({r.held} lines wait for the rest of their message)" if r.held else "")
+                             + (f" (the stored session holds the file's {r.total - r.ahead} events and {r.ahead} more)"
+                                if r.ahead else ""))
             if rep.dropped:
                 counts["salvaged"] += 1
                 bar.note(f"{f}: salvaged: dropped {len(rep.dropped)} line(s): " + "; ".join(rep.dropped))

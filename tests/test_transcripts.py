@@ -379,8 +379,26 @@ def test_another_rollout_under_the_same_session_id_is_a_conflict(tmp_path, store
     with pytest.raises(ImportConflict) as e:
         import_transcript(store, str(second), "codex")
     assert str(e.value).startswith(f"{second}: session {info.id!r} is already stored with other events: ")
-    assert re.search(r"(seq \d+ differs \((type|ts|payload)\)|\d+ are stored, the file holds \d+)$", str(e.value))
+    assert re.search(r"seq \d+ differs \((type|ts|payload)\)$", str(e.value)), str(e.value)
     assert [e.to_jsonl() for e in store.session(info.id).events()] == before
+
+
+def test_an_older_copy_of_a_stored_transcript_is_skipped_and_an_edited_one_names_its_seq(tmp_path, store):
+    """A backup, or a synced folder that is behind: the file's events are stored, and more."""
+    lines = (DATA / "codex/rollout-0.40-shell.jsonl").read_bytes().splitlines(keepends=True)
+    whole, old, edited = tmp_path / "whole.jsonl", tmp_path / "old.jsonl", tmp_path / "edited.jsonl"
+    whole.write_bytes(b"".join(lines))
+    old.write_bytes(b"".join(lines[:20]))
+    edited.write_bytes(b"".join(lines[:3] + [lines[3].replace(b"90s", b"95s")] + lines[4:20]))
+    assert b"90s" in lines[3]
+    (info_whole,) = import_transcript(store, str(whole), "codex").sessions
+    stored_before = [e.to_jsonl() for e in store.session(info_whole.session_id).events()]
+    (r,) = import_transcript(store, str(old), "codex").sessions
+    assert (r.status, r.events, r.total) == ("skipped", 0, info_whole.total) and 0 < r.ahead < r.total
+    with pytest.raises(ImportConflict) as e:
+        import_transcript(store, str(edited), "codex")
+    assert re.search(r"already stored with other events: seq \d+ differs \(payload\)$", str(e.value)), str(e.value)
+    assert [e.to_jsonl() for e in store.session(info_whole.session_id).events()] == stored_before
 
 
 @pytest.mark.parametrize("rel", sorted(EXPECTED) + ["bad/codex-unknown-type.jsonl"])

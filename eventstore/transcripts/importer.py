@@ -27,13 +27,15 @@ _UUID_PREFIX = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{7,}")
 class SessionResult:
     """What an import did to one session: ``status`` is ``imported`` (new), ``appended`` or
     ``skipped`` (nothing new); ``events`` stored now, ``total`` afterwards, ``held`` source
-    lines left for the next run (an API message not yet complete)."""
+    lines left for the next run (an API message not yet complete), ``ahead`` the stored
+    events past the file's last (an older copy of the file: skipped)."""
 
     session_id: str
     status: str
     events: int
     total: int
     held: int = 0
+    ahead: int = 0
 
 
 @dataclass
@@ -96,13 +98,11 @@ def _stored_uuid(store) -> Callable[[str], str | None]:
     return look
 
 
-def _first_difference(s, events: list[tuple[str, dict, float]], n: int) -> tuple[int | None, str] | None:
-    """Where the ``n`` stored events of session ``s`` stop being the first ``n`` of the
-    converted ``events`` (``(type, payload, ts)``): ``(seq, what)`` (seq None when the file
-    holds fewer events), or None when they are its beginning. Every event is compared, not
-    only the head's key: two rollouts can share a session id and their line numbers."""
-    if len(events) < n:
-        return None, f"{n} are stored, the file holds {len(events)}"
+def _first_difference(s, events: list[tuple[str, dict, float]], n: int) -> tuple[int, str] | None:
+    """The first seq where the ``n`` stored events of session ``s`` and the converted
+    ``events`` (``(type, payload, ts)``) differ, and what differs: ``(seq, "seq S differs
+    (payload)")``; None when one is the beginning of the other. Every event is compared,
+    not only the head's key: two rollouts can share a session id and their line numbers."""
     for e, (type_, payload, ts) in zip(s.events(), events[:n], strict=False):  # (more may be stored by now)
         what = "type" if e.type != type_ else "ts" if e.ts != ts else "payload" if e.payload != payload else None
         if what is not None:
@@ -126,6 +126,8 @@ def store_converted(store, conv: Converted, path: str) -> SessionResult:
             seq, what = differs
             raise ImportConflict(path, 0, f"session {conv.session_id!r} is already stored with other events: "
                                           f"{what}", conv.session_id, seq)
+        if n > len(conv.events):  # an older copy of the file: what it holds is stored, and more
+            return SessionResult(conv.session_id, "skipped", 0, n, conv.held, ahead=n - len(conv.events))
     created = False
     if s is None:
         try:
