@@ -123,12 +123,17 @@ def _store(ctx: click.Context, readonly: bool = False) -> EventStore:
     if obj.get("store") is None:
         store = obj["store"] = EventStore.open(obj["db"], readonly=readonly, durability=obj.get("durability", "normal"))
         ctx.call_on_close(store.close)
-        if store.backend.upgraded_from is not None:
-            from .schema import SCHEMA_REVISION
-
-            click.echo(f"{_db_shown(obj['db'], store)}: upgraded from schema revision "
-                       f"{store.backend.upgraded_from} to {SCHEMA_REVISION} (an older eventstore wrote it)", err=True)
+        _say_if_upgraded(obj["db"], store)
     return obj["store"]
+
+
+def _say_if_upgraded(db: str, store: EventStore) -> None:
+    """One line on stderr when opening ``db`` upgraded an older eventstore's database."""
+    if store.backend.upgraded_from is not None:
+        from .schema import SCHEMA_REVISION
+
+        click.echo(f"{_db_shown(db, store)}: upgraded from schema revision {store.backend.upgraded_from} to "
+                   f"{SCHEMA_REVISION} (an older eventstore wrote it)", err=True)
 
 
 def _out():
@@ -1280,6 +1285,7 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
         for sid in session_ids:  # an unknown id is an error before DST is created
             source.session(sid)
         with EventStore.open(_lasting(dst)) as target:
+            _say_if_upgraded(dst, target)
             try:
                 results = copy_sessions(source, target, session_ids or None, progress=done)
             except KeyboardInterrupt:  # each session copied is kept, and one cut off is completed by the next run

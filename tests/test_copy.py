@@ -556,3 +556,18 @@ def test_an_unknown_session_id_is_an_error_before_the_target_is_made(dst_kind, n
 
         with psycopg.connect(dst) as conn:
             assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone() == (0,)
+
+
+def test_copy_into_a_database_an_older_eventstore_wrote_says_it_upgraded_it(tmp_path):
+    import shutil
+
+    src, dst = str(tmp_path / "src.db"), str(tmp_path / "old.db")
+    shutil.copyfile(DATA / "legacy-0007.db", dst)
+    with EventStore.open(src) as store:
+        store.create_session("new").append("note", {"n": 1})
+    r = copy_cli(src, dst)
+    assert r.exit_code == 0, r.output
+    assert r.stderr.startswith(f"{dst}: upgraded from schema revision 0007 to ")
+    with EventStore.open(dst, readonly=True) as store:
+        assert sorted(i.id for i in store.sessions()) == ["5a1b896f-beb", "new", "second"]
+    assert copy_cli(src, dst).stderr.count("upgraded") == 0
