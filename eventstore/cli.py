@@ -26,7 +26,7 @@ import click
 from . import __version__
 from .errors import DatabaseError, EventStoreError, InvalidJSONL, SessionNotFound, WalMismatch
 from .store import EventStore
-from .tailview import UNSAFE_CHARS, escape_char
+from .tailview import CONTROL_OR_NEWLINE, UNSAFE_CHARS, escape_char
 
 EXIT_ERROR = 1
 
@@ -601,7 +601,7 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     # a rich Table of 200,000 rows took a minute and 670 MB to lay out.
     from rich.cells import cell_len
 
-    ids = [_CONTROL_OR_NEWLINE.sub(escape_char, _printable(i.id)) for i in infos]
+    ids = [CONTROL_OR_NEWLINE.sub(escape_char, _printable(i.id)) for i in infos]
     widths = [len(i) if i.isascii() else cell_len(i) for i in ids]
     id_width = max(7, max(widths))
     n_width = max(6, len(str(max(i.events for i in infos))))
@@ -807,8 +807,6 @@ def _print_rows(conn, query: str, fmt: str | None) -> None:
 _UNSAFE = re.compile(f"[{UNSAFE_CHARS}]")
 # Shown escaped in a table cell: a tab and what no terminal should get raw (a newline is kept).
 _CONTROL = re.compile(f"[\t{UNSAFE_CHARS}]")
-# Shown escaped in a one-line cell: the same and newlines.
-_CONTROL_OR_NEWLINE = re.compile(f"[\t\n{UNSAFE_CHARS}]")
 TABLE_CELL_MAX = 300  # characters of a value shown in a table cell; --json and --csv show all
 
 
@@ -1198,7 +1196,7 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
     for sid, h in zip(ids, hits, strict=True):
         snippet = Text()
         for k, part in enumerate(re.split(f"[{MARK_START}{MARK_END}]", h.snippet)):
-            snippet.append(_CONTROL_OR_NEWLINE.sub(" ", part), style="bold reverse" if k % 2 else None)
+            snippet.append(CONTROL_OR_NEWLINE.sub(" ", part), style="bold reverse" if k % 2 else None)
         table.add_row(Text(sid), str(h.seq), h.type, snippet)
     Console(soft_wrap=False).print(table)
 
@@ -1308,7 +1306,7 @@ def _count(n: int, noun: str) -> str:
 def _one_line(text: str) -> str:
     """``text`` on one line, safe for a terminal: control characters, newlines and lone
     surrogates as escapes (as ``sessions`` shows ids)."""
-    return _CONTROL_OR_NEWLINE.sub(escape_char, _printable(text))
+    return CONTROL_OR_NEWLINE.sub(escape_char, _printable(text))
 
 
 @cli.command()

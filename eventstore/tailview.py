@@ -30,6 +30,8 @@ __all__ = ["TailView"]
 #: another order or on other lines than it is stored (U+202E, "Trojan Source").
 UNSAFE_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
 _CONTROL = re.compile(f"[{UNSAFE_CHARS}]")
+#: The same, and tab and newline: for what must stay on one line (a session id).
+CONTROL_OR_NEWLINE = re.compile(f"[\t\n{UNSAFE_CHARS}]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
@@ -92,7 +94,7 @@ class TailView:
 
     def _line(self, sid: str, label: str, text: str, style: str | None) -> None:
         self.finish()
-        prefix = f"[{_clean(sid)}] " if self.show_session else ""
+        prefix = f"[{CONTROL_OR_NEWLINE.sub(escape_char, sid)}] " if self.show_session else ""
         if label:
             self.write(prefix, "dim")
             self.write(label, style)
@@ -112,7 +114,7 @@ class TailView:
             if self._open != sid:
                 self.finish()
                 if self.show_session:
-                    self.write(f"[{_clean(sid)}] ", "dim")
+                    self.write(f"[{CONTROL_OR_NEWLINE.sub(escape_char, sid)}] ", "dim")
                 self.write("assistant: ", "assistant")
                 if self._streamed.get(sid):
                     self.write("...", "dim")  # this stream was interrupted by another session

@@ -97,6 +97,13 @@ def test_tail_of_every_session_prefixes_lines_and_interleaves_streams(store, bac
     assert tail(backend_url, "a", "-n", "2").output == "assistant: two\nassistant: one two\n"
 
 
+def test_tail_of_every_session_keeps_each_prefix_on_its_line(store, backend_url):
+    s = store.create_session("two\nlines\tid")
+    s.append("assistant/chunk", {"delta": {"content": "streamed"}})
+    s.append("user/message", {"content": "hi"})
+    assert tail(backend_url).output == "[two\\nlines\\tid] assistant: streamed\n[two\\nlines\\tid] user: hi\n"
+
+
 def test_tail_neutralizes_terminal_control_characters(store, backend_url):
     s = store.create_session("s")
     s.append("tool/result", {"tool_call_id": "c", "content": "\x1b[2J\x07gone\ud83d"})
