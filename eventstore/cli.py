@@ -371,8 +371,15 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                                "file (a pipe or a device), which can be read only once: import it without --watch")
     store = _store(ctx)
     bar = _Bar("import", len(files), None if streams else sum(os.path.getsize(f) for f in files))
-    counts = {"imported": 0, "appended": 0, "skipped": 0, "failed": len(unreadable), "salvaged": 0}
+    counts = {"skipped": 0, "failed": len(unreadable), "salvaged": 0}
     totals = {"events": 0, "normalized": 0}
+    stored: dict[str, set] = {"imported": set(), "appended": set()}  # session ids: one imported twice counts once
+
+    def tally(status: str, sid: str) -> None:
+        if status in stored:
+            stored[status].add(sid)
+        else:
+            counts[status] += 1
     for message in unreadable:
         bar.note(message)
 
@@ -425,7 +432,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
             bar.file_done()
         if kind != "eventstore":
             for r in rep.sessions:
-                counts[r.status] += 1
+                tally(r.status, r.session_id)
                 totals["events"] += r.events
                 sid = json.dumps(r.session_id, ensure_ascii=False)
                 if verbose or (watch and quiet and r.events):
@@ -440,7 +447,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 bar.note(f"{f}: the last line is incomplete; it waits for the next run")
             bar.advance(0 if f in streams else os.path.getsize(f), 0)
             return
-        counts[rep.status] += 1
+        tally(rep.status, rep.session_id)
         totals["events"] += rep.events
         totals["normalized"] += rep.normalized
         sid = json.dumps(rep.session_id, ensure_ascii=False)
@@ -477,9 +484,9 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
         except KeyboardInterrupt as e:  # the way to stop --watch
             if e.args:
                 click.echo(f"interrupted {e.args[0]}", err=True)
-    stored = counts["imported"] + counts["appended"]
+    new, appended = stored["imported"], stored["appended"] - stored["imported"]
     parts = [f"files: {len(watcher.seen) if watch else len(files)}",
-             f"sessions: {stored} ({counts['imported']} new, {counts['appended']} appended)",
+             f"sessions: {len(new) + len(appended)} ({len(new)} new, {len(appended)} appended)",
              f"events: {totals['events']}", f"skipped: {counts['skipped']}", f"failed: {counts['failed']}"]
     if counts["salvaged"]:
         parts.append(f"salvaged: {counts['salvaged']}")

@@ -568,3 +568,20 @@ def test_a_parent_loop_loses_no_line():
         for part in src if isinstance(src, list) else [src] if isinstance(src, dict) else []:
             seen.add(part.get("uuid"))
     assert {d["uuid"] for d in lines if "uuid" in d} <= seen
+
+
+def test_import_totals_count_a_session_once_however_many_files_add_to_it(tmp_path):
+    from click.testing import CliRunner
+
+    from eventstore.cli import cli
+
+    lines = (DATA / "codex/rollout-0.40-shell.jsonl").read_bytes().splitlines(keepends=True)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "r.jsonl").write_bytes(b"".join(lines[:20]))
+    (tmp_path / "b" / "r.jsonl").write_bytes(b"".join(lines))  # the same rollout, further on
+    r = CliRunner().invoke(cli, ["--db", str(tmp_path / "x.db"), "import", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert r.exit_code == 0, r.output
+    with EventStore.open(tmp_path / "x.db", readonly=True) as store:
+        (info,) = store.sessions()
+    assert r.stdout == f"files: 2, sessions: 1 (1 new, 0 appended), events: {info.events}, skipped: 0, failed: 0\n"
