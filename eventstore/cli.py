@@ -1205,7 +1205,9 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
         for k, part in enumerate(re.split(f"[{MARK_START}{MARK_END}]", h.snippet)):
             snippet.append(CONTROL_OR_NEWLINE.sub(" ", part), style="bold reverse" if k % 2 else None)
         table.add_row(Text(sid), str(h.seq), h.type, snippet)
-    Console(soft_wrap=False).print(table)
+    # on a terminal (or with $COLUMNS) the snippets wrap to its width; into a pipe or a file, each hit is one line
+    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    Console(soft_wrap=False, width=1_000_000 if wide else None).print(table)
 
 
 @cli.command()

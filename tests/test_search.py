@@ -296,6 +296,10 @@ def test_cli_search(loaded, backend_url):
     assert r.returncode == 0 and "tool/result" in r.stdout and "SNIPPET" in r.stdout
     r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env={**env, "COLUMNS": "60"})
     assert r.returncode == 0 and f"\n{CODEX} " in r.stdout  # an id stays whole on its line, however narrow
+    r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env={**env, "COLUMNS": "100"})
+    assert r.returncode == 0 and len(r.stdout.splitlines()) > 4  # the snippets wrap to $COLUMNS
+    r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 4  # into a pipe: a hit a line
     bad = "AND" if loaded.backend.name == "sqlite" else "a &"
     r = subprocess.run([*cmd, bad, "--raw"], capture_output=True, text=True, env=env)
     assert r.returncode == 1 and r.stderr.startswith(f"error: search '{bad}'") and "Traceback" not in r.stderr
