@@ -311,7 +311,7 @@ def test_query_reads(ro):
 
 
 def test_readonly_connection_never_creates_a_database(tmp_path):
-    with pytest.raises(DatabaseError, match="no such database file"):
+    with pytest.raises(DatabaseError, match=r"^no database at .* \(create one with 'eventstore init'"):
         sandbox.connect_readonly(tmp_path / "missing.db")
     assert not (tmp_path / "missing.db").exists()
     (tmp_path / "notes.txt").write_text("not a database\n" * 100)

@@ -85,7 +85,8 @@ def test_sessions_table_and_json(run, filled):
     assert run("sessions").output == "no sessions\n"
 
 
-@pytest.mark.parametrize("command", [["sessions"], ["events", "x"], ["messages", "x"], ["export", "x"], ["tail"]])
+@pytest.mark.parametrize("command", [["sessions"], ["events", "x"], ["messages", "x"], ["export", "x"], ["tail"],
+                                     ["sql", "SELECT 1"], ["search", "x"], ["checkpoint"]])
 def test_read_commands_never_create_a_database(run, tmp_path, command):
     result = run("--db", "typo.db", *command)
     assert result.exit_code == 1

@@ -247,8 +247,7 @@ class SQLiteBackend(Backend):
                 raise DatabaseError(f"cannot open database {path}: it is a folder, not a database file")
             check_wal(path)  # before any connection: a foreign -wal is never read or checkpointed
         if readonly and (path is None or not os.path.isfile(path)):
-            raise DatabaseError(f"no database at {path or ':memory:'} "
-                                f"(create one with 'eventstore init', 'import' or 'demo')")
+            raise _engine.no_database(path)
         if not readonly and path is not None and path in _forked_mid_write:
             raise _forked_mid_write_error(path)
         name = url if path is not None else ":memory:"  # as the user gave it

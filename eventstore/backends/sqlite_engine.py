@@ -163,6 +163,11 @@ def migrations_path() -> str:
     raise DatabaseError(f"the migration scripts are missing (looked in {here / 'migrations'})")
 
 
+def no_database(path: str | None) -> DatabaseError:
+    """The error of a read-only open where there is no database file (reads never create one)."""
+    return DatabaseError(f"no database at {path or ':memory:'} (create one with 'eventstore init', 'import' or 'demo')")
+
+
 def _refuse_foreign(conn: sqlite3.Connection, revision: str | None, known: list[str], name: str) -> None:
     """Raise :class:`DatabaseError` unless the file is empty or an eventstore database at a
     revision this package knows: another application's file is never changed."""

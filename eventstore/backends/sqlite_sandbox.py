@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import DatabaseError, QueryError
 from .base import MULTIPLE_STATEMENTS, QueryConnection
 from .sqlite_engine import database_path as _database_path
-from .sqlite_engine import open_read_only
+from .sqlite_engine import no_database, open_read_only
 from .sqlite_walcheck import check_wal
 
 __all__ = ["SQLiteQueryConnection", "connect_readonly", "database_path", "query"]
@@ -113,7 +113,7 @@ def database_path(target: str | os.PathLike) -> str:
     if path is None:
         raise DatabaseError("an in-memory database cannot be opened read-only: give a file")
     if not os.path.isfile(path):
-        raise DatabaseError(f"cannot open {path}: no such database file")
+        raise no_database(path)
     return path
 
 
