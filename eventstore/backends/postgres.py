@@ -378,8 +378,8 @@ class PostgresBackend(Backend):
         try:
             with engine.begin() as conn:
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
-                found = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() if \
-                    conn.exec_driver_sql("SELECT to_regclass('alembic_version')").scalar() is not None else None
+                versioned = conn.exec_driver_sql("SELECT to_regclass('alembic_version')").scalar() is not None
+                found = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() if versioned else None
                 if found != head_revision():  # (another process may have migrated while this one waited)
                     self.upgraded_from = found
                 cfg = Config()
