@@ -1193,21 +1193,33 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
     if not hits:
         click.echo("no match")
         return
-    table = Table(box=None, pad_edge=False, header_style="bold")
     ids = [_printable(h.session_id) for h in hits]
+    snippets = []
+    for h in hits:
+        snippet = Text()
+        for k, part in enumerate(re.split(f"[{MARK_START}{MARK_END}]", h.snippet)):
+            snippet.append(CONTROL_OR_NEWLINE.sub(" ", part), style="bold reverse" if k % 2 else None)
+        snippets.append(snippet)
+    # on a terminal (or with $COLUMNS) the snippets wrap to its width; into a pipe or a file, each hit is one line
+    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    console = Console(soft_wrap=False, width=1_000_000 if wide else None)
+    fixed = max(map(len, ids)) + 2 + max(len(str(h.seq)) for h in hits) + 2 + max(len(h.type) for h in hits) + 2
+    if console.width - fixed < 40:  # too narrow for a snippet column: each snippet below its hit, indented
+        from rich.padding import Padding
+
+        for sid, h, snippet in zip(ids, hits, snippets, strict=True):
+            console.print(Text(f"{sid}  seq {h.seq}  {h.type}", style="bold"), soft_wrap=True)
+            console.print(Padding(snippet, (0, 0, 0, 4), expand=False))
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
     # an id and a type are for copying: kept whole on one line; the snippet takes the room left
     table.add_column("SESSION", no_wrap=True, min_width=max(map(len, ids)))
     table.add_column("SEQ", justify="right", no_wrap=True)
     table.add_column("TYPE", no_wrap=True, min_width=max(len(h.type) for h in hits))
     table.add_column("SNIPPET", overflow="fold")
-    for sid, h in zip(ids, hits, strict=True):
-        snippet = Text()
-        for k, part in enumerate(re.split(f"[{MARK_START}{MARK_END}]", h.snippet)):
-            snippet.append(CONTROL_OR_NEWLINE.sub(" ", part), style="bold reverse" if k % 2 else None)
+    for sid, h, snippet in zip(ids, hits, snippets, strict=True):
         table.add_row(Text(sid), str(h.seq), h.type, snippet)
-    # on a terminal (or with $COLUMNS) the snippets wrap to its width; into a pipe or a file, each hit is one line
-    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
-    Console(soft_wrap=False, width=1_000_000 if wide else None).print(table)
+    console.print(table)
 
 
 @cli.command()

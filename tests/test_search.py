@@ -294,8 +294,11 @@ def test_cli_search(loaded, backend_url):
     assert r.returncode == 0 and r.stdout == "no match\n"
     r = subprocess.run([*cmd, "multer", "--type", "tool/result"], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "tool/result" in r.stdout and "SNIPPET" in r.stdout
-    r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env={**env, "COLUMNS": "60"})
-    assert r.returncode == 0 and f"\n{CODEX} " in r.stdout  # an id stays whole on its line, however narrow
+    r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env={**env, "COLUMNS": "80"})
+    assert r.returncode == 0 and r.stdout.startswith(f"{CODEX}  seq ")  # an id stays whole on its line
+    lines = r.stdout.splitlines()  # too narrow for a column: each snippet below its hit, indented, all of it shown
+    assert sum(line.startswith(f"{CODEX}  seq ") for line in lines) == 3 and r.stdout.count("urlopen") == 3
+    assert all(line.startswith(("    ", CODEX)) and len(line) <= 80 for line in lines), r.stdout
     r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env={**env, "COLUMNS": "100"})
     assert r.returncode == 0 and len(r.stdout.splitlines()) > 4  # the snippets wrap to $COLUMNS
     r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env=env)
