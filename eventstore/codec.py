@@ -252,6 +252,9 @@ def meta_line(session_id: str, meta_json: str = "{}") -> str:
     return head + ("}" if meta_json == "{}" else "," + meta_json[1:])
 
 
+_MISSING = object()
+
+
 def meta_difference(a_json: str, b_json: str, a_name: str, b_name: str) -> str:
     """Which keys two sessions' meta JSON object texts hold differently, for a conflict
     message: ``KEY (VALUE a_name, VALUE b_name); ...`` (``none`` where a key is missing;
@@ -265,9 +268,6 @@ def meta_difference(a_json: str, b_json: str, a_name: str, b_name: str) -> str:
 
     parts = [f"{dumps(k)} ({shown(a, k)} {a_name}, {shown(b, k)} {b_name})" for k in keys[:3]]
     return "; ".join(parts) + (f"; and {len(keys) - 3} more" if len(keys) > 3 else "")
-
-
-_MISSING = object()
 
 
 def event_line(type_: str, seq: int, ts: float, payload_json: str) -> str:

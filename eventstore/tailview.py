@@ -7,8 +7,8 @@ User messages, tool calls (``-> name(arguments)``), tool results (``<- id: outpu
 output cut to a few lines), reasoning (``thinking: text`` on one line) and turn boundaries
 get a line each; step boundaries are not shown; any other event type is shown as ``[type]
 payload``, without the payload's ``event_id`` and ``source`` (the transcript line an
-import kept: ``eventstore events`` shows it), and not at all when that is all it holds. With several sessions
-interleaved, each line starts with ``[session id]``.
+import kept: ``eventstore events`` shows it), and not at all when that is all it holds.
+With several sessions interleaved, each line starts with ``[session id]``.
 
 Text from the log is untrusted (model output, tool output): control characters other
 than newline and tab are shown escaped (``\\x1b``), so a payload cannot drive the terminal.
@@ -33,6 +33,9 @@ _CONTROL = re.compile(f"[{UNSAFE_CHARS}]")
 #: The same, and tab and newline: for what must stay on one line (a session id).
 CONTROL_OR_NEWLINE = re.compile(f"[\t\n{UNSAFE_CHARS}]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+#: Payload keys that other events are shown without: the idempotency key, and the source
+#: line an import of an agent's transcript keeps beside what it mapped (docs/import-export.md).
+_NOT_SHOWN = frozenset({"event_id", "source"})
 
 
 def escape_char(m: re.Match) -> str:
@@ -162,7 +165,3 @@ class TailView:
             self._line(sid, "", f"[{t}]" + (f" {_short(json.dumps(rest, ensure_ascii=False), 200)}" if rest else ""),
                        "dim")
 
-
-#: Payload keys that other events are shown without: the idempotency key, and the source
-#: line an import of an agent's transcript keeps beside what it mapped (docs/import-export.md).
-_NOT_SHOWN = frozenset({"event_id", "source"})

@@ -75,19 +75,17 @@ def convert_file(path: str, fmt: str, *, salvage: bool = False,
 
 
 def _head(store, session_id: str):
-    """``(session handle, next seq, last stored event)`` or ``(None, 0, None)``."""
+    """``(session handle, next seq)`` or ``(None, 0)``."""
     try:
         s = store.session(session_id)
     except SessionNotFound:
-        return None, 0, None
-    n = s.next_seq()
-    last = next(iter(s.events(after_seq=n - 2)), None) if n else None
-    return s, n, last
+        return None, 0
+    return s, s.next_seq()
 
 
 def _stored_uuid(store) -> Callable[[str], str | None]:
     def look(session_id: str) -> str | None:
-        s, n, _last = _head(store, session_id)
+        s, n = _head(store, session_id)
         if s is None or not n:
             return None
         for ev in reversed(list(s.events(after_seq=max(-1, n - 51)))):
@@ -119,7 +117,7 @@ def store_converted(store, conv: Converted, path: str) -> SessionResult:
     ``append_many`` raises (``SeqConflict`` when another import got there first: nothing
     is stored, run again).
     """
-    s, n, _last = _head(store, conv.session_id)
+    s, n = _head(store, conv.session_id)
     if n:
         differs = _first_difference(s, conv.events, n)
         if differs is not None:
