@@ -216,6 +216,7 @@ class SQLiteBackend(Backend):
         self._lock = threading.RLock()
         self._forked = False
         self._conn: sqlite3.Connection | None = None
+        self._marks: _engine.WalMarks | None = None  # moves the mark on at each WAL generation
         self._wlock = None
         self._checkpointer: Checkpointer | None = None
         # The head of each session this store appended to: {session id: (next seq, last
@@ -245,7 +246,8 @@ class SQLiteBackend(Backend):
                 raise DatabaseError(f"cannot open database {path}: folder {parent} does not exist")
             if os.path.isdir(path):
                 raise DatabaseError(f"cannot open database {path}: it is a folder, not a database file")
-            check_wal(path)  # before any connection: a foreign -wal is never read or checkpointed
+            _engine.refuse_hard_links(path)
+            confirmed = check_wal(path)  # before any connection: a foreign -wal is never read or checkpointed
         if readonly and (path is None or not os.path.isfile(path)):
             raise _engine.no_database(path)
         if not readonly and path is not None and path in _forked_mid_write:
@@ -254,10 +256,20 @@ class SQLiteBackend(Backend):
         conn = None
         upgraded_from = None
         try:
-            conn = cls._new_connection(path, busy_timeout, durability, readonly)
             if readonly:
+                conn = cls._new_connection(path, busy_timeout, durability, readonly)
                 _engine.check_revision(conn, name)
             else:
+                if path is not None and os.path.isfile(path) and os.path.getsize(path) > 0:
+                    # Every refusal first, on a connection that can neither write nor
+                    # checkpoint: closing a read-write one would checkpoint the -wal into
+                    # the very file it refuses.
+                    conn = _engine.open_read_only(path, busy_timeout, isolation_level=None)
+                    _engine.check_writable(conn, name)
+                    if not confirmed:
+                        _engine.check_unconfirmed_wal(conn, path)
+                    conn.close()
+                conn = cls._new_connection(path, busy_timeout, durability, readonly)
                 done = _engine.upgrade(conn, name, busy_timeout)
                 upgraded_from = done.found if done.migrated else None
         except BaseException as e:
@@ -291,6 +303,8 @@ class SQLiteBackend(Backend):
                 raise DatabaseError(f"cannot open {self.display}: {e}") from None
         self._conn = conn
         self._cur = conn.cursor()
+        if self._marks is None and self._file is not None and not self.readonly:
+            self._marks = _engine.WalMarks(self._file)
         self._unchecked_frames = 0  # WAL frames (estimated) this store wrote since its last checkpoint
         if self._write_queue:
             self._wlock = open_write_lock(self._file)
@@ -343,6 +357,9 @@ class SQLiteBackend(Backend):
                 self._cur.close()
                 self._conn.close()
                 self._conn = None
+            if self._marks is not None:
+                self._marks.close()
+                self._marks = None
 
     def files(self) -> list[str]:
         if self._file is None:
@@ -421,6 +438,8 @@ class SQLiteBackend(Backend):
                         raise
                 cur = self._cur
                 cur.execute("BEGIN IMMEDIATE")
+                if self._marks is not None:
+                    self._marks.mark(cur)
                 result = body(cur)
                 cur.execute("COMMIT")
                 return result

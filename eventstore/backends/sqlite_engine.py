@@ -18,13 +18,15 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import struct
 import time
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
-from ..errors import DatabaseError
+from ..errors import DatabaseError, WalMismatch
 from ..schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION, outdated
+from .sqlite_walcheck import APPLICATION_ID, MARK_MAX, next_mark
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
@@ -124,6 +126,56 @@ def ensure_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
     cur.close()
 
 
+class WalMarks:
+    """Moves an eventstore database's mark (``PRAGMA user_version``) on by one in the first
+    transaction of each WAL generation, so that the WAL's first frames hold a page 1 that
+    names the database file it was started against (see :mod:`.sqlite_walcheck`).
+
+    A writer starts the WAL over (new salts, from its first frame) only when every frame of
+    it was copied into the database file: the ``-shm`` index says so, its ``mxFrame``
+    (offset 16) equal to ``nBackfill`` (offset 96), both in the machine's byte order
+    (https://www.sqlite.org/walformat.html). Read inside the write transaction (the write
+    lock held, so ``mxFrame`` cannot change), equal values mean this transaction may start
+    a generation, unequal ones that it will not: a transaction that might is marked (one
+    page more to write, about once per checkpoint), and one that will not costs a 100-byte
+    ``pread`` of the ``-shm``."""
+
+    def __init__(self, path: str):
+        self._shm = os.path.realpath(path) + "-shm"
+        self._fd: int | None = None
+
+    def _starts_over(self) -> bool:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self._shm, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                return False  # not (yet) a WAL database: no generation to mark
+        head = os.pread(self._fd, 100, 0)
+        if len(head) < 100:
+            return True  # an index not built yet: the WAL is new
+        max_frame, = struct.unpack_from("=I", head, 16)
+        backfill, = struct.unpack_from("=I", head, 96)
+        return max_frame == backfill
+
+    def mark(self, cur: sqlite3.Cursor) -> None:
+        """In a write transaction on ``cur``: move the mark on when it may start a WAL generation."""
+        if self._starts_over():
+            move_mark(cur)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def move_mark(cur: sqlite3.Cursor) -> None:
+    """In a write transaction: move an eventstore database's mark on by one (nothing for a
+    database from before revision 0260, which has none yet)."""
+    if cur.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
+        mark = cur.execute("PRAGMA user_version").fetchone()[0]
+        cur.execute(f"PRAGMA user_version = {next_mark(mark) if 0 < mark <= MARK_MAX else 1}")
+
+
 def open_read_only(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **connect_args) -> sqlite3.Connection:
     """Open the database file ``path`` read-only (``mode=ro``), falling back to
     ``immutable=1`` when SQLite cannot create the ``-shm`` file beside a WAL database (a
@@ -184,6 +236,57 @@ def _refuse_foreign(conn: sqlite3.Connection, revision: str | None, known: list[
         raise DatabaseError(f"{name} is at schema revision {revision!r}, which this eventstore does not know "
                             f"(its latest is {SCHEMA_REVISION!r}): it was written by a newer eventstore, "
                             f"or it is another application's database; eventstore leaves it unchanged")
+
+
+def check_writable(conn: sqlite3.Connection, name: str) -> None:
+    """For a read-write open, on a read-only connection to the file (before any read-write
+    one exists): raise :class:`DatabaseError` unless the file is empty or an eventstore
+    database at a revision this package can upgrade or use, so that a file that is
+    refused is never written to, nor its ``-wal`` checkpointed."""
+    revision = current_revision(conn)
+    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if application_id not in (0, APPLICATION_ID):
+        raise DatabaseError(f"{name} is not an eventstore database (it is another application's: its "
+                            f"application_id is {application_id:#x}); eventstore leaves it unchanged")
+    if revision is None or not min(LEGACY_REVISIONS) <= revision <= SCHEMA_REVISION:
+        _refuse_foreign(conn, revision, [], name)
+
+
+def check_unconfirmed_wal(conn: sqlite3.Connection, path: str) -> None:
+    """Before a read-write open of ``path`` whose ``-wal`` fits the file but was not proved
+    to belong to it (:func:`.sqlite_walcheck.wal_verdict`: a WAL started by another program
+    than eventstore, or by one before revision 0260), on a read-only connection ``conn``:
+    raise :class:`WalMismatch` unless the database read through the WAL passes SQLite's
+    ``quick_check``. A WAL of another file fits seldom, and its pages do not fit the
+    file's b-trees. (The check reads the whole file: it runs only for such a WAL.)"""
+    try:
+        rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as e:  # a page that is no b-tree page at all
+        rows = [str(e)]
+    if rows != ["ok"]:
+        real = os.path.realpath(path)
+        raise WalMismatch(
+            f"{real}-wal does not belong to {path}, or the database is damaged: the WAL was not written by "
+            f"eventstore, so nothing proves that it belongs to the file, and the database read through it "
+            f"fails SQLite's quick_check ({rows[0]}). Refused before anything was written; move {real}-wal "
+            f"(and {real}-shm) aside and run 'eventstore verify' on the file as it is")
+
+
+def refuse_hard_links(path: str) -> None:
+    """Raise :class:`DatabaseError` when the database file ``path`` has another name (a
+    hard link): SQLite keeps a ``-wal`` and ``-shm`` beside each name, so two writers, one
+    per name, would each see only their own WAL and corrupt the file. A symbolic link is
+    fine (SQLite opens the file it points to, and the files beside that)."""
+    try:
+        links = os.stat(path).st_nlink
+    except OSError:
+        return  # no file yet, or one SQLite's own open reports
+    if links > 1:
+        raise DatabaseError(
+            f"{path} has {links} names (hard links to one file): SQLite keeps a -wal file beside each "
+            f"name, so writers using different names would corrupt the database, and readers could miss "
+            f"what was written; eventstore refuses it. Keep one name (remove the other links), or make "
+            f"a real copy ('cp') or a symbolic link ('ln -s') instead")
 
 
 def check_revision(conn: sqlite3.Connection, name: str) -> None:
@@ -274,6 +377,7 @@ def upgrade(conn: sqlite3.Connection, name: str, busy_timeout: float = DEFAULT_B
                         upgrade_legacy(conn, name, script)
                     cfg.attributes["connection"] = sa_conn
                     command.upgrade(cfg, "head")
+                    move_mark(conn.cursor())  # (this may be the first transaction of a WAL generation)
                     migrated = True
     finally:
         engine.dispose()

@@ -37,6 +37,13 @@ WAL's frames, by transaction (the frames up to a commit frame):
    every page only with ``auto_vacuum``, which eventstore databases do not use.) A WAL
    without a commit is ignored by SQLite.
 
+Before these rules, the database's name: an eventstore database (revision 0260 on) holds
+``application_id`` :data:`APPLICATION_ID` and a random id of its own in ``user_version``
+(offsets 68 and 60 of page 1). SQLite writes both in every page-1 image, so a WAL with a
+page-1 image naming another database, or none (a plain SQLite file's), was written for
+another file, whatever the rules say; a database file that does not name itself yet (before
+0260) is checked by the rules alone.
+
 Anything else is a WAL written against another file, and refused; the message names both
 files and what disagrees. This refuses a copy older and smaller than the database its WAL
 was written against, and one newer and larger (the cases of issue #22); what the files
@@ -62,7 +69,16 @@ import struct
 
 from ..errors import WalMismatch
 
-__all__ = ["WalMismatch", "check_wal", "wal_mismatch"]
+__all__ = ["APPLICATION_ID", "MARK_MAX", "WalMismatch", "check_wal", "database_id", "next_mark", "wal_mismatch",
+           "wal_verdict"]
+
+#: ``PRAGMA application_id`` of an eventstore database ("EVST"; set by migration 0260).
+APPLICATION_ID = 0x45565354
+#: Marks (``PRAGMA user_version``) run from 1 to this, then start at 1 again.
+MARK_MAX = 2**31 - 1
+# Marks further than this from the file's belong to another database: each starts at a
+# random mark, and one WAL generation moves it on by one.
+_LINEAGE = 2**24
 
 _DB_MAGIC = b"SQLite format 3\x00"
 _WAL_MAGICS = (0x377F0682, 0x377F0683)
@@ -132,9 +148,76 @@ def _transactions(m, page_size: int, salts: tuple[int, int], big: bool, seed: tu
     return done
 
 
-def _verdict(m, page_size: int, transactions, db_page1: bytes, db_pages: int) -> str | None:
-    """Why the frames ``transactions`` were not written against a database file whose page
-    1 is ``db_page1`` and whose size is ``db_pages`` pages, or None (see the module's rule)."""
+def database_id(page1: bytes) -> int | None:
+    """The mark an eventstore database's page 1 (its first 100 bytes at least) holds in
+    ``user_version``, or None when it holds none (not an eventstore database, or one from
+    before revision 0260): see the module docstring."""
+    application_id, = struct.unpack_from(">I", page1, 68)
+    user_version, = struct.unpack_from(">I", page1, 60)
+    return user_version if application_id == APPLICATION_ID and 0 < user_version <= MARK_MAX else None
+
+
+def next_mark(mark: int) -> int:
+    """The mark after ``mark`` (1 follows :data:`MARK_MAX`)."""
+    return mark % MARK_MAX + 1
+
+
+def _distance(mark: int, base: int) -> int:
+    """How many steps of :func:`next_mark` lead from ``base`` to ``mark`` (negative: back)."""
+    d = (mark - base) % MARK_MAX
+    return d - MARK_MAX if d > MARK_MAX // 2 else d
+
+
+def _marks(m, transactions, db_page1: bytes) -> tuple[str | None, bool | None]:
+    """The rule of marks: ``(why the WAL was written for another database or another state
+    of this one, None)``, ``(None, True)`` when its first transaction's mark proves it was
+    started against the database file, or ``(None, None)`` when the marks cannot tell (the
+    other rules decide then)."""
+    db_mark = database_id(db_page1)
+    if db_mark is None:
+        return None, None
+    first_mark = None
+    for number, (_pages, _size, page1) in enumerate(transactions, 1):
+        for off in page1:
+            mark = database_id(m[off:off + 100])
+            if mark is None or abs(_distance(mark, db_mark)) > _LINEAGE:
+                named = (f"its mark {mark}" if mark is not None else "no eventstore database")
+                return (f"page 1 as its transaction {number} wrote it names {named}: it was written for "
+                        f"another database (this file's mark is {db_mark})"), None
+            if number == 1 and first_mark is None:
+                first_mark = mark
+            if m[off:off + len(db_page1)] == db_page1:
+                return None, first_mark is not None  # checkpointed up to there
+    if first_mark is None or first_mark == db_mark:
+        return None, None  # not started by eventstore (or not since 0260): the marks cannot tell
+    d = _distance(first_mark, db_mark)
+    if d == 1:
+        return None, True
+    if d < 1:
+        return (f"it was started against an older state of this database (its mark {first_mark}, the "
+                f"file's {db_mark}, which a checkpoint of it would have left at {first_mark} or later): "
+                f"the database file is newer than the WAL"), None
+    return (f"it was started against a newer state of this database than the file (its mark "
+            f"{first_mark}: the file's would be {first_mark - 1 or MARK_MAX}, it is {db_mark}): the "
+            f"database file is an older copy"), None
+
+
+def _verdict(m, page_size: int, transactions, db_page1: bytes, db_pages: int) -> tuple[str | None, bool]:
+    """``(why, confirmed)``: why the frames ``transactions`` were not written against a
+    database file whose page 1 is ``db_page1`` and whose size is ``db_pages`` pages, or
+    None; and whether its marks prove that they were (see the module docstring)."""
+    if not transactions:
+        return None, True  # SQLite ignores a WAL without a commit
+    why, confirmed = _marks(m, transactions, db_page1)
+    if why is None:
+        why = _inferred(page_size, transactions, db_page1, db_pages, m)
+    return why, why is None and bool(confirmed)
+
+
+def _inferred(page_size: int, transactions, db_page1: bytes, db_pages: int, m) -> str | None:
+    """Why the frames ``transactions`` cannot have been written against a database file
+    whose page 1 is ``db_page1`` and whose size is ``db_pages`` pages, from page images and
+    sizes alone, or None (rules 2 and 3 of the module docstring)."""
     for _pages, _size, page1 in transactions:
         for off in page1:
             if m[off:off + page_size] == db_page1:
@@ -163,66 +246,79 @@ def _verdict(m, page_size: int, transactions, db_page1: bytes, db_pages: int) ->
     return None
 
 
-def _look(f, db_path: str, verify: bool) -> tuple[bool, str | None]:
-    """One look at the pair: ``(settled, why)``; not settled when a writer started the WAL
-    over meanwhile (look again)."""
+def _look(f, db_path: str, verify: bool) -> tuple[bool, str | None, bool]:
+    """One look at the pair: ``(settled, why, confirmed)``; not settled when a writer
+    started the WAL over meanwhile (look again)."""
     header = _read_header(f)
     if header is None:
-        return True, None
+        return True, None, True
     raw, page_size, salts, big, seed = header
     with open(db_path, "rb") as db:  # after the WAL header: see the module docstring
         db_page1 = db.read(page_size)
         db_file_size = db.seek(0, 2)
     if len(db_page1) < 100 or not db_page1.startswith(_DB_MAGIC):
-        return True, None  # empty (the WAL holds the whole database), or no SQLite file: SQLite says so
+        return True, None, False  # empty (the WAL holds the whole database), or no SQLite file: SQLite says so
     db_page_size = struct.unpack(">H", db_page1[16:18])[0]
     db_page_size = 65536 if db_page_size == 1 else db_page_size
     if page_size != db_page_size:
-        return True, f"its pages are {page_size} bytes, the database file's {db_page_size}"
+        return True, f"its pages are {page_size} bytes, the database file's {db_page_size}", False
     counter, size = struct.unpack(">II", db_page1[24:32])
     valid_for = struct.unpack(">I", db_page1[92:96])[0]
     db_pages = size if size and valid_for == counter else db_file_size // page_size
     with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        why = _verdict(m, page_size, _transactions(m, page_size, salts, big, seed if verify else None),
-                       db_page1, db_pages)
+        why, confirmed = _verdict(m, page_size, _transactions(m, page_size, salts, big, seed if verify else None),
+                                  db_page1, db_pages)
     again = _read_header(f)
-    return again is not None and again[0] == raw, why
+    return again is not None and again[0] == raw, why, confirmed
+
+
+def wal_verdict(db_path: str) -> tuple[str | None, bool]:
+    """``(why, confirmed)`` of the ``-wal`` beside the database file ``db_path``: why it
+    was not written against the file, or None; and, when not refused, whether its marks
+    prove that it was (True too when SQLite would not use it: none, empty, not a WAL, no
+    commit). ``(None, False)``: the page images and sizes fit, but nothing proves the pair
+    (a WAL started by another program than eventstore, or by one before 0260). Reads only;
+    see the module docstring for the rules. Raises ``OSError`` when a file cannot be read."""
+    wal = db_path + "-wal"
+    try:
+        if os.path.getsize(wal) <= _WAL_HEADER:
+            return None, True
+    except FileNotFoundError:
+        return None, True
+    with open(wal, "rb") as f:
+        for _attempt in range(_ATTEMPTS):
+            settled, why, confirmed = _look(f, db_path, verify=False)
+            if not settled:
+                continue  # a writer started the WAL over meanwhile
+            if why is None:
+                return None, confirmed
+            settled, why, confirmed = _look(f, db_path, verify=True)  # confirm, every checksum verified
+            if settled:
+                return why, confirmed
+    return None, True  # the WAL kept starting over: a busy live database, whose WAL is its own
 
 
 def wal_mismatch(db_path: str) -> str | None:
     """Why the ``-wal`` beside the database file ``db_path`` was not written against it,
-    or None when it was, or when SQLite would not use it (none, empty, not a WAL, no
-    commit), or when the database file is empty or no SQLite file. Reads only; see the
-    module docstring for the rule. Raises ``OSError`` when a file cannot be read."""
-    wal = db_path + "-wal"
-    try:
-        if os.path.getsize(wal) <= _WAL_HEADER:
-            return None
-    except FileNotFoundError:
-        return None
-    with open(wal, "rb") as f:
-        for _attempt in range(_ATTEMPTS):
-            settled, why = _look(f, db_path, verify=False)
-            if not settled:
-                continue  # a writer started the WAL over meanwhile
-            if why is None:
-                return None
-            settled, why = _look(f, db_path, verify=True)  # confirm, every checksum verified
-            if settled:
-                return why
-    return None  # the WAL kept starting over: a busy live database, whose WAL is its own
+    or None (see :func:`wal_verdict`)."""
+    return wal_verdict(db_path)[0]
 
 
-def check_wal(db_path: str | os.PathLike) -> None:
+def check_wal(db_path: str | os.PathLike) -> bool:
     """Raise :class:`WalMismatch`, naming both files, when the ``-wal`` beside the database
-    file ``db_path`` was not written against it (see :func:`wal_mismatch`). Call it before
-    any SQLite connection opens the file: nothing is read through the WAL or checkpointed."""
+    file ``db_path`` was not written against it (see :func:`wal_verdict`); else return
+    whether the pair is confirmed (False: the caller must check the database read through
+    the WAL before writing to it). Call it before any SQLite connection opens the file:
+    nothing is read through the WAL or checkpointed."""
+    # SQLite follows a symbolic link and uses the -wal beside the file it points to.
     path = os.fspath(db_path)
+    real = os.path.realpath(path)
     try:
-        why = wal_mismatch(path)
+        why, confirmed = wal_verdict(real)
     except OSError:
-        return  # an unreadable file: SQLite's own open says why
+        return False  # an unreadable file: SQLite's own open says why
     if why is not None:
-        raise WalMismatch(f"{path}-wal does not belong to {path}: {why}. Refused before anything was read "
-                          f"through it or written; move {path}-wal (and {path}-shm) aside to open the "
+        raise WalMismatch(f"{real}-wal does not belong to {path}: {why}. Refused before anything was read "
+                          f"through it or written; move {real}-wal (and {real}-shm) aside to open the "
                           f"database file as it is, or put the database file that WAL belongs to back")
+    return confirmed

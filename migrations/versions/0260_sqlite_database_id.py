@@ -1,0 +1,38 @@
+"""SQLite: the database file names itself, so that a ``-wal`` of another file is told apart.
+
+Revision ID: 0260
+Revises: 0240
+Create Date: 2026-12-07
+
+The file header gets ``application_id`` = ``0x45565354`` ("EVST": an eventstore database)
+and ``user_version`` = a random number from 1 to 2**31 - 1, this database's id. SQLite
+writes both in page 1, so every page-1 image in a ``-wal`` names the database it was
+written for: :mod:`eventstore.backends.sqlite_walcheck` refuses a WAL whose page-1 image
+names another database before SQLite reads it. Nothing else changes; a read-only open
+reads a database at 0240 as it is.
+
+PostgreSQL: nothing changes.
+"""
+import secrets
+
+from alembic import op
+
+revision = "0260"
+down_revision = "0240"
+branch_labels = None
+depends_on = None
+
+APPLICATION_ID = 0x45565354  # eventstore.backends.sqlite_walcheck.APPLICATION_ID
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    if bind.dialect.name != "sqlite":
+        return
+    # Both pragmas are part of the migration's transaction (SQLite writes them in page 1).
+    bind.exec_driver_sql(f"PRAGMA application_id = {APPLICATION_ID}")
+    bind.exec_driver_sql(f"PRAGMA user_version = {1 + secrets.randbelow(2**31 - 1)}")
+
+
+def downgrade() -> None:
+    raise NotImplementedError("the event log is append-only: there is no downgrade")
