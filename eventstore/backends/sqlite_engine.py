@@ -252,24 +252,68 @@ def check_writable(conn: sqlite3.Connection, name: str) -> None:
         _refuse_foreign(conn, revision, [], name)
 
 
+# What a WAL without a mark must leave as the file alone holds it (the log is append-only):
+# the last rows of each table, by their key ({} a condition on it, or nothing).
+_TAIL = {
+    "events": "SELECT position, session_id, seq, hash FROM events {} ORDER BY position DESC LIMIT 1000",
+    "sessions": "SELECT rowid, id, created_at FROM sessions {} ORDER BY rowid DESC LIMIT 1000",
+}
+_KEY = {"events": "position", "sessions": "rowid"}
+
+
+def _file_alone(path: str) -> dict[str, list] | None:
+    """The last rows of the log as the database file alone holds them (its WAL ignored), or
+    None when they cannot be read so (an empty file, a schema that only the WAL holds)."""
+    uri = "file:" + quote(os.fsencode(os.path.abspath(path))) + "?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        return {table: conn.execute(sql.format("")).fetchall() for table, sql in _TAIL.items()}
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
 def check_unconfirmed_wal(conn: sqlite3.Connection, path: str) -> None:
     """Before a read-write open of ``path`` whose ``-wal`` fits the file but was not proved
     to belong to it (:func:`.sqlite_walcheck.wal_verdict`: a WAL started by another program
     than eventstore, or by one before revision 0260), on a read-only connection ``conn``:
     raise :class:`WalMismatch` unless the database read through the WAL passes SQLite's
-    ``quick_check``. A WAL of another file fits seldom, and its pages do not fit the
-    file's b-trees. (The check reads the whole file: it runs only for such a WAL.)"""
+    ``quick_check`` and still holds the last 1,000 events and sessions of the file alone,
+    as the file holds them (a WAL of this database only adds to the log). The checks read
+    the whole file (quick_check): they run only for such a WAL."""
+    why = None
     try:
         rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+        if rows != ["ok"]:
+            why = f"fails SQLite's quick_check ({rows[0]})"
     except sqlite3.DatabaseError as e:  # a page that is no b-tree page at all
-        rows = [str(e)]
-    if rows != ["ok"]:
+        why = f"fails SQLite's quick_check ({e})"
+    alone = _file_alone(path) if why is None else None
+    if alone is not None:
+        for table, tail in alone.items():
+            if not tail:
+                continue
+            try:
+                through = conn.execute(_TAIL[table].format(f"WHERE {_KEY[table]} BETWEEN ? AND ?"),
+                                       (tail[-1][0], tail[0][0])).fetchall()
+            except sqlite3.Error as e:
+                why = f"cannot be read ({e})"
+                break
+            if through != tail:
+                why = (f"no longer holds the last {table} of the file alone as the file holds them (a WAL "
+                       f"of this database only adds to them)")
+                break
+    if why is not None:
         real = os.path.realpath(path)
         raise WalMismatch(
-            f"{real}-wal does not belong to {path}, or the database is damaged: the WAL was not written by "
-            f"eventstore, so nothing proves that it belongs to the file, and the database read through it "
-            f"fails SQLite's quick_check ({rows[0]}). Refused before anything was written; move {real}-wal "
-            f"(and {real}-shm) aside and run 'eventstore verify' on the file as it is")
+            f"{real}-wal does not belong to {path}, or the database is damaged: the WAL was not started by "
+            f"this eventstore, so nothing proves that it belongs to the file, and the database read through "
+            f"it {why}. Refused before anything was written; move {real}-wal (and {real}-shm) aside and run "
+            f"'eventstore verify' on the file as it is")
 
 
 def refuse_hard_links(path: str) -> None:

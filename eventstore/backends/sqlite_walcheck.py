@@ -194,11 +194,11 @@ def _marks(m, transactions, db_page1: bytes) -> tuple[str | None, bool | None]:
     if d == 1:
         return None, True
     if d < 1:
-        return (f"it was started against an older state of this database (its mark {first_mark}, the "
-                f"file's {db_mark}, which a checkpoint of it would have left at {first_mark} or later): "
-                f"the database file is newer than the WAL"), None
-    return (f"it was started against a newer state of this database than the file (its mark "
-            f"{first_mark}: the file's would be {first_mark - 1 or MARK_MAX}, it is {db_mark}): the "
+        return (f"it was started against an older state of this database (its first transaction moved "
+                f"the mark to {first_mark}; the file's is {db_mark}, past it): the database file is newer "
+                f"than the WAL"), None
+    return (f"it was started against a newer state of this database (its first transaction moved the "
+            f"mark to {first_mark}, from {first_mark - 1 or MARK_MAX}; the file's is {db_mark}): the "
             f"database file is an older copy"), None
 
 

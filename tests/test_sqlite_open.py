@@ -1,0 +1,311 @@
+"""Opening an SQLite database never destroys it: a -wal of another database (or of another
+state of this one) is refused before a read-write connection exists, a file with two
+hard-link names is refused, and a file the user may only read, in a folder they may not
+write, can be read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA
+
+from eventstore import DatabaseError, EventStore, WalMismatch
+from eventstore.backends import sqlite_engine as _engine
+from eventstore.backends.sqlite_walcheck import APPLICATION_ID, wal_verdict
+from eventstore.cli import cli
+from eventstore.integrity import verify_database
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = 600  # in the database under attack
+
+
+def cli_run(db: Path, *args: str, input: bytes | None = None):
+    return CliRunner().invoke(cli, ["--db", str(db), *args], input=input)
+
+
+def fill(store: EventStore, session: str, batches: int, size: int = 200) -> None:
+    s = store.create_session(session)
+    for i in range(batches):
+        s.append_many([("user/message", {"content": f"{session} {i} " + "x" * size})] * 20)
+
+
+def wal_of(db: Path, work: Callable[[EventStore], None]) -> bytes:
+    """The -wal of the eventstore database ``db`` as ``work`` left it, copied while the store
+    is still open (a live WAL, not yet checkpointed away)."""
+    store = EventStore.open(db)
+    try:
+        work(store)
+        return Path(f"{db}-wal").read_bytes()
+    finally:
+        store.close()
+
+
+def fill_past_a_restart(store: EventStore, session: str) -> None:
+    """Append batches to a new ``session``, and more after a checkpoint that starts the WAL over."""
+    fill(store, session, 5)
+    conn = sqlite3.connect(store.backend.files()[0])
+    assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    conn.close()
+    assert os.path.getsize(store.backend.files()[1]) == 0
+    fill(store, session + "+", 5)
+
+
+def plain_wal(path: Path, statements: list[str]) -> bytes:
+    """The -wal of a plain SQLite database (another application's) after ``statements``."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    for sql in statements:
+        conn.execute(sql)
+    data = Path(f"{path}-wal").read_bytes()
+    conn.close()
+    return data
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """An eventstore database of 600 events (30 batches), checkpointed and closed: no WAL."""
+    db = tmp_path / "victim.db"
+    with EventStore.open(db) as store:
+        fill(store, "victim", EVENTS // 20)
+    assert not Path(f"{db}-wal").exists()
+    return db
+
+
+def intact(db: Path, events: int = EVENTS) -> bool:
+    report = verify_database(db, full=True)
+    if not report.ok:
+        return False
+    with EventStore.open(db, readonly=True) as store:
+        return sum(1 for _ in store.session("victim").events()) == events
+
+
+def attack(db: Path, wal: bytes, events: int = EVENTS) -> str:
+    """Put ``wal`` beside ``db`` and open it every way (read-write, the CLI's import and its
+    reads): each refuses, leaving the database file and the WAL exactly as they were, or
+    opens the database whole. Returns "refused" or "opened"."""
+    walpath = Path(f"{db}-wal")
+    walpath.write_bytes(wal)
+    before = db.read_bytes()
+    outcomes = set()
+    try:
+        EventStore.open(db).close()
+        outcomes.add("opened")
+    except DatabaseError as e:
+        outcomes.add("refused")
+        assert "leaves it unchanged" not in str(e) or db.read_bytes() == before
+    if outcomes == {"refused"}:
+        assert db.read_bytes() == before and walpath.read_bytes() == wal
+        r = cli_run(db, "import", str(DATA / "demo.jsonl"))
+        assert r.exit_code == 1 and r.exception is None or isinstance(r.exception, SystemExit), r.output
+        r = cli_run(db, "sessions")
+        assert r.exit_code == 1, r.output
+        assert db.read_bytes() == before and walpath.read_bytes() == wal
+        walpath.unlink()
+        Path(f"{db}-shm").unlink(missing_ok=True)
+        assert db.read_bytes() == before
+    assert intact(db, events)  # refused: the file as it was; opened: the database whole, every event there
+    assert len(outcomes) == 1
+    return outcomes.pop()
+
+
+def wals_of_another_eventstore_database(tmp_path: Path) -> dict[str, bytes]:
+    other = tmp_path / "other.db"
+    with EventStore.open(other) as store:
+        fill(store, "victim", EVENTS // 20)  # the same sessions, sizes and page count as the victim
+    return {
+        "one append": wal_of(other, lambda st: st.session("victim").append("user/message", {"content": "o"})),
+        "a few batches": wal_of(other, lambda st: fill(st, "o1", 5)),
+        "many batches, past a checkpoint": wal_of(other, lambda st: fill(st, "o2", 150, 1000)),
+    }
+
+
+def test_the_wal_of_another_eventstore_database_is_refused_whatever_its_size(victim, tmp_path):
+    for name, wal in wals_of_another_eventstore_database(tmp_path).items():
+        assert wal_verdict(str(victim)) == (None, True)
+        Path(f"{victim}-wal").write_bytes(wal)
+        why, _confirmed = wal_verdict(str(victim))
+        assert why is not None and "written for another database" in why, name
+        assert attack(victim, wal) == "refused", name
+
+
+def test_a_plain_sqlite_databases_wal_is_refused(victim, tmp_path):
+    cases = {
+        "a table": ["PRAGMA page_size = 4096", "CREATE TABLE t (x)", "INSERT INTO t VALUES (1)"],
+        "rows": ["CREATE TABLE t (x)", *["INSERT INTO t VALUES (randomblob(3000))"] * 40],
+        "a vacuum": ["CREATE TABLE t (x)", "INSERT INTO t VALUES (1)", "VACUUM"],
+    }
+    for n, (name, statements) in enumerate(cases.items()):
+        wal = plain_wal(tmp_path / f"plain{n}.db", statements)
+        assert attack(victim, wal) == "refused", name
+
+
+def test_a_database_from_before_marks_is_never_checkpointed_on_a_refusal(victim, tmp_path):
+    """The issue's case: a database without its mark (before 0260) beside the WAL of a
+    plain database's VACUUM (which fits any file): the file is read through it only on a
+    read-only connection, which refuses it, and the file stays as it was."""
+    unmark(victim)
+    wal = plain_wal(tmp_path / "plain.db", ["CREATE TABLE t (x)", "INSERT INTO t VALUES (1)", "VACUUM"])
+    Path(f"{victim}-wal").write_bytes(wal)
+    before = victim.read_bytes()
+    with pytest.raises(DatabaseError, match="is not an eventstore database .* eventstore leaves it unchanged"):
+        EventStore.open(victim)
+    assert victim.read_bytes() == before and Path(f"{victim}-wal").read_bytes() == wal
+
+
+def test_an_older_wal_of_the_same_database_is_refused(victim):
+    old = wal_of(victim, lambda st: fill(st, "w1", 3))
+    wal_of(victim, lambda st: fill_past_a_restart(st, "w2"))  # a WAL generation later
+    Path(f"{victim}-wal").write_bytes(old)
+    why, _ = wal_verdict(str(victim))
+    assert why is not None and "older state of this database" in why
+    before = victim.read_bytes()
+    with pytest.raises(WalMismatch, match="the database file is newer than the WAL"):
+        EventStore.open(victim)
+    assert victim.read_bytes() == before
+    Path(f"{victim}-wal").unlink()
+    assert verify_database(victim, full=True).ok
+
+
+def test_an_older_copy_of_the_database_beside_its_newer_wal_is_refused(victim, tmp_path):
+    backup = tmp_path / "backup"
+    shutil.copyfile(victim, backup)
+    new = wal_of(victim, lambda st: fill_past_a_restart(st, "w"))  # the WAL started over since the backup
+    shutil.copyfile(backup, victim)  # the backup restored with cp beside the live WAL
+    Path(f"{victim}-wal").write_bytes(new)
+    why, _ = wal_verdict(str(victim))
+    assert why is not None and "the database file is an older copy" in why
+    assert attack(victim, new) == "refused"
+
+
+def test_empty_header_only_and_truncated_wals(victim, tmp_path):
+    foreign = wals_of_another_eventstore_database(tmp_path)["a few batches"]
+    frame = 24 + 4096
+    sizes = [0, 16, 32, 32 + 24, 32 + frame - 1, 32 + frame, 32 + 3 * frame + 100, len(foreign) - 1]
+    for size in sizes:
+        assert attack(victim, foreign[:size]) in ("refused", "opened"), size
+        if size > 32 + frame:  # frames of a committed transaction of another database: refused
+            Path(f"{victim}-wal").write_bytes(foreign[:size])
+            assert wal_verdict(str(victim))[0] is not None, size
+            Path(f"{victim}-wal").unlink()
+    own = wal_of(victim, lambda st: st.session("victim").append("user/message", {"content": "mine"}))
+    for size in (0, 32, len(own) - 1, len(own)):  # its own WAL, whole or cut: opened, never refused
+        Path(f"{victim}-wal").write_bytes(own[:size])
+        assert wal_verdict(str(victim)) == (None, True), size
+        with EventStore.open(victim):
+            pass
+        assert verify_database(victim, full=True).ok
+
+
+def test_each_wal_generation_eventstore_starts_is_marked(victim):
+    def mark() -> int:
+        conn = sqlite3.connect(f"file:{victim}?mode=ro", uri=True)
+        try:
+            assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+            return conn.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            conn.close()
+
+    first = mark()
+    store = EventStore.open(victim)
+    try:
+        for i in range(3):  # the WAL starts over three times
+            fill_past_a_restart(store, f"w{i}")
+            assert wal_verdict(str(victim)) == (None, True)  # its first transaction holds the next mark
+    finally:
+        store.close()
+    assert mark() - first >= 3
+
+
+def crash_wal(db: Path, work: Callable[[EventStore], None]) -> bytes:
+    """The -wal ``work`` left, beside the database file as it was before: a writer killed
+    before its WAL was checkpointed."""
+    before = db.read_bytes()
+    wal = wal_of(db, work)
+    db.write_bytes(before)
+    return wal
+
+
+def unmark(db: Path) -> None:
+    """Make ``db`` a database from before 0260 (no mark)."""
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA application_id = 0")
+    conn.execute("PRAGMA user_version = 0")
+    conn.close()
+
+
+def test_a_wal_eventstore_did_not_mark_is_checked_before_any_write(victim, tmp_path, monkeypatch):
+    """A WAL written without marks (by an eventstore before 0260, or another program) is
+    opened when the database read through it passes quick_check, refused when it does not."""
+    one_more = lambda st: st.session("victim").append("user/message", {"content": "o"})  # noqa: E731
+    monkeypatch.setattr(_engine.WalMarks, "mark", lambda self, cur: None)
+    own = crash_wal(victim, one_more)  # its first transaction writes page 1, the mark unchanged
+    Path(f"{victim}-wal").write_bytes(own)
+    assert wal_verdict(str(victim)) == (None, False)
+    assert attack(victim, own, EVENTS + 1) == "opened"
+    other = tmp_path / "other.db"
+    with EventStore.open(other) as store:
+        fill(store, "rival!", EVENTS // 20)  # as many events as the victim now, the same page count
+        store.session("rival!").append("user/message", {"content": "o"})
+    assert other.stat().st_size == victim.stat().st_size
+    unmark(victim)  # databases from before 0260: no marks to tell them apart
+    unmark(other)
+    foreign = crash_wal(other, lambda st: st.session("rival!").append("user/message", {"content": "o"}))
+    Path(f"{victim}-wal").write_bytes(foreign)
+    assert wal_verdict(str(victim)) == (None, False)  # the page images and sizes fit
+    before = victim.read_bytes()
+    with pytest.raises(WalMismatch, match="nothing proves that it belongs to the file, and the database read through it no longer holds the last events"):
+        EventStore.open(victim)
+    assert victim.read_bytes() == before and Path(f"{victim}-wal").read_bytes() == foreign
+
+
+def test_a_refusal_through_the_cli_tells_the_truth(victim, tmp_path):
+    wal = wals_of_another_eventstore_database(tmp_path)["one append"]
+    Path(f"{victim}-wal").write_bytes(wal)
+    before = victim.read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(victim), "import", str(DATA / "demo.jsonl")],
+                       env=env, capture_output=True)
+    assert r.returncode == 1 and b"Traceback" not in r.stderr
+    assert r.stderr.decode().startswith(f"error: {victim}-wal does not belong to {victim}: page 1 as its "
+                                        f"transaction 1 wrote it names its mark ")
+    assert "Refused before anything was read through it or written" in r.stderr.decode()
+    assert victim.read_bytes() == before and Path(f"{victim}-wal").read_bytes() == wal
+
+
+# --- two names for one file ----------------------------------------------------------------------
+
+def test_a_database_file_with_two_hard_link_names_is_refused(victim, tmp_path):
+    link = tmp_path / "link.db"
+    os.link(victim, link)
+    before = victim.read_bytes()
+    for name in (victim, link):
+        for readonly in (False, True):
+            with pytest.raises(DatabaseError, match=r"has 2 names \(hard links to one file\): SQLite keeps a "
+                                                    r"-wal file beside each name"):
+                EventStore.open(name, readonly=readonly)
+    r = cli_run(link, "sessions")
+    assert r.exit_code == 1 and "has 2 names (hard links to one file)" in r.output
+    target = tmp_path / "target.db"
+    EventStore.open(target).close()
+    os.link(target, tmp_path / "target-link.db")
+    r = CliRunner().invoke(cli, ["copy", str(victim), str(tmp_path / "target-link.db")])
+    assert r.exit_code == 1 and "has 2 names (hard links to one file)" in r.output, r.output
+    assert "disk I/O error" not in r.output
+    assert victim.read_bytes() == before
+    link.unlink()  # one name again: fine
+    assert intact(victim)
+    sym = tmp_path / "sym.db"
+    sym.symlink_to(victim)
+    with EventStore.open(sym) as store:  # a symbolic link stays fine: its WAL is the file's own
+        store.session("victim").append("user/message", {"content": "through the link"})
+        assert Path(f"{victim}-wal").exists() and not Path(f"{sym}-wal").exists()
+    assert verify_database(victim, full=True).ok
