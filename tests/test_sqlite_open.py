@@ -309,3 +309,112 @@ def test_a_database_file_with_two_hard_link_names_is_refused(victim, tmp_path):
         store.session("victim").append("user/message", {"content": "through the link"})
         assert Path(f"{victim}-wal").exists() and not Path(f"{sym}-wal").exists()
     assert verify_database(victim, full=True).ok
+
+
+# --- a file the user may only read, in a folder they may not write -------------------------------
+
+NOBODY = 65534
+
+
+def as_reader(db: Path, commands: list[list[str]], private: Path | None = None) -> list[tuple[int, str]]:
+    """Run the CLI ``commands`` on ``db`` as a user who may only read it: the current user
+    when not root (its folder and files are made read-only), else ``nobody`` in a forked
+    child (root ignores file permissions; a fork needs no interpreter that nobody may run:
+    the modules are imported already); ``private``: a file only its owner (root) may read.
+    Returns each ``(exit code, output)``."""
+    import json
+
+    folder = db.parent
+    for p in folder.iterdir():
+        p.chmod(0o600 if p == private else 0o444)
+    folder.chmod(0o555)
+    try:
+        for args in commands:  # as ourselves first: every module the commands need is imported
+            cli_run(db.parent.parent / "warm.db", *args)
+        if os.geteuid() != 0:
+            return [(r.exit_code, r.output) for r in (cli_run(db, *args) for args in commands)]
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                os.close(read)
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+                results = [(r.exit_code, r.output) for r in (cli_run(db, *args) for args in commands)]
+                os.write(write, json.dumps(results).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read, "rb") as f:
+            data = f.read()
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, data
+        return [tuple(r) for r in json.loads(data)]
+    finally:
+        folder.chmod(0o755)
+
+
+READS = [["sessions", "--json"], ["events", "victim"], ["export", "victim"], ["verify"],
+         ["sql", "SELECT count(*) AS n FROM events"]]
+
+
+@pytest.fixture
+def reader_copy(victim):
+    """A folder holding a copy of the victim, and a warm-up copy above it; in a folder of
+    its own under the system's temporary folder, which ``nobody`` may enter (pytest's is
+    its user's alone)."""
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="eventstore-ro-"))
+    top.chmod(0o755)
+    folder = top / "ro"
+    folder.mkdir()
+    shutil.copyfile(victim, folder / "f.db")
+    shutil.copyfile(victim, top / "warm.db")
+    try:
+        yield folder / "f.db"
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(top)
+
+
+def test_a_file_the_user_may_only_read_in_a_folder_they_may_not_write(reader_copy):
+    names = sorted(os.listdir(reader_copy.parent))
+    results = as_reader(reader_copy, READS)
+    for args, (code, output) in zip(READS, results, strict=True):
+        assert code == 0, (args, output)
+    assert results[4][1].split() == ["n", str(EVENTS), "(1", "row)"]
+    assert len(results[2][1].splitlines()) == EVENTS + 1  # the meta line and every event
+    assert sorted(os.listdir(reader_copy.parent)) == names  # nothing created beside it
+
+
+def test_a_wal_the_reader_cannot_use_is_named(reader_copy):
+    one_more = lambda st: st.session("victim").append("user/message", {"content": "in the WAL"})  # noqa: E731
+    before = reader_copy.read_bytes()
+    store = EventStore.open(reader_copy)
+    one_more(store)
+    wal, shm = Path(f"{reader_copy}-wal").read_bytes(), Path(f"{reader_copy}-shm").read_bytes()
+    store.close()
+    reader_copy.write_bytes(before)  # the writer's crash: its transaction only in the WAL
+    walpath = Path(f"{reader_copy}-wal")
+    walpath.write_bytes(wal)
+    for code, output in as_reader(reader_copy, READS):
+        assert code == 1, output
+        assert (f"{walpath} holds 1 transaction(s) not yet copied into the file, and SQLite reads a WAL only "
+                f"through a {reader_copy}-shm file, which it cannot create in {reader_copy.parent}") in output
+        assert "Traceback" not in output
+    walpath.write_bytes(wal[:32])  # a WAL with no transaction: the file alone is the database
+    results = as_reader(reader_copy, READS)
+    assert [code for code, _ in results] == [0] * len(READS), results
+    if os.geteuid() == 0:  # a WAL the reader may not read (root reads anything)
+        walpath.write_bytes(wal)
+        results = as_reader(reader_copy, [["sessions"]], private=walpath)
+        assert results[0][0] == 1
+        assert f"{walpath} is there but cannot be read (Permission denied)" in results[0][1]
+    walpath.write_bytes(wal)
+    Path(f"{reader_copy}-shm").write_bytes(shm)  # its -shm beside it too: SQLite reads the WAL through it
+    results = as_reader(reader_copy, READS)
+    assert [code for code, _ in results] == [0] * len(READS), results
+    assert results[4][1].split() == ["n", str(EVENTS + 1), "(1", "row)"]

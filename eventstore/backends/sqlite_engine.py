@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from ..errors import DatabaseError, WalMismatch
 from ..schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION, outdated
-from .sqlite_walcheck import APPLICATION_ID, MARK_MAX, next_mark
+from .sqlite_walcheck import APPLICATION_ID, MARK_MAX, next_mark, wal_commits
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
@@ -177,10 +177,12 @@ def move_mark(cur: sqlite3.Cursor) -> None:
 
 
 def open_read_only(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **connect_args) -> sqlite3.Connection:
-    """Open the database file ``path`` read-only (``mode=ro``), falling back to
-    ``immutable=1`` when SQLite cannot create the ``-shm`` file beside a WAL database (a
-    folder the user may only read) and no ``-wal`` file shows a writer at work.
-    ``connect_args`` go to ``sqlite3.connect``. Raises ``sqlite3.Error``."""
+    """Open the database file ``path`` read-only (``mode=ro``). In a folder the user may
+    not write, where SQLite cannot create the ``-shm`` file a WAL database needs, the file
+    is opened ``immutable`` when no ``-wal`` beside it holds a committed transaction (none,
+    empty, or only frames SQLite ignores): the file alone is then the whole database.
+    ``connect_args`` go to ``sqlite3.connect``. Raises ``sqlite3.Error``, or
+    :class:`DatabaseError` saying why a ``-wal`` that is there cannot be read."""
     # The path's bytes, percent-encoded: a file name that is not UTF-8 (Python holds its
     # bytes as surrogate escapes) opens as the same file, as the read-write open does.
     uri = "file:" + quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
@@ -190,10 +192,41 @@ def open_read_only(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **conn
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.OperationalError as e:
         conn.close()
-        if e.sqlite_errorname not in ("SQLITE_CANTOPEN", "SQLITE_READONLY") or os.path.exists(path + "-wal"):
+        # SQLITE_READONLY_DIRECTORY, SQLITE_CANTOPEN: no -shm, and none can be created
+        if not (e.sqlite_errorname or "").startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
             raise
+        if not os.access(path, os.R_OK):
+            raise DatabaseError(f"cannot open {path}: permission denied (you may not read the file)") from None
+        _refuse_unreadable_wal(path)
         conn = sqlite3.connect(uri + "&immutable=1", uri=True, **args)
     return conn
+
+
+# SQLite copies the WAL into the file and removes it when the last connection closes.
+_OWNER_FIX = ("Ask the owner to open it once for writing ('eventstore --db {path} init'), which copies the WAL "
+              "into the file and removes it")
+
+
+def _refuse_unreadable_wal(path: str) -> None:
+    """Raise :class:`DatabaseError` when the ``-wal`` beside ``path`` (which SQLite cannot
+    open read-only: no ``-shm`` can be created) holds transactions, or cannot be read."""
+    real = os.path.realpath(path)
+    wal = real + "-wal"
+    folder = os.path.dirname(real)
+    try:
+        commits = wal_commits(wal)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise DatabaseError(
+            f"cannot read {path}: {wal} is there but cannot be read ({e.strerror}), and it may hold "
+            f"transactions the file does not. {_OWNER_FIX.format(path=path)}, or to let you read {wal}") from None
+    if commits:
+        raise DatabaseError(
+            f"cannot read {path}: {wal} holds {commits} transaction(s) not yet copied into the file, and "
+            f"SQLite reads a WAL only through a {real}-shm file, which it cannot create in {folder} (you "
+            f"may not write there). {_OWNER_FIX.format(path=path)}, or copy {path} and {wal} together into "
+            f"a folder you can write and read the copy")
 
 
 def current_revision(conn: sqlite3.Connection) -> str | None:

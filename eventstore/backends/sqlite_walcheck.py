@@ -69,8 +69,8 @@ import struct
 
 from ..errors import WalMismatch
 
-__all__ = ["APPLICATION_ID", "MARK_MAX", "WalMismatch", "check_wal", "database_id", "next_mark", "wal_mismatch",
-           "wal_verdict"]
+__all__ = ["APPLICATION_ID", "MARK_MAX", "WalMismatch", "check_wal", "database_id", "next_mark", "wal_commits",
+           "wal_mismatch", "wal_verdict"]
 
 #: ``PRAGMA application_id`` of an eventstore database ("EVST"; set by migration 0260).
 APPLICATION_ID = 0x45565354
@@ -296,6 +296,18 @@ def wal_verdict(db_path: str) -> tuple[str | None, bool]:
             if settled:
                 return why, confirmed
     return None, True  # the WAL kept starting over: a busy live database, whose WAL is its own
+
+
+def wal_commits(wal_path: str) -> int:
+    """How many committed transactions the WAL file ``wal_path`` holds that SQLite would
+    read (every frame checksum verified; 0 for an empty file or one SQLite ignores).
+    Raises ``OSError`` when it cannot be read."""
+    with open(wal_path, "rb") as f:
+        header = _read_header(f)
+        if header is None or os.fstat(f.fileno()).st_size < _WAL_HEADER + _FRAME_HEADER + header[1]:
+            return 0
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return len(_transactions(m, *header[1:]))
 
 
 def wal_mismatch(db_path: str) -> str | None:
