@@ -37,12 +37,28 @@ WAL's frames, by transaction (the frames up to a commit frame):
    every page only with ``auto_vacuum``, which eventstore databases do not use.) A WAL
    without a commit is ignored by SQLite.
 
-Before these rules, the database's name: an eventstore database (revision 0260 on) holds
-``application_id`` :data:`APPLICATION_ID` and a random id of its own in ``user_version``
-(offsets 68 and 60 of page 1). SQLite writes both in every page-1 image, so a WAL with a
-page-1 image naming another database, or none (a plain SQLite file's), was written for
-another file, whatever the rules say; a database file that does not name itself yet (before
-0260) is checked by the rules alone.
+Before these rules, the marks (revision 0260 on): an eventstore database holds
+``application_id`` :data:`APPLICATION_ID` and a *mark* in ``user_version`` (offsets 68 and
+60 of page 1), which starts at a random number and which eventstore moves on by one in the
+first transaction of every WAL generation it starts
+(:class:`eventstore.backends.sqlite_engine.WalMarks`). SQLite writes both in every page-1
+image. So, when the database file has a mark:
+
+- a page-1 image of the WAL without a mark (a plain SQLite file's), or with one far from
+  the file's (another database's: they start at random), refuses the WAL;
+- a page-1 image equal to the file's page 1 (rule 2) confirms it;
+- a first transaction that moves the mark on from the file's, to the next, confirms it
+  (the WAL was started against the file as it is); to another one refuses it: it was
+  started against an older state of the database (the file is newer) or a newer one (the
+  file is an older copy).
+
+A WAL whose first transaction leaves the mark alone (one not started by this eventstore:
+an older one, the ``sqlite3`` shell), or a database file without a mark, is left to the
+rules below and is not *confirmed*: a read-write open then checks the database read
+through it first (``sqlite_engine.check_unconfirmed_wal``: quick_check, and the file's last
+events and sessions still there). What the marks cannot tell apart is a WAL cut from the
+same generation as the file's (a copy of a live WAL restored later, while the generation
+went on).
 
 Anything else is a WAL written against another file, and refused; the message names both
 files and what disagrees. This refuses a copy older and smaller than the database its WAL
@@ -69,7 +85,7 @@ import struct
 
 from ..errors import WalMismatch
 
-__all__ = ["APPLICATION_ID", "MARK_MAX", "WalMismatch", "check_wal", "database_id", "next_mark", "wal_commits",
+__all__ = ["APPLICATION_ID", "MARK_MAX", "WalMismatch", "check_wal", "page_mark", "next_mark", "wal_commits",
            "wal_mismatch", "wal_verdict"]
 
 #: ``PRAGMA application_id`` of an eventstore database ("EVST"; set by migration 0260).
@@ -148,7 +164,7 @@ def _transactions(m, page_size: int, salts: tuple[int, int], big: bool, seed: tu
     return done
 
 
-def database_id(page1: bytes) -> int | None:
+def page_mark(page1: bytes) -> int | None:
     """The mark an eventstore database's page 1 (its first 100 bytes at least) holds in
     ``user_version``, or None when it holds none (not an eventstore database, or one from
     before revision 0260): see the module docstring."""
@@ -173,13 +189,13 @@ def _marks(m, transactions, db_page1: bytes) -> tuple[str | None, bool | None]:
     of this one, None)``, ``(None, True)`` when its first transaction's mark proves it was
     started against the database file, or ``(None, None)`` when the marks cannot tell (the
     other rules decide then)."""
-    db_mark = database_id(db_page1)
+    db_mark = page_mark(db_page1)
     if db_mark is None:
         return None, None
     first_mark = None
     for number, (_pages, _size, page1) in enumerate(transactions, 1):
         for off in page1:
-            mark = database_id(m[off:off + 100])
+            mark = page_mark(m[off:off + 100])
             if mark is None or abs(_distance(mark, db_mark)) > _LINEAGE:
                 named = (f"its mark {mark}" if mark is not None else "no eventstore database")
                 return (f"page 1 as its transaction {number} wrote it names {named}: it was written for "

@@ -1,15 +1,17 @@
-"""SQLite: the database file names itself, so that a ``-wal`` of another file is told apart.
+"""SQLite: the database file carries a mark, so that a ``-wal`` of another file is told apart.
 
 Revision ID: 0260
 Revises: 0240
 Create Date: 2026-12-07
 
 The file header gets ``application_id`` = ``0x45565354`` ("EVST": an eventstore database)
-and ``user_version`` = a random number from 1 to 2**31 - 1, this database's id. SQLite
-writes both in page 1, so every page-1 image in a ``-wal`` names the database it was
-written for: :mod:`eventstore.backends.sqlite_walcheck` refuses a WAL whose page-1 image
-names another database before SQLite reads it. Nothing else changes; a read-only open
-reads a database at 0240 as it is.
+and ``user_version`` = a random number from 1 to 2**31 - 1, the database's *mark*. From
+then on, the first transaction of every WAL generation an eventstore writer starts moves
+the mark on by one (``sqlite_engine.WalMarks``). SQLite writes both in page 1, so a
+``-wal``'s page-1 images say which database, and which state of it, the WAL was started
+against: :mod:`eventstore.backends.sqlite_walcheck` refuses one of another database, or
+of an older or newer state of this one, before SQLite reads it. Nothing else changes; a
+read-only open reads a database at 0240 as it is.
 
 PostgreSQL: nothing changes.
 """
