@@ -126,6 +126,10 @@ def ensure_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
     cur.close()
 
 
+# mxFrame and nBackfill, from offset 16 of the -shm file (the WAL index's header).
+_SHM_FRAMES = struct.Struct("=I76xI").unpack
+
+
 class WalMarks:
     """Moves an eventstore database's mark (``PRAGMA user_version``) on by one in the first
     transaction of each WAL generation, so that the WAL's first frames hold a page 1 that
@@ -137,8 +141,8 @@ class WalMarks:
     (https://www.sqlite.org/walformat.html). Read inside the write transaction (the write
     lock held, so ``mxFrame`` cannot change), equal values mean this transaction may start
     a generation, unequal ones that it will not: a transaction that might is marked (one
-    page more to write, about once per checkpoint), and one that will not costs a 100-byte
-    ``pread`` of the ``-shm``."""
+    page more to write, about once per checkpoint), and one that will not costs an 84-byte
+    ``pread`` of the ``-shm`` (about 2 microseconds)."""
 
     def __init__(self, path: str):
         self._shm = os.path.realpath(path) + "-shm"
@@ -150,11 +154,10 @@ class WalMarks:
                 self._fd = os.open(self._shm, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             except OSError:
                 return False  # not (yet) a WAL database: no generation to mark
-        head = os.pread(self._fd, 100, 0)
-        if len(head) < 100:
+        head = os.pread(self._fd, 84, 16)
+        if len(head) < 84:
             return True  # an index not built yet: the WAL is new
-        max_frame, = struct.unpack_from("=I", head, 16)
-        backfill, = struct.unpack_from("=I", head, 96)
+        max_frame, backfill = _SHM_FRAMES(head)
         return max_frame == backfill
 
     def mark(self, cur: sqlite3.Cursor) -> None:
