@@ -292,8 +292,9 @@ def test_a_database_file_with_two_hard_link_names_is_refused(victim, tmp_path):
             with pytest.raises(DatabaseError, match=r"has 2 names \(hard links to one file\): SQLite keeps a "
                                                     r"-wal file beside each name"):
                 EventStore.open(name, readonly=readonly)
-    r = cli_run(link, "sessions")
-    assert r.exit_code == 1 and "has 2 names (hard links to one file)" in r.output
+    for args in (["sessions"], ["sql", "SELECT 1"], ["verify"], ["import", str(DATA / "demo.jsonl")]):
+        r = cli_run(link, *args)
+        assert r.exit_code == 1 and "has 2 names (hard links to one file)" in r.output, (args, r.output)
     target = tmp_path / "target.db"
     EventStore.open(target).close()
     os.link(target, tmp_path / "target-link.db")

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import DatabaseError, QueryError
 from .base import MULTIPLE_STATEMENTS, QueryConnection
 from .sqlite_engine import database_path as _database_path
-from .sqlite_engine import no_database, open_read_only
+from .sqlite_engine import no_database, open_read_only, refuse_hard_links
 from .sqlite_walcheck import check_wal
 
 __all__ = ["SQLiteQueryConnection", "connect_readonly", "database_path", "query"]
@@ -132,6 +132,7 @@ def connect_readonly(target: str | os.PathLike, *, authorizer: bool = True,
     The connection is in autocommit mode. Raises :class:`DatabaseError`.
     """
     path = database_path(target)
+    refuse_hard_links(path)  # another name's -wal would go unread
     check_wal(path)
     try:
         conn = open_read_only(path, busy_timeout, isolation_level=None, factory=_ReadOnlyConnection)
