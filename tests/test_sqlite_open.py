@@ -419,3 +419,19 @@ def test_a_wal_the_reader_cannot_use_is_named(reader_copy):
     results = as_reader(reader_copy, READS)
     assert [code for code, _ in results] == [0] * len(READS), results
     assert results[4][1].split() == ["n", str(EVENTS + 1), "(1", "row)"]
+
+
+def test_a_killed_writers_wal_is_proved_by_its_mark(tmp_path):
+    """A writer process killed mid-stream, before and after its WAL started over: the WAL
+    it leaves carries the mark, so the pair is proved, not inferred (no read-through check)."""
+    from test_faults import kill_writer_after, lines
+
+    db, side = tmp_path / "live.db", tmp_path / "acknowledged"
+    with EventStore.open(db) as store:
+        store.create_session("s")
+    for batches, resets in ((1, 0), (300, 1)):
+        kill_writer_after(db, side, batches, resets)
+        assert wal_verdict(str(db)) == (None, True)
+        with EventStore.open(db) as store:
+            assert sum(1 for _ in store.session("s").events()) >= lines(side) * 20
+        assert verify_database(db).ok
