@@ -198,6 +198,8 @@ def open_read_only(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **conn
         # SQLITE_READONLY_DIRECTORY, SQLITE_CANTOPEN: no -shm, and none can be created
         if not (e.sqlite_errorname or "").startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
             raise
+        if os.path.exists(os.path.realpath(path) + "-journal"):
+            raise  # a transaction cut off before WAL mode: only a writer can roll it back
         if not os.access(path, os.R_OK):
             raise DatabaseError(f"cannot open {path}: permission denied (you may not read the file)") from None
         _refuse_unreadable_wal(path)
