@@ -275,8 +275,9 @@ def test_a_refusal_through_the_cli_tells_the_truth(victim, tmp_path):
     r = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(victim), "import", str(DATA / "demo.jsonl")],
                        env=env, capture_output=True)
     assert r.returncode == 1 and b"Traceback" not in r.stderr
-    assert r.stderr.decode().startswith(f"error: {victim}-wal does not belong to {victim}: page 1 as its "
-                                        f"transaction 1 wrote it names its mark ")
+    assert r.stderr.decode().startswith(f"error: {victim}-wal does not belong to {victim}: its transaction 1 "
+                                        f"writes a page 1 with the mark ")
+    assert "it was written for another database" in r.stderr.decode()
     assert "Refused before anything was read through it or written" in r.stderr.decode()
     assert victim.read_bytes() == before and Path(f"{victim}-wal").read_bytes() == wal
 

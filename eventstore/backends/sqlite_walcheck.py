@@ -198,9 +198,10 @@ def _marks(m, transactions, db_page1: bytes) -> tuple[str | None, bool | None]:
         for off in page1:
             mark = page_mark(m[off:off + 100])
             if mark is None or abs(_distance(mark, db_mark)) > _LINEAGE:
-                named = (f"its mark {mark}" if mark is not None else "no eventstore database")
-                return (f"page 1 as its transaction {number} wrote it names {named}: it was written for "
-                        f"another database (this file's mark is {db_mark})"), None
+                holds = (f"the mark {mark}, far from the file's {db_mark}" if mark is not None
+                         else "no eventstore mark (another application's database)")
+                return (f"its transaction {number} writes a page 1 with {holds}: it was written for "
+                        f"another database"), None
             if number == 1 and first_mark is None:
                 first_mark = mark
             if m[off:off + len(db_page1)] == db_page1:
