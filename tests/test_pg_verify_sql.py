@@ -1,0 +1,122 @@
+"""verify reads the whole PostgreSQL catalog, and ``sql`` has no way out (issue 30).
+
+Each attack runs through plain psycopg as the role that would make it (the owner, the
+writer, the auditor of ``eventstore roles``) on a database set up as the README says; then
+``verify`` (as the owner) must name it, or PostgreSQL must refuse it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore import EventStore
+from eventstore.cli import cli
+
+psycopg = pytest.importorskip("psycopg")
+from test_postgres import owned_database  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@contextlib.contextmanager
+def roles_database(pg_server):
+    """A database owned by a CREATEROLE owner, migrated, with ``eventstore roles`` run and a
+    login for each role: yields ``(owner URL, writer URL, auditor URL, tag)``; one session
+    ``s`` with three events is stored."""
+    with owned_database(pg_server, "CREATEROLE") as (tag, owner, name, url):
+        w, a = f"w_{tag}", f"a_{tag}"
+        r = CliRunner().invoke(cli, ["--db", url, "roles", "--writer", w, "--auditor", a])
+        assert r.exit_code == 0, r.output
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE agent_{tag} LOGIN IN ROLE {w}")
+            conn.execute(f"CREATE ROLE audit_{tag} LOGIN IN ROLE {a}")
+        writer, auditor = pg_server.url(name, f"agent_{tag}"), pg_server.url(name, f"audit_{tag}")
+        with EventStore.open(writer) as store:
+            s = store.create_session("s", meta={"n": 1})
+            s.append_many([("user/message", {"content": "hello world"}), ("turn/start", {}), ("turn/end", {})])
+        yield url, writer, auditor, tag
+
+
+def verify(url: str, *args: str):
+    return CliRunner().invoke(cli, ["--db", url, "verify", *args])
+
+
+def test_a_fresh_database_with_roles_verifies_clean(pg_server):
+    with roles_database(pg_server) as (owner, _writer, _auditor, _tag):
+        r = verify(owner)
+        assert r.exit_code == 0, r.output
+        assert "note" not in r.stderr
+
+
+OWNER_ATTACKS = {
+    "unlogged": ("ALTER TABLE events SET UNLOGGED", "schema: table events differs from its definition in the "
+                                                    "migrations: UNLOGGED (not crash-safe)"),
+    "rls": ("ALTER TABLE sessions ENABLE ROW LEVEL SECURITY", "schema: table sessions differs from its definition in "
+                                                              "the migrations: row level security enabled"),
+    "rls forced": ("ALTER TABLE sessions FORCE ROW LEVEL SECURITY", "row level security forced"),
+    "policy": ("CREATE POLICY hide ON sessions AS RESTRICTIVE FOR SELECT USING (id <> 's')",
+               "schema: extra policy hide on sessions, not created by the migrations: restrictive for r to PUBLIC "
+               "using ((id <> 's'::text))"),
+    "rule": ("CREATE RULE nothing AS ON INSERT TO events DO INSTEAD NOTHING",
+             "schema: extra rule nothing on events, not created by the migrations: CREATE RULE nothing AS ON INSERT "
+             "TO events DO INSTEAD NOTHING;"),
+    "trigger disabled": ("ALTER TABLE events DISABLE TRIGGER ALL", "trigger: trigger events_guard_insert on events "
+                                                                   "is disabled"),
+    "function setting": ("ALTER FUNCTION es_field(text, text) SET search_path = pg_temp, public",
+                         "SET search_path TO 'pg_temp', 'public'"),
+    "function security definer": ("ALTER FUNCTION es_field(text, text) SECURITY DEFINER",
+                                  "SECURITY DEFINER"),
+    "column default": ("ALTER TABLE events ALTER COLUMN ts SET DEFAULT 0", "schema: table events differs"),
+    "sequence": ("CREATE SEQUENCE spare", "schema: extra sequence spare"),
+    "owner": ("ALTER TABLE sessions OWNER TO {w}", "schema: owner of sessions differs from its definition in the "
+                                                   "migrations: w_"),
+    "grant": ("GRANT UPDATE ON events TO {w}", "schema: grants on events differs"),
+    "column grant": ("GRANT UPDATE (ts) ON events TO {a}", "; column ts: a_"),
+    "revoke from auditor": ("REVOKE SELECT ON sessions FROM {a}", "schema: grants on sessions differs"),
+    "function grant": ("GRANT EXECUTE ON FUNCTION es_field(text, text) TO {w} WITH GRANT OPTION",
+                       "schema: grants on function es_field(payload text, key text) differs"),
+    "schema grant": ("GRANT CREATE ON SCHEMA public TO {w}", "schema: grants on schema differs"),
+    "default privileges": ("ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO {w}",
+                           "schema: extra default privileges of owner_"),
+    "publication": ("CREATE PUBLICATION leak FOR TABLE events", "schema: extra publication leak, not created by the "
+                                                                "migrations: FOR TABLE events"),
+    "inheritance": ("CREATE TABLE ghost () INHERITS (events)", "inherited by ghost"),
+    "collation": ("ALTER TABLE importing ALTER COLUMN owner TYPE text COLLATE \"POSIX\"", "collate \"POSIX\""),
+    "replica identity": ("ALTER TABLE events REPLICA IDENTITY FULL", "replica identity f"),
+    "view option": ("ALTER VIEW messages SET (security_invoker = true)", "schema: view messages differs"),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(OWNER_ATTACKS))
+def test_verify_names_each_catalog_change_by_the_owner(pg_server, attack):
+    """Each change of the catalog the owner (or, for a change of owner, a superuser) can
+    make is a finding naming it; before, verify compared only columns, indexes, triggers,
+    views and function bodies, and said OK."""
+    sql, said = OWNER_ATTACKS[attack]
+    with roles_database(pg_server) as (owner, _writer, _auditor, tag):
+        url = pg_server.url(owner.rsplit("/", 1)[1]) if attack == "owner" else owner  # (a superuser's change)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql.format(w=f"w_{tag}", a=f"a_{tag}"))
+        r = verify(owner)
+        assert r.exit_code == 1, r.output
+        assert said in r.output, r.output
+
+
+def test_verify_names_an_event_trigger(pg_server):
+    """An event trigger (a superuser's) runs on every DDL: no migration creates one."""
+    with roles_database(pg_server) as (owner, _writer, _auditor, tag):
+        name = owner.rsplit("/", 1)[1]
+        with pg_server.connect(name) as conn:
+            conn.execute("CREATE FUNCTION public.noop_evt() RETURNS event_trigger LANGUAGE plpgsql "
+                         "AS $$ BEGIN END $$")
+            conn.execute("CREATE EVENT TRIGGER watch ON ddl_command_end EXECUTE FUNCTION public.noop_evt()")
+        try:
+            r = verify(owner)
+            assert r.exit_code == 1
+            assert "extra event trigger watch" in r.output, r.output
+        finally:
+            with pg_server.connect(name) as conn:
+                conn.execute("DROP EVENT TRIGGER watch")
