@@ -120,3 +120,94 @@ def test_verify_names_an_event_trigger(pg_server):
         finally:
             with pg_server.connect(name) as conn:
                 conn.execute("DROP EVENT TRIGGER watch")
+
+
+def test_a_checkpoint_listing_a_session_the_store_hides_is_a_finding(pg_server, tmp_path):
+    """An importing row (here a superuser's, past every guard) hides a stored session from
+    every reader: with a checkpoint that lists it, verify says so as a finding, never only a
+    note; without one, an importing row whose first position is after the session's events
+    is a finding too."""
+    with roles_database(pg_server) as (owner, _writer, auditor, _tag):
+        cp = tmp_path / "cp.json"
+        assert CliRunner().invoke(cli, ["--db", auditor, "checkpoint", "-o", str(cp)]).exit_code == 0
+        with pg_server.connect(owner.rsplit("/", 1)[1]) as conn:
+            conn.execute("SET session_replication_role = replica")
+            conn.execute("INSERT INTO importing (session_id, first_position, owner, started_at) "
+                         "VALUES ('s', 1000, 'pg:1#x', 0)")
+        assert CliRunner().invoke(cli, ["--db", auditor, "sessions"]).output.strip() == "no sessions"  # hidden
+        r = verify(owner, "--checkpoint", str(cp))
+        assert r.exit_code == 1
+        assert (f"session s: checkpoint: {cp}: the store does not show the session: an importing row hides it "
+                f"from every reader") in r.output, r.output
+        assert "session s seq 0: session: hidden from readers by an importing row whose first position (1000) " \
+               "is after its stored event at position 1" in r.output
+
+
+def test_a_signature_not_checked_against_a_trusted_key_is_said(pg_server, tmp_path):
+    with roles_database(pg_server) as (owner, _writer, auditor, _tag):
+        key = tmp_path / "other.pem"
+        assert CliRunner().invoke(cli, ["--db", auditor, "keygen", str(key)]).exit_code == 0
+        cp = tmp_path / "cp.json"
+        r = CliRunner().invoke(cli, ["--db", auditor, "checkpoint", "-o", str(cp), "--key", str(key)])
+        assert r.exit_code == 0, r.output
+        r = verify(auditor, "--checkpoint", str(cp))
+        assert r.exit_code == 0, r.output
+        assert (f"note: {cp}: its signature (key " in r.stderr
+                and "was not checked against a trusted key" in r.stderr), r.stderr
+        r = verify(auditor, "--checkpoint", str(cp), "--public-key", str(key) + ".pub")
+        assert r.exit_code == 0 and "trusted key" not in r.stderr
+
+
+def test_a_created_at_of_minus_1e308_is_a_finding_in_few_digits(pg_server):
+    with roles_database(pg_server) as (owner, _writer, _auditor, _tag):
+        with pg_server.connect(owner.rsplit("/", 1)[1]) as conn:
+            conn.execute("SET session_replication_role = replica")
+            conn.execute("INSERT INTO sessions (id, created_at, meta) VALUES ('ghost', -1e308, '{}')")
+        r = verify(owner)
+        assert r.exit_code == 1
+        line = next(x for x in r.output.splitlines() if "ghost: session: created_at is" in x)
+        assert "created_at is 1e+308 s before that of session 's'" in line, line
+        assert max(len(w) for w in line.split()) < 40
+
+
+def test_verify_prints_the_first_findings_and_a_count_by_kind(tmp_path):
+    """One bad table gives a finding per event: verify prints the first 100, says how many
+    more, counts them by kind; --all prints every one (SQLite: the CLI is the same)."""
+    import sqlite3
+
+    db = tmp_path / "many.db"
+    with EventStore.open(db) as store:
+        store.create_session("s").append_many([("user/message", {"content": str(i)}) for i in range(250)])
+    raw = sqlite3.connect(db)
+    raw.execute("DROP TRIGGER events_guard_update")
+    raw.execute("UPDATE events SET ts = ts + 1")
+    raw.commit()
+    raw.close()
+    r = verify(str(db))
+    assert r.exit_code == 1
+    lines = r.stdout.splitlines()
+    assert len(lines) == 101 and lines[-1] == "... 151 more not shown (--all prints every finding)", lines[-3:]
+    assert r.stderr.splitlines()[-1] == "verified 1 session, 250 events: 251 findings (hash 250, trigger 1)", r.stderr
+    r = verify(str(db), "--all")
+    assert len(r.stdout.splitlines()) == 251
+
+
+def test_sqlite_an_importing_row_moved_onto_a_stored_session_is_a_finding(tmp_path):
+    """SQLite guards INSERT into importing only: an UPDATE moves a row onto a stored
+    session, which readers then hide; verify names it."""
+    import sqlite3
+
+    db = tmp_path / "hide.db"
+    with EventStore.open(db) as store:
+        store.create_session("s").append("user/message", {"content": "hi"})
+        store.create_session("n")
+    raw = sqlite3.connect(db)
+    raw.execute("INSERT INTO importing (session_id, first_position, owner, started_at) "
+                "VALUES ('n', (SELECT max(position) + 1 FROM events), 'gone#1', 0)")
+    raw.execute("UPDATE importing SET session_id = 's'")
+    raw.commit()
+    raw.close()
+    assert "s" not in CliRunner().invoke(cli, ["--db", str(db), "sessions"]).output.split()
+    r = verify(str(db))
+    assert r.exit_code == 1
+    assert "session s seq 0: session: hidden from readers by an importing row" in r.output, r.output
