@@ -1466,13 +1466,23 @@ def _copy_field(data: bytes) -> bytes:
 
 _PLAIN = (str, int, float, bytes, bool, type(None))
 _SQL_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
-_FIRST_WORD = re.compile(r"([A-Za-z]+)(?![\w$])")
-# Statements a READ ONLY transaction still lets through though they act outside the
-# database's tables: COPY ... TO a server file or program, and code run on the server,
-# which can do the same (for a role allowed to). None of them is ever part of a larger
-# statement, so the first word finds them.
-_SIDE_EFFECTS = {"copy": "it reads and writes server files and runs programs: use SELECT, or --csv for a file",
-                 "do": "it runs code on the server", "call": "it runs a procedure on the server"}
+#: Rows fetched per round trip of ``sql``'s server-side cursor (its client memory is one batch).
+SQL_BATCH = 200
+# The role ``sql`` runs as, when the login role may do more: the auditor of roles_sql (a role
+# other than the owner that may SELECT events but not INSERT), else PostgreSQL's own
+# pg_read_all_data (for a superuser). PostgreSQL then refuses every write, COPY to or from
+# the server, and server programs: no statement is judged by its text.
+_READ_ROLE = """
+SELECT rolname FROM (
+SELECT r.rolname FROM pg_class AS c, aclexplode(c.relacl) AS a JOIN pg_roles AS r ON r.oid = a.grantee
+WHERE c.relname = 'events' AND c.relnamespace = current_schema()::regnamespace AND a.grantee <> c.relowner
+GROUP BY r.rolname, r.rolsuper
+HAVING NOT r.rolsuper AND bool_and(a.privilege_type = 'SELECT') AND r.rolname <> session_user
+   AND pg_has_role(session_user, r.rolname, 'MEMBER')
+UNION ALL
+SELECT 'pg_read_all_data' FROM pg_roles WHERE rolname = session_user AND rolsuper
+   AND to_regrole('pg_read_all_data') IS NOT NULL) AS r
+ORDER BY rolname = 'pg_read_all_data', rolname <> 'eventstore_auditor', rolname LIMIT 1"""
 
 
 class _NumberLoader(Loader):
@@ -1487,23 +1497,35 @@ class _NumberLoader(Loader):
 
 
 class PgQueryConnection(QueryConnection):
-    """``eventstore sql`` on PostgreSQL: every query runs alone (a prepared statement: one
-    statement, no ``COMMIT; ...`` tricks) in a READ ONLY transaction with a
-    ``statement_timeout`` of :data:`QUERY_TIMEOUT`, and is rolled back afterwards, so that
-    not even a ``SET`` outlives it. Give the auditor role's URL for least privilege."""
+    """``eventstore sql`` on PostgreSQL: every query runs alone (one statement) in a READ
+    ONLY transaction as a role that may only read (the auditor of ``eventstore roles`` when
+    the login role is a member of it, ``pg_read_all_data`` for a superuser; see
+    ``_READ_ROLE``), so that PostgreSQL itself refuses whatever writes or acts outside the
+    tables; its rows stream through a server-side cursor (:data:`SQL_BATCH` rows at a
+    time); the time limit (:data:`QUERY_TIMEOUT`) holds for the whole query, fetching
+    included; it is rolled back afterwards, so that not even a ``SET`` outlives it.
+
+    A login role with more powers can undo ``SET ROLE`` inside its own query
+    (``set_config('role', ...)``): give ``sql`` the auditor's own login for least privilege."""
 
     def __init__(self, url: str, busy_timeout: float, timeout: float | None = QUERY_TIMEOUT,
                  max_memory: int | None = None):
         self._display = _display(url)
         self.timeout = timeout or None
         self._conn = _connect(url, self._display, autocommit=True)
-        self._user = repr(self._conn.info.user)
         self._conn.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
         if max_memory is not None:  # work_mem bounds each sort and hash (they spill to disk past it)
             current = self._conn.execute("SELECT setting::bigint * 1024 FROM pg_settings "
                                          "WHERE name = 'work_mem'").fetchone()[0]
             if max_memory < current:
                 self._conn.execute(f"SET work_mem = '{max(64, int(max_memory) // 1024)}kB'")
+        try:
+            role = self._conn.execute(_READ_ROLE).fetchone()
+        except psycopg.Error:  # (no events table here: the login role as it is)
+            role = None
+        if role is not None:
+            self._conn.execute(pg_sql.SQL("SET ROLE {}").format(pg_sql.Identifier(role[0])))
+        self._user = repr(self._conn.info.user) if role is None else f"{role[0]!r}, as which sql runs,"
         # Values as the CLI writes them: json/jsonb as their text, numeric as int or float.
         for name in ("json", "jsonb"):
             self._conn.adapters.register_loader(name, TextLoader)
@@ -1516,31 +1538,50 @@ class PgQueryConnection(QueryConnection):
         if not text:
             raise QueryError("the query is empty" if not sql.strip()
                              else "the query holds no statement (only comments or ';')")
-        first = _FIRST_WORD.match(text)
-        if first and first.group(1).lower() in _SIDE_EFFECTS:
-            raise QueryError(f"refused: {first.group(1).upper()} ({_SIDE_EFFECTS[first.group(1).lower()]}; "
-                             f"eventstore sql only reads)")
+        deadline = time.monotonic() + self.timeout if self.timeout else None
+        # the time limit for the whole command: statement_timeout stops the server's work,
+        # a cancel at the deadline stops a fetch in flight, and no fetch starts after it
+        timer = threading.Timer(self.timeout, self._cancel) if self.timeout else None
         try:
             conn.execute("BEGIN READ ONLY")
             conn.execute(f"SET LOCAL statement_timeout = {int((self.timeout or 0) * 1000)}")
-            cur = conn.cursor()
-            cur.execute(sql, params or None, prepare=True)
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
+            conn.execute("SAVEPOINT eventstore_sql")
+            cur: psycopg.Cursor | psycopg.ServerCursor = conn.cursor(name="eventstore_sql")
+            try:
+                cur.execute(sql, params or None)
+            except (pg_errors.SyntaxError, pg_errors.FeatureNotSupported) as e:
+                if e.diag.source_function == "exec_parse_message":
+                    raise
+                # not a query a cursor holds (SHOW, EXPLAIN, a data-modifying WITH...): run it
+                # as it is, under the same transaction and role (its result is buffered)
+                conn.execute("ROLLBACK TO SAVEPOINT eventstore_sql")
+                cur = conn.cursor()
+                cur.execute(sql, params or None, prepare=True)
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
                 raise QueryError("refused: COMMIT, ROLLBACK and the like (eventstore sql runs each query in "
                                  "a read-only transaction of its own)")
+            columns = [d.name for d in cur.description or ()]
         except psycopg.Error as e:
-            self._rollback()
+            self._rollback(timer)
             raise QueryError(*_query_error(e, self.timeout, self._user)) from None
         except KeyboardInterrupt:
-            self._rollback()
+            self._rollback(timer)
             raise QueryError("interrupted (Ctrl-C)") from None
-        columns = [d.name for d in cur.description or ()]
+        except BaseException:
+            self._rollback(timer)
+            raise
 
         def rows() -> Iterator[tuple]:
             try:
                 if cur.description is not None:
                     while True:
-                        batch = cur.fetchmany(1000)
+                        if deadline is not None and time.monotonic() >= deadline:
+                            raise QueryError(f"the query was stopped after {self.timeout:g} s (its time limit, "
+                                             f"fetching the rows included)", "time")
+                        batch = cur.fetchmany(SQL_BATCH)
                         if not batch:
                             break
                         for row in batch:  # dates, intervals, uuids, arrays...: as PostgreSQL writes them
@@ -1549,11 +1590,19 @@ class PgQueryConnection(QueryConnection):
             except psycopg.Error as e:
                 raise QueryError(*_query_error(e, self.timeout, self._user)) from None
             finally:
-                self._rollback()
+                self._rollback(timer)
 
         return columns, rows()
 
-    def _rollback(self) -> None:
+    def _cancel(self) -> None:
+        try:
+            self._conn.cancel()
+        except psycopg.Error:
+            pass
+
+    def _rollback(self, timer: threading.Timer | None = None) -> None:
+        if timer is not None:
+            timer.cancel()
         try:
             self._conn.execute("ROLLBACK")
         except psycopg.Error:
