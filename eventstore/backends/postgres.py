@@ -42,7 +42,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -1512,6 +1512,7 @@ class PgQueryConnection(QueryConnection):
                  max_memory: int | None = None):
         self._display = _display(url)
         self.timeout = timeout or None
+        self._open_rows: Generator[tuple, None, None] | None = None
         self._conn = _connect(url, self._display, autocommit=True)
         self._conn.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
         if max_memory is not None:  # work_mem bounds each sort and hash (they spill to disk past it)
@@ -1533,6 +1534,9 @@ class PgQueryConnection(QueryConnection):
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> tuple[list[str], Iterator[tuple]]:
         conn = self._conn
+        if self._open_rows is not None:  # the rows of the previous query, not read to the end: ended
+            self._open_rows.close()
+            self._open_rows = None
         params = tuple(params)
         text = _SQL_COMMENTS.sub("", sql).strip(" \t\r\n\f;")
         if not text:
@@ -1592,7 +1596,8 @@ class PgQueryConnection(QueryConnection):
             finally:
                 self._rollback(timer)
 
-        return columns, rows()
+        self._open_rows = rows()
+        return columns, self._open_rows
 
     def _cancel(self) -> None:
         try:
@@ -1609,6 +1614,8 @@ class PgQueryConnection(QueryConnection):
             pass
 
     def close(self) -> None:
+        if self._open_rows is not None:
+            self._open_rows.close()
         self._conn.close()
 
 
