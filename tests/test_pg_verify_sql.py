@@ -7,6 +7,7 @@ writer, the auditor of ``eventstore roles``) on a database set up as the README 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -317,3 +318,65 @@ def test_sql_time_limit_covers_fetching(pg_server):
         assert r.exit_code == 1
         assert "the query was stopped after --timeout 1.5 s" in r.stderr, r.stderr
         assert took < 6, took
+
+
+# --- search without its index, and long queries ---------------------------------------------
+
+def _asgi_get(app, path: str, query: str) -> tuple[int, dict]:
+    """One GET through the viewer's ASGI app (no server): status and JSON body."""
+    import asyncio
+
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": query.encode(),
+             "headers": [(b"host", b"127.0.0.1")], "scheme": "http", "server": ("127.0.0.1", 80),
+             "client": ("127.0.0.1", 1), "root_path": "", "http_version": "1.1"}
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_search_without_the_index_matches_words_with_short_snippets(pg_server, tmp_path, backend):
+    """A read-only store (the viewer) searches the events past the index: whole words as
+    the index matches them (a prefix only with *), and a snippet of a few hundred
+    characters from a 3 MB message. (PostgreSQL computes the vectors of those events: words
+    already; the snippet was not bounded there either.)"""
+    from eventstore.search import search
+    from eventstore.web.app import create_app
+
+    url = str(tmp_path / "s.db") if backend == "sqlite" else pg_server.url(pg_server.create_database())
+    with EventStore.open(url) as store:
+        s = store.create_session("a")
+        # (PostgreSQL indexes a message's first 200,000 characters)
+        s.append("user/message", {"content": "start " + "y" * 100_000 + " Needle " + "-" * 3_000_000 + " end"})
+        s.append("user/message", {"content": "needles, and src/search.py"})
+    with EventStore.open(url, readonly=True) as store:
+        assert [h.seq for h in search(store, "needle", update_index=False)] == [0]
+        assert [h.seq for h in search(store, "edle", update_index=False)] == []
+        assert sorted(h.seq for h in search(store, "needle*", update_index=False)) == [0, 1]
+        assert [h.seq for h in search(store, "search.py", update_index=False)] == [1]
+        [hit] = search(store, "needle", update_index=False)
+        assert len(hit.snippet) < 500 and "Needle" in hit.snippet
+        status, body = _asgi_get(create_app(store), "/api/search", "q=needle")
+        assert status == 200 and len(json.dumps(body)) < 2000
+
+
+def test_a_2000_word_search_is_a_clear_error(tmp_path):
+    from eventstore.web.app import create_app
+
+    db = tmp_path / "s.db"
+    with EventStore.open(db) as store:
+        store.create_session("a").append("user/message", {"content": "w1 w2"})
+    words = " ".join(f"w{i}" for i in range(2000))
+    with EventStore.open(db, readonly=True) as store:
+        status, body = _asgi_get(create_app(store), "/api/search", "q=" + words.replace(" ", "+"))
+    assert status == 400 and body["error"].startswith("the search query is too long (2,000 words"), body
+    r = CliRunner().invoke(cli, ["--db", str(db), "search", words])
+    assert r.exit_code != 0 and "the search query is too long (2,000 words" in r.stderr, r.output
+    assert "Traceback" not in r.output
