@@ -380,3 +380,15 @@ def test_a_2000_word_search_is_a_clear_error(tmp_path):
     r = CliRunner().invoke(cli, ["--db", str(db), "search", words])
     assert r.exit_code != 0 and "the search query is too long (2,000 words" in r.stderr, r.output
     assert "Traceback" not in r.output
+
+
+def test_roles_set_up_by_a_superuser_verify_clean_as_an_owner_without_createrole(pg_server):
+    """The reference schema is given the roles by the owner, who may not CREATE ROLE: the
+    roles exist already, so only their grants are needed."""
+    with owned_database(pg_server) as (tag, _owner, name, url):
+        EventStore.open(url).close()
+        r = CliRunner().invoke(cli, ["--db", pg_server.url(name), "roles", "--writer", f"w_{tag}",
+                                     "--auditor", f"a_{tag}"])
+        assert r.exit_code == 0, r.output
+        r = verify(url)
+        assert r.exit_code == 0 and "note" not in r.stderr, r.output
