@@ -392,3 +392,22 @@ def test_roles_set_up_by_a_superuser_verify_clean_as_an_owner_without_createrole
         assert r.exit_code == 0, r.output
         r = verify(url)
         assert r.exit_code == 0 and "note" not in r.stderr, r.output
+
+
+@pytest.mark.parametrize("login", ["writer", "auditor"])
+def test_the_catalog_changes_are_refused_to_the_writer_and_the_auditor_or_named(pg_server, login):
+    """The same changes through the writer's and the auditor's logins: PostgreSQL refuses
+    each, or verify (as the owner) names what got through."""
+    with roles_database(pg_server) as (owner, writer, auditor, tag):
+        got_through = []
+        with psycopg.connect(writer if login == "writer" else auditor, autocommit=True) as conn:
+            for attack, (sql_text, said) in sorted(OWNER_ATTACKS.items()):
+                try:
+                    conn.execute(sql_text.format(w=f"w_{tag}", a=f"a_{tag}"))
+                except psycopg.Error:
+                    continue
+                got_through.append((attack, said))
+        r = verify(owner)
+        assert r.exit_code == (1 if got_through else 0), (got_through, r.output)
+        for attack, said in got_through:
+            assert said.split(" of owner_")[0] in r.output or "default privileges" in r.output, (attack, r.output)
