@@ -32,14 +32,14 @@ from .backends.base import Backend
 from .chain import session_hash_changes
 from .errors import DatabaseError, SchemaOutdated, SessionNotFound, WalMismatch
 
-__all__ = ["CLOCK_SLACK", "verify_database"]
+__all__ = ["CLOCK_SLACK", "duration_text", "verify_database"]
 
 #: Seconds a session's ``created_at`` may be earlier than that of a session stored before
 #: it (clock adjustments, a writer that stamped the time and then waited for the lock).
 CLOCK_SLACK = 300.0
 
 
-def _seconds(s: float) -> str:
+def duration_text(s: float) -> str:
     """A duration as a person reads it: ``"400 s"``, ``"12 days"``, ``"3e+300 s"`` (never a
     number of hundreds of digits)."""
     if s < 1e6:
@@ -65,7 +65,7 @@ def _check_sessions(backend: Backend) -> list[Finding]:
             continue
         if latest is not None and created < latest[0] - CLOCK_SLACK:
             out.append(Finding("session", sid, None,
-                               f"created_at is {_seconds(latest[0] - created)} before that of session "
+                               f"created_at is {duration_text(latest[0] - created)} before that of session "
                                f"{latest[1]!r}, which was stored before it: a session added later with a past date"))
         if latest is None or created > latest[0]:
             latest = (created, sid)
