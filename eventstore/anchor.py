@@ -273,6 +273,7 @@ def check_checkpoint(backend: Backend, doc: dict, *, name: str = "checkpoint",
         add(None, None, f"the log ends at position {last}, before the checkpoint's position {position}: "
                         f"events were cut off")
     stored_sessions = {sid: (created, meta, n) for sid, created, meta, n, _head in snap["sessions"]}
+    hidden = {r[0] for r in backend.imports()}  # importing rows: readers do not show these sessions
     counted = 0
     listed = set()
     for e in entries:
@@ -283,6 +284,9 @@ def check_checkpoint(backend: Backend, doc: dict, *, name: str = "checkpoint",
         if row is None:
             add(sid, None, f"the session is gone (it had {n} events at the checkpoint)")
             continue
+        if sid in hidden:
+            add(sid, None, "the store does not show the session: an importing row hides it from every reader "
+                           "(an import still running, or a row made to hide it)")
         if session_row_hash(sid, row[0], row[1]) != e["row"]:
             add(sid, None, "its sessions row (created_at or meta) changed since the checkpoint")
         now = row[2]

@@ -280,8 +280,10 @@ def verify(backend: Backend, session_ids: Iterable[str] | None = None) -> Verify
     answering a call). Checking all sessions also reports events whose session row is
     missing.
 
-    An unfinished import (:mod:`eventstore.bulk`) is a note, with findings only for what
-    breaks its stored prefix's seqs or hash chain.
+    An unfinished import (:mod:`eventstore.bulk`) is a note while its importer runs, and a
+    finding once it does not (its session stays hidden), or when its row hides events
+    stored before the import's first position; plus findings for what breaks its stored
+    prefix's seqs or hash chain.
 
     A tool call still waiting for its result at the end of the log is reported too: verify
     cannot tell a running tool from a crashed agent. Removing the last events of a session
@@ -310,15 +312,31 @@ def verify(backend: Backend, session_ids: Iterable[str] | None = None) -> Verify
 
 
 def _unfinished_imports(backend: Backend, report: VerifyReport) -> None:
-    """A note for each unfinished import (hidden from readers; see eventstore.bulk), and a
-    finding for what its stored prefix breaks (seqs, hash chain); what a cut-off log may
-    lack (a tool call still waiting for its result) is no finding there."""
+    """For each unfinished import (an ``importing`` row: its session is hidden from readers;
+    see eventstore.bulk): a note while its importer runs, else a finding (nobody will finish
+    it, so a stored session stays hidden: an importer that stopped, or a row made to hide a
+    session); a finding too when the session has events before the row's first position
+    (an import's events start there: the row hides a session stored before it), and for
+    what its stored prefix breaks (seqs, hash chain); what a cut-off log may lack (a tool
+    call still waiting for its result) is no finding there."""
     for sid, first, owner, _started in backend.imports():
         part = VerifyReport()
         _verify_session(backend, sid, part)
         report.findings.extend(f for f in part.findings if f.kind in ("seq", "hash"))
         n = part.heads[sid][0]
-        state = ("its importer is still running" if backend.import_owner_alive(owner) else
-                 "its importer stopped before the end (import the file again to complete it)")
-        report.notes.append(f"session {sid!r}: unfinished import, {n} events stored from position {first}, "
-                            f"hidden from readers; {state}")
+        rows = backend.verify_rows(sid)
+        try:
+            earliest = next(rows, None)
+        finally:
+            rows.close()
+        if earliest is not None and earliest[1] < first:
+            report.findings.append(Finding("session", sid, earliest[0], f"hidden from readers by an importing row "
+                                           f"whose first position ({first}) is after its stored event at position "
+                                           f"{earliest[1]}: no import made that row"))
+        elif backend.import_owner_alive(owner):
+            report.notes.append(f"session {sid!r}: unfinished import, {n} events stored from position {first}, "
+                                f"hidden from readers; its importer is still running")
+        else:
+            report.findings.append(Finding("session", sid, None, f"unfinished import, {n} events stored from "
+                                           f"position {first}, hidden from readers, and its importer is not "
+                                           f"running: import the file again to complete it"))

@@ -9,6 +9,7 @@ shows its traceback instead.
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import errno
 import itertools
@@ -938,6 +939,10 @@ def _stream_table(out, header: list[str], first: list[list[str | None]], followi
     return count, cut
 
 
+#: Findings ``verify`` prints without --all (one bad file can give one per event).
+VERIFY_SHOWN = 100
+
+
 def _finding_kinds(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> frozenset[str]:
     """``--ignore``'s comma lists as one set of :data:`eventstore.audit.KINDS`."""
     from .audit import KINDS
@@ -965,17 +970,19 @@ def _finding_kinds(_ctx: click.Context, _param: click.Parameter, values: tuple[s
               help="Do not report findings of these kinds (comma-separated, repeatable), e.g. "
                    "chunks,tool_calls,dangling_call,orphan_result to check integrity only; their count "
                    "is still printed.")
+@click.option("--all", "show_all", is_flag=True,
+              help=f"Print every finding (by default the first {VERIFY_SHOWN} and a count by kind).")
 @click.pass_context
 def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpoints: tuple[str, ...],
-           public_key: str | None, full: bool, ignored: frozenset[str]) -> None:
+           public_key: str | None, full: bool, ignored: frozenset[str], show_all: bool) -> None:
     """Check the whole database: the file (quick_check, its -wal), the schema against what
     the migrations create, the sessions, and the log: seqs gapless, the hash chain, the
     append-only triggers, streamed chunks against their message, the projection's validity
     for a chat API; with --checkpoint, that the log still extends each kept checkpoint.
 
     Checks every session, or the SESSION_IDs given. Prints one line per finding (the session,
-    the seq, the kind, what is wrong) and exits 0 only when there is none. Reads only: the
-    database is opened read-only.
+    the seq, the kind, what is wrong), the first {VERIFY_SHOWN} unless --all, then how many of each
+    kind, and exits 0 only when there is none. Reads only: the database is opened read-only.
     """
     from . import anchor, integrity
 
@@ -990,14 +997,21 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpo
     # (when the database could not be opened, what says why is shown whatever its kind)
     skipped = [f for f in report.findings if f.kind in ignored and report.opened]
     report.findings = [f for f in report.findings if f not in skipped]
-    for f in report.findings:  # a name from the log may hold control or bidi characters: escaped
+    shown = report.findings if show_all else report.findings[:VERIFY_SHOWN]
+    for f in shown:  # a name from the log may hold control or bidi characters: escaped
         click.echo(_CONTROL.sub(escape_char, _printable(str(f))), err=head)
+    if len(shown) < len(report.findings):
+        click.echo(f"... {len(report.findings) - len(shown):,} more not shown (--all prints every finding)", err=head)
     if head:
         for sid, (n, h) in report.heads.items():
             click.echo(f"{_CONTROL.sub(escape_char, _printable(sid))}\t{n}\t{h}")
-    status = "OK" if report.ok else f"{len(report.findings)} finding{'' if len(report.findings) == 1 else 's'}"
+    status = "OK" if report.ok else f"{len(report.findings):,} finding{'' if len(report.findings) == 1 else 's'}"
+    kinds = collections.Counter(f.kind for f in report.findings)
+    extra = [", ".join(f"{kind} {n:,}" for kind, n in kinds.most_common())] if len(report.findings) > 1 else []
     if skipped:
-        status += f" ({len(skipped)} of the ignored kinds not shown)"
+        extra.append(f"{len(skipped)} of the ignored kinds not shown")
+    if extra:
+        status += f" ({'; '.join(extra)})"
     against = f", against {len(docs)} checkpoint{'' if len(docs) == 1 else 's'}" if docs else ""
     if not report.opened:
         click.echo("not verified: the database could not be opened", err=True)

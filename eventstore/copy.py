@@ -127,7 +127,7 @@ def copy_sessions(src: EventStore, dst: EventStore, session_ids: Iterable[str] |
     session), ``OSError`` (the temporary file of a long session). Sessions copied before an
     exception stay copied.
     """
-    from .integrity import CLOCK_SLACK
+    from .integrity import CLOCK_SLACK, duration_text
 
     ids = _ordered_ids(src, session_ids)
     rows = {row[0]: row for row in src.backend.sessions_in_storage_order()}
@@ -159,8 +159,9 @@ def copy_sessions(src: EventStore, dst: EventStore, session_ids: Iterable[str] |
                                f"it was stored before this copy (imported, or copied without its created_at) and "
                                f"keeps its row")
             elif sid not in already and newest is not None and float(rows[sid][1]) < newest[0] - CLOCK_SLACK:
-                result.note = (f"it is dated {newest[0] - float(rows[sid][1]):.0f} s before session {newest[1]!r}, "
-                               f"stored here before it: verify reports it as a session added later with a past date")
+                result.note = (f"it is dated {duration_text(newest[0] - float(rows[sid][1]))} before session "
+                               f"{newest[1]!r}, stored here before it: verify reports it as a session added later "
+                               f"with a past date")
         results.append(result)
         if progress is not None:
             progress(result)

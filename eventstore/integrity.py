@@ -32,11 +32,21 @@ from .backends.base import Backend
 from .chain import session_hash_changes
 from .errors import DatabaseError, SchemaOutdated, SessionNotFound, WalMismatch
 
-__all__ = ["CLOCK_SLACK", "verify_database"]
+__all__ = ["CLOCK_SLACK", "duration_text", "verify_database"]
 
 #: Seconds a session's ``created_at`` may be earlier than that of a session stored before
 #: it (clock adjustments, a writer that stamped the time and then waited for the lock).
 CLOCK_SLACK = 300.0
+
+
+def duration_text(s: float) -> str:
+    """A duration as a person reads it: ``"400 s"``, ``"12 days"``, ``"3e+300 s"`` (never a
+    number of hundreds of digits)."""
+    if s < 1e6:
+        return f"{s:.0f} s"
+    if s < 1e11:  # about 3,000 years
+        return f"{s / 86400:,.0f} days"
+    return f"{s:.3g} s"
 
 
 def _check_sessions(backend: Backend) -> list[Finding]:
@@ -55,8 +65,8 @@ def _check_sessions(backend: Backend) -> list[Finding]:
             continue
         if latest is not None and created < latest[0] - CLOCK_SLACK:
             out.append(Finding("session", sid, None,
-                               f"created_at is {latest[0] - created:.0f} s before that of session {latest[1]!r}, "
-                               f"which was stored before it: a session added later with a past date"))
+                               f"created_at is {duration_text(latest[0] - created)} before that of session "
+                               f"{latest[1]!r}, which was stored before it: a session added later with a past date"))
         if latest is None or created > latest[0]:
             latest = (created, sid)
     return out
@@ -140,6 +150,11 @@ def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[s
         except DatabaseError as e:
             add(Finding("storage", None, None, f"the sessions table cannot be read: {e}"))
         for name, doc in checkpoints:
+            sig = doc.get("signature")
+            if trusted_key is None and isinstance(sig, dict):
+                report.notes.append(f"{name}: its signature (key {str(sig.get('public_key', ''))[:16]}…) was not "
+                                    f"checked against a trusted key: anyone can sign a checkpoint; give the "
+                                    f"signer's public key (--public-key) to prove who made it")
             try:
                 problems = check_checkpoint(backend, doc, name=name, trusted_key=trusted_key)
             except DatabaseError as e:

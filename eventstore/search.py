@@ -24,6 +24,13 @@ MARK_START, MARK_END = "\x02", "\x03"
 #: thousands of events still answers in milliseconds (tools/bench_search.py).
 RANK_WINDOW = 2000
 
+#: The longest query :func:`search` takes, in words and in characters (a longer one is a
+#: :class:`QueryError`, not a query the database may refuse or take long over).
+MAX_QUERY_WORDS, MAX_QUERY_CHARS = 64, 2000
+#: A snippet's longest stretch of text between two tokens it shows, and its longest token
+#: (characters): a snippet stays a few kilobytes, whatever the event holds.
+SNIPPET_GAP, SNIPPET_TOKEN = 80, 80
+
 _WORD = re.compile(r"\S+")
 
 
@@ -119,6 +126,9 @@ def count(store, query: str, *, session_id: str | None = None, type: str | None 
 
 def _check(backend, query: str, raw: bool, session_id: str | None) -> None:
     """The errors :func:`search` and :func:`count` raise before they ask the database."""
+    if len(query) > MAX_QUERY_CHARS or len(query_words(query)) > MAX_QUERY_WORDS:
+        raise QueryError(f"the search query is too long ({len(query_words(query)):,} words, {len(query):,} "
+                         f"characters): at most {MAX_QUERY_WORDS} words and {MAX_QUERY_CHARS:,} characters")
     if not raw:
         if not query_words(query):
             raise QueryError("the search query is empty")
@@ -162,16 +172,27 @@ def snippet(text: str, terms: list[tuple[str, bool]], context: int = 16) -> str:
     lo = max(0, min(first - context // 4, len(tokens) - context))
     hi = min(len(tokens), lo + context)
     if not tokens:
-        return text[:200]
+        return text[:200] + ("…" if len(text) > 200 else "")
     start = tokens[lo].start() if lo else 0
     end = tokens[hi - 1].end() if hi < len(tokens) else len(text)
+    if start == 0 and tokens[0].start() > SNIPPET_GAP:  # (a long run of no word before the first)
+        start = tokens[0].start() - SNIPPET_GAP // 2
+    if end == len(text) and len(text) - tokens[hi - 1].end() > SNIPPET_GAP:
+        end = tokens[hi - 1].end() + SNIPPET_GAP // 2
     out, at = [], start
     for m in tokens[lo:hi]:
-        if hit(m.group()):
-            out += [text[at:m.start()], MARK_START, m.group(), MARK_END]
-            at = m.end()
-    out.append(text[at:end])
+        out.append(_clip(text[at:m.start()], SNIPPET_GAP))
+        word = m.group()
+        shown = word if len(word) <= SNIPPET_TOKEN else word[:SNIPPET_TOKEN] + "…"
+        out += [MARK_START, shown, MARK_END] if hit(word) else [shown]
+        at = m.end()
+    out.append(_clip(text[at:end], SNIPPET_GAP))
     return ("…" if start else "") + "".join(out) + ("…" if end < len(text) else "")
+
+
+def _clip(part: str, n: int) -> str:
+    """``part`` with its middle cut out (``…``) when it is longer than ``n`` characters."""
+    return part if len(part) <= n else part[:n // 2] + "…" + part[-(n // 2):]
 
 
 def snippet_ranges(marked: str) -> tuple[str, list[tuple[int, int]]]:

@@ -468,7 +468,7 @@ def test_verify_ignoring_content_kinds_still_reports_tampering(store, backend_ur
     assert r.stdout.splitlines() == ["database: trigger: append-only trigger events_guard_update is missing",
                                      f"session {sid} seq 5: hash: stored hash does not chain from the previous "
                                      "event: this event was edited, or one before it removed or reordered"]
-    assert r.stderr.splitlines()[-1].endswith(": 2 findings (4 of the ignored kinds not shown)")
+    assert r.stderr.splitlines()[-1].endswith(": 2 findings (trigger 1, hash 1; 4 of the ignored kinds not shown)")
 
 
 def test_verify_catches_an_edit_made_after_dropping_the_triggers(store, backend_url, raw):

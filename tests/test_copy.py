@@ -19,6 +19,7 @@ from eventstore import EventStore, anchor, bulk, integrity
 from eventstore.cli import cli
 from eventstore.copy import copy_sessions
 from eventstore.errors import InvalidEvent
+from eventstore.integrity import duration_text
 from eventstore.schema import SCHEMA_REVISION
 
 PAIRS = [("sqlite", "postgres"), ("postgres", "sqlite"), ("sqlite", "sqlite"), ("postgres", "postgres")]
@@ -248,12 +249,13 @@ def test_copying_older_sessions_after_newer_ones_says_what_verify_will_report(sr
         newer = store.sessions()[0].created_at
     r = CliRunner().invoke(cli, ["copy", src, dst], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    gap = f"{newer - T0:.0f}"
+    gap = duration_text(newer - T0)  # (372 days: not a number of seconds with eight digits)
+    assert gap.endswith(" days")
     assert r.output.count("note:") == 1
-    assert (f"5a1b896f-beb: note: it is dated {gap} s before session 'newer', stored here before it: verify reports "
+    assert (f"5a1b896f-beb: note: it is dated {gap} before session 'newer', stored here before it: verify reports "
             f"it as a session added later with a past date") in r.output
     assert rows(dst)[0][:2] == ("5a1b896f-beb", T0)
-    assert findings(dst) == [f"session 5a1b896f-beb: session: created_at is {gap} s before that of session "
+    assert findings(dst) == [f"session 5a1b896f-beb: session: created_at is {gap} before that of session "
                              f"'newer', which was stored before it: a session added later with a past date"]
 
 

@@ -109,12 +109,12 @@ def test_sigkill_mid_import_leaves_nothing_visible_and_the_next_import_completes
     ev = w.append("user/message", {"content": "after the crash"})
     assert store.last_position() == ev.position
     assert [e.position for e in store.follow(0, idle_timeout=0.05)] == [ev.position]
-    # verify: a note, no finding (the stored prefix chains)
+    # verify: a finding (its importer is dead, so the session stays hidden), no other (the prefix chains)
     from eventstore.audit import verify
     from eventstore.integrity import verify_database
     report = verify_database(store.backend)
-    assert report.ok, report.findings
-    assert any("unfinished import" in n and "'big'" in n for n in report.notes)
+    assert [(f.kind, f.session_id) for f in report.findings] == [("session", "big")], report.findings
+    assert "unfinished import" in report.findings[0].message and "importer is not running" in report.findings[0].message
     # the next import of the same file compares the stored prefix and completes it
     rep = store.import_jsonl(path)
     assert rep == "big"

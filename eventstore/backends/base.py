@@ -99,6 +99,8 @@ def schema_differences(have: dict[str, tuple[str, str]], want: dict[str, tuple[s
 
     def named(kind: str, name: str) -> str:  # "index on events" + "x" -> "index x on events"
         word, _, rest = kind.partition(" on ")
+        if name.startswith(word + " "):  # a name that says its kind already ("owner of events")
+            return name
         return f"{word} {name}" + (f" on {rest}" if rest else "")
 
     out = []
@@ -116,8 +118,19 @@ def schema_differences(have: dict[str, tuple[str, str]], want: dict[str, tuple[s
             out.append(f"{word} {name} is on {got_rest}, the migrations put it on {rest}" if word == got_word
                        else f"{name} is a {got_word}, the migrations made it a {word}")
         elif got[1] != ddl:
-            out.append(f"{named(kind, name)} differs from its definition in the migrations: {got[1][:200]}")
+            out.append(f"{named(kind, name)} differs from its definition in the migrations: {_where(got[1], ddl)}")
     return out
+
+
+def _where(have: str, want: str, before: int = 40, after: int = 160) -> str:
+    """``have`` when short, else the part of it around its first difference from ``want``
+    (a long function body differs at its end as often as at its start)."""
+    if len(have) <= before + after:
+        return have
+    at = next((i for i, (a, b) in enumerate(zip(have, want, strict=False)) if a != b), min(len(have), len(want)))
+    start = max(0, min(at - before, len(have) - before - after))
+    return ("…" if start else "") + have[start:start + before + after] + ("…" if start + before + after < len(have)
+                                                                          else "")
 
 
 def not_stored(session_id: str, seq: int, n: int = 1, stored: int = 0) -> Exception:

@@ -42,7 +42,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -836,11 +836,13 @@ class PostgresBackend(Backend):
     def integrity_findings(self, full: bool = False) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         try:
-            have = self._catalog(self._conn("r"), None)
+            with self._rlock:
+                have = self._catalog(self._conn("r"), None)
+                roles = _granted_roles(self._conn("r"))
         except psycopg.Error as e:
             return [("storage", f"{self.display}: the catalog cannot be read: {_first_line(e)}")]
         try:
-            want = _expected_catalog(self.url, self.display)
+            want = _expected_catalog(self.url, self.display, roles)
         except _NoScratch as e:
             out.append(("note", f"{self.display}: schema not compared: this role may not create the scratch schema "
                                 f"it is compared with ({e}); run verify as the database's owner for it"))
@@ -849,6 +851,9 @@ class PostgresBackend(Backend):
             out.append(("schema", f"cannot build a scratch schema to compare with: {msg}"))
         else:
             skip = {f"{name} on {table}" for table, names in GUARDS.items() for name in names}
+            # the owner and grants of an extra object are part of its own finding
+            skip |= {key for key, (kind, _ddl) in have.items() if kind in ("owner", "grants") and key not in want
+                     and key.split(" ", 2)[-1].removeprefix("function ") not in want}
             out += [("schema", m) for m in base.schema_differences(have, want, skip=skip)]
         out += self._amcheck(full)
         out += self._search_index_findings(full)
@@ -915,19 +920,27 @@ class PostgresBackend(Backend):
 
     @staticmethod
     def _catalog(conn: psycopg.Connection, schema: str | None) -> dict[str, tuple[str, str]]:
-        """``{name: (kind, normalised definition)}`` of the tables (columns and constraints),
-        indexes, triggers (with their enabled state), views and functions of ``schema``
-        (None: the current one), with the schema's name taken out of the definitions."""
+        """``{name: (kind, normalised definition)}`` of everything of ``schema`` (None: the
+        current one) that decides what is stored and read (see ``_CATALOG``: definitions,
+        owners, grants), with the schema's name taken out of the definitions; for the
+        current schema also what the whole database holds that no migration creates (event
+        triggers, publications of the schema's tables)."""
         with conn.cursor() as cur:
             ns = schema or cur.execute("SELECT current_schema()").fetchone()[0]
-            rows = cur.execute(_CATALOG, {"ns": ns}).fetchall()
+            owner = cur.execute("SELECT relowner FROM pg_class WHERE relname = 'events' AND relnamespace = "
+                                "(SELECT oid FROM pg_namespace WHERE nspname = %s)", (ns,)).fetchone()
+            params = {"ns": ns, "owner": owner[0] if owner else 0}
+            rows = cur.execute(_CATALOG, params).fetchall()
+            if schema is None:
+                rows += cur.execute(_DATABASE_CATALOG, params).fetchall()
         prefix = pg_sql.Identifier(ns).as_string(None) + "."
         out = {}
         for kind, name, ddl in rows:
             ddl = _NORMALIZE.sub(" ", (ddl or "").replace(prefix, "").replace(ns + ".", "")).strip()
-            if name == "alembic_version" or name.startswith("alembic_version"):
+            if "alembic_version" in name:
                 continue
-            out[name] = (kind, ddl)
+            out[name if kind in ("table", "view", "materialized view", "sequence", "foreign table", "function",
+                                 "trigger") or " on " in kind else f"{kind} {name}"] = (kind, ddl)
         return out
 
     def sessions_in_storage_order(self) -> list[tuple[str, Any]]:
@@ -986,24 +999,67 @@ SELECT s.id, s.created_at, s.meta, coalesce(h.seq + 1, 0), h.hash
 FROM sessions AS s
 LEFT JOIN LATERAL (SELECT seq, hash FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) AS h ON true"""
 # Every object of schema %(ns)s that decides what is stored and read, with its definition as
-# PostgreSQL prints it: tables (columns, defaults, constraints), indexes, triggers (and
-# whether they fire), views, functions.
-_CATALOG = """
-WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = %(ns)s)
-SELECT CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' ELSE 'table' END, c.relname,
-       CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid)
+# PostgreSQL prints it: tables (persistence, row-level security, options, inheritance,
+# columns with defaults and collations, constraints), sequences, indexes, triggers (and
+# whether they fire), rules, policies, views, functions (their settings and SECURITY
+# DEFINER are in pg_get_functiondef), operators; the owner and the grants of each. The
+# owner of the schema's ``events`` (%(owner)s) is written "the owner", so that a database
+# and its scratch copy, migrated by different roles, compare equal.
+_ROLE = "CASE {0} WHEN 0 THEN 'PUBLIC' WHEN %(owner)s THEN 'the owner' ELSE pg_get_userbyid({0}) END"
+_GRANTS = (f"(SELECT string_agg(g, ', ' ORDER BY g) FROM (SELECT {_ROLE.format('a.grantee')} || ' ' || "
+           "a.privilege_type || CASE WHEN a.is_grantable THEN ' (grantable)' ELSE '' END AS g "
+           "FROM aclexplode({0}) AS a) AS x)")
+_REL_GRANTS = _GRANTS.format("""coalesce(c.relacl, acldefault(CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END::"char",
+                                                                 c.relowner))""")
+_FUNCTION_GRANTS = _GRANTS.format("""coalesce(p.proacl, acldefault('f'::"char", p.proowner))""")
+_CATALOG = f"""
+WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = %(ns)s),
+rel AS (SELECT c.* FROM pg_class AS c
+        WHERE c.relnamespace = (SELECT oid FROM ns) AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f'))
+SELECT CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence'
+                      WHEN 'f' THEN 'foreign table' ELSE 'table' END, c.relname,
+       CASE c.relpersistence WHEN 'u' THEN 'UNLOGGED (not crash-safe); ' ELSE '' END
+       || CASE WHEN c.relrowsecurity THEN 'row level security enabled; ' ELSE '' END
+       || CASE WHEN c.relforcerowsecurity THEN 'row level security forced; ' ELSE '' END
+       || CASE WHEN c.relkind IN ('r', 'p') AND c.relreplident <> 'd'
+               THEN 'replica identity ' || c.relreplident::text || '; ' ELSE '' END
+       || coalesce('with (' || array_to_string(c.reloptions, ', ') || '); ', '')
+       || coalesce((SELECT 'inherits ' || string_agg(i.inhparent::regclass::text, ', ' ORDER BY i.inhseqno) || '; '
+                    FROM pg_inherits AS i WHERE i.inhrelid = c.oid), '')
+       || coalesce((SELECT 'inherited by ' || string_agg(i.inhrelid::regclass::text, ', ' ORDER BY 1) || '; '
+                    FROM pg_inherits AS i WHERE i.inhparent = c.oid), '')
+       || CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid)
+            WHEN c.relkind = 'S' THEN (SELECT format('%%s start %%s increment %%s min %%s max %%s cache %%s%%s',
+                                                      s.seqtypid::regtype, s.seqstart, s.seqincrement, s.seqmin,
+                                                      s.seqmax, s.seqcache, CASE WHEN s.seqcycle THEN ' cycle' END)
+                                        FROM pg_sequence AS s WHERE s.seqrelid = c.oid)
             ELSE (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                                    || CASE WHEN a.attcollation <> 0 AND a.attcollation <> ty.typcollation
+                                            THEN ' collate ' || a.attcollation::regcollation::text ELSE '' END
                                     || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
                                     || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+                                    || CASE a.attidentity::text WHEN '' THEN ''
+                                            ELSE ' identity ' || a.attidentity::text END
                                     || CASE a.attgenerated WHEN 's' THEN ' stored' ELSE '' END, ', ' ORDER BY a.attnum)
                   FROM pg_attribute AS a LEFT JOIN pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+                  JOIN pg_type AS ty ON ty.oid = a.atttypid
                   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
                  || coalesce((SELECT '; ' || string_agg(co.conname || ' ' || pg_get_constraintdef(co.oid), '; '
                                                         ORDER BY co.conname)
                               FROM pg_constraint AS co WHERE co.conrelid = c.oid), '') END
-FROM pg_class AS c WHERE c.relnamespace = (SELECT oid FROM ns) AND c.relkind IN ('r', 'p', 'v', 'm')
+FROM rel AS c
 UNION ALL
-SELECT 'index on ' || t.relname, ic.relname, pg_get_indexdef(ic.oid)
+SELECT 'owner', 'of ' || c.relname, {_ROLE.format('c.relowner')} FROM rel AS c
+UNION ALL
+SELECT 'grants', 'on ' || c.relname,
+       coalesce({_REL_GRANTS}, 'none')
+       || coalesce((SELECT '; column ' || string_agg(a.attname || ': ' || {_GRANTS.format('a.attacl')}, '; '
+                                                     ORDER BY a.attnum)
+                    FROM pg_attribute AS a WHERE a.attrelid = c.oid AND a.attacl IS NOT NULL), '')
+FROM rel AS c
+UNION ALL
+SELECT 'index on ' || t.relname, ic.relname,
+       pg_get_indexdef(ic.oid) || CASE WHEN i.indisvalid THEN '' ELSE ' (invalid)' END
 FROM pg_index AS i JOIN pg_class AS ic ON ic.oid = i.indexrelid JOIN pg_class AS t ON t.oid = i.indrelid
 WHERE ic.relnamespace = (SELECT oid FROM ns)
 UNION ALL
@@ -1013,8 +1069,61 @@ SELECT 'trigger', tg.tgname || ' on ' || t.relname,
 FROM pg_trigger AS tg JOIN pg_class AS t ON t.oid = tg.tgrelid
 WHERE t.relnamespace = (SELECT oid FROM ns) AND NOT tg.tgisinternal
 UNION ALL
-SELECT 'function', p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', pg_get_functiondef(p.oid)
-FROM pg_proc AS p WHERE p.pronamespace = (SELECT oid FROM ns) AND p.prokind IN ('f', 'p')"""
+SELECT 'rule on ' || t.relname, r.rulename,
+       pg_get_ruledef(r.oid) || CASE r.ev_enabled WHEN 'O' THEN '' WHEN 'D' THEN ' (disabled)'
+                                 WHEN 'R' THEN ' (replica only)' ELSE ' (always)' END
+FROM pg_rewrite AS r JOIN pg_class AS t ON t.oid = r.ev_class
+WHERE t.relnamespace = (SELECT oid FROM ns) AND r.rulename <> '_RETURN'
+UNION ALL
+SELECT 'policy on ' || t.relname, p.polname,
+       format('%%s for %%s to %%s using (%%s) with check (%%s)',
+              CASE WHEN p.polpermissive THEN 'permissive' ELSE 'restrictive' END, p.polcmd,
+              (SELECT string_agg({_ROLE.format('r')}, ', ' ORDER BY 1) FROM unnest(p.polroles) AS r),
+              pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid))
+FROM pg_policy AS p JOIN pg_class AS t ON t.oid = p.polrelid
+WHERE t.relnamespace = (SELECT oid FROM ns)
+UNION ALL
+SELECT 'function', p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',
+       CASE WHEN p.prokind IN ('f', 'p') THEN pg_get_functiondef(p.oid) ELSE 'aggregate or window function' END
+FROM pg_proc AS p WHERE p.pronamespace = (SELECT oid FROM ns)
+UNION ALL
+SELECT 'owner', 'of function ' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',
+       {_ROLE.format('p.proowner')}
+FROM pg_proc AS p WHERE p.pronamespace = (SELECT oid FROM ns)
+UNION ALL
+SELECT 'grants', 'on function ' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',
+       coalesce({_FUNCTION_GRANTS}, 'none')
+FROM pg_proc AS p WHERE p.pronamespace = (SELECT oid FROM ns)
+UNION ALL
+SELECT 'operator', o.oid::regoperator::text, o.oprcode::regprocedure::text
+FROM pg_operator AS o WHERE o.oprnamespace = (SELECT oid FROM ns)
+UNION ALL
+SELECT 'grants', 'on schema',
+       coalesce((SELECT string_agg(g, ', ' ORDER BY g) FROM (
+                   SELECT pg_get_userbyid(a.grantee) || ' ' || a.privilege_type AS g
+                   FROM pg_namespace AS n, aclexplode(n.nspacl) AS a
+                   WHERE n.oid = (SELECT oid FROM ns) AND a.grantee NOT IN (0, %(owner)s, n.nspowner)
+                     AND NOT pg_has_role(a.grantee, n.nspowner, 'MEMBER')) AS x), 'none')
+UNION ALL
+SELECT 'default privileges', 'of ' || pg_get_userbyid(d.defaclrole) || ' for ' || d.defaclobjtype::text,
+       {_GRANTS.format('d.defaclacl')}
+FROM pg_default_acl AS d WHERE d.defaclnamespace = (SELECT oid FROM ns)"""
+# What no migration creates anywhere in the database and changes what is stored or read:
+# event triggers (they run on DDL), publications of the schema's tables (replication of
+# the log elsewhere, and what UPDATE and DELETE need on a published table).
+_DATABASE_CATALOG = """
+SELECT 'event trigger', e.evtname, e.evtevent || ' runs ' || e.evtfoid::regprocedure::text
+       || CASE e.evtenabled WHEN 'D' THEN ' (disabled)' ELSE '' END
+FROM pg_event_trigger AS e
+UNION ALL
+SELECT 'publication', p.pubname,
+       CASE WHEN p.puballtables THEN 'FOR ALL TABLES' ELSE
+         'FOR TABLE ' || coalesce((SELECT string_agg(t.tablename, ', ' ORDER BY t.tablename)
+                                   FROM pg_publication_tables AS t WHERE t.pubname = p.pubname
+                                   AND t.schemaname = %(ns)s), '(none of this schema)') END
+FROM pg_publication AS p
+WHERE p.puballtables OR EXISTS (SELECT 1 FROM pg_publication_tables AS t WHERE t.pubname = p.pubname
+                                                                     AND t.schemaname = %(ns)s)"""
 
 _expected: dict[str, dict[str, tuple[str, str]]] = {}  # per URL
 
@@ -1023,12 +1132,44 @@ class _NoScratch(Exception):
     """The role may not create the scratch schema (no CREATE on the database)."""
 
 
-def _expected_catalog(url: str, display: str) -> dict[str, tuple[str, str]]:
+def _granted_roles(conn: psycopg.Connection) -> tuple[str, str] | None:
+    """The writer and auditor of :func:`roles_sql` as the grants on ``events`` show them
+    (the one role other than the owner that may INSERT, the one that may only SELECT), or
+    None when the grants are not those of one such pair."""
+    rows = conn.execute(
+        "SELECT pg_get_userbyid(a.grantee), bool_or(a.privilege_type = 'INSERT') FROM pg_class AS c, "
+        "aclexplode(c.relacl) AS a WHERE c.relname = 'events' AND c.relnamespace = current_schema()::regnamespace "
+        "AND a.grantee NOT IN (0, c.relowner) GROUP BY 1").fetchall()
+    writers, auditors = [r[0] for r in rows if r[1]], [r[0] for r in rows if not r[1]]
+    return (writers[0], auditors[0]) if len(writers) == len(auditors) == 1 else None
+
+
+def _apply_roles_to_scratch(conn, text: str) -> None:
+    """:func:`roles_sql`'s ``text`` (one statement a line) on the scratch schema; a statement
+    this role may not run (CREATE ROLE without CREATEROLE, for roles that exist already
+    since the database's grants name them) is left out."""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        conn.exec_driver_sql("SAVEPOINT es_roles")
+        try:
+            conn.exec_driver_sql(line)
+        except Exception as e:
+            if not isinstance(getattr(e, "orig", None), pg_errors.InsufficientPrivilege):
+                raise
+            conn.exec_driver_sql("ROLLBACK TO SAVEPOINT es_roles")
+        else:
+            conn.exec_driver_sql("RELEASE SAVEPOINT es_roles")
+
+
+def _expected_catalog(url: str, display: str, roles: tuple[str, str] | None = None) -> dict[str, tuple[str, str]]:
     """The catalog (as :meth:`PostgresBackend._catalog`) of a scratch schema migrated to the
-    head revision with the package's Alembic history, in one transaction that is rolled
-    back: nothing is left in the database (built once per process and URL)."""
-    if url in _expected:
-        return _expected[url]
+    head revision with the package's Alembic history, and given ``roles`` (writer, auditor)
+    by :func:`roles_sql` as ``eventstore roles`` does, in one transaction that is rolled
+    back: nothing is left in the database (built once per process, URL and roles)."""
+    key = f"{url}\0{roles}"
+    if key in _expected:
+        return _expected[key]
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine
@@ -1049,7 +1190,9 @@ def _expected_catalog(url: str, display: str) -> dict[str, tuple[str, str]]:
                 cfg.set_main_option("script_location", migrations_path())
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
-                _expected[url] = PostgresBackend._catalog(conn.connection.driver_connection, scratch)
+                if roles is not None:
+                    _apply_roles_to_scratch(conn, roles_sql(*roles, schema=scratch))
+                _expected[key] = PostgresBackend._catalog(conn.connection.driver_connection, scratch)
             finally:
                 tx.rollback()
     except Exception as e:
@@ -1061,7 +1204,9 @@ def _expected_catalog(url: str, display: str) -> dict[str, tuple[str, str]]:
         raise
     finally:
         engine.dispose()
-    return _expected[url]
+    return _expected[key]
+
+
 # Unfinished imports (the importing table, revision 0220): hidden sessions, and the barrier
 # before the first position of each whose owner is not known dead (see Backend.events_after).
 _BARRIER = ("coalesce((SELECT min(first_position) FROM importing WHERE owner <> ALL(%s::text[])), "
@@ -1339,13 +1484,23 @@ def _copy_field(data: bytes) -> bytes:
 
 _PLAIN = (str, int, float, bytes, bool, type(None))
 _SQL_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
-_FIRST_WORD = re.compile(r"([A-Za-z]+)(?![\w$])")
-# Statements a READ ONLY transaction still lets through though they act outside the
-# database's tables: COPY ... TO a server file or program, and code run on the server,
-# which can do the same (for a role allowed to). None of them is ever part of a larger
-# statement, so the first word finds them.
-_SIDE_EFFECTS = {"copy": "it reads and writes server files and runs programs: use SELECT, or --csv for a file",
-                 "do": "it runs code on the server", "call": "it runs a procedure on the server"}
+#: Rows fetched per round trip of ``sql``'s server-side cursor (its client memory is one batch).
+SQL_BATCH = 200
+# The role ``sql`` runs as, when the login role may do more: the auditor of roles_sql (a role
+# other than the owner that may SELECT events but not INSERT), else PostgreSQL's own
+# pg_read_all_data (for a superuser). PostgreSQL then refuses every write, COPY to or from
+# the server, and server programs: no statement is judged by its text.
+_READ_ROLE = """
+SELECT rolname FROM (
+SELECT r.rolname FROM pg_class AS c, aclexplode(c.relacl) AS a JOIN pg_roles AS r ON r.oid = a.grantee
+WHERE c.relname = 'events' AND c.relnamespace = current_schema()::regnamespace AND a.grantee <> c.relowner
+GROUP BY r.rolname, r.rolsuper
+HAVING NOT r.rolsuper AND bool_and(a.privilege_type = 'SELECT') AND r.rolname <> session_user
+   AND pg_has_role(session_user, r.rolname, 'MEMBER')
+UNION ALL
+SELECT 'pg_read_all_data' FROM pg_roles WHERE rolname = session_user AND rolsuper
+   AND to_regrole('pg_read_all_data') IS NOT NULL) AS r
+ORDER BY rolname = 'pg_read_all_data', rolname <> 'eventstore_auditor', rolname LIMIT 1"""
 
 
 class _NumberLoader(Loader):
@@ -1360,23 +1515,36 @@ class _NumberLoader(Loader):
 
 
 class PgQueryConnection(QueryConnection):
-    """``eventstore sql`` on PostgreSQL: every query runs alone (a prepared statement: one
-    statement, no ``COMMIT; ...`` tricks) in a READ ONLY transaction with a
-    ``statement_timeout`` of :data:`QUERY_TIMEOUT`, and is rolled back afterwards, so that
-    not even a ``SET`` outlives it. Give the auditor role's URL for least privilege."""
+    """``eventstore sql`` on PostgreSQL: every query runs alone (one statement) in a READ
+    ONLY transaction as a role that may only read (the auditor of ``eventstore roles`` when
+    the login role is a member of it, ``pg_read_all_data`` for a superuser; see
+    ``_READ_ROLE``), so that PostgreSQL itself refuses whatever writes or acts outside the
+    tables; its rows stream through a server-side cursor (:data:`SQL_BATCH` rows at a
+    time); the time limit (:data:`QUERY_TIMEOUT`) holds for the whole query, fetching
+    included; it is rolled back afterwards, so that not even a ``SET`` outlives it.
+
+    A login role with more powers can undo ``SET ROLE`` inside its own query
+    (``set_config('role', ...)``): give ``sql`` the auditor's own login for least privilege."""
 
     def __init__(self, url: str, busy_timeout: float, timeout: float | None = QUERY_TIMEOUT,
                  max_memory: int | None = None):
         self._display = _display(url)
         self.timeout = timeout or None
+        self._open_rows: Generator[tuple, None, None] | None = None
         self._conn = _connect(url, self._display, autocommit=True)
-        self._user = repr(self._conn.info.user)
         self._conn.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
         if max_memory is not None:  # work_mem bounds each sort and hash (they spill to disk past it)
             current = self._conn.execute("SELECT setting::bigint * 1024 FROM pg_settings "
                                          "WHERE name = 'work_mem'").fetchone()[0]
             if max_memory < current:
                 self._conn.execute(f"SET work_mem = '{max(64, int(max_memory) // 1024)}kB'")
+        try:
+            role = self._conn.execute(_READ_ROLE).fetchone()
+        except psycopg.Error:  # (no events table here: the login role as it is)
+            role = None
+        if role is not None:
+            self._conn.execute(pg_sql.SQL("SET ROLE {}").format(pg_sql.Identifier(role[0])))
+        self._user = repr(self._conn.info.user) if role is None else f"{role[0]!r}, as which sql runs,"
         # Values as the CLI writes them: json/jsonb as their text, numeric as int or float.
         for name in ("json", "jsonb"):
             self._conn.adapters.register_loader(name, TextLoader)
@@ -1384,36 +1552,58 @@ class PgQueryConnection(QueryConnection):
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> tuple[list[str], Iterator[tuple]]:
         conn = self._conn
+        if self._open_rows is not None:  # the rows of the previous query, not read to the end: ended
+            self._open_rows.close()
+            self._open_rows = None
         params = tuple(params)
         text = _SQL_COMMENTS.sub("", sql).strip(" \t\r\n\f;")
         if not text:
             raise QueryError("the query is empty" if not sql.strip()
                              else "the query holds no statement (only comments or ';')")
-        first = _FIRST_WORD.match(text)
-        if first and first.group(1).lower() in _SIDE_EFFECTS:
-            raise QueryError(f"refused: {first.group(1).upper()} ({_SIDE_EFFECTS[first.group(1).lower()]}; "
-                             f"eventstore sql only reads)")
+        deadline = time.monotonic() + self.timeout if self.timeout else None
+        # the time limit for the whole command: statement_timeout stops the server's work,
+        # a cancel at the deadline stops a fetch in flight, and no fetch starts after it
+        timer = threading.Timer(self.timeout, self._cancel) if self.timeout else None
         try:
             conn.execute("BEGIN READ ONLY")
             conn.execute(f"SET LOCAL statement_timeout = {int((self.timeout or 0) * 1000)}")
-            cur = conn.cursor()
-            cur.execute(sql, params or None, prepare=True)
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
+            conn.execute("SAVEPOINT eventstore_sql")
+            cur: psycopg.Cursor | psycopg.ServerCursor = conn.cursor(name="eventstore_sql")
+            try:
+                cur.execute(sql, params or None)
+            except (pg_errors.SyntaxError, pg_errors.FeatureNotSupported) as e:
+                if e.diag.source_function == "exec_parse_message":
+                    raise
+                # not a query a cursor holds (SHOW, EXPLAIN, a data-modifying WITH...): run it
+                # as it is, under the same transaction and role (its result is buffered)
+                conn.execute("ROLLBACK TO SAVEPOINT eventstore_sql")
+                cur = conn.cursor()
+                cur.execute(sql, params or None, prepare=True)
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
                 raise QueryError("refused: COMMIT, ROLLBACK and the like (eventstore sql runs each query in "
                                  "a read-only transaction of its own)")
+            columns = [d.name for d in cur.description or ()]
         except psycopg.Error as e:
-            self._rollback()
+            self._rollback(timer)
             raise QueryError(*_query_error(e, self.timeout, self._user)) from None
         except KeyboardInterrupt:
-            self._rollback()
+            self._rollback(timer)
             raise QueryError("interrupted (Ctrl-C)") from None
-        columns = [d.name for d in cur.description or ()]
+        except BaseException:
+            self._rollback(timer)
+            raise
 
         def rows() -> Iterator[tuple]:
             try:
                 if cur.description is not None:
                     while True:
-                        batch = cur.fetchmany(1000)
+                        if deadline is not None and time.monotonic() >= deadline:
+                            raise QueryError(f"the query was stopped after {self.timeout:g} s (its time limit, "
+                                             f"fetching the rows included)", "time")
+                        batch = cur.fetchmany(SQL_BATCH)
                         if not batch:
                             break
                         for row in batch:  # dates, intervals, uuids, arrays...: as PostgreSQL writes them
@@ -1422,17 +1612,28 @@ class PgQueryConnection(QueryConnection):
             except psycopg.Error as e:
                 raise QueryError(*_query_error(e, self.timeout, self._user)) from None
             finally:
-                self._rollback()
+                self._rollback(timer)
 
-        return columns, rows()
+        self._open_rows = rows()
+        return columns, self._open_rows
 
-    def _rollback(self) -> None:
+    def _cancel(self) -> None:
+        try:
+            self._conn.cancel()
+        except psycopg.Error:
+            pass
+
+    def _rollback(self, timer: threading.Timer | None = None) -> None:
+        if timer is not None:
+            timer.cancel()
         try:
             self._conn.execute("ROLLBACK")
         except psycopg.Error:
             pass
 
     def close(self) -> None:
+        if self._open_rows is not None:
+            self._open_rows.close()
         self._conn.close()
 
 

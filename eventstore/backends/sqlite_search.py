@@ -12,11 +12,12 @@ after many writes pays for indexing them.
 from __future__ import annotations
 
 import sqlite3
+import unicodedata
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import DatabaseError, QueryError
-from ..search import query_terms, query_words
+from ..search import _TOKEN, query_terms, query_words
 
 if TYPE_CHECKING:
     from .sqlite import SQLiteBackend
@@ -145,27 +146,77 @@ def count(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None,
         raise QueryError(f"search {match!r}: {e}") from None
 
 
+#: Rows read per query while scanning the events past the index.
+SCAN_BATCH = 500
+
+
+def _fold(text: str) -> str:
+    """``text`` as the index compares it: lower case, diacritics removed (unicode61's
+    ``remove_diacritics``)."""
+    text = unicodedata.normalize("NFKD", text.lower())
+    return "".join(c for c in text if not unicodedata.combining(c))
+
+
+def _phrases(query: str, raw: bool) -> list[tuple[list[str], bool]]:
+    """The query as the index matches it: each word a phrase of tokens (``src/search.py`` is
+    src, search, py in a row), the last a prefix for a word ending in ``*``; a raw query's
+    words one token each (its operators aside)."""
+    if raw:
+        return [([_fold(t)], prefix) for t, prefix in query_terms(query, True)]
+    out = []
+    for word, prefix in query_words(query):
+        tokens = _TOKEN.findall(_fold(word))
+        if tokens:
+            out.append((tokens, prefix))
+    return out
+
+
+def _matches(text: str, phrases: list[tuple[list[str], bool]]) -> bool:
+    """Whether every phrase occurs in ``text`` as whole words (the last one as a prefix
+    where asked), as the index would find them."""
+    tokens = _TOKEN.findall(_fold(text))
+    for words, prefix in phrases:
+        n, last = len(words), len(words) - 1
+        if not any(all(tokens[i + k] == w or (prefix and k == last and tokens[i + k].startswith(w))
+                       for k, w in enumerate(words))
+                   for i in range(len(tokens) - n + 1)):
+            return False
+    return True
+
+
 def _scan_tail(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None, type_: str | None,
                limit: int) -> list[tuple[str, int, str, float, str, float]]:
-    """Matches among the message events past the index, newest first: every token of
-    ``query`` as a case-insensitive substring (a raw FTS5 query: its words, operators aside)."""
+    """Matches among the message events past the index, newest first: every word of
+    ``query`` as a whole word, as the index matches it (a raw FTS5 query: its words,
+    operators aside), read :data:`SCAN_BATCH` events at a time."""
     start = _indexed_through(backend)
     if start >= backend._read("SELECT coalesce(max(position), 0) FROM events")[0][0]:
         return []
-    where, params = ["x.position > ?"], [start]
-    for word, _prefix in query_terms(query, raw):
-        where.append("instr(lower(x.text), ?) > 0")
-        params.append(word)
+    phrases = _phrases(query, raw)
+    where, params = ["x.position > ?", "x.position < ?"], [start]
     if session_id is not None:
         where.append("x.session_id = ?")
         params.append(session_id)
     if type_ is not None:
         where.append("x.type = ?")
         params.append(type_)
-    rows = backend._read(f"SELECT x.session_id, x.seq, x.type, e.ts, CAST(x.text AS BLOB) FROM events_search_text AS x "
-                         f"JOIN events AS e ON e.position = x.position WHERE {' AND '.join(where)} "
-                         f"ORDER BY x.position DESC LIMIT ?", (*params, limit))
-    return [(sid, seq, t, ts, _text(text), 0.0) for sid, seq, t, ts, text in rows]
+    hits: list[tuple[str, int, str, float, str, float]] = []
+    below = 2**63 - 1
+    while len(hits) < limit:
+        rows = backend._read(f"SELECT x.position, x.session_id, x.seq, x.type, e.ts, CAST(x.text AS BLOB) "
+                             f"FROM events_search_text AS x JOIN events AS e ON e.position = x.position "
+                             f"WHERE {' AND '.join(where)} ORDER BY x.position DESC LIMIT ?",
+                             (params[0], below, *params[1:], SCAN_BATCH))
+        for position, sid, seq, t, ts, text in rows:
+            text = _text(text)
+            if _matches(text, phrases):
+                hits.append((sid, seq, t, ts, text, 0.0))
+                if len(hits) == limit:
+                    break
+            below = position
+        if len(rows) < SCAN_BATCH:
+            break
+    return hits
 
 
 def usage_totals(backend: SQLiteBackend) -> list[tuple[str, int, int, int, int, int]]:
