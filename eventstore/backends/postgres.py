@@ -1087,11 +1087,11 @@ JOIN events AS l ON l.session_id = a.session_id AND l.seq = a.last_seq"""
 
 _STATE_SQL = """
 SELECT position, session_id, type,
-       CASE type WHEN 'assistant/message' THEN es_field(payload, 'tool_calls')
-                 WHEN 'tool/result' THEN es_json(payload) ->> 'tool_call_id' END
+       CASE WHEN type IN ('assistant/message', 'assistant/part') THEN es_field(payload, 'tool_calls')
+            WHEN type = 'tool/result' THEN es_json(payload) ->> 'tool_call_id' END
 FROM events
 WHERE position > %s AND position <= %s
-  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result')
+  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result', 'assistant/part')
   AND session_id NOT IN (SELECT session_id FROM importing)
 ORDER BY position LIMIT %s"""
 

@@ -1004,11 +1004,11 @@ JOIN events AS l ON l.session_id = a.session_id AND l.seq = a.last_seq"""
 
 _STATE_SQL = """
 SELECT position, session_id, type,
-       CASE type WHEN 'assistant/message' THEN payload -> '$.tool_calls'
-                 WHEN 'tool/result' THEN payload ->> '$.tool_call_id' END
+       CASE WHEN type IN ('assistant/message', 'assistant/part') THEN payload -> '$.tool_calls'
+            WHEN type = 'tool/result' THEN payload ->> '$.tool_call_id' END
 FROM events
 WHERE position > ? AND position <= ?
-  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result')
+  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result', 'assistant/part')
   AND session_id NOT IN (SELECT session_id FROM importing)
 ORDER BY position LIMIT ?"""
 
