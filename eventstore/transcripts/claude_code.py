@@ -18,8 +18,8 @@ The mapping (docs/import-export.md, "Agents' transcripts", has the table and the
   (the next response or prompt, a ``turn_duration``);
 * each ``tool_result`` block is a ``tool/result`` (``tool_call_id``, ``content``,
   ``is_error``);
-* a ``compact_boundary`` is followed by ``context/compact {"before_seq"}``: the projection
-  starts again there;
+* a ``compact_boundary`` is followed by ``context/compact``: the projection starts again
+  there;
 * every other line (system notices, progress, snapshots, queue operations, titles, and
   types this module does not know) is an event ``claude/<type>`` of its own;
 * each event keeps what the mapping did not use of its source line in ``source``.
@@ -196,6 +196,7 @@ class _Converter:
                     self.pending.append(i)  # (a title or a snapshot before any conversation line)
                     continue
                 self._start(i, d)
+                self.sessions[0].ts = parse_ts(d.get("timestamp")) or 0.0  # (the lines before have none)
                 for j in self.pending:
                     self._line(j, self.lines[j][1])
                 self.pending = []
@@ -349,8 +350,7 @@ class _Converter:
             extra = {"duration_ms": d["durationMs"]} if isinstance(d.get("durationMs"), (int, float)) else {}
             self._close_turn(s, key, i, extra)
         elif t == "system" and d.get("subtype") == "compact_boundary":
-            self._emit(s, COMPACT, {"before_seq": len(s.events), "reason": "compaction",
-                                    "event_id": f"{key}:compact"}, i)
+            self._emit(s, COMPACT, {"reason": "compaction", "event_id": f"{key}:compact"}, i)
 
     def _user(self, s: _Session, i: int, d: dict, msg: dict) -> None:
         key = self._key(i)

@@ -101,3 +101,26 @@ def parse_ts(value: object) -> float | None:
 def without(d: dict, keys: tuple[str, ...] | set[str] | frozenset[str]) -> dict:
     """``d`` without ``keys`` (a new dict)."""
     return {k: v for k, v in d.items() if k not in keys}
+
+
+#: The event type of facts an import learns after a session is created (a model, a title,
+#: the Task call a subagent answers, the branch a /rewind continued in): see
+#: docs/import-export.md, "Facts learned later".
+INFO = "session/info"
+
+
+def effective_meta(meta: dict, events) -> dict:
+    """A session's ``meta`` as its ``session/info`` events leave it: each one's ``info``
+    updates it in seq order (the latest value wins; a null value removes the key).
+    ``events`` yields ``(type, payload)`` pairs (or longer tuples starting so)."""
+    out = dict(meta)
+    for ev in events:
+        type_, payload = ev[0], ev[1]
+        if type_ != INFO or not isinstance(payload, dict) or not isinstance(payload.get("info"), dict):
+            continue
+        for k, v in payload["info"].items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = v
+    return out

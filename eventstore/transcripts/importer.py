@@ -126,8 +126,7 @@ def store_converted(store, conv: Converted, path: str) -> SessionResult:
         if differs is not None:
             seq, what = differs
             raise ImportConflict(path, 0, f"session {conv.session_id!r} is already stored with other events: "
-                                          f"{what} (if an older eventstore imported it, its conversion "
-                                          f"differed: import the file into a new database)", conv.session_id, seq)
+                                          f"{what}", conv.session_id, seq)
         if matched > len(conv.events):  # an older copy of the file: what it holds is stored, and more
             return SessionResult(conv.session_id, "skipped", 0, n, conv.held, ahead=matched - len(conv.events))
     created = False
