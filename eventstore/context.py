@@ -17,7 +17,7 @@ It reads the log's extension events (docs/session-log-format.md, "Extensions"):
   i}`` only the i-th tool call of the assistant message at N, ``{"before_seq": N}`` every
   message before seq N. An assistant message left with neither content nor tool calls is
   left out;
-* ``context/compact``: a compaction boundary (an imported transcript's): the model is sent
+* ``compaction/boundary``: a compaction boundary (an imported transcript's): the model is sent
   only what follows it, as the ``messages`` view projects it;
 * ``assistant/part``: the rest of an API message written over many lines (an imported
   transcript's), folded into the ``assistant/message`` of the same ``message_id``, as the
@@ -43,7 +43,7 @@ __all__ = ["context_at", "SYSTEM", "TOOLS", "RETRACT", "MESSAGE_TYPES", "retract
 SYSTEM = "system/message"
 TOOLS = "model/tools"
 RETRACT = "context/retract"
-COMPACT = "context/compact"
+COMPACT = "compaction/boundary"
 PART = "assistant/part"
 MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")
 _READ = (*MESSAGE_TYPES, SYSTEM, TOOLS, RETRACT, COMPACT, PART)

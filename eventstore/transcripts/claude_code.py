@@ -18,7 +18,7 @@ The mapping (docs/import-export.md, "Agents' transcripts", has the table and the
   (the next response or prompt, a ``turn_duration``);
 * each ``tool_result`` block is a ``tool/result`` (``tool_call_id``, ``content``,
   ``is_error``);
-* a ``compact_boundary`` is followed by ``context/compact``: the projection starts again
+* a ``compact_boundary`` is followed by ``compaction/boundary``: the projection starts again
   there;
 * every other line (system notices, progress, snapshots, queue operations, titles, and
   types this module does not know) is an event ``claude/<type>`` of its own;
@@ -48,7 +48,7 @@ TASK_NOTIFICATION = "<task-notification>"
 META_KEYS = {"sessionId": "source_session_id", "cwd": "cwd", "gitBranch": "git_branch", "version": "version"}
 #: The event types whose payload feeds the projection (the others keep the source only).
 PART = "assistant/part"
-COMPACT = "context/compact"
+COMPACT = "compaction/boundary"
 INFO = "session/info"
 
 

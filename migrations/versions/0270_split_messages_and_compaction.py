@@ -15,7 +15,7 @@ model was sent:
   ``assistant/part`` events of the same id follow (before the next ``assistant/message``)
   is projected folded: its content and theirs (the non-empty strings, joined by a blank
   line, in seq order), its tool calls then theirs. Every other row is as before, byte for
-  byte (the reference event types' rules do not change). A ``context/compact`` event (a
+  byte (the reference event types' rules do not change). A ``compaction/boundary`` event (a
   compaction boundary) ends what the model is sent: only message events after the
   session's last one are projected; the earlier events stay in the log.
 * ``tool_calls``, ``turns``, ``session_summary``: a part's tool calls are calls (its
@@ -54,7 +54,7 @@ _SQ_FOLD = f"""x.session_id = e.session_id AND x.seq >= e.seq AND x.seq < {_SQ_N
 
 SQLITE_INDEXES = [
     "CREATE INDEX events_parts ON events (session_id, seq) WHERE type = 'assistant/part'",
-    "CREATE INDEX events_compact ON events (session_id, seq) WHERE type = 'context/compact'",
+    "CREATE INDEX events_compact ON events (session_id, seq) WHERE type = 'compaction/boundary'",
 ]
 
 SQLITE_MESSAGES = f"""
@@ -72,15 +72,15 @@ SELECT
                         AND p.seq < {_SQ_NEXT}
                         AND p.payload ->> '$.message_id' = e.payload ->> '$.message_id') THEN
       '{{"role":"assistant","content":' || json_quote(coalesce(
-         (SELECT group_concat(t.text, char(10) || char(10)) FROM (
+         (SELECT group_concat(text, char(10) || char(10)) FROM (
             SELECT x.payload ->> '$.content' AS text FROM events AS x WHERE {_SQ_FOLD}
               AND json_type(x.payload, '$.content') = 'text' AND x.payload ->> '$.content' <> ''
-            ORDER BY x.seq) AS t), ''))
+            ORDER BY x.seq)), ''))
       || coalesce(',"tool_calls":' || nullif(
-         (SELECT json_group_array(json(c.value)) FROM (
+         (SELECT json_group_array(json(value)) FROM (
             SELECT j.value FROM events AS x, json_each(x.payload, '$.tool_calls') AS j WHERE {_SQ_FOLD}
               AND json_type(x.payload, '$.tool_calls') = 'array'
-            ORDER BY x.seq, j.key) AS c), '[]'), '')
+            ORDER BY x.seq)), '[]'), '')
       || '}}'
     WHEN e.type = 'user/message' THEN
       coalesce('{{"role":"user","content":' || (e.payload -> '$.content') || '}}', '{{"role":"user"}}')
@@ -102,7 +102,7 @@ SELECT
 FROM events AS e
 WHERE {_m('e')}
   AND e.seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = e.session_id
-                         AND c.type = 'context/compact' ORDER BY c.seq DESC LIMIT 1), -1)
+                         AND c.type = 'compaction/boundary' ORDER BY c.seq DESC LIMIT 1), -1)
 """
 
 SQLITE_TOOL_CALLS = f"""
@@ -208,7 +208,7 @@ _PG_FOLD = f"""x.session_id = e.session_id AND x.seq >= e.seq AND x.seq < {_PG_N
 
 POSTGRESQL_INDEXES = [
     "CREATE INDEX events_parts ON events (session_id, seq) WHERE type = 'assistant/part'",
-    "CREATE INDEX events_compact ON events (session_id, seq) WHERE type = 'context/compact'",
+    "CREATE INDEX events_compact ON events (session_id, seq) WHERE type = 'compaction/boundary'",
 ]
 
 POSTGRESQL_MESSAGES = f"""
@@ -262,7 +262,7 @@ CROSS JOIN LATERAL (
 ) AS f
 WHERE e.type IN {_PG_MSG}
   AND e.seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = e.session_id
-                         AND c.type = 'context/compact' ORDER BY c.seq DESC LIMIT 1), -1)
+                         AND c.type = 'compaction/boundary' ORDER BY c.seq DESC LIMIT 1), -1)
 """
 
 POSTGRESQL_TOOL_CALLS = f"""
