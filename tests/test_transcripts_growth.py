@@ -291,3 +291,42 @@ def test_watch_on_a_file_written_line_by_line_ends_as_one_import(tmp_path):
         want = stored(once)
     with EventStore.open(db) as store:
         assert stored(store) == want
+
+
+def test_cli_shows_the_latest_facts_and_where_the_lines_went(tmp_path):
+    src = DATA / "claude-code/v2.1-rewind.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    db = str(tmp_path / "c.db")
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "eventstore", "--db", db, *args],
+                              capture_output=True, text=True, env=env)
+
+    r = run("import", "-v", str(src))
+    assert r.returncode == 0, r.stderr
+    went = r.stderr + r.stdout
+    assert "where its lines went: assistant lines: 3 assistant/message" in went
+    assert "summary lines: 1 claude/summary" in went and "user lines:" in went
+    rows = {x["id"]: x["meta"] for x in json.loads(run("sessions", "--json").stdout)}
+    (main_id, fork_id) = rows
+    assert rows[main_id]["continued_in"] == fork_id and rows[main_id]["model"] == "claude-opus-4-6"
+    assert rows[fork_id]["title"] == "Rename the --dry flag" and rows[fork_id]["relation"] == "fork"
+
+
+def test_the_viewer_shows_the_latest_facts_and_a_finished_session_as_complete(tmp_path):
+    from starlette.testclient import TestClient
+
+    from eventstore.web.app import create_app
+
+    with EventStore.open(tmp_path / "v.db") as store:
+        import_transcript(store, str(DATA / "claude-code/v2.1-rewind.jsonl"), "claude-code")
+        (main_id, fork_id) = [i.id for i in store.sessions()]
+        with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
+            deadline = time.monotonic() + 20
+            while not client.get("/api/info").json()["ready"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            fork = client.get("/api/session", params={"session": fork_id}).json()
+            main = client.get("/api/session", params={"session": main_id}).json()
+    assert fork["meta"]["title"] == "Rename the --dry flag" and main["meta"]["continued_in"] == fork_id
+    assert "loading" not in fork and fork["events"] > 0  # (the index's summary, not the placeholder)
+    assert fork["complete"] is True and main["complete"] is True

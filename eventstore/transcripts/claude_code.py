@@ -308,6 +308,9 @@ class _Converter:
             payload["event_id"] = key = f"{key}@L{self.lines[i][0]}"
         s.keys.add(key)
         s.events.append((type_, payload, s.ts if ts is None else ts))
+        line_type = self.lines[i][1].get("type")
+        what = (line_type if isinstance(line_type, str) else "?", type_)
+        s.conv.folded[what] = s.conv.folded.get(what, 0) + 1
         s.seq_of_line[i] = len(s.events) - 1
 
     def _info(self, s: _Session, i: int, info: dict, key: str) -> None:

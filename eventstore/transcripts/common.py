@@ -24,6 +24,8 @@ class Converted:
     meta: dict
     events: list[tuple[str, dict, float]] = field(default_factory=list)
     held: int = 0
+    #: ``{(line type, event type): count}``: what the source lines became (``import -v``).
+    folded: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -128,3 +130,15 @@ def effective_meta(meta: dict, events) -> dict:
             else:
                 out[k] = v
     return out
+
+
+def current_meta(store, session_id: str) -> dict:
+    """The stored session's meta as its ``session/info`` events leave it (see
+    :func:`effective_meta`): what ``sessions --json`` and the viewer show. ``{}`` for a
+    session that is not stored."""
+    text = store.backend.session_meta(session_id)
+    if text is None:
+        return {}
+    meta = json.loads(text)
+    return effective_meta(meta if isinstance(meta, dict) else {},
+                          ((e.type, e.payload) for e in store.session(session_id).events(types=INFO)))

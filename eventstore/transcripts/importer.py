@@ -46,6 +46,16 @@ class TranscriptReport:
     sessions: list[SessionResult] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     waiting: bool = False
+    #: ``{(line type, event type): count}`` over the file's sessions: where its lines went.
+    folded: dict = field(default_factory=dict)
+
+    def folded_text(self) -> str:
+        """``folded`` in a line: ``assistant lines: 3 assistant/message, 2 assistant/part;
+        ...`` (every line of the file is in one or more events)."""
+        by_line: dict[str, list[str]] = {}
+        for (line, event), n in sorted(self.folded.items()):
+            by_line.setdefault(line, []).append(f"{n} {event}")
+        return "; ".join(f"{line} lines: {', '.join(v)}" for line, v in by_line.items())
 
 
 CONVERTERS = {"claude-code", "codex"}
@@ -160,6 +170,8 @@ def import_transcript(store, path: str, fmt: str, *, salvage: bool = False,
     rep = TranscriptReport(path, fmt, dropped=dropped, waiting=waiting)
     for conv in convs:
         rep.sessions.append(store_converted(store, conv, path))
+        for k, n in conv.folded.items():
+            rep.folded[k] = rep.folded.get(k, 0) + n
     return rep
 
 
