@@ -330,3 +330,25 @@ def test_the_viewer_shows_the_latest_facts_and_a_finished_session_as_complete(tm
     assert fork["meta"]["title"] == "Rename the --dry flag" and main["meta"]["continued_in"] == fork_id
     assert "loading" not in fork and fork["events"] > 0  # (the index's summary, not the placeholder)
     assert fork["complete"] is True and main["complete"] is True
+
+
+def test_a_session_an_older_version_stored_is_a_clear_conflict(tmp_path):
+    # The events of an earlier conversion (one merged assistant/message, no message_id):
+    # importing the file again names the session and the seq, stores nothing, no traceback.
+    src = DATA / "claude-code/v1.0-split-blocks.jsonl"
+    (conv,) = converted(src.read_bytes(), str(src)).values()
+    old = []
+    for t, p, ts in conv.events:
+        if t == "assistant/part":
+            continue
+        old.append((t, {k: v for k, v in p.items() if k != "message_id"}, ts))
+    db = tmp_path / "old.db"
+    with EventStore.open(db) as store:
+        store.create_session(conv.session_id, meta=conv.meta).append_many(old)
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db), "import", str(src)],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    first = next(k for k, (_t, p, _ts) in enumerate(conv.events) if "message_id" in p)
+    assert f"session {conv.session_id!r} is already stored with other events: seq {first} differs (payload)" in r.stderr
+    with EventStore.open(db) as store:
+        assert store.session(conv.session_id).next_seq() == len(old)
