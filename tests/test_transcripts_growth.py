@@ -352,3 +352,18 @@ def test_a_session_an_older_version_stored_is_a_clear_conflict(tmp_path):
     assert f"session {conv.session_id!r} is already stored with other events: seq {first} differs (payload)" in r.stderr
     with EventStore.open(db) as store:
         assert store.session(conv.session_id).next_seq() == len(old)
+
+
+def test_an_agent_file_shows_the_task_call_it_answers_in_either_import_order(tmp_path):
+    main = DATA / "claude-code/v2.1-agents.jsonl"
+    sub = DATA / "claude-code/v2.1-agents/subagents/agent-a1b2c3d4.jsonl"
+    from eventstore.transcripts.common import current_meta
+    for k, order in enumerate([(main, sub), (sub, main)]):
+        with EventStore.open(tmp_path / f"{k}.db") as store:
+            for f in order:
+                import_transcript(store, str(f), "claude-code")
+            ids = [i.id for i in store.sessions()]
+            (agent,) = [i for i in ids if ":agent:" in i]
+            (parent,) = [i for i in ids if ":" not in i]
+            assert current_meta(store, agent)["tool_call_id"] == "toolu_01Agent"
+            assert current_meta(store, parent)["subagent/toolu_01Agent"] == agent

@@ -140,5 +140,14 @@ def current_meta(store, session_id: str) -> dict:
     if text is None:
         return {}
     meta = json.loads(text)
-    return effective_meta(meta if isinstance(meta, dict) else {},
-                          ((e.type, e.payload) for e in store.session(session_id).events(types=INFO)))
+    out = effective_meta(meta if isinstance(meta, dict) else {},
+                         ((e.type, e.payload) for e in store.session(session_id).events(types=INFO)))
+    parent = out.get("parent_session")
+    if out.get("relation") == "subagent" and "tool_call_id" not in out and isinstance(parent, str):
+        # A subagent file's events come from its own file only: the Task call it answers is
+        # named on the parent's side (``subagent/<tool_call_id>``), when the parent is stored.
+        up = current_meta(store, parent) if parent != session_id else {}
+        calls = [k.split("/", 1)[1] for k, v in up.items() if k.startswith("subagent/") and v == session_id]
+        if calls:
+            out["tool_call_id"] = calls[-1]
+    return out
