@@ -53,8 +53,8 @@ _SQ_FOLD = f"""x.session_id = e.session_id AND x.seq >= e.seq AND x.seq < {_SQ_N
                                       AND x.payload ->> '$.message_id' = e.payload ->> '$.message_id'))"""
 
 SQLITE_INDEXES = [
-    "CREATE INDEX events_parts ON events (session_id, seq) WHERE type = 'assistant/part'",
-    "CREATE INDEX events_compact ON events (session_id, seq) WHERE type = 'compaction/boundary'",
+    "CREATE INDEX IF NOT EXISTS events_parts ON events (session_id, seq) WHERE type = 'assistant/part'",
+    "CREATE INDEX IF NOT EXISTS events_compact ON events (session_id, seq) WHERE type = 'compaction/boundary'",
 ]
 
 SQLITE_MESSAGES = f"""
@@ -207,8 +207,8 @@ _PG_FOLD = f"""x.session_id = e.session_id AND x.seq >= e.seq AND x.seq < {_PG_N
                                       AND es_json(x.payload) ->> 'message_id' = f.message_id))"""
 
 POSTGRESQL_INDEXES = [
-    "CREATE INDEX events_parts ON events (session_id, seq) WHERE type = 'assistant/part'",
-    "CREATE INDEX events_compact ON events (session_id, seq) WHERE type = 'compaction/boundary'",
+    "CREATE INDEX IF NOT EXISTS events_parts ON events (session_id, seq) WHERE type = 'assistant/part'",
+    "CREATE INDEX IF NOT EXISTS events_compact ON events (session_id, seq) WHERE type = 'compaction/boundary'",
 ]
 
 POSTGRESQL_MESSAGES = f"""
