@@ -367,3 +367,16 @@ def test_an_agent_file_shows_the_task_call_it_answers_in_either_import_order(tmp
             (parent,) = [i for i in ids if ":" not in i]
             assert current_meta(store, agent)["tool_call_id"] == "toolu_01Agent"
             assert current_meta(store, parent)["subagent/toolu_01Agent"] == agent
+
+
+@pytest.mark.parametrize("rel", ["claude-code/v2.1-agents.jsonl", "claude-code/v2.1-interleaved-progress.jsonl",
+                                 "claude-code/v1.0-split-blocks.jsonl"])
+def test_what_the_model_saw_before_each_request_is_the_same_in_the_viewer_and_context_at(rel, store):
+    # The viewer asks the backend for the projection up to a seq (messages_json): before a
+    # compaction it shows what came before it, after it only the summary and what follows.
+    import_transcript(store, str(DATA / rel), "claude-code")
+    s = store.session(store.sessions()[0].id)
+    starts = [e.seq for e in s.events() if e.type in ("step/start", "turn/start", "compaction/boundary")]
+    assert len(starts) >= 3
+    for seq in starts + [s.next_seq()]:
+        assert json.loads(store.backend.messages_json(s.id, seq - 1)) == s.context_at(seq)["messages"], seq

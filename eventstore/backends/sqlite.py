@@ -669,8 +669,9 @@ class SQLiteBackend(Backend):
         if upto_seq is None:
             rows = self._read("SELECT message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
         else:
-            rows = self._read("SELECT message FROM messages WHERE session_id = ? AND seq <= ? ORDER BY seq",
-                              (session_id, max(-1, min(upto_seq, MAX_CURSOR))))
+            # the last compaction up to that seq cuts, not the session's last (the view's)
+            upto = max(-1, min(upto_seq, MAX_CURSOR))
+            rows = self._read(_MESSAGES_UPTO, (session_id, upto, session_id, upto))
         return "[" + ",".join([r[0] for r in rows]) + "]"
 
     # --- the viewer's index ----------------------------------------------------------------------
@@ -993,6 +994,15 @@ _MEMORY_POLL = 0.02  # seconds
 
 
 # --- the viewer's index ------------------------------------------------------------------------
+
+# What the model saw at a seq: the last compaction up to it cuts (see migration 0270).
+_MESSAGES_UPTO = """
+SELECT message FROM messages_uncut
+WHERE session_id = ? AND seq <= ?
+  AND seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = ? AND c.type = 'compaction/boundary'
+                        AND c.seq <= ? ORDER BY c.seq DESC LIMIT 1), -1)
+ORDER BY seq"""
+
 
 _COUNTS_SQL = """
 SELECT a.session_id, a.n, a.last_position, f.ts, l.ts

@@ -11,13 +11,15 @@ holding text or tool calls is an ``assistant/message`` with a ``message_id``, ea
 an ``assistant/part`` with the same ``message_id``. So that the projection is what the
 model was sent:
 
-* ``messages``: an ``assistant/message`` with a ``message_id`` that later
+* ``messages_uncut`` (new): the projection of every message event; ``messages``: its rows
+  after the session's last ``compaction/boundary`` (a compaction ends what the model is
+  sent; the earlier events stay in the log). ``messages_json(upto_seq)`` (the viewer's
+  "What the model saw" at a seq) cuts at the last boundary up to that seq, from
+  ``messages_uncut``. In both, an ``assistant/message`` with a ``message_id`` that later
   ``assistant/part`` events of the same id follow (before the next ``assistant/message``)
   is projected folded: its content and theirs (the non-empty strings, joined by a blank
   line, in seq order), its tool calls then theirs. Every other row is as before, byte for
-  byte (the reference event types' rules do not change). A ``compaction/boundary`` event (a
-  compaction boundary) ends what the model is sent: only message events after the
-  session's last one are projected; the earlier events stay in the log.
+  byte (the reference event types' rules do not change).
 * ``tool_calls``, ``turns``, ``session_summary``: a part's tool calls are calls (its
   results answer them until the next user or assistant message).
 
@@ -57,8 +59,8 @@ SQLITE_INDEXES = [
     "CREATE INDEX IF NOT EXISTS events_compact ON events (session_id, seq) WHERE type = 'compaction/boundary'",
 ]
 
-SQLITE_MESSAGES = f"""
-CREATE VIEW messages AS
+SQLITE_UNCUT = f"""
+CREATE VIEW messages_uncut AS
 SELECT
   e.session_id,
   e.seq,
@@ -101,7 +103,13 @@ SELECT
   END AS message
 FROM events AS e
 WHERE {_m('e')}
-  AND e.seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = e.session_id
+"""
+
+SQLITE_MESSAGES = """
+CREATE VIEW messages AS
+SELECT m.session_id, m.seq, m.role, m.message
+FROM messages_uncut AS m
+WHERE m.seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = m.session_id
                          AND c.type = 'compaction/boundary' ORDER BY c.seq DESC LIMIT 1), -1)
 """
 
@@ -211,8 +219,8 @@ POSTGRESQL_INDEXES = [
     "CREATE INDEX IF NOT EXISTS events_compact ON events (session_id, seq) WHERE type = 'compaction/boundary'",
 ]
 
-POSTGRESQL_MESSAGES = f"""
-CREATE OR REPLACE VIEW messages AS
+POSTGRESQL_UNCUT = f"""
+CREATE VIEW messages_uncut AS
 SELECT
   e.session_id,
   e.seq,
@@ -261,7 +269,13 @@ CROSS JOIN LATERAL (
   OFFSET 0
 ) AS f
 WHERE e.type IN {_PG_MSG}
-  AND e.seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = e.session_id
+"""
+
+POSTGRESQL_MESSAGES = """
+CREATE OR REPLACE VIEW messages AS
+SELECT m.session_id, m.seq, m.role, m.message
+FROM messages_uncut AS m
+WHERE m.seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = m.session_id
                          AND c.type = 'compaction/boundary' ORDER BY c.seq DESC LIMIT 1), -1)
 """
 
@@ -355,6 +369,7 @@ def upgrade() -> None:
     if bind.dialect.name == "sqlite":
         for sql in SQLITE_INDEXES:
             bind.exec_driver_sql(sql)
+        bind.exec_driver_sql(SQLITE_UNCUT)
         for name, sql in (("messages", SQLITE_MESSAGES), ("tool_calls", SQLITE_TOOL_CALLS),
                           ("turns", SQLITE_TURNS), ("session_summary", SQLITE_SUMMARY)):
             bind.exec_driver_sql(f"DROP VIEW {name}")
@@ -362,7 +377,7 @@ def upgrade() -> None:
     else:
         # On the driver's connection, as the baseline does: no bind-parameter parsing.
         conn = bind.connection.driver_connection
-        for sql in (*POSTGRESQL_INDEXES, POSTGRESQL_MESSAGES, POSTGRESQL_TOOL_CALLS, POSTGRESQL_TURNS,
+        for sql in (*POSTGRESQL_INDEXES, POSTGRESQL_UNCUT, POSTGRESQL_MESSAGES, POSTGRESQL_TOOL_CALLS, POSTGRESQL_TURNS,
                     POSTGRESQL_SUMMARY):
             conn.execute(sql)
 
