@@ -27,7 +27,8 @@ Two partial indexes keep the folds index look-ups: ``events_parts`` and
 ``events_compact``, on ``(session_id, seq)`` of the two event types.
 
 SQLite: the views are dropped and created again (no row is touched). PostgreSQL: ``CREATE
-OR REPLACE VIEW`` with the same columns, keeping the grants on the views.
+OR REPLACE VIEW`` with the same columns, keeping the grants on the views; the roles that may
+read ``messages`` may read ``messages_uncut``.
 """
 from alembic import op
 
@@ -220,7 +221,7 @@ POSTGRESQL_INDEXES = [
 ]
 
 POSTGRESQL_UNCUT = f"""
-CREATE VIEW messages_uncut AS
+CREATE OR REPLACE VIEW messages_uncut AS
 SELECT
   e.session_id,
   e.seq,
@@ -364,11 +365,28 @@ FROM sessions AS s
 """
 
 
+# Who may read the projection may read the new view (`eventstore roles`, or a DBA's own
+# grants on messages). PUBLIC and the owner aside.
+POSTGRESQL_GRANTS = r"""
+DO $$
+DECLARE g record;
+BEGIN
+  FOR g IN SELECT DISTINCT a.grantee::regrole::text AS who
+             FROM pg_class AS c, aclexplode(c.relacl) AS a
+            WHERE c.oid = 'messages'::regclass AND a.grantee <> 0 AND a.grantee <> c.relowner
+              AND a.privilege_type = 'SELECT'
+  LOOP
+    EXECUTE format('GRANT SELECT ON messages_uncut TO %s', g.who);
+  END LOOP;
+END $$"""
+
+
 def upgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
         for sql in SQLITE_INDEXES:
             bind.exec_driver_sql(sql)
+        bind.exec_driver_sql("DROP VIEW IF EXISTS messages_uncut")
         bind.exec_driver_sql(SQLITE_UNCUT)
         for name, sql in (("messages", SQLITE_MESSAGES), ("tool_calls", SQLITE_TOOL_CALLS),
                           ("turns", SQLITE_TURNS), ("session_summary", SQLITE_SUMMARY)):
@@ -378,7 +396,7 @@ def upgrade() -> None:
         # On the driver's connection, as the baseline does: no bind-parameter parsing.
         conn = bind.connection.driver_connection
         for sql in (*POSTGRESQL_INDEXES, POSTGRESQL_UNCUT, POSTGRESQL_MESSAGES, POSTGRESQL_TOOL_CALLS, POSTGRESQL_TURNS,
-                    POSTGRESQL_SUMMARY):
+                    POSTGRESQL_SUMMARY, POSTGRESQL_GRANTS):
             conn.execute(sql)
 
 
