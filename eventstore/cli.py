@@ -590,19 +590,20 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     """List stored sessions: id, events, created, last event (UTC), and token totals
     (input, output, cache read, cache write) of sessions whose source recorded them."""
     from .search import UsageTotals, usage_totals
-    from .transcripts.common import current_meta
+    from .transcripts.common import all_info
 
     store = _store(ctx, readonly=True)
     infos = store.sessions()
     tokens = usage_totals(store)
     none = UsageTotals(0, 0, 0, 0, 0)
-    if as_json:  # meta: as the session's session/info events leave it (facts an import learned later)
+    if as_json:  # info: what the session's session/info events say (facts an import learned later)
+        info = all_info(store)
         click.echo(json.dumps([{"id": i.id, "events": i.events, "created_at": i.created_at,
                                 "last_ts": i.last_ts, "input_tokens": tokens.get(i.id, none).input_tokens,
                                 "output_tokens": tokens.get(i.id, none).output_tokens,
                                 "cache_read_tokens": tokens.get(i.id, none).cache_read_tokens,
                                 "cache_creation_tokens": tokens.get(i.id, none).cache_creation_tokens,
-                                "meta": current_meta(store, i.id)}
+                                "info": info.get(i.id, {})}
                                for i in infos], ensure_ascii=False))
         return
     if not infos:

@@ -307,10 +307,10 @@ def test_cli_shows_the_latest_facts_and_where_the_lines_went(tmp_path):
     went = r.stderr + r.stdout
     assert "where its lines went: assistant lines: 3 assistant/message" in went
     assert "summary lines: 1 claude/summary" in went and "user lines:" in went
-    rows = {x["id"]: x["meta"] for x in json.loads(run("sessions", "--json").stdout)}
+    rows = {x["id"]: x["info"] for x in json.loads(run("sessions", "--json").stdout)}
     (main_id, fork_id) = rows
     assert rows[main_id]["continued_in"] == fork_id and rows[main_id]["model"] == "claude-opus-4-6"
-    assert rows[fork_id]["title"] == "Rename the --dry flag" and rows[fork_id]["relation"] == "fork"
+    assert rows[fork_id]["title"] == "Rename the --dry flag" and "relation" not in rows[fork_id]
 
 
 def test_the_viewer_shows_the_latest_facts_and_a_finished_session_as_complete(tmp_path):

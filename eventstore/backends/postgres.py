@@ -803,6 +803,11 @@ class PostgresBackend(Backend):
                        AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where_e})""",
                                  {**params, "through": self._indexed_through()})[0][0]
 
+    def info_rows(self) -> list[tuple[str, str]]:
+        return [tuple(r) for r in self._read(
+            "SELECT session_id, payload FROM events WHERE type = 'session/info' "
+            "AND session_id NOT IN (SELECT session_id FROM importing) ORDER BY session_id, seq")]
+
     def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
         rows = self._read("""SELECT session_id, count(*), sum(input_tokens), sum(output_tokens),
                                     sum(cache_read_tokens), sum(cache_creation_tokens)

@@ -730,6 +730,10 @@ class SQLiteBackend(Backend):
 
         return sqlite_search.count(self, query, raw, session_id, type_)
 
+    def info_rows(self) -> list[tuple[str, str]]:
+        return self._read("SELECT session_id, payload FROM events WHERE type = 'session/info' "
+                          "AND session_id NOT IN (SELECT session_id FROM importing) ORDER BY session_id, seq")
+
     def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
         from . import sqlite_search
 

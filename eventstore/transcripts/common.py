@@ -151,3 +151,12 @@ def current_meta(store, session_id: str) -> dict:
         if calls:
             out["tool_call_id"] = calls[-1]
     return out
+
+
+def all_info(store) -> dict[str, dict]:
+    """``{session id: what its session/info events say}`` (each merged as
+    :func:`effective_meta` merges them; sessions without any are left out), in one read."""
+    out: dict[str, dict] = {}
+    for sid, payload in store.backend.info_rows():
+        out[sid] = effective_meta(out.get(sid, {}), [(INFO, json.loads(payload))])
+    return out

@@ -23,8 +23,9 @@ model was sent:
 * ``tool_calls``, ``turns``, ``session_summary``: a part's tool calls are calls (its
   results answer them until the next user or assistant message).
 
-Two partial indexes keep the folds index look-ups: ``events_parts`` and
-``events_compact``, on ``(session_id, seq)`` of the two event types.
+Partial indexes on ``(session_id, seq)`` keep the folds index look-ups: ``events_parts``
+and ``events_compact``; ``events_info`` lets ``sessions --json`` read every ``session/info``
+event (facts an import learned later) in one pass over few rows.
 
 SQLite: the views are dropped and created again (no row is touched). PostgreSQL: ``CREATE
 OR REPLACE VIEW`` with the same columns, keeping the grants on the views; the roles that may
@@ -56,6 +57,7 @@ _SQ_FOLD = f"""x.session_id = e.session_id AND x.seq >= e.seq AND x.seq < {_SQ_N
                                       AND x.payload ->> '$.message_id' = e.payload ->> '$.message_id'))"""
 
 SQLITE_INDEXES = [
+    "CREATE INDEX IF NOT EXISTS events_info ON events (session_id, seq) WHERE type = 'session/info'",
     "CREATE INDEX IF NOT EXISTS events_parts ON events (session_id, seq) WHERE type = 'assistant/part'",
     "CREATE INDEX IF NOT EXISTS events_compact ON events (session_id, seq) WHERE type = 'compaction/boundary'",
 ]
@@ -216,6 +218,7 @@ _PG_FOLD = f"""x.session_id = e.session_id AND x.seq >= e.seq AND x.seq < {_PG_N
                                       AND es_json(x.payload) ->> 'message_id' = f.message_id))"""
 
 POSTGRESQL_INDEXES = [
+    "CREATE INDEX IF NOT EXISTS events_info ON events (session_id, seq) WHERE type = 'session/info'",
     "CREATE INDEX IF NOT EXISTS events_parts ON events (session_id, seq) WHERE type = 'assistant/part'",
     "CREATE INDEX IF NOT EXISTS events_compact ON events (session_id, seq) WHERE type = 'compaction/boundary'",
 ]
