@@ -66,7 +66,7 @@ KINDS = (
     "checkpoint",    # the log does not extend a kept checkpoint (eventstore.anchor)
 )
 
-_PARSED = frozenset({"assistant/message", "assistant/chunk", "tool/result", "step/start"})
+_PARSED = frozenset({"assistant/message", "assistant/part", "assistant/chunk", "tool/result", "step/start"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -125,6 +125,8 @@ class _Walk:
         elif type_ == "assistant/message":
             self._check_chunks(seq, payload)
             self._close_calls(seq, "assistant/message")
+            self._take_calls(seq, payload)
+        elif type_ == "assistant/part":  # more calls of the same API message (an imported transcript's)
             self._take_calls(seq, payload)
         elif type_ == "user/message":
             self._close_calls(seq, "user/message")

@@ -446,6 +446,8 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 bar.note(f"{f}: salvaged: dropped {len(rep.dropped)} line(s): " + "; ".join(rep.dropped))
             if rep.waiting and verbose:
                 bar.note(f"{f}: the last line is incomplete; it waits for the next run")
+            if verbose and rep.folded:
+                bar.note(f"{f}: where its lines went: {rep.folded_text()}")
             bar.advance(0 if f in streams else os.path.getsize(f), 0)
             return
         tally(rep.status, rep.session_id)
@@ -589,17 +591,20 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     """List stored sessions: id, events, created, last event (UTC), and token totals
     (input, output, cache read, cache write) of sessions whose source recorded them."""
     from .search import UsageTotals, usage_totals
+    from .transcripts.common import all_info
 
     store = _store(ctx, readonly=True)
     infos = store.sessions()
     tokens = usage_totals(store)
     none = UsageTotals(0, 0, 0, 0, 0)
-    if as_json:
+    if as_json:  # info: what the session's session/info events say (facts an import learned later)
+        info = all_info(store)
         click.echo(json.dumps([{"id": i.id, "events": i.events, "created_at": i.created_at,
                                 "last_ts": i.last_ts, "input_tokens": tokens.get(i.id, none).input_tokens,
                                 "output_tokens": tokens.get(i.id, none).output_tokens,
                                 "cache_read_tokens": tokens.get(i.id, none).cache_read_tokens,
-                                "cache_creation_tokens": tokens.get(i.id, none).cache_creation_tokens}
+                                "cache_creation_tokens": tokens.get(i.id, none).cache_creation_tokens,
+                                "info": info.get(i.id, {})}
                                for i in infos], ensure_ascii=False))
         return
     if not infos:

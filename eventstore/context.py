@@ -16,7 +16,13 @@ It reads the log's extension events (docs/session-log-format.md, "Extensions"):
   anything: ``{"target_seq": N}`` the message of event N, ``{"target_seq": N, "index":
   i}`` only the i-th tool call of the assistant message at N, ``{"before_seq": N}`` every
   message before seq N. An assistant message left with neither content nor tool calls is
-  left out.
+  left out;
+* ``compaction/boundary``: a compaction boundary (an imported transcript's): the model is sent
+  only what follows it, as the ``messages`` view projects it;
+* ``assistant/part``: the rest of an API message written over many lines (an imported
+  transcript's), folded into the ``assistant/message`` of the same ``message_id``, as the
+  ``messages`` view folds it: the non-empty contents joined by a blank line, the tool
+  calls appended.
 
 The messages themselves are mapped exactly as the reference projection
 (:mod:`eventstore.projection`) maps them; :meth:`Session.derive_messages` stays that
@@ -37,8 +43,10 @@ __all__ = ["context_at", "SYSTEM", "TOOLS", "RETRACT", "MESSAGE_TYPES", "retract
 SYSTEM = "system/message"
 TOOLS = "model/tools"
 RETRACT = "context/retract"
+COMPACT = "compaction/boundary"
+PART = "assistant/part"
 MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")
-_READ = (*MESSAGE_TYPES, SYSTEM, TOOLS, RETRACT)
+_READ = (*MESSAGE_TYPES, SYSTEM, TOOLS, RETRACT, COMPACT, PART)
 
 
 def _truthy(v: Any) -> bool:
@@ -101,11 +109,27 @@ def context_at(session: Session, seq: int | None = None) -> dict:
     tools: list = []
     messages: dict[int, dict] = {}  # seq -> chat message, in seq order
     calls: dict[int, list] = {}  # seq -> [(index, tool call)] still in the context
+    folding: dict | None = None  # the last assistant/message: its seq, message_id, texts, calls so far
     for event in session.events(types=_READ):
         if seq is not None and event.seq >= seq:
             break
         p = event.payload
-        if event.type == SYSTEM:
+        if event.type == COMPACT:
+            messages.clear()
+            calls.clear()
+            folding = None
+        elif event.type == PART:
+            mid = p.get("message_id")
+            if folding is None or mid is None or folding["id"] != mid or folding["seq"] not in messages:
+                continue
+            message = messages[folding["seq"]]
+            folding["texts"].append(p.get("content"))
+            message["content"] = "\n\n".join(t for t in folding["texts"] if isinstance(t, str) and t)
+            more = p.get("tool_calls")
+            if isinstance(more, list) and more:
+                calls.setdefault(folding["seq"], []).extend(enumerate(more, folding["calls"]))
+                folding["calls"] += len(more)
+        elif event.type == SYSTEM:
             instructions = p
         elif event.type == TOOLS:
             tools = p.get("tools") or []
@@ -129,6 +153,9 @@ def context_at(session: Session, seq: int | None = None) -> dict:
             if isinstance(message.get("tool_calls"), list):
                 calls[event.seq] = list(enumerate(message["tool_calls"]))
             messages[event.seq] = message
+            if event.type == "assistant/message":
+                folding = {"seq": event.seq, "id": p.get("message_id"), "texts": [p.get("content")],
+                           "calls": len(calls.get(event.seq, []))}
     out = []
     if instructions is not None:
         out.append({"role": "system", **({"content": instructions["content"]} if "content" in instructions else {})})
@@ -137,7 +164,7 @@ def context_at(session: Session, seq: int | None = None) -> dict:
             if calls[s]:
                 message["tool_calls"] = [call for _, call in calls[s]]
             else:
-                del message["tool_calls"]
+                message.pop("tool_calls", None)
         out.append(message)
     request: dict[str, Any] = {"messages": out}
     if tools:

@@ -65,7 +65,7 @@ def test_tool_call_arguments_and_message_content_are_searched(loaded):
     assert hits and all(h.type == "assistant/message" for h in hits)
     assert any("tool_calls" in next(store.session(h.session_id).events(after_seq=h.seq - 1)).payload for h in hits)
     assert search(store, "multer", session_id=CODEX) == []
-    assert {h.session_id for h in search(store, "multer")} == {CLAUDE}
+    assert {h.session_id.split(":")[0] for h in search(store, "multer")} == {CLAUDE}  # (and its /rewind fork)
 
 
 def test_hits_are_ranked_and_limited(loaded):

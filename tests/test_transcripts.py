@@ -19,7 +19,7 @@ from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore, ImportConflict, InvalidJSONL
 from eventstore.transcripts import claude_code, codex
-from eventstore.transcripts.common import read_lines
+from eventstore.transcripts.common import effective_meta, read_lines
 from eventstore.transcripts.detect import detect_file
 from eventstore.transcripts.importer import convert_file, import_transcript
 
@@ -43,7 +43,7 @@ def counts(sessions) -> dict:
         for t, p in events:
             if t == "user/message" and "kind" not in p:
                 c["subagent_prompts" if sub else "user_prompts"] += 1
-            elif t == "assistant/message":
+            elif t in ("assistant/message", "assistant/part"):
                 c["tool_call_ids"] += [call["id"] for call in p.get("tool_calls", [])]
             elif t == "tool/result" and not p.get("synthetic"):
                 c["results"].add(p["tool_call_id"])
@@ -102,8 +102,10 @@ def test_every_event_has_a_unique_key_and_a_time(rel):
         assert all(ts > 1.7e9 for _t, _p, ts in conv.events)
 
 
-def test_split_lines_of_one_api_message_are_one_message():
-    # v1.0: message ...MZDYOi is written as three lines (thinking, text, tool_use).
+def test_split_lines_of_one_api_message_are_one_message(store):
+    # v1.0: message ...MZDYOi is written as three lines (thinking, text, tool_use): a
+    # thinking event, the message (its text), a part (its tool call), stored as they come;
+    # the projection folds them into one assistant message.
     rel = "claude-code/v1.0-split-blocks.jsonl"
     lines = read_lines(str(DATA / rel)).lines
     ids = [d["message"]["id"] for _n, d in lines if d.get("type") == "assistant"]
@@ -111,32 +113,46 @@ def test_split_lines_of_one_api_message_are_one_message():
     messages = [p for t, p, _ts in main.events if t == "assistant/message"]
     assert len(messages) == len(set(ids)) == EXPECTED[rel]["assistant_messages"]
     first = messages[0]
-    assert first["content"] and len(first["tool_calls"]) == 1
-    assert len(first["source"]) == 3  # what each of the three lines did not give
-    thinking = [t for t, _p, _ts in main.events[:main.events.index(("assistant/message", first, main.events[
-        [p for _t, p, _ts in main.events].index(first)][2]))]].count("assistant/thinking")
-    assert thinking == 1
-    # the larger final output_tokens of the split lines counts
+    of_first = [(t, p) for t, p, _ts in main.events if p.get("message_id") == ids[0]]
+    assert [t for t, _p in of_first] == ["assistant/thinking", "assistant/message", "assistant/part"]
+    assert first["content"] and "tool_calls" not in first and len(of_first[2][1]["tool_calls"]) == 1
+    # each line's source is kept with its own event
+    assert [p["source"]["uuid"] if "uuid" in p.get("source", {}) else p["source"]["line"]["uuid"]
+            for _t, p in of_first] == [d["uuid"] for _n, d in lines if d.get("message", {}).get("id") == ids[0]]
+    # usage: the per-line rises add up to the largest line's (the larger final output_tokens)
     outs = [d["message"]["usage"]["output_tokens"] for _n, d in lines
             if d.get("type") == "assistant" and d["message"]["id"] == ids[0]]
-    assert first["usage"]["output_tokens"] == max(outs) and len(set(outs)) > 1
-    args = json.loads(first["tool_calls"][0]["function"]["arguments"])
+    assert sum(p["usage"]["output_tokens"] for _t, p in of_first if "usage" in p) == max(outs)
+    assert len(set(outs)) > 1
+    args = json.loads(of_first[2][1]["tool_calls"][0]["function"]["arguments"])
     assert isinstance(args, dict) and args
+    # folded: one assistant message with the text and the call, then its result
+    import_transcript(store, str(DATA / rel), "claude-code")
+    projected = store.session(main.session_id).derive_messages()
+    folded = [m for m in projected if m["role"] == "assistant"]
+    assert len(folded) == len(set(ids))
+    assert folded[0]["content"] == first["content"] and folded[0]["tool_calls"] == of_first[2][1]["tool_calls"]
+    assert projected == store.session(main.session_id).context_at()["messages"]
 
 
 def test_a_rewind_is_a_fork_session_naming_its_parent():
+    # The branch written first keeps the session (its events are stored as they come); the
+    # prompt written later under the same node starts the fork, where the user went on, and
+    # the first branch is told so by a session/info event.
     rel = "claude-code/v2.0-snapshots-rewind.jsonl"
     e = EXPECTED[rel]
     main, fork = convert(rel)
     assert main.session_id == e["session_ids"][0]
     assert fork.session_id.startswith(main.session_id + ":fork:")
+    fork_prompts = [p for t, p, _ts in fork.events if t == "user/message" and "kind" not in p]
     main_prompts = [p for t, p, _ts in main.events if t == "user/message" and "kind" not in p]
-    assert len(main_prompts) == e["active_branch_user_prompts"]
-    assert main.events[-1][1]["event_id"] == e["active_leaf_uuid"]  # the newest leaf ends the session
+    assert fork.events[-1][1]["event_id"] == e["active_leaf_uuid"]  # the newest leaf ends the fork
+    assert len(main_prompts) + len(fork_prompts) > e["active_branch_user_prompts"] >= len(fork_prompts)
     assert fork.meta["relation"] == "fork" and fork.meta["parent_session"] == main.session_id
     at = main.events[fork.meta["parent_seq"]][1]
     assert at["event_id"] == fork.meta["parent_uuid"]  # the node both prompts answer
     assert fork.events[1][0] == "user/message" and "kind" not in fork.events[1][1]
+    assert effective_meta(main.meta, main.events)["continued_in"] == fork.session_id
 
 
 def test_side_branches_that_are_not_forks_stay_in_the_conversation():
@@ -144,16 +160,16 @@ def test_side_branches_that_are_not_forks_stay_in_the_conversation():
     # too; parallel calls make side branches. None of them is a fork.
     rel = "claude-code/v2.1-main/subagents/agent-0a1b2c3.jsonl"
     (conv,) = convert(rel)
-    calls = [c["id"] for t, p, _ts in conv.events if t == "assistant/message" for c in p.get("tool_calls", [])]
+    calls = [c["id"] for t, p, _ts in conv.events if t in ("assistant/message", "assistant/part")
+             for c in p.get("tool_calls", [])]
     results = [p["tool_call_id"] for t, p, _ts in conv.events if t == "tool/result"]
     assert sorted(calls) == sorted(results) == EXPECTED[rel]["tool_call_ids"]
     # every result after its call, before the next model response
     seen = set()
     for t, p, _ts in conv.events:
-        if t == "assistant/message":
+        if t in ("assistant/message", "assistant/part"):
             assert not (set(c["id"] for c in p.get("tool_calls", [])) & seen)
-            pending = {c["id"] for c in p.get("tool_calls", [])}
-            seen |= pending
+            seen |= {c["id"] for c in p.get("tool_calls", [])}
         if t == "tool/result":
             assert p["tool_call_id"] in seen
     lines = read_lines(str(DATA / rel)).lines
@@ -194,7 +210,8 @@ def test_subagent_file_is_a_session_naming_its_parent():
 
 def test_meta_holds_cwd_branch_model_version():
     (conv,) = convert("claude-code/v2.1-main.jsonl")
-    m = conv.meta
+    assert "model" not in conv.meta  # the first line is a prompt: the model is learned later
+    m = effective_meta(conv.meta, conv.events)
     assert m["source"] == "claude-code" and m["git_branch"] == "dry-run-flag" and m["model"] == "claude-opus-4-6"
     assert m["cwd"] and m["version"] == "2.1.39"
     (conv,) = convert("codex/rollout-0.66-apply-patch.jsonl")
@@ -212,8 +229,10 @@ def test_each_event_keeps_what_the_mapping_did_not_use():
     assert failed["source"]["toolUseResult"] == src_line["toolUseResult"]
     assert failed["source"]["parentUuid"] == src_line["parentUuid"]
     msg = [p for t, p, _ts in conv.events if t == "assistant/message"][0]
-    assert msg["source"][0]["requestId"] and msg["source"][0]["uuid"]
-    assert msg["source"][-1]["message"]["stop_reason"] == "tool_use"
+    assert msg["source"]["requestId"] and msg["source"]["uuid"]
+    part = [p for t, p, _ts in conv.events if t == "assistant/part"][0]
+    assert part["source"]["message"]["stop_reason"] == "tool_use"
+    assert part["source"]["message"]["usage"]["output_tokens"]  # each line's own usage
     (cx,) = convert("codex/rollout-0.40-shell.jsonl")
     ctx = [p for t, p, _ts in cx.events if t == "codex/turn_context"][0]
     assert ctx["source"]["approval_policy"] == "on-request"
@@ -320,19 +339,12 @@ def test_importing_a_growing_file_again_and_again_stores_what_one_import_stores(
     with EventStore.open(tmp_path / "once.db") as store:
         import_transcript(store, str(f), fmt)
         once = stored(store)
-    if "rewind" in rel:
-        # The branch stored first stays its session; the later prompt became the fork.
-        # Every line's events are stored (the turn and step bounds differ with the roles).
-        def keys(sessions):
-            return sorted(p["event_id"] for _m, evs in sessions for t, p in evs if not t.startswith(("turn/", "step/")))
-        assert keys(grown) == keys(once)
-        assert grown[0][1][:20] == once[0][1][:20]
-        check_counts(counts(grown), EXPECTED[rel])
-    else:
-        assert [evs for _m, evs in grown] == [evs for _m, evs in once]
-    # The meta is what the file said when its session was first stored (a model may come later).
-    for (g, _), (o, _) in zip(grown, once, strict=False):
-        assert g.items() <= o.items()
+    # Whatever the moments of the imports, the same sessions with the same events (a
+    # /rewind included: the branch written first keeps the session); a Claude Code
+    # session's meta is its first line's (what comes later comes as session/info events).
+    assert [evs for _m, evs in grown] == [evs for _m, evs in once]
+    for (g, _), (o, _) in zip(grown, once, strict=True):
+        assert g == o if fmt == "claude-code" else g.items() <= o.items()
 
 
 def test_rewind_after_an_import_keeps_the_stored_branch(tmp_path, store):
@@ -428,9 +440,10 @@ def test_cli_imports_a_folder_of_both_formats_and_again_adds_nothing(tmp_path, b
     db = backend_url
     r = run(db, "import", str(folder))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("files: 7, sessions: 9 (9 new, 0 appended)")
+    n = sum(len(convert(rel)) for rel in EXPECTED)
+    assert r.stdout.startswith(f"files: {len(EXPECTED)}, sessions: {n} ({n} new, 0 appended)")
     r = run(db, "import", str(folder))
-    assert r.returncode == 0 and "sessions: 0 (0 new, 0 appended), events: 0, skipped: 9" in r.stdout
+    assert r.returncode == 0 and f"sessions: 0 (0 new, 0 appended), events: 0, skipped: {n}" in r.stdout
     r = run(db, "verify")
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -412,6 +412,12 @@ class Backend(ABC):
         input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens)`` for every
         session with recorded usage; empty for a database older than revision 0100."""
 
+    def info_rows(self) -> list[tuple[str, str]]:
+        """``(session_id, payload JSON text)`` of every ``session/info`` event (facts an
+        import learned after creating the session), by session and seq: one read through
+        the partial index ``events_info`` (revision 0270)."""
+        return []
+
     # --- audit --------------------------------------------------------------------------------
 
     @classmethod

@@ -653,8 +653,9 @@ class PostgresBackend(Backend):
         if upto_seq is None:
             rows = self._read("SELECT message FROM messages WHERE session_id = %s ORDER BY seq", (session_id,))
         else:
-            rows = self._read("SELECT message FROM messages WHERE session_id = %s AND seq <= %s ORDER BY seq",
-                              (session_id, upto_seq))
+            # the last compaction up to that seq cuts, not the session's last (the view's)
+            upto = upto_seq
+            rows = self._read(_MESSAGES_UPTO, (session_id, upto, session_id, upto))
         return "[" + ",".join([r[0] for r in rows]) + "]"
 
     # --- the viewer's index -------------------------------------------------------------------
@@ -801,6 +802,11 @@ class PostgresBackend(Backend):
                      WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
                        AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where_e})""",
                                  {**params, "through": self._indexed_through()})[0][0]
+
+    def info_rows(self) -> list[tuple[str, str]]:
+        return [tuple(r) for r in self._read(
+            "SELECT session_id, payload FROM events WHERE type = 'session/info' "
+            "AND session_id NOT IN (SELECT session_id FROM importing) ORDER BY session_id, seq")]
 
     def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
         rows = self._read("""SELECT session_id, count(*), sum(input_tokens), sum(output_tokens),
@@ -1222,6 +1228,15 @@ _OWNER_ALIVE = (f"SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'adviso
 
 # The viewer's index (see Backend.session_counts and Backend.state_rows). The payload is
 # text: es_field gives a value's JSON text as stored, es_json parses it (both in the baseline).
+# What the model saw at a seq: the last compaction up to it cuts (see migration 0270).
+_MESSAGES_UPTO = """
+SELECT message FROM messages_uncut
+WHERE session_id = %s AND seq <= %s
+  AND seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = %s AND c.type = 'compaction/boundary'
+                        AND c.seq <= %s ORDER BY c.seq DESC LIMIT 1), -1)
+ORDER BY seq"""
+
+
 _COUNTS_SQL = """
 SELECT a.session_id, a.n, a.last_position, f.ts, l.ts
 FROM (SELECT session_id, count(*) AS n, max(seq) AS last_seq, max(position) AS last_position
@@ -1232,11 +1247,11 @@ JOIN events AS l ON l.session_id = a.session_id AND l.seq = a.last_seq"""
 
 _STATE_SQL = """
 SELECT position, session_id, type,
-       CASE type WHEN 'assistant/message' THEN es_field(payload, 'tool_calls')
-                 WHEN 'tool/result' THEN es_json(payload) ->> 'tool_call_id' END
+       CASE WHEN type IN ('assistant/message', 'assistant/part') THEN es_field(payload, 'tool_calls')
+            WHEN type = 'tool/result' THEN es_json(payload) ->> 'tool_call_id' END
 FROM events
 WHERE position > %s AND position <= %s
-  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result')
+  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result', 'assistant/part')
   AND session_id NOT IN (SELECT session_id FROM importing)
 ORDER BY position LIMIT %s"""
 
@@ -1708,7 +1723,7 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
         f"GRANT SELECT, INSERT ON {s}.events_search TO {w};",
         f"GRANT SELECT, UPDATE ON {s}.events_search_state TO {w};",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.importing TO {w};",
-        f"GRANT SELECT ON {s}.alembic_version, {s}.messages, {s}.tool_calls, {s}.turns, "
+        f"GRANT SELECT ON {s}.alembic_version, {s}.messages, {s}.messages_uncut, {s}.tool_calls, {s}.turns, "
         f"{s}.session_summary, {s}.usage, {s}.events_search_text TO {w};",
         f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {a};",
     ]

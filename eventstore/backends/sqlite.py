@@ -688,8 +688,9 @@ class SQLiteBackend(Backend):
         if upto_seq is None:
             rows = self._read("SELECT message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
         else:
-            rows = self._read("SELECT message FROM messages WHERE session_id = ? AND seq <= ? ORDER BY seq",
-                              (session_id, max(-1, min(upto_seq, MAX_CURSOR))))
+            # the last compaction up to that seq cuts, not the session's last (the view's)
+            upto = max(-1, min(upto_seq, MAX_CURSOR))
+            rows = self._read(_MESSAGES_UPTO, (session_id, upto, session_id, upto))
         return "[" + ",".join([r[0] for r in rows]) + "]"
 
     # --- the viewer's index ----------------------------------------------------------------------
@@ -747,6 +748,10 @@ class SQLiteBackend(Backend):
         from . import sqlite_search
 
         return sqlite_search.count(self, query, raw, session_id, type_)
+
+    def info_rows(self) -> list[tuple[str, str]]:
+        return self._read("SELECT session_id, payload FROM events WHERE type = 'session/info' "
+                          "AND session_id NOT IN (SELECT session_id FROM importing) ORDER BY session_id, seq")
 
     def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
         from . import sqlite_search
@@ -1013,6 +1018,15 @@ _MEMORY_POLL = 0.02  # seconds
 
 # --- the viewer's index ------------------------------------------------------------------------
 
+# What the model saw at a seq: the last compaction up to it cuts (see migration 0270).
+_MESSAGES_UPTO = """
+SELECT message FROM messages_uncut
+WHERE session_id = ? AND seq <= ?
+  AND seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = ? AND c.type = 'compaction/boundary'
+                        AND c.seq <= ? ORDER BY c.seq DESC LIMIT 1), -1)
+ORDER BY seq"""
+
+
 _COUNTS_SQL = """
 SELECT a.session_id, a.n, a.last_position, f.ts, l.ts
 FROM (SELECT session_id, count(*) AS n, max(seq) AS last_seq, max(position) AS last_position
@@ -1023,11 +1037,11 @@ JOIN events AS l ON l.session_id = a.session_id AND l.seq = a.last_seq"""
 
 _STATE_SQL = """
 SELECT position, session_id, type,
-       CASE type WHEN 'assistant/message' THEN payload -> '$.tool_calls'
-                 WHEN 'tool/result' THEN payload ->> '$.tool_call_id' END
+       CASE WHEN type IN ('assistant/message', 'assistant/part') THEN payload -> '$.tool_calls'
+            WHEN type = 'tool/result' THEN payload ->> '$.tool_call_id' END
 FROM events
 WHERE position > ? AND position <= ?
-  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result')
+  AND type IN ('turn/start', 'turn/end', 'user/message', 'assistant/message', 'tool/result', 'assistant/part')
   AND session_id NOT IN (SELECT session_id FROM importing)
 ORDER BY position LIMIT ?"""
 

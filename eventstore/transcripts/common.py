@@ -24,6 +24,8 @@ class Converted:
     meta: dict
     events: list[tuple[str, dict, float]] = field(default_factory=list)
     held: int = 0
+    #: ``{(line type, event type): count}``: what the source lines became (``import -v``).
+    folded: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -41,8 +43,9 @@ class Lines:
 def read_lines(path: str, data: bytes | None = None, *, salvage: bool = False) -> Lines:
     """Parse a JSONL transcript. ``data`` is the file's bytes (read from ``path`` when None).
 
-    Blank lines are skipped. A last line that does not parse (with or without its newline)
-    is left for the next run (``waiting``): once more lines follow it, it is an error.
+    Blank lines are skipped. A last line that does not parse (with or without its newline),
+    or that ends inside a UTF-8 character (no newline yet), is left for the next run
+    (``waiting``): once more lines follow it, it is an error.
     Raises :class:`InvalidJSONL` (``FILE:LINE: reason``) for a line that is not UTF-8, not
     JSON, or not an object, unless ``salvage``, which skips such lines and lists them in
     ``dropped``. Raises ``OSError`` when the file cannot be read.
@@ -69,6 +72,9 @@ def read_lines(path: str, data: bytes | None = None, *, salvage: bool = False) -
             if not isinstance(obj, dict):
                 reason = f"not a JSON object (a {type(obj).__name__})"
         except UnicodeDecodeError as e:
+            if is_tail and i == len(parts) and e.reason == "unexpected end of data":
+                waiting = True  # cut inside a character: the agent is still writing it
+                continue
             reason = f"invalid UTF-8 at byte {e.start}"
         except ValueError as e:
             if is_tail:
@@ -101,3 +107,56 @@ def parse_ts(value: object) -> float | None:
 def without(d: dict, keys: tuple[str, ...] | set[str] | frozenset[str]) -> dict:
     """``d`` without ``keys`` (a new dict)."""
     return {k: v for k, v in d.items() if k not in keys}
+
+
+#: The event type of facts an import learns after a session is created (a model, a title,
+#: the Task call a subagent answers, the branch a /rewind continued in): see
+#: docs/import-export.md, "Facts learned later".
+INFO = "session/info"
+
+
+def effective_meta(meta: dict, events) -> dict:
+    """A session's ``meta`` as its ``session/info`` events leave it: each one's ``info``
+    updates it in seq order (the latest value wins; a null value removes the key).
+    ``events`` yields ``(type, payload)`` pairs (or longer tuples starting so)."""
+    out = dict(meta)
+    for ev in events:
+        type_, payload = ev[0], ev[1]
+        if type_ != INFO or not isinstance(payload, dict) or not isinstance(payload.get("info"), dict):
+            continue
+        for k, v in payload["info"].items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = v
+    return out
+
+
+def current_meta(store, session_id: str) -> dict:
+    """The stored session's meta as its ``session/info`` events leave it (see
+    :func:`effective_meta`): what ``sessions --json`` and the viewer show. ``{}`` for a
+    session that is not stored."""
+    text = store.backend.session_meta(session_id)
+    if text is None:
+        return {}
+    meta = json.loads(text)
+    out = effective_meta(meta if isinstance(meta, dict) else {},
+                         ((e.type, e.payload) for e in store.session(session_id).events(types=INFO)))
+    parent = out.get("parent_session")
+    if out.get("relation") == "subagent" and "tool_call_id" not in out and isinstance(parent, str):
+        # A subagent file's events come from its own file only: the Task call it answers is
+        # named on the parent's side (``subagent/<tool_call_id>``), when the parent is stored.
+        up = current_meta(store, parent) if parent != session_id else {}
+        calls = [k.split("/", 1)[1] for k, v in up.items() if k.startswith("subagent/") and v == session_id]
+        if calls:
+            out["tool_call_id"] = calls[-1]
+    return out
+
+
+def all_info(store) -> dict[str, dict]:
+    """``{session id: what its session/info events say}`` (each merged as
+    :func:`effective_meta` merges them; sessions without any are left out), in one read."""
+    out: dict[str, dict] = {}
+    for sid, payload in store.backend.info_rows():
+        out[sid] = effective_meta(out.get(sid, {}), [(INFO, json.loads(payload))])
+    return out

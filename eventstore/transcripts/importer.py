@@ -11,7 +11,6 @@ places at once, never stores an event twice.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -19,8 +18,6 @@ from dataclasses import dataclass, field
 from ..errors import ImportConflict, SessionExists, SessionNotFound
 from . import claude_code, codex
 from .common import Converted, read_lines
-
-_UUID_PREFIX = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{7,}")
 
 
 @dataclass
@@ -49,6 +46,16 @@ class TranscriptReport:
     sessions: list[SessionResult] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     waiting: bool = False
+    #: ``{(line type, event type): count}`` over the file's sessions: where its lines went.
+    folded: dict = field(default_factory=dict)
+
+    def folded_text(self) -> str:
+        """``folded`` in a line: ``assistant lines: 3 assistant/message, 2 assistant/part;
+        ...`` (every line of the file is in one or more events)."""
+        by_line: dict[str, list[str]] = {}
+        for (line, event), n in sorted(self.folded.items()):
+            by_line.setdefault(line, []).append(f"{n} {event}")
+        return "; ".join(f"{line} lines: {', '.join(v)}" for line, v in by_line.items())
 
 
 CONVERTERS = {"claude-code", "codex"}
@@ -83,29 +90,34 @@ def _head(store, session_id: str):
     return s, s.next_seq()
 
 
-def _stored_uuid(store) -> Callable[[str], str | None]:
-    def look(session_id: str) -> str | None:
-        s, n = _head(store, session_id)
-        if s is None or not n:
-            return None
-        for ev in reversed(list(s.events(after_seq=max(-1, n - 51)))):
-            m = _UUID_PREFIX.match(str(ev.payload.get("event_id", "")))
-            if m and not m.group(0).startswith("L"):
-                return m.group(0)
-        return None
-    return look
+def _is_repair(payload: dict) -> bool:
+    """An event ``eventstore repair`` appended (it has no source key): not of the file."""
+    return payload.get("repair") is True and "event_id" not in payload
 
 
-def _first_difference(s, events: list[tuple[str, dict, float]], n: int) -> tuple[int, str] | None:
-    """The first seq where the ``n`` stored events of session ``s`` and the converted
-    ``events`` (``(type, payload, ts)``) differ, and what differs: ``(seq, "seq S differs
-    (payload)")``; None when one is the beginning of the other. Every event is compared,
-    not only the head's key: two rollouts can share a session id and their line numbers."""
-    for e, (type_, payload, ts) in zip(s.events(), events[:n], strict=False):  # (more may be stored by now)
+def _first_difference(s, events: list[tuple[str, dict, float]], n: int) -> tuple[tuple[int, str] | None, int]:
+    """Compare the ``n`` stored events of session ``s`` with the converted ``events``
+    (``(type, payload, ts)``): ``(difference, matched)``, where ``difference`` is ``(seq,
+    "seq S differs (payload)")`` at the first stored event that differs (None when one is
+    the beginning of the other) and ``matched`` the converted events found stored. Every
+    event is compared, not only the head's key: two rollouts can share a session id and
+    their line numbers. Events ``repair`` appended are passed over: the file goes on after
+    them."""
+    k = 0
+    for e in s.events():  # (more may be stored by now than n)
+        if e.seq >= n:
+            break
+        if _is_repair(e.payload):
+            continue
+        if k >= len(events):
+            k += 1
+            continue
+        type_, payload, ts = events[k]
         what = "type" if e.type != type_ else "ts" if e.ts != ts else "payload" if e.payload != payload else None
         if what is not None:
-            return e.seq, f"seq {e.seq} differs ({what})"
-    return None
+            return (e.seq, f"seq {e.seq} differs ({what})"), k
+        k += 1
+    return None, k
 
 
 def store_converted(store, conv: Converted, path: str) -> SessionResult:
@@ -118,14 +130,15 @@ def store_converted(store, conv: Converted, path: str) -> SessionResult:
     is stored, run again).
     """
     s, n = _head(store, conv.session_id)
+    matched = 0
     if n:
-        differs = _first_difference(s, conv.events, n)
+        differs, matched = _first_difference(s, conv.events, n)
         if differs is not None:
             seq, what = differs
             raise ImportConflict(path, 0, f"session {conv.session_id!r} is already stored with other events: "
                                           f"{what}", conv.session_id, seq)
-        if n > len(conv.events):  # an older copy of the file: what it holds is stored, and more
-            return SessionResult(conv.session_id, "skipped", 0, n, conv.held, ahead=n - len(conv.events))
+        if matched > len(conv.events):  # an older copy of the file: what it holds is stored, and more
+            return SessionResult(conv.session_id, "skipped", 0, n, conv.held, ahead=matched - len(conv.events))
     created = False
     if s is None:
         try:
@@ -133,7 +146,7 @@ def store_converted(store, conv: Converted, path: str) -> SessionResult:
             created = True
         except SessionExists:  # another import created it a moment ago
             s = store.session(conv.session_id)
-    new = conv.events[n:]
+    new = conv.events[matched:]
     if new:
         s.append_many(new, expected_seq=n)
     status = "imported" if created else ("appended" if new else "skipped")
@@ -153,10 +166,12 @@ def import_transcript(store, path: str, fmt: str, *, salvage: bool = False,
     atomically; the sessions of one file (a conversation, its forks and subagents) one
     after the other.
     """
-    convs, dropped, waiting = convert_file(path, fmt, salvage=salvage, stored_uuid=_stored_uuid(store), data=data)
+    convs, dropped, waiting = convert_file(path, fmt, salvage=salvage, data=data)
     rep = TranscriptReport(path, fmt, dropped=dropped, waiting=waiting)
     for conv in convs:
         rep.sessions.append(store_converted(store, conv, path))
+        for k, n in conv.folded.items():
+            rep.folded[k] = rep.folded.get(k, 0) + n
     return rep
 
 

@@ -27,6 +27,7 @@ from .. import __version__
 from ..errors import EventStoreError, QueryError, SessionNotFound
 from ..search import search as run_search
 from ..search import snippet_ranges
+from ..transcripts.common import current_meta
 from .hub import ALL, Hub
 from .index import SORT_KEYS
 
@@ -224,6 +225,7 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
         body = summary.to_dict() if summary is not None else {
             "id": s.id, "created_at": None, "events": 0, "messages": 0, "tool_calls": 0, "first_ts": None,
             "last_ts": None, "complete": True, "open_turn": False, "dangling_calls": 0, "loading": not hub.ready}
+        body["meta"] = current_meta(store, s.id)  # with what session/info events learned later
         return JSONResponse(body)
 
     def events(request):

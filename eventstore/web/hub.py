@@ -152,9 +152,9 @@ class Hub:
             rows = follower.events_after(self.position, FOLLOW_PAGE, self._dead(follower))
             for position, sid, seq, type_, ts, payload in rows:
                 extra = None
-                if type_ == "assistant/message" or type_ == "tool/result":
+                if type_ == "assistant/message" or type_ == "tool/result" or type_ == "assistant/part":
                     p = json.loads(payload)
-                    extra = p.get("tool_calls") if type_ == "assistant/message" else p.get("tool_call_id")
+                    extra = p.get("tool_call_id") if type_ == "tool/result" else p.get("tool_calls")
                 self.index.apply(position, sid, seq, type_, ts, extra)
                 self.position = position
                 self._changed(sid)

@@ -7,10 +7,12 @@ follower (see :mod:`eventstore.web.hub`), through the same
 the sessions page sorts, filters and pages 100,000 sessions in memory in tens of
 milliseconds, where asking the database per request would cost a scan of the log.
 
-A session is *complete* when it has no open turn (a ``turn/start`` not yet followed by a
-``turn/end``) and no dangling tool call (a call without its ``tool/result``); the call rules
-are the ``tool_calls`` view's (docs/schema.md): the result answering a call comes after it,
-before the next ``user/message`` or ``assistant/message``.
+A session is *complete* when no tool call dangles (a call without its ``tool/result``) and
+its last turn is over: ended (a ``turn/end``), or answered (its last message is an
+assistant message without tool calls: an imported transcript's turn has no end line, see
+docs/import-export.md). The call rules are the ``tool_calls`` view's (docs/schema.md): the
+result answering a call comes after it, before the next ``user/message`` or
+``assistant/message``; an ``assistant/part`` adds calls to its message.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class Summary:
     """What the sessions page shows of one session. Times are seconds since the epoch."""
 
     __slots__ = ("id", "created_at", "events", "messages", "tool_calls", "first_ts", "last_ts",
-                 "open_turn", "pending", "dangling", "last_position")
+                 "open_turn", "pending", "dangling", "last_position", "answered")
 
     def __init__(self, session_id: str, created_at: float):
         self.id = session_id
@@ -53,11 +55,12 @@ class Summary:
         self.pending: list[str] = []  # ids of calls still waiting for their result
         self.dangling = 0  # calls whose answering window closed without a result
         self.last_position = 0
+        self.answered = False  # the last message is an assistant message without tool calls
 
     @property
     def complete(self) -> bool:
-        """No open turn and no dangling tool call."""
-        return not self.open_turn and not self.pending and not self.dangling
+        """No dangling tool call, and the last turn ended or was answered."""
+        return (not self.open_turn or self.answered) and not self.pending and not self.dangling
 
     def count(self, position: int, seq: int, ts: float) -> None:
         """Count one event (every event, in order)."""
@@ -72,8 +75,15 @@ class Summary:
         nothing). ``extra`` is, for an ``assistant/message``, its ``tool_calls`` (a list, or
         JSON text of it; anything else counts as no calls); for a ``tool/result``, its
         ``tool_call_id``."""
-        if type_ in _MESSAGE_TYPES:
+        if type_ == "assistant/part":  # more of the last assistant message: its window stays open
+            calls = _loads(extra) if isinstance(extra, str) else extra
+            if isinstance(calls, list) and calls:
+                self.tool_calls += len(calls)
+                self.pending += [c.get("id") if isinstance(c, dict) else None for c in calls]
+                self.answered = False
+        elif type_ in _MESSAGE_TYPES:
             self.messages += 1
+            self.answered = False
             if type_ == "tool/result":
                 if extra in self.pending:
                     self.pending.remove(extra)
@@ -85,6 +95,7 @@ class Summary:
                 if isinstance(calls, list):
                     self.tool_calls += len(calls)
                     self.pending = [c.get("id") if isinstance(c, dict) else None for c in calls]
+            self.answered = type_ == "assistant/message" and not self.pending
         elif type_ == "turn/start":
             self.open_turn = True
         elif type_ == "turn/end":
