@@ -69,6 +69,9 @@ def read_lines(path: str, data: bytes | None = None, *, salvage: bool = False) -
             if not isinstance(obj, dict):
                 reason = f"not a JSON object (a {type(obj).__name__})"
         except UnicodeDecodeError as e:
+            if is_tail:  # cut inside a multi-byte character: the agent is still writing it
+                waiting = True
+                continue
             reason = f"invalid UTF-8 at byte {e.start}"
         except ValueError as e:
             if is_tail:
