@@ -14,9 +14,13 @@ growing rollout and then all of it stores what one import of all of it stores. T
   :func:`user_kind`) and opens nothing. ``event_msg user_message`` repeats the prompt item
   (``codex/user_message``); one with no prompt item next to it (a review session keeps
   its prompt only there) is the prompt itself;
-* each ``turn_context`` (written before a model call) opens a step; ``task_complete`` and
-  ``turn_aborted`` end the turn, and say so in ``session/info {"ended": "complete" |
-  "interrupted"}`` (``null`` again when a new turn starts);
+* each ``turn_context`` (written before a model call) opens a step; ``task_complete`` ends
+  the turn; either it or ``turn_aborted`` says how the session stands in ``session/info
+  {"ended": "complete" | "interrupted"}`` (``null`` again when a new turn starts). An
+  aborted turn stays open until the next prompt, which writes its ``turn/end {"aborted"}``
+  (with the abort's time) and first a ``tool/result`` ``"aborted"`` (``synthetic``,
+  ``is_error``) for each call left without one, as Codex sends the model: so a session cut
+  off mid-turn reads as interrupted, not as finished;
 * the items of one model response (its ``reasoning``, text ``message`` and tool calls,
   up to the next input: a tool output, a user message, a ``turn_context``) share a
   ``message_id`` (the key of the response's first line): the first text or call is an
@@ -30,8 +34,8 @@ growing rollout and then all of it stores what one import of all of it stores. T
 * ``token_count`` is ``codex/token_count`` carrying ``usage``: the increase of its
   cumulative totals over the previous ones (repeated totals carry none); totals lower
   than the previous ones are a counter that started again from zero, a new base;
-* ``compacted`` is ``context/compact {"before_seq"}`` (the projection starts again
-  there), then the replacement history (``user/message`` with kind ``compact_history``
+* ``compacted`` is ``context/compact`` (the projection starts again there), then the
+  replacement history (``user/message`` with kind ``compact_history``
   for the earlier prompts sent again, ``compact_summary`` for the summary), or, in the
   versions that write only the summary, that summary;
 * every other line is an event ``codex/<type>`` of its own; each event keeps what the
@@ -228,11 +232,13 @@ class _Converter:
         self.prompt_item = False
         self.prompt_event: str | None = None
         self.failed: set[str] = set()  # call ids whose end event said they failed
+        self.unanswered: list[str] = []  # ids of calls without a result yet
         self.ended: str | None = None  # the last "ended" said in a session/info
+        self.aborted: tuple[object, float, str] | None = None  # an aborted turn's (reason, ts, key)
 
-    def emit(self, type_: str, payload: dict, key: str) -> None:
+    def emit(self, type_: str, payload: dict, key: str, ts: float | None = None) -> None:
         payload["event_id"] = key
-        self.events.append((type_, payload, self.ts))
+        self.events.append((type_, payload, self.ts if ts is None else ts))
 
     def info(self, key: str, **facts) -> None:
         self.emit("session/info", {"info": facts}, f"{key}:info")
@@ -246,14 +252,28 @@ class _Converter:
             self.emit("step/end", {"step": self.step, "tool_calls": self.calls}, f"{key}:step-end")
             self.step_open = False
 
-    def close_turn(self, key: str, extra: dict | None = None) -> None:
+    def close_turn(self, key: str) -> None:
         self.close_step(key)
         if self.turn_open:
-            self.emit("turn/end", {"turn": self.turn, **(extra or {})}, f"{key}:turn-end")
+            if self.aborted is not None:
+                reason, ts, at = self.aborted
+                self.emit("turn/end", {"turn": self.turn, "aborted": reason}, f"{at}:turn-end", ts)
+            else:
+                self.emit("turn/end", {"turn": self.turn}, f"{key}:turn-end")
             self.turn_open = False
+        self.aborted = None
+
+    def answer_left_calls(self, key: str) -> None:
+        """Before user text: the calls left without a result (a turn cut off) are answered
+        ``aborted``, as Codex answers them in the model's next request."""
+        for call_id in self.unanswered:
+            self.emit("tool/result", {"tool_call_id": call_id, "content": "aborted", "is_error": True,
+                                      "synthetic": True}, f"{key}:{call_id}")
+        self.unanswered = []
 
     def open_turn(self, key: str) -> None:
         self.end_response()
+        self.answer_left_calls(key)
         self.close_turn(key)
         if self.ended is not None:  # the session goes on
             self.ended = None
@@ -324,7 +344,12 @@ class _Converter:
                   {"source": {**without(p, ("type",)), **rest_line}}, key)
         if pt in ("turn_aborted", "task_complete"):
             self.end_response()
-            self.close_turn(key, {"aborted": p.get("reason", True)} if pt == "turn_aborted" else None)
+            if pt == "task_complete":
+                self.close_turn(key)
+            else:  # the turn stays open until the next prompt (see the module's docstring)
+                self.close_step(key)
+                if self.turn_open:
+                    self.aborted = (p.get("reason", True), self.ts, key)
             ended = "interrupted" if pt == "turn_aborted" else "complete"
             if ended != self.ended:
                 self.ended = ended
@@ -352,6 +377,7 @@ class _Converter:
             return
         text = p.get("message") if isinstance(p.get("message"), str) else None
         kind = user_kind("user", text)
+        self.answer_left_calls(key)
         if kind is None:
             self.open_turn(key)
             self.prompt_event = text or ""
@@ -365,6 +391,8 @@ class _Converter:
         if pt in CALL_TYPES:
             call, rest = _call(pt, {**p, **rest_line})
             self.calls += 1
+            if isinstance(call["id"], str):
+                self.unanswered.append(call["id"])
             self.assistant(key, {"tool_calls": [call], "source": rest})
             return
         if pt in _INPUT_ITEMS:
@@ -393,6 +421,8 @@ class _Converter:
         call_id = p.get("call_id")
         told = call_id in self.failed
         self.failed.discard(call_id)
+        if call_id in self.unanswered:
+            self.unanswered.remove(call_id)
         payload = {"tool_call_id": call_id, "content": out if out is not None else "",
                    "is_error": code != 0 if code is not None else (told or failure(out))}
         rest = {**without(p, ("type", "call_id", "output")), **rest_line}
@@ -426,6 +456,7 @@ class _Converter:
             self.prompt_event = None
             self.emit("codex/message", {"source": {**without(p, ("type",)), **rest_line}}, key)
             return
+        self.answer_left_calls(key)
         if kind is None:
             self.open_turn(key)
             self.prompt_item = True
@@ -445,7 +476,7 @@ class _Converter:
         src = {**without(p, ("replacement_history",)), **rest_line}
         if isinstance(history, list):
             src["replacement_items"] = len(history)
-        self.emit("context/compact", {"before_seq": len(self.events) + 1, "reason": "compaction", "source": src}, key)
+        self.emit("context/compact", {"reason": "compaction", "source": src}, key)
         if not isinstance(history, list):
             summary = p.get("message")
             if isinstance(summary, str) and summary:
