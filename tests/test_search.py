@@ -455,3 +455,20 @@ def test_text_with_a_lone_surrogate_or_marker_characters_is_found(tmp_path):
         assert set(by_seq) == {0, 1}
         assert snippet_ranges(by_seq[0].snippet) == ("\ud83d lone wombat", [(7, 13)])
         assert snippet_ranges(by_seq[1].snippet) == ("\ufffdx\ufffd wombat", [(4, 10)])
+
+
+def test_thinking_is_searched(store):
+    """Claude Code's thinking blocks and Codex's reasoning summaries (``assistant/thinking``)
+    are found, past the index (a search that does not catch it up) and in it."""
+    import_transcript(store, str(DATA / "codex/rollout-0.40-shell.jsonl"), "codex")
+    import_transcript(store, str(DATA / "claude-code/v1.0-split-blocks.jsonl"), "claude-code")
+    for update_index in (False, True):
+        (hit,) = search(store, "Locating", update_index=update_index)  # only a reasoning summary says it
+        assert hit.type == "assistant/thinking" and f"{MARK_START}Locating{MARK_END}" in hit.snippet
+        assert next(store.session(hit.session_id).events(after_seq=hit.seq - 1)).payload["thinking"] == (
+            "**Locating parse_duration**")
+        hits = search(store, "indentation mismatch", update_index=update_index)
+        assert [h.type for h in hits] == ["assistant/thinking"]
+        assert search(store, "Locating", type="assistant/message", update_index=update_index) == []
+    assert es_count(store, "Locating") == 1 and es_count(store, "Locating", type="assistant/thinking") == 1
+    assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]

@@ -1,7 +1,8 @@
 """SQLite's side of search and usage (revision 0100): the FTS5 index ``events_search``
-over the ``events_search_text`` view, kept current by whoever searches (:func:`catch_up`),
-and the ``usage`` view's totals. The functions take the :class:`SQLiteBackend` whose
-connection they use; see :class:`eventstore.backends.base.Backend` for the contract.
+over the ``events_search_text`` view and the text of thinking (:data:`THINKING`), kept
+current by whoever searches (:func:`catch_up`), and the ``usage`` view's totals. The
+functions take the :class:`SQLiteBackend` whose connection they use; see
+:class:`eventstore.backends.base.Backend` for the contract.
 
 The index is derived from the log and not kept by a trigger on ``events``: FTS5 writes a
 segment per transaction, which made a single append of a message event about three times
@@ -23,6 +24,14 @@ if TYPE_CHECKING:
 
 #: Positions indexed per write transaction of :func:`catch_up` (writers wait at most one).
 CATCH_UP_BATCH = 20_000
+
+#: The searchable text of the thinking events (``assistant/thinking``: Claude Code's thinking
+#: blocks, Codex's reasoning summaries), which revision 0100's ``events_search_text`` view
+#: leaves out: ``events_search_text`` and this, united, are what the index holds (rows
+#: ``position, session_id, seq, type, text``). Thinking stored before this was written is
+#: indexed only by a migration that rebuilds the view (docs/schema.md).
+THINKING = ("SELECT position, session_id, seq, type, payload ->> '$.thinking' AS text FROM events "
+            "WHERE type = 'assistant/thinking' AND json_type(payload, '$.thinking') = 'text'")
 
 
 def fts_query(text: str) -> str:
@@ -79,6 +88,9 @@ def catch_up(backend: SQLiteBackend, progress: Callable[[int, int], None] | None
             cur.execute("INSERT INTO events_search (rowid, text) SELECT position, text FROM events_search_text "
                         "WHERE position > ? AND position <= ?", (start, end))
             n = cur.rowcount
+            cur.execute(f"INSERT INTO events_search (rowid, text) SELECT position, text FROM ({THINKING}) "
+                        "WHERE position > ? AND position <= ?", (start, end))
+            n += cur.rowcount
             cur.execute("UPDATE events_search_state SET indexed_through = ?", (end,))
             return n, end, last
 
@@ -126,8 +138,9 @@ def search(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None
     hits = []
     for position, score in best:
         sid, seq, t, ts, text = backend._read(
-            "SELECT e.session_id, e.seq, e.type, e.ts, CAST(x.text AS BLOB) FROM events AS e "
-            "JOIN events_search_text AS x ON x.position = e.position WHERE e.position = ?", (position,))[0]
+            "SELECT e.session_id, e.seq, e.type, e.ts, CAST(CASE WHEN e.type = 'assistant/thinking' "
+            "THEN e.payload ->> '$.thinking' ELSE (SELECT x.text FROM events_search_text AS x "
+            "WHERE x.position = e.position) END AS BLOB) FROM events AS e WHERE e.position = ?", (position,))[0]
         hits.append((sid, seq, t, ts, _text(text), score))
     if len(hits) < limit:
         hits += _scan_tail(backend, query, raw, session_id, type_, limit - len(hits))
@@ -147,8 +160,9 @@ def count(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None,
 
 def _scan_tail(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None, type_: str | None,
                limit: int) -> list[tuple[str, int, str, float, str, float]]:
-    """Matches among the message events past the index, newest first: every token of
-    ``query`` as a case-insensitive substring (a raw FTS5 query: its words, operators aside)."""
+    """Matches among the message and thinking events past the index, newest first: every
+    token of ``query`` as a case-insensitive substring (a raw FTS5 query: its words,
+    operators aside)."""
     start = _indexed_through(backend)
     if start >= backend._read("SELECT coalesce(max(position), 0) FROM events")[0][0]:
         return []
@@ -162,10 +176,13 @@ def _scan_tail(backend: SQLiteBackend, query: str, raw: bool, session_id: str | 
     if type_ is not None:
         where.append("x.type = ?")
         params.append(type_)
-    rows = backend._read(f"SELECT x.session_id, x.seq, x.type, e.ts, CAST(x.text AS BLOB) FROM events_search_text AS x "
-                         f"JOIN events AS e ON e.position = x.position WHERE {' AND '.join(where)} "
-                         f"ORDER BY x.position DESC LIMIT ?", (*params, limit))
-    return [(sid, seq, t, ts, _text(text), 0.0) for sid, seq, t, ts, text in rows]
+    rows = []
+    for source in ("events_search_text", f"({THINKING})"):
+        rows += backend._read(f"SELECT x.position, x.session_id, x.seq, x.type, e.ts, CAST(x.text AS BLOB) "
+                              f"FROM {source} AS x JOIN events AS e ON e.position = x.position "
+                              f"WHERE {' AND '.join(where)} ORDER BY x.position DESC LIMIT ?", (*params, limit))
+    rows.sort(key=lambda r: r[0], reverse=True)
+    return [(sid, seq, t, ts, _text(text), 0.0) for _pos, sid, seq, t, ts, text in rows[:limit]]
 
 
 def usage_totals(backend: SQLiteBackend) -> list[tuple[str, int, int, int, int, int]]:
