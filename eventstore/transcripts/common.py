@@ -41,8 +41,9 @@ class Lines:
 def read_lines(path: str, data: bytes | None = None, *, salvage: bool = False) -> Lines:
     """Parse a JSONL transcript. ``data`` is the file's bytes (read from ``path`` when None).
 
-    Blank lines are skipped. A last line that does not parse (with or without its newline)
-    is left for the next run (``waiting``): once more lines follow it, it is an error.
+    Blank lines are skipped. A last line that does not parse (with or without its newline),
+    or that ends inside a UTF-8 character (no newline yet), is left for the next run
+    (``waiting``): once more lines follow it, it is an error.
     Raises :class:`InvalidJSONL` (``FILE:LINE: reason``) for a line that is not UTF-8, not
     JSON, or not an object, unless ``salvage``, which skips such lines and lists them in
     ``dropped``. Raises ``OSError`` when the file cannot be read.
@@ -69,8 +70,8 @@ def read_lines(path: str, data: bytes | None = None, *, salvage: bool = False) -
             if not isinstance(obj, dict):
                 reason = f"not a JSON object (a {type(obj).__name__})"
         except UnicodeDecodeError as e:
-            if is_tail:  # cut inside a multi-byte character: the agent is still writing it
-                waiting = True
+            if is_tail and i == len(parts) and e.reason == "unexpected end of data":
+                waiting = True  # cut inside a character: the agent is still writing it
                 continue
             reason = f"invalid UTF-8 at byte {e.start}"
         except ValueError as e:
