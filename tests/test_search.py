@@ -472,3 +472,19 @@ def test_thinking_is_searched(store):
         assert search(store, "Locating", type="assistant/message", update_index=update_index) == []
     assert es_count(store, "Locating") == 1 and es_count(store, "Locating", type="assistant/thinking") == 1
     assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]
+
+
+def test_the_parts_of_a_message_are_searched(store):
+    """A message written over many lines (an ``assistant/message``, then ``assistant/part``
+    events of its ``message_id``): each part's text and tool calls are found."""
+    s = store.create_session("split")
+    s.append("assistant/message", {"content": "first words", "message_id": "m1"})
+    s.append("assistant/part", {"message_id": "m1", "content": [{"type": "text", "text": "zebra crossing"}]})
+    s.append("assistant/part", {"message_id": "m1", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "look_up", "arguments": '{"animal": "giraffe"}'}}]})
+    for update_index in (False, True):
+        assert [(h.seq, h.type) for h in search(store, "zebra", update_index=update_index)] == [(1, "assistant/part")]
+        (hit,) = search(store, "giraffe", update_index=update_index)
+        assert hit.seq == 2 and f"{MARK_START}giraffe{MARK_END}" in hit.snippet and "look_up" in hit.snippet
+    assert es_count(store, "look_up") == 1
+    assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]

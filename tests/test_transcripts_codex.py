@@ -383,7 +383,7 @@ def test_text_no_human_typed_has_a_kind_and_opens_no_turn(text, kind):
 
 def test_a_compaction_is_a_boundary_then_what_replaced_the_history():
     events = convert(sample("rollout-0.120-compaction.jsonl")).events
-    at = [t for t, _p, _ts in events].index("context/compact")
+    at = [t for t, _p, _ts in events].index("compaction/boundary")
     assert events[at][1]["reason"] == "compaction" and events[at][1]["source"]["replacement_items"] == 4
     after = [(t, p.get("kind")) for t, p, _ts in events[at + 1:at + 5]]
     assert after == [("user/message", "developer"), ("user/message", "environment"),
@@ -392,4 +392,30 @@ def test_a_compaction_is_a_boundary_then_what_replaced_the_history():
     # Older versions write the summary alone.
     (conv,) = codex.convert(lines_of(META, {"type": "compacted", "payload": {"message": "the summary"}}), "x.jsonl")
     assert [(t, p.get("kind"), p.get("content")) for t, p, _ts in conv.events[1:]] == [
-        ("context/compact", None, None), ("user/message", "compact_summary", "the summary")]
+        ("compaction/boundary", None, None), ("user/message", "compact_summary", "the summary")]
+
+
+def test_the_items_of_one_model_response_are_a_message_and_its_parts():
+    """Reasoning, a text and two parallel calls, written one after the other, are one
+    response: one assistant/message and parts of its message_id (the projection folds
+    them); the next input (a tool output) ends it."""
+    item = {"type": "response_item"}
+    (conv,) = codex.convert(lines_of(
+        META,
+        {"type": "turn_context", "payload": {"model": "m1"}},
+        {**item, "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]}},
+        {**item, "payload": {"type": "message", "role": "assistant",
+                             "content": [{"type": "output_text", "text": "I'll look."}]}},
+        {**item, "payload": {"type": "function_call", "name": "a", "arguments": "{}", "call_id": "A"}},
+        {"type": "event_msg", "payload": {"type": "agent_reasoning", "text": "think"}},
+        {**item, "payload": {"type": "custom_tool_call", "name": "b", "input": "x", "call_id": "B"}},
+        {**item, "payload": {"type": "function_call_output", "call_id": "A", "output": "Exit code: 0\nOutput:\n"}},
+        {**item, "payload": {"type": "custom_tool_call_output", "call_id": "B", "output": "aborted"}},
+        {**item, "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}},
+    ), "x.jsonl")
+    got = [(t, p.get("message_id"), p.get("content"), [c["id"] for c in p.get("tool_calls", [])])
+           for t, p, _ts in conv.events if t.startswith("assistant/") or t == "tool/result"]
+    assert got == [("assistant/thinking", "L3", None, []), ("assistant/message", "L3", "I'll look.", []),
+                   ("assistant/part", "L3", None, ["A"]), ("assistant/part", "L3", None, ["B"]),
+                   ("tool/result", None, "Exit code: 0\nOutput:\n", []), ("tool/result", None, "aborted", []),
+                   ("assistant/message", "L10", "ok", [])]

@@ -83,10 +83,11 @@ POSITION_LOCK = 28555852263026292
 MIGRATION_LOCK = 7310306919626989940
 
 # The searchable text and vector of an event of ``events AS e``: revision 0100's functions
-# for a message event; for a thinking event (``assistant/thinking``: Claude Code's thinking,
-# Codex's reasoning summaries), which they leave out, its ``thinking`` string, split into
-# words as es_search_vector splits a message's text. Thinking stored before this was
-# written is indexed only by a migration that redefines those functions (docs/schema.md).
+# for a message event and a message part (``assistant/part``: the later lines of an API
+# message, whose payload has a message's shape); for a thinking event (``assistant/thinking``:
+# Claude Code's thinking, Codex's reasoning summaries), which they leave out, its
+# ``thinking`` string, split into words as es_search_vector splits a message's text. Such
+# events stored before this was written are indexed once the index is rebuilt (docs/schema.md).
 _THINKING_TEXT = ("CASE WHEN json_typeof(es_json(e.payload) -> 'thinking') = 'string' "
                   "THEN es_json(e.payload) ->> 'thinking' ELSE '' END")
 _SEARCH_TEXT = f"(CASE WHEN e.type = 'assistant/thinking' THEN {_THINKING_TEXT} ELSE es_search_text(e.payload) END)"
@@ -94,11 +95,12 @@ _SEARCH_VECTOR = ("(CASE WHEN e.type = 'assistant/thinking' THEN to_tsvector('si
                   f"left({_THINKING_TEXT}, 200000), '[!-/:-@[-`{{-~]+', ' ', 'g')) "
                   "ELSE es_search_vector(e.payload) END)")
 
-#: The catch-up's insert of the message and thinking events at positions in ``(%s, %s]``.
+#: The catch-up's insert of the message, part and thinking events at positions in ``(%s, %s]``.
 _CATCH_UP = ("INSERT INTO events_search (position, session_id, type, tsv) "
              f"SELECT e.position, e.session_id, e.type, {_SEARCH_VECTOR} FROM events AS e "
              "WHERE e.position > %s AND e.position <= %s "
-             "AND e.type IN ('user/message', 'assistant/message', 'tool/result', 'assistant/thinking') "
+             "AND e.type IN ('user/message', 'assistant/message', 'tool/result', 'assistant/part', "
+             "'assistant/thinking') "
              "ORDER BY e.position ON CONFLICT (position) DO NOTHING")
 
 #: The channel the schema's statement trigger NOTIFYs after every INSERT into events.
@@ -1590,10 +1592,11 @@ CATCH_UP_BATCH = 10_000
 #: The ``pg_advisory_xact_lock`` key (the bytes ``essearch``) that one catch-up batch holds.
 SEARCH_LOCK = int.from_bytes(b"essearch", "big")
 #: The message event types (revision 0100's events_search_text): every one up to the index's
-#: bound has its row (thinking stored before thinking was indexed may not: see _SEARCH_VECTOR).
+#: bound has its row (a part or thinking stored before they were indexed may not: see
+#: _SEARCH_VECTOR).
 _MESSAGE_TYPES = "('user/message', 'assistant/message', 'tool/result')"
-#: The event types that are searched: the message events and the thinking events.
-_SEARCH_TYPES = "('user/message', 'assistant/message', 'tool/result', 'assistant/thinking')"
+#: The event types that are searched: the message events, message parts, thinking events.
+_SEARCH_TYPES = "('user/message', 'assistant/message', 'tool/result', 'assistant/part', 'assistant/thinking')"
 # What separates words in the indexed text (es_search_vector): whitespace and ASCII
 # punctuation, "_" included.
 _SEARCH_SPLIT = re.compile(r"[\s!-/:-@\[-`{-~]+")

@@ -34,7 +34,7 @@ growing rollout and then all of it stores what one import of all of it stores. T
 * ``token_count`` is ``codex/token_count`` carrying ``usage``: the increase of its
   cumulative totals over the previous ones (repeated totals carry none); totals lower
   than the previous ones are a counter that started again from zero, a new base;
-* ``compacted`` is ``context/compact`` (the projection starts again there), then the
+* ``compacted`` is ``compaction/boundary`` (the projection starts again there), then the
   replacement history (``user/message`` with kind ``compact_history``
   for the earlier prompts sent again, ``compact_summary`` for the summary), or, in the
   versions that write only the summary, that summary;
@@ -476,7 +476,7 @@ class _Converter:
         src = {**without(p, ("replacement_history",)), **rest_line}
         if isinstance(history, list):
             src["replacement_items"] = len(history)
-        self.emit("context/compact", {"reason": "compaction", "source": src}, key)
+        self.emit("compaction/boundary", {"reason": "compaction", "source": src}, key)
         if not isinstance(history, list):
             summary = p.get("message")
             if isinstance(summary, str) and summary:
