@@ -228,7 +228,8 @@ class _Converter:
         self.response: str | None = None
         self.response_message = False
         # A prompt item whose event_msg user_message (its repetition) has not come yet; the
-        # text of a prompt made from an event_msg whose item (if any) has not come yet.
+        # text of a prompt made from an event_msg whose item (if any) has not come yet. The
+        # model's first output after a prompt ends the wait for either.
         self.prompt_item = False
         self.prompt_event: str | None = None
         self.failed: set[str] = set()  # call ids whose end event said they failed
@@ -286,6 +287,7 @@ class _Converter:
     def assistant(self, key: str, fields: dict) -> None:
         """One text or call of the model response being written: its ``assistant/message``
         (the first), or an ``assistant/part`` of it."""
+        self.prompt_item, self.prompt_event = False, None
         if self.response is None:
             self.response = key
         if self.response_message:
@@ -312,7 +314,6 @@ class _Converter:
             self.response_item(key, pt, p, rest_line)
         elif t == "turn_context" and p is not None:
             self.end_response()
-            self.prompt_item, self.prompt_event = False, None
             self.close_step(key)
             self.step += 1
             self.calls = 0
@@ -404,6 +405,7 @@ class _Converter:
             self.message(key, p, rest_line)
             return
         if pt == "reasoning":
+            self.prompt_item, self.prompt_event = False, None
             if self.response is None:
                 self.response = key
             summary = p.get("summary")
@@ -443,7 +445,6 @@ class _Converter:
                 isinstance(b, dict) and set(b) <= {"type", "text"} for b in content)):
             rest["content"] = content
         if role == "assistant":
-            self.prompt_item, self.prompt_event = False, None
             fields: dict = {"content": text if text is not None else content}
             if rest:
                 fields["source"] = rest
