@@ -7,13 +7,18 @@ so; text no human typed has a ``kind``. The samples are tests/transcripts_data/c
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import db_rows
 
-from eventstore import EventStore
+from eventstore import DatabaseError, EventStore
 from eventstore.search import usage_totals
 from eventstore.transcripts import codex
 from eventstore.transcripts.common import read_lines
@@ -21,6 +26,7 @@ from eventstore.transcripts.importer import convert_file, import_transcript
 from eventstore.web.index import Summary
 
 DATA = Path(__file__).parent / "transcripts_data"
+ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((DATA / "codex").glob("*.jsonl")) + [DATA / "bad/codex-unknown-type.jsonl"]
 IDS = [p.name for p in SAMPLES]
 
@@ -142,6 +148,53 @@ def test_importing_every_line_as_it_is_written_stores_one_whole_import(path, tmp
     with EventStore.open(tmp_path / "once.db") as once:
         import_transcript(once, str(f), "codex")
         assert grown == stored(once)
+
+
+def test_watch_of_a_rollout_written_line_by_line_ends_as_one_whole_import(tmp_path, backend_url):
+    """A real ``import --watch`` process while the rollout is written line by line (each
+    line once the watcher stored the one before; the last line in two pieces cut inside a
+    character): no conflict, and the events of one whole import."""
+    path = sample("rollout-0.120-aborted-turn.jsonl")
+    src = path.read_bytes()
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    f = folder / path.name
+    f.write_bytes(b"")
+    sid = convert(path).session_id
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", backend_url, "import", "--watch",
+                             "--interval", "0.05", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    def stored_events() -> int:
+        try:
+            with EventStore.open(backend_url, readonly=True) as s:
+                return next((i.events for i in s.sessions() if i.id == sid), 0)
+        except DatabaseError:  # not created yet
+            return 0
+
+    def wait_for(n: int) -> None:
+        deadline = time.monotonic() + 30
+        while stored_events() != n:
+            assert time.monotonic() < deadline and proc.poll() is None, (n, stored_events())
+            time.sleep(0.02)
+
+    try:
+        for prefix in sorted(set(cuts(src)), key=len)[1:]:
+            with open(f, "ab") as out:
+                out.write(prefix[f.stat().st_size:])
+            if prefix.endswith(b"\n"):
+                wait_for(len(_convert_bytes(path, prefix)[0][0].events))
+        with open(f, "ab") as out:
+            out.write(src[f.stat().st_size:])
+        wait_for(len(convert(path).events))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "conflict" not in err and "differs" not in err, err
+    assert "sessions: 1 (1 new, 0 appended)" in out, out
+    with EventStore.open(backend_url, readonly=True) as s:
+        watched = [(e.type, e.payload, e.ts) for e in s.session(sid).events()]
+    assert watched == convert(path).events
 
 
 # --- usage ---------------------------------------------------------------------------------
