@@ -419,6 +419,16 @@ def test_the_model_is_a_session_info_whenever_it_changes():
     assert effective(conv.meta, conv.events)["model"] == "m2"
 
 
+def test_a_thread_name_is_the_sessions_title():
+    (conv,) = codex.convert(lines_of(
+        META,
+        {"type": "event_msg", "payload": {"type": "thread_name_updated", "thread_id": "t", "thread_name": " Parser "}},
+        {"type": "event_msg", "payload": {"type": "thread_name_updated", "thread_name": "Refactor the parser"}},
+    ), "x.jsonl")
+    assert effective(conv.meta, conv.events)["title"] == "Refactor the parser"
+    assert [t for t, _p, _ts in conv.events].count("codex/thread_name_updated") == 2  # the lines kept
+
+
 @pytest.mark.parametrize("text, kind", [
     ("<environment_context>\n  <cwd>/w</cwd>\n</environment_context>", "environment"),
     ("<user_instructions>\nbe brief\n</user_instructions>", "environment"),

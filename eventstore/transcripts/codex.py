@@ -7,8 +7,9 @@ growing rollout and then all of it stores what one import of all of it stores. T
 
 * the first line's ``session_meta`` gives the session's meta (cwd, git, version); the
   model, which only ``turn_context`` lines name, is a ``session/info {"info": {"model"}}``
-  whenever it changes; every ``session_meta``/``turn_context`` line stays an event
-  (``codex/session_meta``, ``codex/turn_context``);
+  whenever it changes, the title a ``thread_name_updated`` gives one ``{"title"}``; every
+  ``session_meta``/``turn_context`` line stays an event (``codex/session_meta``,
+  ``codex/turn_context``);
 * a user ``message`` item that a human typed opens a turn (``turn/start``,
   ``user/message``). Text Codex wrote itself is a ``user/message`` with a ``kind`` (see
   :func:`user_kind`) and opens nothing. ``event_msg user_message`` repeats the prompt item
@@ -343,6 +344,8 @@ class _Converter:
             self.note_end(pt, p)
         self.emit(f"codex/{pt}" if isinstance(pt, str) and pt and "/" not in pt else "codex/event_msg",
                   {"source": {**without(p, ("type",)), **rest_line}}, key)
+        if pt == "thread_name_updated" and isinstance(p.get("thread_name"), str) and p["thread_name"].strip():
+            self.info(key, title=p["thread_name"].strip())
         if pt in ("turn_aborted", "task_complete"):
             self.end_response()
             if pt == "task_complete":
