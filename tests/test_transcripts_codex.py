@@ -487,3 +487,15 @@ def test_the_items_of_one_model_response_are_a_message_and_its_parts():
                    ("assistant/part", "L3", None, ["A"]), ("assistant/part", "L3", None, ["B"]),
                    ("tool/result", None, "Exit code: 0\nOutput:\n", []), ("tool/result", None, "aborted", []),
                    ("assistant/message", "L10", "ok", [])]
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=IDS)
+def test_every_line_is_an_event_of_its_own_key_and_keys_are_unique(path):
+    """Nothing is dropped without a trace: line N is the event keyed ``LN`` (what the mapping
+    did not use of it in that event's ``source``); the events a line adds have keys of it."""
+    events = convert(path).events
+    keys = [p["event_id"] for _t, p, _ts in events]
+    assert len(keys) == len(set(keys))
+    numbers = [n for n, _d in read_lines(str(path)).lines]
+    assert {f"L{n}" for n in numbers} <= set(keys)
+    assert all(k.split(":")[0].split("#")[0] in {f"L{n}" for n in numbers} for k in keys)
