@@ -430,9 +430,9 @@ def test_cli_imports_a_folder_of_both_formats_and_again_adds_nothing(tmp_path, b
     db = backend_url
     r = run(db, "import", str(folder))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("files: 13, sessions: 15 (15 new, 0 appended)")
+    assert r.stdout.startswith("files: 7, sessions: 9 (9 new, 0 appended)")
     r = run(db, "import", str(folder))
-    assert r.returncode == 0 and "sessions: 0 (0 new, 0 appended), events: 0, skipped: 15" in r.stdout
+    assert r.returncode == 0 and "sessions: 0 (0 new, 0 appended), events: 0, skipped: 9" in r.stdout
     r = run(db, "verify")
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -1,8 +1,9 @@
 """Codex rollouts as they are written (issue 32): any cut of a file, then the whole, stores
 what one import of the whole stores; usage never goes negative; failures without an exit
 code are errors; a review session's prompt reaches the projection; a finished session says
-so; text no human typed has a ``kind``. The samples are tests/transcripts_data/codex (the
-``0.120-*``, ``0.40-failures-*`` and ``0.40-counter-reset`` ones made for these tests)."""
+so; text no human typed has a ``kind``. The samples are tests/transcripts_data/codex, and
+tests/transcripts_data/codex-cases (made for these tests: their counts are asserted here,
+facts.py counts an error by exit code only)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,14 @@ from eventstore.web.index import Summary
 
 DATA = Path(__file__).parent / "transcripts_data"
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = sorted((DATA / "codex").glob("*.jsonl")) + [DATA / "bad/codex-unknown-type.jsonl"]
+SAMPLES = (sorted((DATA / "codex").glob("*.jsonl")) + sorted((DATA / "codex-cases").glob("*.jsonl"))
+           + [DATA / "bad/codex-unknown-type.jsonl"])
 IDS = [p.name for p in SAMPLES]
 
 
 def sample(name: str) -> Path:
-    return DATA / "codex" / name
+    (path,) = [p for p in SAMPLES if p.name == name]
+    return path
 
 
 def convert(path: Path):
