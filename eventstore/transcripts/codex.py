@@ -19,9 +19,10 @@ growing rollout and then all of it stores what one import of all of it stores. T
   the turn; either it or ``turn_aborted`` says how the session stands in ``session/info
   {"ended": "complete" | "interrupted"}`` (``null`` again when a new turn starts). An
   aborted turn stays open until the next prompt, which writes its ``turn/end {"aborted"}``
-  (with the abort's time) and first a ``tool/result`` ``"aborted"`` (``synthetic``,
-  ``is_error``) for each call left without one, as Codex sends the model: so a session cut
-  off mid-turn reads as interrupted, not as finished;
+  (with the abort's time), so a session cut off mid-turn reads as interrupted, not as
+  finished; before the next user text, each call left without a result gets a
+  ``tool/result`` ``"aborted"`` (``synthetic``, ``is_error``), as Codex answers it in the
+  model's next request;
 * the items of one model response (its ``reasoning``, text ``message`` and tool calls,
   up to the next input: a tool output, a user message, a ``turn_context``) share a
   ``message_id`` (the key of the response's first line): the first text or call is an
@@ -36,9 +37,9 @@ growing rollout and then all of it stores what one import of all of it stores. T
   cumulative totals over the previous ones (repeated totals carry none); totals lower
   than the previous ones are a counter that started again from zero, a new base;
 * ``compacted`` is ``compaction/boundary`` (the projection starts again there), then the
-  replacement history (``user/message`` with kind ``compact_history``
-  for the earlier prompts sent again, ``compact_summary`` for the summary), or, in the
-  versions that write only the summary, that summary;
+  replacement history (``user/message`` with kind ``compact_history`` for the earlier
+  prompts sent again, ``compact_summary`` for the summary), or, in the versions that write
+  only the summary, that summary;
 * every other line is an event ``codex/<type>`` of its own; each event keeps what the
   mapping did not use of its line in ``source``.
 """
