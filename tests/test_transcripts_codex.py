@@ -240,6 +240,21 @@ def test_a_counter_that_starts_again_from_zero_is_a_new_base(store):
     assert (totals.responses, totals.output_tokens, totals.input_tokens, totals.cache_read_tokens) == (2, 60, 400, 900)
 
 
+def test_a_counter_a_line_leaves_out_is_not_a_restart():
+    def count(**total):
+        return {"type": "event_msg", "payload": {"type": "token_count", "info": {"total_token_usage": total}}}
+    (conv,) = codex.convert(lines_of(
+        META, count(input_tokens=100, cached_input_tokens=60, output_tokens=10),
+        count(input_tokens=150, output_tokens=12),  # no cached_input_tokens: unchanged, not zero
+        count(input_tokens=20, cached_input_tokens=0, output_tokens=2),  # started again
+    ), "x.jsonl")
+    usages = [p["usage"] for t, p, _ts in conv.events if "usage" in p]
+    assert [(u["input_tokens"], u["cache_read_tokens"], u["output_tokens"]) for u in usages] == [
+        (40, 60, 10), (50, 0, 2), (20, 0, 2)]
+    assert [p.get("counter_restart", False) for t, p, _ts in conv.events if t == "codex/token_count"] == [
+        False, False, True]
+
+
 # --- failures without an exit code -------------------------------------------------------------
 
 ERRORS = {

@@ -515,8 +515,10 @@ class _Converter:
         info = p.get("info")
         total = info.get("total_token_usage") if isinstance(info, dict) else None
         if isinstance(total, dict):
-            now = {k: total.get(k) if isinstance(total.get(k), int) else 0 for k in _TOTAL_KEYS}
             before = self.totals or dict.fromkeys(_TOTAL_KEYS, 0)
+            # a counter this line does not give keeps its value (it did not start again)
+            now = {k: v if isinstance(v := total.get(k), int) and not isinstance(v, bool) else before[k]
+                   for k in _TOTAL_KEYS}
             if any(now[k] < before[k] for k in _TOTAL_KEYS):
                 before = dict.fromkeys(_TOTAL_KEYS, 0)  # the counter started again from zero
                 payload["counter_restart"] = True
