@@ -455,3 +455,36 @@ def test_text_with_a_lone_surrogate_or_marker_characters_is_found(tmp_path):
         assert set(by_seq) == {0, 1}
         assert snippet_ranges(by_seq[0].snippet) == ("\ud83d lone wombat", [(7, 13)])
         assert snippet_ranges(by_seq[1].snippet) == ("\ufffdx\ufffd wombat", [(4, 10)])
+
+
+def test_thinking_is_searched(store):
+    """Claude Code's thinking blocks and Codex's reasoning summaries (``assistant/thinking``)
+    are found, past the index (a search that does not catch it up) and in it."""
+    import_transcript(store, str(DATA / "codex/rollout-0.40-shell.jsonl"), "codex")
+    import_transcript(store, str(DATA / "claude-code/v1.0-split-blocks.jsonl"), "claude-code")
+    for update_index in (False, True):
+        (hit,) = search(store, "Locating", update_index=update_index)  # only a reasoning summary says it
+        assert hit.type == "assistant/thinking" and f"{MARK_START}Locating{MARK_END}" in hit.snippet
+        assert next(store.session(hit.session_id).events(after_seq=hit.seq - 1)).payload["thinking"] == (
+            "**Locating parse_duration**")
+        hits = search(store, "indentation mismatch", update_index=update_index)
+        assert [h.type for h in hits] == ["assistant/thinking"]
+        assert search(store, "Locating", type="assistant/message", update_index=update_index) == []
+    assert es_count(store, "Locating") == 1 and es_count(store, "Locating", type="assistant/thinking") == 1
+    assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]
+
+
+def test_the_parts_of_a_message_are_searched(store):
+    """A message written over many lines (an ``assistant/message``, then ``assistant/part``
+    events of its ``message_id``): each part's text and tool calls are found."""
+    s = store.create_session("split")
+    s.append("assistant/message", {"content": "first words", "message_id": "m1"})
+    s.append("assistant/part", {"message_id": "m1", "content": [{"type": "text", "text": "zebra crossing"}]})
+    s.append("assistant/part", {"message_id": "m1", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "look_up", "arguments": '{"animal": "giraffe"}'}}]})
+    for update_index in (False, True):
+        assert [(h.seq, h.type) for h in search(store, "zebra", update_index=update_index)] == [(1, "assistant/part")]
+        (hit,) = search(store, "giraffe", update_index=update_index)
+        assert hit.seq == 2 and f"{MARK_START}giraffe{MARK_END}" in hit.snippet and "look_up" in hit.snippet
+    assert es_count(store, "look_up") == 1
+    assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]

@@ -215,7 +215,9 @@ def test_meta_holds_cwd_branch_model_version():
     assert m["source"] == "claude-code" and m["git_branch"] == "dry-run-flag" and m["model"] == "claude-opus-4-6"
     assert m["cwd"] and m["version"] == "2.1.39"
     (conv,) = convert("codex/rollout-0.66-apply-patch.jsonl")
-    assert conv.meta["model"] == "gpt-5.1-codex" and conv.meta["version"] == "0.66.0"
+    # Codex names the model in turn_context lines only: a session/info says it (Codex's meta is the first line's)
+    assert [p["info"] for t, p, _ts in conv.events if t == "session/info"][0] == {"model": "gpt-5.1-codex"}
+    assert conv.meta["version"] == "0.66.0" and "model" not in conv.meta
     assert conv.meta["git_branch"] == "docs-links" and conv.meta["agent_source"] == "cli"
     (conv,) = convert("claude-code/v1.0-split-blocks.jsonl")
     assert "git_branch" not in conv.meta  # 1.0.51 wrote none
@@ -287,7 +289,7 @@ def test_codex_turns_and_steps():
     assert types.count("step/start") == EXPECTED["codex/rollout-0.40-shell.jsonl"]["line_types"]["turn_context"]
     aborted = [p for t, p, _ts in conv.events if t == "turn/end"]
     assert aborted[0]["aborted"] == "interrupted"
-    ctx = [p for t, p, _ts in conv.events if t == "user/message" and p.get("kind") == "context"]
+    ctx = [p for t, p, _ts in conv.events if t == "user/message" and p.get("kind") == "environment"]
     assert ctx and ctx[0]["content"].startswith("<environment_context>")
 
 
@@ -542,14 +544,14 @@ def test_cli_watch_imports_as_the_file_grows(tmp_path, backend_url):
         grown = EXPECTED["codex/rollout-0.66-apply-patch.jsonl"]["session_ids"][0]
         other = EXPECTED["codex/rollout-0.40-shell.jsonl"]["session_ids"][0]
         assert wait_for(lambda: stored_counts().get(grown, 0) > first and other in stored_counts())
-        assert wait_for(lambda: stored_counts()[grown] == 76 and stored_counts()[other] == 70)
+        assert wait_for(lambda: stored_counts()[grown] == 77 and stored_counts()[other] == 73)
         assert f2.exists()
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     # 2 sessions, both new in this run, however many looks appended to the grown one
-    assert "sessions: 2 (2 new, 0 appended), events: 146," in out, out
+    assert "sessions: 2 (2 new, 0 appended), events: 150," in out, out
     shutil.copy(DATA / "codex/rollout-0.66-apply-patch.jsonl", tmp_path / "x.jsonl")
     with EventStore.open(tmp_path / "once.db") as other:
         import_transcript(other, str(tmp_path / "x.jsonl"), "codex")

@@ -82,11 +82,26 @@ __all__ = ["PostgresBackend", "apply_roles", "conninfo", "POSITION_LOCK", "MIGRA
 POSITION_LOCK = 28555852263026292
 MIGRATION_LOCK = 7310306919626989940
 
-#: The catch-up's insert of the message events at positions in ``(%s, %s]``.
+# The searchable text and vector of an event of ``events AS e``: revision 0100's functions
+# for a message event and a message part (``assistant/part``: the later lines of an API
+# message, whose payload has a message's shape); for a thinking event (``assistant/thinking``:
+# Claude Code's thinking, Codex's reasoning summaries), which they leave out, its
+# ``thinking`` string, split into words as es_search_vector splits a message's text. Such
+# events stored before this was written are indexed once the index is rebuilt (docs/schema.md).
+_THINKING_TEXT = ("CASE WHEN json_typeof(es_json(e.payload) -> 'thinking') = 'string' "
+                  "THEN es_json(e.payload) ->> 'thinking' ELSE '' END")
+_SEARCH_TEXT = f"(CASE WHEN e.type = 'assistant/thinking' THEN {_THINKING_TEXT} ELSE es_search_text(e.payload) END)"
+_SEARCH_VECTOR = ("(CASE WHEN e.type = 'assistant/thinking' THEN to_tsvector('simple'::regconfig, regexp_replace("
+                  f"left({_THINKING_TEXT}, 200000), '[!-/:-@[-`{{-~]+', ' ', 'g')) "
+                  "ELSE es_search_vector(e.payload) END)")
+
+#: The catch-up's insert of the message, part and thinking events at positions in ``(%s, %s]``.
 _CATCH_UP = ("INSERT INTO events_search (position, session_id, type, tsv) "
-             "SELECT position, session_id, type, es_search_vector(payload) FROM events "
-             "WHERE position > %s AND position <= %s AND type IN ('user/message', 'assistant/message', 'tool/result') "
-             "ORDER BY position ON CONFLICT (position) DO NOTHING")
+             f"SELECT e.position, e.session_id, e.type, {_SEARCH_VECTOR} FROM events AS e "
+             "WHERE e.position > %s AND e.position <= %s "
+             "AND e.type IN ('user/message', 'assistant/message', 'tool/result', 'assistant/part', "
+             "'assistant/thinking') "
+             "ORDER BY e.position ON CONFLICT (position) DO NOTHING")
 
 #: The channel the schema's statement trigger NOTIFYs after every INSERT into events.
 CHANNEL = "eventstore_events"
@@ -778,15 +793,15 @@ class PostgresBackend(Backend):
                   WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
                   ORDER BY s.position DESC LIMIT %(window)s)
                 UNION ALL
-                (SELECT e.position, es_search_vector(e.payload) FROM events AS e
+                (SELECT e.position, {_SEARCH_VECTOR} FROM events AS e
                   WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
-                    AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where_e}
+                    AND {_SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e}
                   ORDER BY e.position DESC LIMIT %(window)s)) AS m
               ORDER BY position DESC LIMIT %(window)s),
             best AS (
               SELECT w.position, -ts_rank(w.tsv, to_tsquery('simple', %(q)s)) AS score
                 FROM window_ AS w ORDER BY score, w.position DESC LIMIT %(limit)s)
-            SELECT e.session_id, e.seq, e.type, e.ts, es_search_text(e.payload), b.score
+            SELECT e.session_id, e.seq, e.type, e.ts, {_SEARCH_TEXT}, b.score
               FROM best AS b JOIN events AS e ON e.position = b.position
              ORDER BY b.score, b.position DESC""",
                                  {**params, "window": rank_window, "limit": limit, "through": self._indexed_through()})
@@ -800,7 +815,7 @@ class PostgresBackend(Backend):
                      WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s})
                  + (SELECT count(*) FROM events AS e
                      WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
-                       AND es_search_vector(e.payload) @@ to_tsquery('simple', %(q)s) {where_e})""",
+                       AND {_SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e})""",
                                  {**params, "through": self._indexed_through()})[0][0]
 
     def info_rows(self) -> list[tuple[str, str]]:
@@ -877,7 +892,7 @@ class PostgresBackend(Backend):
             try:
                 through, last, missing, foreign = conn.execute(f"""
                     SELECT st.indexed_through, (SELECT coalesce(max(position), 0) FROM events),
-                      (SELECT count(*) FROM events AS e WHERE e.type IN {_SEARCH_TYPES}
+                      (SELECT count(*) FROM events AS e WHERE e.type IN {_MESSAGE_TYPES}
                           AND e.position <= st.indexed_through
                           AND NOT EXISTS (SELECT 1 FROM events_search AS s WHERE s.position = e.position)),
                       (SELECT count(*) FROM events_search AS s LEFT JOIN events AS e ON e.position = s.position
@@ -885,7 +900,7 @@ class PostgresBackend(Backend):
                            OR e.session_id <> s.session_id OR e.type <> s.type)
                     FROM events_search_state AS st""").fetchone()
                 wrong = conn.execute("SELECT count(*) FROM events_search AS s JOIN events AS e USING (position) "
-                                     "WHERE s.tsv <> es_search_vector(e.payload)").fetchone()[0] if full else 0
+                                     f"WHERE s.tsv <> {_SEARCH_VECTOR}").fetchone()[0] if full else 0
             except psycopg.Error as e:
                 return [("storage", f"{self.display}: the search index cannot be read: {_first_line(e)}")]
         out = []
@@ -1792,8 +1807,12 @@ def apply_roles(backend: PostgresBackend, text: str) -> None:
 CATCH_UP_BATCH = 10_000
 #: The ``pg_advisory_xact_lock`` key (the bytes ``essearch``) that one catch-up batch holds.
 SEARCH_LOCK = int.from_bytes(b"essearch", "big")
-#: The event types that are searched (revision 0100's events_search_text).
-_SEARCH_TYPES = "('user/message', 'assistant/message', 'tool/result')"
+#: The message event types (revision 0100's events_search_text): every one up to the index's
+#: bound has its row (a part or thinking stored before they were indexed may not: see
+#: _SEARCH_VECTOR).
+_MESSAGE_TYPES = "('user/message', 'assistant/message', 'tool/result')"
+#: The event types that are searched: the message events, message parts, thinking events.
+_SEARCH_TYPES = "('user/message', 'assistant/message', 'tool/result', 'assistant/part', 'assistant/thinking')"
 # What separates words in the indexed text (es_search_vector): whitespace and ASCII
 # punctuation, "_" included.
 _SEARCH_SPLIT = re.compile(r"[\s!-/:-@\[-`{-~]+")
