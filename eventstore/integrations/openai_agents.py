@@ -11,7 +11,7 @@
 
 ``EventStoreSession(session_id, store)`` takes an :class:`~eventstore.EventStore` or an
 :class:`~eventstore.AsyncEventStore`; the session is created on first use (get-or-create,
-safe across processes). Needs ``pip install 'eventstore[openai-agents]'``.
+safe across processes). Needs the ``openai-agents`` extra (``pip install '.[openai-agents]'`` in the checkout).
 
 How Responses items become events (docs/session-log-format.md, "Extensions"): each item
 is stored once, as one event of the spec's types where one fits, with what the chat shape

@@ -11,7 +11,7 @@ events, and rebuild ``message_history`` for the next run from the log, losslessl
     record_messages(s, result.new_messages())
 
 ``arecord_messages`` / ``aload_messages`` do the same for an
-:class:`~eventstore.AsyncSession`. Needs ``pip install 'eventstore[pydantic-ai]'``.
+:class:`~eventstore.AsyncSession`. Needs the ``pydantic-ai`` extra (``pip install '.[pydantic-ai]'`` in the checkout).
 
 How a message becomes events (docs/session-log-format.md, "Extensions"): a
 ``pydantic_ai/request`` or ``pydantic_ai/response`` event holds the message without its
