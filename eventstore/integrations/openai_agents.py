@@ -344,6 +344,7 @@ class _LoopRuns:
         self.streams = 0  # streams being iterated
         self.progress = asyncio.Condition()
         self.turn: int | None = None  # id() of the run context whose turn/start is in the log
+        self.step = 0  # model responses of that run
         self.response_ts: float | None = None  # when the last model response arrived (on_llm_end)
         self.usage: dict | None = None  # its token usage, for the next model item stored
         # the turn/end of a run whose agent gave its final output (the SDK calls the hook
@@ -351,16 +352,20 @@ class _LoopRuns:
         self.turn_end: dict | None = None
 
 
-def _usage(response: Any, agent: Any) -> dict | None:
-    """A model response's token usage as the ``usage`` payload field the ``usage`` view reads."""
+def _usage(response: Any, agent: Any, step: int) -> dict | None:
+    """A model response's token usage as the ``usage`` payload field the ``usage`` view
+    reads (docs/schema.md): ``input_tokens`` without the cached ones, which the SDK counts
+    in its ``input_tokens`` and the view counts apart (``cache_read_tokens``)."""
     u = getattr(response, "usage", None)
     if u is None:
         return None
-    out: dict[str, Any] = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
     details = getattr(u, "input_tokens_details", None)
-    for field, key in (("cached_tokens", "cache_read_tokens"), ("cache_write_tokens", "cache_creation_tokens")):
-        if getattr(details, field, None):
-            out[key] = getattr(details, field)
+    cached = getattr(details, "cached_tokens", None) or 0
+    out: dict[str, Any] = {"step": step, "input_tokens": u.input_tokens - cached, "output_tokens": u.output_tokens}
+    if cached:
+        out["cache_read_tokens"] = cached
+    if getattr(details, "cache_write_tokens", None):
+        out["cache_creation_tokens"] = details.cache_write_tokens
     reasoning = getattr(getattr(u, "output_tokens_details", None), "reasoning_tokens", None)
     if reasoning:
         out["reasoning_tokens"] = reasoning
@@ -635,7 +640,7 @@ class EventStoreSession:
                 runs = session._runs()
                 run = id(getattr(context, "usage", context))
                 if runs.turn != run:
-                    runs.turn = run
+                    runs.turn, runs.step = run, 0
                     await session._flush_turn_end(runs, [("turn/start", {"agent": agent.name})])
 
             async def on_agent_end(self, context, agent, output) -> None:
@@ -653,7 +658,8 @@ class EventStoreSession:
                 async with runs.progress:
                     await runs.progress.wait_for(lambda: runs.streams == 0 or runs.streamed >= runs.llm_calls)
                 runs.response_ts = time.time()  # after its streamed deltas
-                runs.usage = _usage(response, agent)
+                runs.step += 1
+                runs.usage = _usage(response, agent, runs.step)
 
             async def on_tool_start(self, context, agent, tool) -> None:
                 call = getattr(context, "tool_call_id", None)
