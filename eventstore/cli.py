@@ -1252,7 +1252,7 @@ def serve(ctx: click.Context, host: str, port: int, open_browser: bool) -> None:
     """Start the local, read-only web viewer and print its URL (Ctrl-C stops it).
 
     Sessions, each session as a chat, Replay at the recorded pace, live updates as other
-    processes append. Needs: pip install 'eventstore[web]'. See docs/web.md.
+    processes append. Needs the web extra: pip install '.[web]' in the checkout. See docs/web.md.
     """
     try:
         import starlette  # noqa: F401

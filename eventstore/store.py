@@ -431,7 +431,7 @@ class EventStore:
 
         ``target`` is a file path, ``:memory:``, an SQLAlchemy ``sqlite://`` URL, or a
         PostgreSQL URL (``postgresql://user@host:port/db`` or ``postgresql+psycopg://...``,
-        with the ``eventstore[postgres]`` extra); ``busy_timeout`` is how long (seconds) a
+        with the ``postgres`` extra); ``busy_timeout`` is how long (seconds) a
         write waits for another writer. ``durability`` is ``"normal"`` (SQLite: WAL +
         ``synchronous=NORMAL``, an acknowledged append survives a process crash; PostgreSQL:
         asynchronous commit, a server crash may lose the appends of its last ~600 ms, never

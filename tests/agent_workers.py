@@ -58,3 +58,43 @@ def add_items(db: str, session_id: str, content: str) -> None:
 
     with EventStore.open(db, busy_timeout=30) as store:
         asyncio.run(EventStoreSession(session_id, store).add_items([{"content": content, "role": "user"}]))
+
+
+def run_turn(db: str, session_id: str, question: str, answer: str, asked: str | None, go: str | None,
+             report: str) -> None:
+    """A process running one Agents SDK turn on an EventStoreSession (hooks on). With
+    ``asked``/``go``: once its model has the request, it writes ``asked`` and answers only
+    when the file ``go`` exists. Writes ``report`` (JSON): the outcome and what its model
+    was sent."""
+    import asyncio
+    import json
+
+    from agents import Agent, Runner
+    from scripted_agents import ScriptedModel, text
+
+    from eventstore import EventStore
+    from eventstore.integrations.openai_agents import EventStoreSession
+
+    class Gated(ScriptedModel):
+        async def get_response(self, *args, **kwargs):
+            response = await super().get_response(*args, **kwargs)
+            if asked is not None:
+                with open(asked, "w") as f:
+                    f.write("asked")
+                while not os.path.exists(go):
+                    await asyncio.sleep(0.01)
+            return response
+
+    model = Gated([text(answer, id=f"msg_{answer}")])
+    out: dict = {}
+    try:
+        with EventStore.open(db, busy_timeout=30) as store, EventStoreSession(session_id, store) as session:
+            result = Runner.run_sync(Agent(name=answer, model=model), question, session=session,
+                                     hooks=session.hooks())
+            out["final_output"] = result.final_output
+    except Exception as e:
+        out["error"] = type(e).__name__
+        out["notes"] = getattr(e, "__notes__", [])
+    out["model_input"] = [item.get("content") for item in model.requests[0][1]] if model.requests else None
+    with open(report, "w") as f:
+        json.dump(out, f)

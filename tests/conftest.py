@@ -173,7 +173,7 @@ def pg_server():
         if REQUIRE_POSTGRES:
             pytest.fail("EVENTSTORE_REQUIRE_POSTGRES=1 but psycopg is missing: pip install -e '.[test]'",
                         pytrace=False)
-        pytest.skip("psycopg is not installed (pip install 'eventstore[postgres]')")
+        pytest.skip("psycopg is not installed (pip install '.[postgres]')")
     yield server
     server.stop()
 

@@ -7,7 +7,7 @@ import json
 
 from agents.items import ModelResponse
 from agents.models.interface import Model
-from agents.usage import Usage
+from agents.usage import InputTokensDetails, OutputTokensDetails, Usage
 from openai.types.responses import (
     Response,
     ResponseCompletedEvent,
@@ -16,6 +16,7 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
     ResponseTextDeltaEvent,
+    ResponseUsage,
 )
 
 
@@ -42,19 +43,33 @@ class ScriptedModel(Model):
         self.script = list(script)
         self.requests: list[tuple] = []
 
+    def usage(self) -> Usage:
+        """The token usage the model reports for its n-th request (n from 1): input 100 n,
+        of which n cached; output 10 n, of which n reasoning."""
+        n = len(self.requests)
+        return Usage(requests=1, input_tokens=100 * n, output_tokens=10 * n, total_tokens=110 * n,
+                     input_tokens_details=InputTokensDetails(cached_tokens=n, cache_write_tokens=0),
+                     output_tokens_details=OutputTokensDetails(reasoning_tokens=n))
+
     def _next(self, system_instructions, input, tools) -> list:
         self.requests.append((system_instructions, json.loads(json.dumps(input)), [t.name for t in tools]))
         return self.script.pop(0)
 
     async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs,
                            tracing, *, previous_response_id=None, conversation_id=None, prompt=None):
-        return ModelResponse(output=self._next(system_instructions, input, tools), usage=Usage(), response_id=None)
+        output = self._next(system_instructions, input, tools)
+        return ModelResponse(output=output, usage=self.usage(), response_id=None)
 
     async def stream_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs,
                               tracing, *, previous_response_id=None, conversation_id=None, prompt=None):
         output = self._next(system_instructions, input, tools)
-        response = Response(id="resp_1", created_at=0, model="scripted", object="response", output=output,
-                            tool_choice="auto", tools=[], parallel_tool_calls=False)
+        u = self.usage()
+        usage = ResponseUsage(input_tokens=u.input_tokens, output_tokens=u.output_tokens, total_tokens=u.total_tokens,
+                              input_tokens_details={"cached_tokens": u.input_tokens_details.cached_tokens,
+                                                    "cache_write_tokens": 0},
+                              output_tokens_details={"reasoning_tokens": u.output_tokens_details.reasoning_tokens})
+        response = Response(id=f"resp_{len(self.requests)}", created_at=0, model="scripted", object="response",
+                            output=output, tool_choice="auto", tools=[], parallel_tool_calls=False, usage=usage)
         yield ResponseCreatedEvent(type="response.created", response=response, sequence_number=0)
         n = 1
         for index, item in enumerate(output):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import venv
 from pathlib import Path
@@ -43,6 +44,41 @@ def test_installed_package_is_not_the_checkout(installed):
     where = subprocess.run([str(python), "-c", "import eventstore, sys; print(eventstore.__file__)"],
                            cwd=cwd, capture_output=True, text=True, check=True, env=env).stdout
     assert str(ROOT) not in where and "site-packages" in where
+
+
+def test_installed_under_a_name_of_its_own(installed):
+    """The distribution is agent-eventstore (the index's "eventstore" is someone else's
+    package); the import package and the command are eventstore."""
+    exe, cwd = installed
+    python = exe.parent / "python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = ("import importlib.metadata as m; d = m.distribution('agent-eventstore'); "
+            "print(d.metadata['Name'], sorted(e.name for e in d.entry_points if e.group == 'console_scripts'), "
+            "sorted(d.metadata.get_all('Provides-Extra')))")
+    out = subprocess.run([str(python), "-c", code], cwd=cwd, capture_output=True, text=True, check=True, env=env).stdout
+    assert out.split(" ", 1)[0] == "agent-eventstore"
+    assert "['eventstore']" in out
+    for extra in ("postgres", "web", "openai-agents", "pydantic-ai"):
+        assert f"'{extra}'" in out
+    missing = subprocess.run([str(python), "-c", "import importlib.metadata as m; m.distribution('eventstore')"],
+                             cwd=cwd, capture_output=True, text=True, env=env)
+    assert missing.returncode != 0
+
+
+INSTALL_LINE = re.compile(r"pip install[^\n`]*")
+
+
+def test_no_install_line_names_the_index_package():
+    """Every pip install line of the README, the docs and the package's own messages
+    installs from the checkout (or names real dependencies), never the index's unrelated
+    "eventstore"."""
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "eventstore").rglob("*.py"))]
+    lines = [(f.name, m.group(0)) for f in files for m in INSTALL_LINE.finditer(f.read_text())]
+    assert len(lines) > 10
+    bad = [(name, line) for name, line in lines if re.search(r"pip install\s+(?:-\S+\s+)*['\"]?eventstore\b(?![-/])", line)]
+    assert bad == []
+    assert any("'.[postgres]'" in line for _, line in lines) and any("'.[openai-agents]'" in line for _, line in lines)
+    assert 'name = "agent-eventstore"' in (ROOT / "pyproject.toml").read_text()
 
 
 def test_demo_from_another_folder(installed):
@@ -88,4 +124,5 @@ def test_the_viewer_ships_its_pages_and_names_its_extra(installed, tmp_path):
     assert {"sessions.html", "session.html", "style.css", "common.js", "chat.js", "session.js", "sessions.js"} <= set(names)
     result = sh(exe, cwd, "--db", str(tmp_path / "v.db"), "serve")
     assert result.returncode == 1
-    assert result.stderr.decode().strip() == "error: the web viewer needs its extra: pip install 'eventstore[web]'"
+    assert result.stderr.decode().strip() == ("error: the web viewer needs Starlette and uvicorn: pip install starlette "
+                                              "uvicorn (in the checkout of eventstore: pip install '.[web]')")

@@ -41,8 +41,8 @@ def test_openai_agents_example_and_the_context_command(tmp_path, monkeypatch, ca
     assert capsys.readouterr().out == "3\n"
     assert model.requests[1][1][-1] == {"call_id": "call_1", "output": "3", "type": "function_call_output"}
 
-    console = re.search(r"\$ eventstore context chat-2 --at 3\n(.*?)\.\.\.", README).group(1)
-    r = CliRunner().invoke(cli, ["--db", "agent.db", "context", "chat-2", "--at", "3"], catch_exceptions=False)
+    console = re.search(r"\$ eventstore context chat-2 --at 4\n(.*?)\.\.\.", README).group(1)
+    r = CliRunner().invoke(cli, ["--db", "agent.db", "context", "chat-2", "--at", "4"], catch_exceptions=False)
     assert r.exit_code == 0 and r.stdout.startswith(console), (console, r.stdout)
 
 

@@ -294,7 +294,7 @@ def test_without_the_extra_it_says_what_to_install(tmp_path):
             "from eventstore.cli import main; sys.argv = ['eventstore', '--db', sys.argv[1], 'serve']; main()")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.db")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
-    assert "pip install 'eventstore[web]'" in proc.stderr and "Traceback" not in proc.stderr
+    assert "pip install starlette uvicorn" in proc.stderr and "'.[web]'" in proc.stderr and "Traceback" not in proc.stderr
 
 
 # --- in the browser -----------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Screenshots of `eventstore serve` for the docs: docs/img/web-sessions.png and
 docs/img/web-session.png (the demo session, with "What the model saw" open).
 
-    python tools/web_screenshots.py        # needs eventstore[web], playwright and chromium
+    python tools/web_screenshots.py        # needs the web extra, playwright and chromium
 
 Builds a fresh database (`eventstore demo` plus the conformance fixtures), serves it on a
 free port and drives Debian's chromium.

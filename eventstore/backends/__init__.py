@@ -6,7 +6,7 @@
 * a path, ``:memory:`` or an ``sqlite://`` URL -> :class:`eventstore.backends.sqlite.SQLiteBackend`;
 * ``postgresql://user@host:port/db`` (libpq form) or ``postgresql+psycopg://...``
   (SQLAlchemy form) -> :class:`eventstore.backends.postgres.PostgresBackend`, imported only
-  then (it needs the ``eventstore[postgres]`` extra).
+  then (it needs the ``postgres`` extra).
 
 A libpq keyword/value string (``host=... dbname=...``) is refused (:func:`check_target`),
 not taken as the name of an SQLite file: a text that starts with ``KEYWORD=`` for a libpq
@@ -67,7 +67,8 @@ def backend_class(target: str | os.PathLike) -> type[Backend]:
         try:
             import psycopg  # noqa: F401
         except ImportError:
-            raise DatabaseError("PostgreSQL needs the psycopg driver: pip install 'eventstore[postgres]'") from None
+            raise DatabaseError("PostgreSQL needs the psycopg driver: pip install 'psycopg[binary]>=3.2' "
+                                "(in the checkout of eventstore: pip install '.[postgres]')") from None
         from .postgres import PostgresBackend
 
         return PostgresBackend

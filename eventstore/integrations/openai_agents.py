@@ -11,7 +11,7 @@
 
 ``EventStoreSession(session_id, store)`` takes an :class:`~eventstore.EventStore` or an
 :class:`~eventstore.AsyncEventStore`; the session is created on first use (get-or-create,
-safe across processes). Needs ``pip install 'eventstore[openai-agents]'``.
+safe across processes). Needs the ``openai-agents`` extra (``pip install '.[openai-agents]'`` in the checkout).
 
 How Responses items become events (docs/session-log-format.md, "Extensions"): each item
 is stored once, as one event of the spec's types where one fits, with what the chat shape
@@ -37,28 +37,34 @@ delete nothing: they append a ``context/retract`` event, which ``get_items`` and
 ``Session.context_at`` honour (the reference projection, ``derive_messages``, shows the
 log as it is).
 
-Turns do not interleave: each write of a session object expects the seq that follows its
-own last read or write of the log (``expected_seq``), so when another process appended to
-the same session in between, the write raises :class:`~eventstore.SeqConflict` (stores
-nothing) instead of splicing two turns together; ``get_items`` reads the head again.
+No write lands in another writer's turn: each write of a session object expects the seq
+that follows its own last read or write of the log (``expected_seq``), so when another
+process appended to the same session in between, the write raises
+:class:`~eventstore.SeqConflict` (stores nothing) and the run fails; ``get_items`` reads
+the head again. What was stored before stays: a run's question is in the log before its
+model sees it, so the other process's model may see it too (README, "With an agent
+framework").
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
+import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
-from agents.memory.session_settings import SessionSettings, resolve_session_limit
+from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from ..aio import AsyncEventStore, AsyncSession
+from ..aio import AsyncEventStore
 from ..backends.base import Backend
 from ..context import RETRACT, SYSTEM, TOOLS, retraction
 from ..errors import SeqConflict
 from ..projection import loads as _loads
-from ..store import Event, EventStore
+from ..store import Event, EventStore, Session
 
 __all__ = ["EventStoreSession", "item_events", "event_items"]
 
@@ -327,73 +333,177 @@ def _live_items(backend: Backend, session_id: str,
         window *= 4
 
 
+class _LoopRuns:
+    """What the hooks and :meth:`EventStoreSession.record_stream` of the runs on one event
+    loop share: asyncio objects belong to one loop, and a session object may be used from
+    several threads, each with a loop of its own (``Runner.run_sync`` in a thread pool)."""
+
+    def __init__(self) -> None:
+        self.llm_calls = 0  # model calls begun (hooks)
+        self.streamed = 0  # responses whose deltas are recorded
+        self.streams = 0  # streams being iterated
+        self.progress = asyncio.Condition()
+        self.turn: int | None = None  # id() of the run context whose turn/start is in the log
+        self.step = 0  # model responses of that run
+        self.response_ts: float | None = None  # when the last model response arrived (on_llm_end)
+        self.usage: dict | None = None  # its token usage, for the next model item stored
+        # the turn/end of a run whose agent gave its final output (the SDK calls the hook
+        # before it stores that output): appended after the next items stored
+        self.turn_end: dict | None = None
+
+
+def _usage(response: Any, agent: Any, step: int) -> dict | None:
+    """A model response's token usage as the ``usage`` payload field the ``usage`` view
+    reads (docs/schema.md): ``input_tokens`` without the cached ones, which the SDK counts
+    in its ``input_tokens`` and the view counts apart (``cache_read_tokens``)."""
+    u = getattr(response, "usage", None)
+    if u is None:
+        return None
+    details = getattr(u, "input_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    out: dict[str, Any] = {"step": step, "input_tokens": u.input_tokens - cached, "output_tokens": u.output_tokens}
+    if cached:
+        out["cache_read_tokens"] = cached
+    if getattr(details, "cache_write_tokens", None):
+        out["cache_creation_tokens"] = details.cache_write_tokens
+    reasoning = getattr(getattr(u, "output_tokens_details", None), "reasoning_tokens", None)
+    if reasoning:
+        out["reasoning_tokens"] = reasoning
+    model = getattr(agent, "model", None)
+    model = model if isinstance(model, str) else getattr(model, "model", None)
+    if isinstance(model, str):
+        out["model"] = model
+    if getattr(response, "response_id", None):
+        out["response_id"] = response.response_id
+    return out
+
+
 class EventStoreSession:
     """The OpenAI Agents SDK's ``Session`` protocol, kept in an eventstore session.
 
     ``session_id`` names the eventstore session (created on first use); ``store`` is an
     :class:`~eventstore.EventStore` or :class:`~eventstore.AsyncEventStore`;
-    ``session_settings`` (the SDK's ``SessionSettings``) gives the default ``limit`` of
-    :meth:`get_items`. Methods raise the store's errors (:class:`~eventstore.SeqConflict`
-    when another process wrote to this session since this object last read or wrote it).
+    ``session_settings`` (the SDK's ``SessionSettings``, or a dict of its fields; an unknown
+    key raises ``TypeError``) gives the default ``limit`` of :meth:`get_items`. Methods
+    raise the store's errors (:class:`~eventstore.SeqConflict` when another process wrote
+    to this session since this object last read or wrote it).
+
+    One object may be used by many tasks and threads at once, each thread with its own
+    event loop: its reads and writes take turns (a lock held on the store's worker
+    threads, never on a loop). :meth:`close` (or ``with`` / ``async with``) ends what the
+    object opened: the worker threads it made for a sync ``EventStore``; the store itself,
+    which may serve other sessions, stays open.
     """
 
     def __init__(self, session_id: str, store: EventStore | AsyncEventStore, *,
-                 session_settings: SessionSettings | None = None):
+                 session_settings: SessionSettings | dict[str, Any] | None = None):
         self.session_id = session_id
-        self.session_settings = session_settings
+        self.session_settings = (coerce_session_settings(session_settings) if session_settings is not None
+                                 else SessionSettings())
+        self._owns_workers = not isinstance(store, AsyncEventStore)
         self._store = _async_store(store)
-        self._session: AsyncSession | None = None
+        self._closed = False
+        self._lock = threading.RLock()  # this object's reads and writes, from every thread and loop
+        self._session: Session | None = None
         self._head: int | None = None  # the seq after this object's last read or write
         # (head, items as JSON) of the last whole read: the next one reads only what came after
         self._known: tuple[int, bytes] | None = None
-        self._writing = asyncio.Lock()
-        # streaming: model calls begun (hooks), responses whose deltas are recorded, streams open
-        self._llm_calls = 0
-        self._streamed = 0
-        self._streams = 0
-        self._stream_progress = asyncio.Condition()
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopRuns] = weakref.WeakKeyDictionary()
         self._instructions: Any = None
         self._tools: Any = None
         self._failed_calls: set[str] = set()  # call ids the SDK reported failed (tool_error_formatter)
+        self._tool_times: dict[str, list[float | None]] = {}  # call id -> [start, end] (hooks)
 
     def __repr__(self) -> str:
         return f"EventStoreSession({self.session_id!r})"
 
-    async def _s(self) -> AsyncSession:
-        if self._session is None:
-            self._session = await self._store.session(self.session_id, create=True)
-        return self._session
+    # --- lifecycle --------------------------------------------------------------------------
 
-    async def _append(self, events: list[tuple[str, dict]]) -> list[Event]:
+    def close(self) -> None:
+        """End the session object: wait for its calls in flight, then stop the worker
+        threads it started (for an ``EventStore`` given to it). The store stays open, and
+        so does an ``AsyncEventStore`` given to it. Later calls raise ``RuntimeError``;
+        closing again does nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._owns_workers:
+            self._store._pool.shutdown(wait=True)
+
+    async def aclose(self) -> None:
+        """:meth:`close` without blocking the event loop."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> EventStoreSession:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> EventStoreSession:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"EventStoreSession {self.session_id!r} is closed")
+
+    def _runs(self) -> _LoopRuns:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            runs = self._loops.get(loop)
+            if runs is None:
+                runs = self._loops[loop] = _LoopRuns()
+            return runs
+
+    async def _call(self, fn: Callable, *args: Any) -> Any:
+        """``fn(session, *args)`` on a worker thread, holding this object's lock."""
+        self._check_open()
+
+        def locked():
+            with self._lock:
+                self._check_open()
+                if self._session is None:
+                    self._session = self._store.sync.session(self.session_id, create=True)
+                return fn(self._session, *args)
+
+        try:
+            return await self._store._run(locked)
+        except RuntimeError:
+            self._check_open()  # the pool was shut down by close() in between: say so
+            raise
+
+    def _append_locked(self, s: Session, events: list[tuple]) -> list[Event]:
         """Append ``events`` right after the head this object last saw (any head when it
         has seen none): :class:`SeqConflict` if another writer came in between."""
-        s = await self._s()
-        async with self._writing:  # this object's tasks (a stream and the runner) take turns
-            try:
-                stored = await s.append_many(events, expected_seq=self._head)
-            except SeqConflict as e:
-                e.add_note(f"another writer appended to session {self.session_id!r} since this EventStoreSession "
-                           "last read or wrote it: nothing of this write was stored; get_items() reads the "
-                           "session again, then run the turn again")
-                raise
-            if stored:
-                self._head = stored[-1].seq + 1
+        try:
+            stored = s.append_many(events, expected_seq=self._head)
+        except SeqConflict as e:
+            e.add_note(f"another writer appended to session {self.session_id!r} since this EventStoreSession "
+                       "last read or wrote it: nothing of this write was stored; get_items() reads the "
+                       "session again, then run the turn again")
+            raise
+        if stored:
+            self._head = stored[-1].seq + 1
         return stored
 
-    async def _read_live(self, want: int) -> list[tuple[int, int | None, dict]]:
+    async def _append(self, events: list[tuple]) -> list[Event]:
+        return await self._call(self._append_locked, events)
+
+    def _live_locked(self, s: Session, want: int) -> list[tuple[int, int | None, dict]]:
         """At least the newest ``want`` live items (fewer when the session has fewer), newest
-        first, as ``(seq, index, item)``. One worker-thread call; notes the head read with
-        the items (one snapshot: a writer that comes after it makes the next write fail)."""
-        s = await self._s()
-        found, head = await self._store._run(_live_items, self._store.sync.backend, s.id, want)
+        first, as ``(seq, index, item)``; notes the head read with them (one snapshot: a
+        writer that comes after it makes the next write fail)."""
+        found, head = _live_items(self._store.sync.backend, s.id, want)
         self._head = head
         return found
 
-    async def _read_all(self) -> list[dict]:
-        """Every live item, oldest first (as :meth:`_read_live`, one worker-thread call)."""
-        s = await self._s()
-        items, head, self._known = await self._store._run(_session_items, self._store.sync.backend, s.id,
-                                                          self._known)
+    def _all_locked(self, s: Session) -> list[dict]:
+        """Every live item, oldest first (noting the head, as :meth:`_live_locked`)."""
+        items, head, self._known = _session_items(self._store.sync.backend, s.id, self._known)
         self._head = head
         return items
 
@@ -404,102 +514,172 @@ class EventStoreSession:
         limit), only the newest ``limit`` (a read of the newest events, not the session)."""
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is None or limit < 0:
-            return await self._read_all()
+            return await self._call(self._all_locked)
+        self._check_open()
         if limit == 0:
             return []
-        return [item for _, _, item in reversed((await self._read_live(limit))[:limit])]
+        return [item for _, _, item in reversed((await self._call(self._live_locked, limit))[:limit])]
 
     async def add_items(self, items: list[dict]) -> None:
         """Store ``items`` (Responses input items), all in one atomic append. The
         ``tool/result`` of a call that :meth:`tool_error_formatter` saw fail carries
-        ``"is_error": true`` (the item itself is stored, and read back, unchanged)."""
-        if items:
-            events = item_events(list(items))
-            if self._failed_calls:
-                for type_, payload in events:
-                    if type_ == "tool/result" and payload["tool_call_id"] in self._failed_calls:
-                        payload["is_error"] = True
-            await self._append(events)
-            if self._failed_calls:
-                self._failed_calls.difference_update(
-                    p["tool_call_id"] for t, p in events if t == "tool/result")
+        ``"is_error": true`` (the item itself is stored, and read back, unchanged). With
+        :meth:`hooks` in the run, each event gets the time it happened (a model item: when
+        its response arrived; a tool's output: when the tool returned) and a model
+        response's first item its token ``usage``."""
+        self._check_open()
+        if not items:
+            return
+        events = item_events(list(items))
+        runs = self._runs()
+        response_ts, runs.response_ts = runs.response_ts, None
+        usage, runs.usage = runs.usage, None
+        now = time.time()
+        timed = []
+        for type_, payload in events:
+            ts = now
+            if type_ == "tool/result":
+                call = payload["tool_call_id"]
+                if call in self._failed_calls:
+                    payload["is_error"] = True
+                    self._failed_calls.discard(call)
+                times = self._tool_times.pop(call, None)
+                if times is not None and times[1] is not None:
+                    ts = times[1]
+            elif type_ != "user/message" and (type_ != ITEM or payload["responses_item"].get("role") is None):
+                if response_ts is not None:  # an item of the model's response
+                    ts = response_ts
+                if usage is not None:
+                    payload["usage"], usage = usage, None
+            timed.append((type_, payload, ts))
+        if runs.turn_end is not None:
+            timed.append(("turn/end", runs.turn_end, now))
+        await self._append(timed)
+        runs.turn_end = None
+
+    def _pop_locked(self, s: Session) -> dict | None:
+        found = self._live_locked(s, 1)
+        if not found:
+            return None
+        seq, index, item = found[0]
+        payload = {"target_seq": seq, **({"index": index} if index is not None else {}), "reason": "pop_item"}
+        self._append_locked(s, [(RETRACT, payload)])
+        return item
 
     async def pop_item(self) -> dict | None:
         """Take back the newest item (None when there is none): appends a
         ``context/retract`` naming it, and returns it."""
         for _ in range(8):
-            found = await self._read_live(1)
-            if not found:
-                return None
-            seq, index, item = found[0]
-            payload = {"target_seq": seq, **({"index": index} if index is not None else {}), "reason": "pop_item"}
             try:
-                await self._append([(RETRACT, payload)])
+                return await self._call(self._pop_locked)
             except SeqConflict:
                 continue  # another writer came in between: look again
-            return item
-        raise SeqConflict(self.session_id, self._head or 0, (await (await self._s()).next_seq()))
+        return await self._call(self._pop_locked)
+
+    def _clear_locked(self, s: Session) -> None:
+        head = s.next_seq()
+        s.append(RETRACT, {"before_seq": head, "reason": "clear_session"}, expected_seq=head)
+        self._head = head + 1
 
     async def clear_session(self) -> None:
         """Take back every item: appends one ``context/retract`` ``{"before_seq": N}`` (its
         own seq), so nothing stored before it is in the conversation any more."""
-        s = await self._s()
         for _ in range(8):
-            head = await s.next_seq()
             try:
-                await s.append(RETRACT, {"before_seq": head, "reason": "clear_session"}, expected_seq=head)
+                return await self._call(self._clear_locked)
             except SeqConflict:
                 continue
-            self._head = head + 1
-            return
-        raise SeqConflict(self.session_id, head, await s.next_seq())
+        await self._call(self._clear_locked)
 
-    # --- the rest of the model request, and streaming -------------------------------------
+    # --- the rest of the model request, turns, timing, streaming ---------------------------
+
+    def _request_locked(self, s: Session, instructions: str | None, tools: list[dict]) -> None:
+        if self._instructions is None or self._tools is None:
+            last_system = list(s.events(types=[SYSTEM], last=1))
+            last_tools = list(s.events(types=[TOOLS], last=1))
+            self._instructions = last_system[0].payload.get("content") if last_system else None
+            self._tools = last_tools[0].payload.get("tools") if last_tools else []
+        events: list[tuple[str, dict]] = []
+        if instructions is not None and instructions != self._instructions:
+            events.append((SYSTEM, {"content": instructions}))
+        if tools != self._tools:
+            events.append((TOOLS, {"tools": tools}))
+        if events:
+            self._append_locked(s, events)
+            self._instructions = instructions if instructions is not None else self._instructions
+            self._tools = tools
 
     async def record_request(self, instructions: str | None, tools: list[dict] | None) -> None:
         """Record the instructions (``system/message``) and tool definitions
         (``model/tools``, chat-completions shape) of the next model request, each only when
         it differs from what the log already holds."""
-        events: list[tuple[str, dict]] = []
-        if self._instructions is None or self._tools is None:
-            s = await self._s()
-            last_system = [e async for e in s.events(types=[SYSTEM], last=1)]
-            last_tools = [e async for e in s.events(types=[TOOLS], last=1)]
-            self._instructions = last_system[0].payload.get("content") if last_system else None
-            self._tools = last_tools[0].payload.get("tools") if last_tools else []
-        if instructions is not None and instructions != self._instructions:
-            events.append((SYSTEM, {"content": instructions}))
-        tools = tools or []
-        if tools != self._tools:
-            events.append((TOOLS, {"tools": tools}))
-        if events:
-            await self._append(events)
-            self._instructions = instructions if instructions is not None else self._instructions
-            self._tools = tools
+        await self._call(self._request_locked, instructions, tools or [])
 
     def hooks(self):
-        """``RunHooks`` for ``Runner.run(..., hooks=session.hooks())`` (and
-        ``run_streamed``) that record, before each model call, the agent's instructions and
-        tool definitions when they change (see :meth:`record_request`), so that
-        ``Session.context_at`` shows the whole request. With :meth:`record_stream`, they
-        also hold the saving of a streamed response until its deltas are in the log, so
-        the ``assistant/chunk`` events come before the message they spell."""
+        """``RunHooks`` for ``Runner.run(..., hooks=session.hooks())`` (and ``run_sync``,
+        ``run_streamed``) that record what the session's items alone do not say:
+
+        * a ``turn/start`` ``{"agent"}`` when a run's first agent starts and a ``turn/end``
+          ``{"agent"}`` when it gives its final output;
+        * before each model call, the agent's instructions and tool definitions when they
+          change (see :meth:`record_request`), so that ``Session.context_at`` shows the
+          whole request;
+        * each model response's token ``usage`` (on its first item) and the time it
+          arrived, and when each tool call returned: the ``tool_calls`` view's
+          ``latency_s`` is the tool's real time.
+
+        With :meth:`record_stream`, they also hold the saving of a streamed response until
+        its deltas are in the log, so the ``assistant/chunk`` events come before the message
+        they spell."""
         from agents import RunHooks
 
         session = self
 
         class _Hooks(RunHooks):
+            async def on_agent_start(self, context, agent) -> None:
+                runs = session._runs()
+                run = id(getattr(context, "usage", context))
+                if runs.turn != run:
+                    runs.turn, runs.step = run, 0
+                    await session._flush_turn_end(runs, [("turn/start", {"agent": agent.name})])
+
+            async def on_agent_end(self, context, agent, output) -> None:
+                runs = session._runs()
+                runs.turn = None
+                runs.turn_end = {"agent": agent.name}
+
             async def on_llm_start(self, context, agent, system_prompt, input_items) -> None:
-                session._llm_calls += 1
+                session._runs().llm_calls += 1
                 tools = await agent.get_all_tools(context)
                 await session.record_request(system_prompt, [_tool_definition(t) for t in tools])
 
             async def on_llm_end(self, context, agent, response) -> None:
-                async with session._stream_progress:
-                    await session._stream_progress.wait_for(
-                        lambda: session._streams == 0 or session._streamed >= session._llm_calls)
+                runs = session._runs()
+                async with runs.progress:
+                    await runs.progress.wait_for(lambda: runs.streams == 0 or runs.streamed >= runs.llm_calls)
+                runs.response_ts = time.time()  # after its streamed deltas
+                runs.step += 1
+                runs.usage = _usage(response, agent, runs.step)
+
+            async def on_tool_start(self, context, agent, tool) -> None:
+                call = getattr(context, "tool_call_id", None)
+                if isinstance(call, str):
+                    session._tool_times[call] = [time.time(), None]
+
+            async def on_tool_end(self, context, agent, tool, result) -> None:
+                times = session._tool_times.get(getattr(context, "tool_call_id", None))
+                if times is not None:
+                    times[1] = time.time()
 
         return _Hooks()
+
+    async def _flush_turn_end(self, runs: _LoopRuns, then: list[tuple] = ()) -> None:
+        """Append the pending ``turn/end`` of this loop's last run (if no items came after
+        it), then ``then``."""
+        events = ([("turn/end", runs.turn_end)] if runs.turn_end is not None else []) + list(then)
+        if events:
+            await self._append(events)
+            runs.turn_end = None
 
     def tool_error_formatter(self, then: Callable[[Any], Any] | None = None) -> Callable[[Any], Any]:
         """A ``tool_error_formatter`` for ``RunConfig(tool_error_formatter=...)``: the SDK
@@ -526,13 +706,14 @@ class EventStoreSession:
         event as it arrives (so ``eventstore tail -f`` shows the text typing in). Call it
         right after ``run_streamed``, whose ``hooks`` are :meth:`hooks` (they keep each
         response's chunks before its message)."""
-        self._streamed = self._llm_calls  # the model calls before this run are not streamed here
-        return self._record_stream(result)
+        runs = self._runs()
+        runs.streamed = runs.llm_calls  # the model calls before this run are not streamed here
+        return self._record_stream(result, runs)
 
-    async def _record_stream(self, result) -> AsyncIterator[Any]:
+    async def _record_stream(self, result, runs: _LoopRuns) -> AsyncIterator[Any]:
         # counted from the first step of the iteration (which runs before the runner's task
         # does), so a stream that is never iterated holds nothing up
-        self._streams += 1
+        runs.streams += 1
         try:
             async for event in result.stream_events():
                 if event.type == "raw_response_event":
@@ -540,17 +721,15 @@ class EventStoreSession:
                     if kind == "response.output_text.delta":
                         await self._append([("assistant/chunk", {"delta": {"content": event.data.delta}})])
                     elif kind in ("response.completed", "response.failed", "response.incomplete"):
-                        await self._streamed_one()
+                        async with runs.progress:
+                            runs.streamed += 1
+                            runs.progress.notify_all()
                 yield event
+            await self._flush_turn_end(runs)
         finally:
-            self._streams -= 1
-            async with self._stream_progress:
-                self._stream_progress.notify_all()
-
-    async def _streamed_one(self) -> None:
-        async with self._stream_progress:
-            self._streamed += 1
-            self._stream_progress.notify_all()
+            runs.streams -= 1
+            async with runs.progress:
+                runs.progress.notify_all()
 
 
 def _tool_definition(tool: Any) -> dict:

@@ -11,7 +11,7 @@ events, and rebuild ``message_history`` for the next run from the log, losslessl
     record_messages(s, result.new_messages())
 
 ``arecord_messages`` / ``aload_messages`` do the same for an
-:class:`~eventstore.AsyncSession`. Needs ``pip install 'eventstore[pydantic-ai]'``.
+:class:`~eventstore.AsyncSession`. Needs the ``pydantic-ai`` extra (``pip install '.[pydantic-ai]'`` in the checkout).
 
 How a message becomes events (docs/session-log-format.md, "Extensions"): a
 ``pydantic_ai/request`` or ``pydantic_ai/response`` event holds the message without its
@@ -26,6 +26,10 @@ part's other fields in ``pydantic_ai_part`` (the values the chat keys hold set t
   ``retry-prompt`` -> ``tool/result`` with ``is_error: true`` for a tool, else ``user/message``;
 * any other part (thinking, built-in tools, files) -> ``pydantic_ai/part``.
 
+Each event is stamped with the time the messages record for it (a tool's result: when the
+tool returned), a ``pydantic_ai/response`` carries its token ``usage`` (the ``usage`` view),
+and each :func:`record_messages` call is one turn between ``turn/start`` and ``turn/end``.
+
 :func:`load_messages` reads them back through ``ModelMessagesTypeAdapter``: the messages
 equal the recorded ones. Other events in the session (turn markers, other writers' events)
 are skipped. A request's ``instructions`` stay in its ``pydantic_ai/request`` event; the
@@ -35,7 +39,9 @@ system prompt parts are what ``Session.context_at`` shows as the instructions.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable
+from datetime import datetime
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
@@ -92,25 +98,69 @@ def _is_call(part: dict) -> bool:
             and isinstance(part.get("tool_call_id"), str))
 
 
-def message_events(messages: Iterable[ModelMessage]) -> list[tuple[str, dict]]:
-    """pydantic-ai messages as ``(type, payload)`` events (see the module's docstring)."""
-    events: list[tuple[str, dict]] = []
+def _ts(value: object) -> float | None:
+    """A message's or part's ``timestamp`` (ISO 8601 text) as seconds since the epoch."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+def _usage(usage: dict, step: int) -> dict:
+    """A response's usage as the ``usage`` view reads it (docs/schema.md): pydantic-ai counts
+    the cache's tokens in ``input_tokens``, the view counts them apart."""
+    ints = {k: v if isinstance(v, int) else 0 for k, v in usage.items()}
+    cache_read, cache_write = ints.get("cache_read_tokens", 0), ints.get("cache_write_tokens", 0)
+    out = {"step": step, "input_tokens": ints.get("input_tokens", 0) - cache_read - cache_write,
+           "output_tokens": ints.get("output_tokens", 0)}
+    for key, value in (("cache_read_tokens", cache_read), ("cache_creation_tokens", cache_write),
+                       ("reasoning_tokens", ints.get("output_reasoning_tokens", 0))):
+        if value:
+            out[key] = value
+    return out
+
+
+def message_events(messages: Iterable[ModelMessage], *, turn: bool = False) -> list[tuple[str, dict, float]]:
+    """pydantic-ai messages as ``(type, payload, ts)`` events (see the module's docstring).
+    ``ts`` is when it happened, as the messages record it: a part's own ``timestamp`` (a
+    tool's return: when the tool returned), else its message's (a response: when it
+    arrived), so the ``tool_calls`` view's ``latency_s`` is the tool's real time. A
+    ``pydantic_ai/response`` event also carries its token ``usage`` in the ``usage`` view's
+    terms (the message keeps pydantic-ai's own). With ``turn``, the events are one turn:
+    ``turn/start`` and ``turn/end`` ``{"run_id"}`` around them."""
+    now = time.time()
+    events: list[tuple[str, dict, float]] = []
+    step = 0
+    run_id = None
     for message in ModelMessagesTypeAdapter.dump_python(list(messages), mode="json"):
         parts = message["parts"]
         envelope = dict(message)
         envelope["parts"] = len(parts)
-        events.append((REQUEST if message.get("kind") == "request" else RESPONSE, {"pydantic_ai": envelope}))
+        run_id = run_id or message.get("run_id")
+        at = _ts(message.get("timestamp")) or now
+        part_times = [t for t in (_ts(p.get("timestamp")) for p in parts) if t is not None]
+        first = len(events)  # the message's own event
+        events.append((REQUEST if message.get("kind") == "request" else RESPONSE, {"pydantic_ai": envelope},
+                       min([at, *part_times])))
         i = 0
         while i < len(parts):
             if _is_call(parts[i]):
                 j = i
                 while j < len(parts) and _is_call(parts[j]):
                     j += 1
-                events.append(_call_event(parts[i:j]))
+                events.append((*_call_event(parts[i:j]), at))
                 i = j
             else:
-                events.append(_part_event(parts[i]))
+                events.append((*_part_event(parts[i]), _ts(parts[i].get("timestamp")) or at))
                 i += 1
+        if message.get("kind") == "response" and isinstance(message.get("usage"), dict):
+            step += 1
+            events[first][1]["usage"] = _usage(message["usage"], step)
+    if turn and events:
+        marker = {"run_id": run_id} if run_id else {}
+        events = [("turn/start", marker, events[0][2]), *events, ("turn/end", dict(marker), events[-1][2])]
     return events
 
 
@@ -157,10 +207,11 @@ def events_messages(events: Iterable[Event]) -> list[ModelMessage]:
     return ModelMessagesTypeAdapter.validate_python(out)
 
 
-def record_messages(session: Session, messages: Iterable[ModelMessage]) -> list[Event]:
-    """Append ``messages`` (e.g. ``result.new_messages()``) to ``session`` in one atomic
-    ``append_many``; returns the stored events."""
-    return session.append_many(message_events(messages))
+def record_messages(session: Session, messages: Iterable[ModelMessage], *, turn: bool = True) -> list[Event]:
+    """Append ``messages`` (e.g. ``result.new_messages()``: one run) to ``session`` in one
+    atomic ``append_many``, as one turn (``turn/start`` .. ``turn/end``; ``turn=False``
+    leaves the markers out); returns the stored events."""
+    return session.append_many(message_events(messages, turn=turn))
 
 
 def load_messages(session: Session) -> list[ModelMessage]:
@@ -168,9 +219,10 @@ def load_messages(session: Session) -> list[ModelMessage]:
     return events_messages(session.events())
 
 
-async def arecord_messages(session: AsyncSession, messages: Iterable[ModelMessage]) -> list[Event]:
+async def arecord_messages(session: AsyncSession, messages: Iterable[ModelMessage], *,
+                           turn: bool = True) -> list[Event]:
     """:func:`record_messages` for an :class:`~eventstore.AsyncSession`."""
-    return await session.append_many(message_events(messages))
+    return await session.append_many(message_events(messages, turn=turn))
 
 
 async def aload_messages(session: AsyncSession) -> list[ModelMessage]:

@@ -1,6 +1,6 @@
 """``eventstore serve``: a local, read-only web viewer of the log (docs/web.md).
 
-Needs the extra ``eventstore[web]`` (Starlette and uvicorn). :func:`serve` runs it;
+Needs the extra ``web`` (``pip install '.[web]'`` in the checkout) (Starlette and uvicorn). :func:`serve` runs it;
 :func:`eventstore.web.app.create_app` is the ASGI application, for another server.
 """
 
@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 __all__ = ["serve", "is_loopback", "MISSING_EXTRA"]
 
-MISSING_EXTRA = "the web viewer needs its extra: pip install 'eventstore[web]'"
+MISSING_EXTRA = ("the web viewer needs Starlette and uvicorn: pip install starlette uvicorn "
+                 "(in the checkout of eventstore: pip install '.[web]')")
 
 
 def is_loopback(host: str) -> bool:
