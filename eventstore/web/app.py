@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import ipaddress
 import json
 import re
 from pathlib import Path
@@ -31,7 +32,7 @@ from .hub import ALL, Hub
 from .index import SORT_KEYS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from ..store import EventStore
 
@@ -51,22 +52,48 @@ _HEADERS = [
     (b"cross-origin-resource-policy", b"same-origin"),
 ]
 
-_LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
-
 MAX_HITS = 200  # hits per /api/search answer
 MAX_EVENTS = 200_000  # events per /api/events answer (a 100,000-event session in one)
 SSE_BATCH = 5_000  # events per server-sent event
 KEEPALIVE_S = 15.0
 
 
+def host_allowed(host: str, names: frozenset[str]) -> bool:
+    """Whether a request's ``Host`` header (``name``, ``name:port``, ``[v6]:port``) may be
+    answered: an IP address (v4, or v6 in brackets) always, for no page elsewhere can make a
+    browser send one as its own origin; a name only if it is in ``names`` (lower case),
+    so a page whose DNS name is pointed at this server (DNS rebinding) gets 421."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        rest = host[end + 1:]
+        if end < 0 or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return False
+        try:
+            ipaddress.IPv6Address(host[1:end])
+        except ValueError:
+            return False
+        return True
+    name, colon, port = host.partition(":")
+    if colon and not port.isdigit():
+        return False
+    name = name.removesuffix(".")
+    try:
+        ipaddress.IPv4Address(name)
+        return True
+    except ValueError:
+        return bool(name) and name in names
+
+
 class Guard:
     """ASGI middleware: 405 for any method but GET and HEAD; the security headers on every
-    response; with ``loopback_only``, 421 for a request whose ``Host`` is not a loopback name
-    (a page of another site that rebinds its DNS name to 127.0.0.1 cannot read the log)."""
+    response; 421 for a request whose ``Host`` is a name not in ``allowed_hosts`` (an IP
+    address is always answered, see :func:`host_allowed`): a page of another site that
+    points its DNS name at this server cannot read the log through a visitor's browser."""
 
-    def __init__(self, app, loopback_only: bool):
+    def __init__(self, app, allowed_hosts: Iterable[str] = ()):
         self.app = app
-        self.loopback_only = loopback_only
+        self.allowed_hosts = frozenset({"localhost", *(h.lower().removesuffix(".") for h in allowed_hosts)})
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -83,13 +110,13 @@ class Guard:
             response = Response("read-only: only GET and HEAD\n", status_code=405,
                                 headers={"Allow": "GET, HEAD"}, media_type="text/plain")
             return await response(scope, receive, send_with_headers)
-        if self.loopback_only:
-            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
-            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-            if name.lower() not in _LOOPBACK_HOSTS:
-                response = Response("this viewer answers only to localhost, 127.0.0.1 and [::1]\n",
-                                    status_code=421, media_type="text/plain")
-                return await response(scope, receive, send_with_headers)
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        if not host_allowed(host, self.allowed_hosts):
+            names = ", ".join(sorted(self.allowed_hosts))
+            response = Response(f"this viewer answers only to an IP address or to the names {names} "
+                                f"(serve --allow-host NAME adds one), not to {host!r}\n",
+                                status_code=421, media_type="text/plain")
+            return await response(scope, receive, send_with_headers)
         await self.app(scope, receive, send_with_headers)
 
 
@@ -149,14 +176,15 @@ def _download_name(session_id: str) -> str:
     return safe[:100] + ".jsonl"
 
 
-def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = True,
+def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable[str] = (),
                on_ready: Callable[[], None] | None = None, poll_interval: float = 0.05) -> Guard:
     """The viewer as an ASGI application over ``store`` (open it read-only).
 
     At start-up it reads the log into the sessions index on a thread (seconds per million
     events: the sessions page says it is reading meanwhile; session pages work at once),
     then follows new commits every ``poll_interval`` seconds; ``on_ready`` is called when
-    it serves. ``db_label`` is what the pages call the database.
+    it serves. ``db_label`` is what the pages call the database. ``allowed_hosts`` are the
+    names (besides ``localhost``) a request's ``Host`` may give (:class:`Guard`).
     """
     hub = Hub(store, poll_interval=poll_interval)
     backend = store.backend  # reads the public API has no call for: the contract's own
@@ -334,4 +362,4 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.hub = hub
-    return Guard(app, loopback_only)
+    return Guard(app, allowed_hosts)
