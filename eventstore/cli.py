@@ -406,13 +406,17 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 raise InvalidJSONL(f, 0, f"--session-id is for an eventstore file without a session/meta line: "
                                          f"a {kind} transcript names its sessions itself")
             if kind != "eventstore":
-                rep = import_transcript(store, f, kind, salvage=salvage,
-                                        data=source.read() if f in streams else None)
+                rep = import_transcript(store, f, kind, salvage=salvage, stream=source if f in streams else None)
             else:
                 rep = import_jsonl(store, source, name=f, session_id=session_id, append=append, salvage=salvage,
                                    progress=bar.advance)
         except InvalidJSONL as e:
             bar.note(str(e))
+            counts["failed"] += 1
+            return
+        except RecursionError:  # a value nested deeper than a line reader caught (a converter's, the store's)
+            bar.note(f"{f}: nested too deeply (a JSON value deeper than eventstore can follow); nothing of it "
+                     "is stored")
             counts["failed"] += 1
             return
         except KeyboardInterrupt:  # what was stored of this file is kept; importing it again completes it
