@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import io
 import ipaddress
+import itertools
 import json
 import re
 from pathlib import Path
@@ -55,6 +55,12 @@ _HEADERS = [
 MAX_HITS = 200  # hits per /api/search answer
 MAX_EVENTS = 200_000  # events per /api/events answer (a 100,000-event session in one)
 SSE_BATCH = 5_000  # events per server-sent event
+# Bytes of stored payload text per /api/events answer and per server-sent event: the
+# request's memory is a few times this, whatever the session holds (one event is always
+# sent whole, however large).
+MAX_ANSWER_BYTES = 16 << 20
+PAGE_BYTES = 1 << 20  # what each read of rows aims at (its row count follows the rows before)
+PAGE_ROWS = 500
 KEEPALIVE_S = 15.0
 
 
@@ -155,6 +161,39 @@ def events_json(rows: list[tuple]) -> str:
                 type_json[type_] = t
         parts.append(f'{{"seq":{seq},"type":{t},"ts":{float(ts)!r},"payload":{payload}}}')
     return "[" + ",".join(parts) + "]"
+
+
+def rows_within(backend, session_id: str, after: int, limit: int,
+                max_bytes: int = MAX_ANSWER_BYTES) -> tuple[list[tuple], bool]:
+    """``(rows, more)``: the session's :meth:`export_rows` after seq ``after``, at most
+    ``limit`` of them and, past the first, at most about ``max_bytes`` of payload text;
+    ``more`` says whether events follow. Read in pages whose row count follows the size of
+    the rows read before (:data:`PAGE_BYTES` a page), so no page is much more than that
+    unless one event is."""
+    rows: list[tuple] = []
+    size = 0
+    page = min(PAGE_ROWS, 64)
+    last = after
+    while len(rows) < limit:
+        got = backend.export_rows(session_id, last, min(page, limit - len(rows)) + 1)
+        more = len(got) > min(page, limit - len(rows))
+        if more:
+            got = got[:-1]
+        taken = 0
+        page_bytes = 0
+        for row in got:
+            n = len(row[3])
+            if rows and size + n > max_bytes:
+                return rows, True
+            rows.append(row)
+            size += n
+            page_bytes += n
+            taken += 1
+        if not more:
+            return rows, False
+        last = rows[-1][1]
+        page = max(1, min(PAGE_ROWS, PAGE_BYTES * taken // max(page_bytes, 1)))
+    return rows, bool(backend.export_rows(session_id, last, 1))
 
 
 def _utf16_len(text: str) -> int:
@@ -258,10 +297,10 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
         s = session_or_404(request)
         after = _int(request, "after", -1, -1, 2**63 - 1)
         limit = _int(request, "limit", 10_000, 1, MAX_EVENTS)
-        rows = backend.export_rows(s.id, after, limit + 1)
-        more = len(rows) > limit
+        rows, more = rows_within(backend, s.id, after, limit)
         body = '{"session":' + json.dumps(s.id) + ',"more":' + ("true" if more else "false") + \
-               ',"events":' + events_json(rows[:limit]) + "}"
+               ',"events":' + events_json(rows) + "}"
+        del rows
         return Response(body, media_type="application/json")
 
     def messages(request):
@@ -271,9 +310,17 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
 
     def export(request):
         s = session_or_404(request)
-        buf = io.BytesIO()
-        store.export_jsonl(s.id, buf)
-        return Response(buf.getvalue(), media_type="application/x-ndjson", headers={
+        meta = backend.session_meta(s.id)
+        if meta is None:
+            raise SessionNotFound(s.id)
+        chunks = backend.export_chunks(s.id, meta)
+        first = next(chunks)  # a payload export cannot write is an error before the answer starts
+
+        def body():  # streamed: about EXPORT_BUFFER bytes at a time, whatever the session holds
+            for pieces, _n, _events in itertools.chain([first], chunks):
+                yield b"".join(pieces)
+
+        return StreamingResponse(body(), media_type="application/x-ndjson", headers={
             "Content-Disposition": f'attachment; filename="{_download_name(s.id)}"'})
 
     async def stream_session(request):
@@ -291,11 +338,14 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
             try:
                 yield "retry: 1000\n\n"
                 while True:
-                    rows = await run_in_threadpool(backend.export_rows, sid, last, SSE_BATCH)
+                    rows, more = await run_in_threadpool(rows_within, backend, sid, last, SSE_BATCH)
                     if rows:
                         last = rows[-1][1]
-                        yield f"id: {last}\nevent: events\ndata: {events_json(rows)}\n\n"
-                        if len(rows) == SSE_BATCH:
+                        message = f"id: {last}\nevent: events\ndata: {events_json(rows)}\n\n"
+                        del rows
+                        yield message
+                        del message
+                        if more:
                             continue
                     if not caught_up:  # every stored event sent: from now on, only new ones
                         caught_up = True
