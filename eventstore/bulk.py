@@ -32,7 +32,7 @@ from . import parse_worker
 from .backends import base
 from .backends.base import ImportTransaction, Refusal
 from .codec import dumps, loads, meta_difference
-from .errors import ImportConflict, InvalidEvent, InvalidJSONL
+from .errors import DatabaseError, ImportConflict, InvalidEvent, InvalidJSONL
 from .jsonl import JsonlReader
 from .parse_worker import WorkerReader
 from .validate import _check_session_id
@@ -318,25 +318,67 @@ def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batch
             return done, dropped
 
         added = 0
-        while True:
-            result = backend.import_transaction(sid, chunk)
-            if result is None:
-                return None
-            unfinished = True
-            n, dropped = result
-            added += n
-            if batches.finished:
-                break
-            # the next chunk holds the lock about CHUNK_SECONDS; the pause lets waiting writers
-            # in (the write queue's flock is not FIFO: without it, the importer takes it again first)
-            rows = max(CHUNK_MIN_ROWS, min(CHUNK_MAX_ROWS, int(rows * CHUNK_SECONDS / max(took, 1e-4))))
-            time.sleep(took * CHUNK_PAUSE)
+        try:
+            while True:
+                result = backend.import_transaction(sid, chunk)
+                if result is None:
+                    return None
+                unfinished = True
+                n, dropped = result
+                added += n
+                if batches.finished:
+                    break
+                # the next chunk holds the lock about CHUNK_SECONDS; the pause lets waiting writers
+                # in (the write queue's flock is not FIFO: without it, the importer takes it again first)
+                rows = max(CHUNK_MIN_ROWS, min(CHUNK_MAX_ROWS, int(rows * CHUNK_SECONDS / max(took, 1e-4))))
+                time.sleep(took * CHUNK_PAUSE)
+        except (InvalidJSONL, DatabaseError) as e:
+            if not unfinished:  # the first transaction failed: nothing is stored
+                raise
+            raise _left_hidden(e, reader, name, sid, head + added) from None
         unfinished = False
     finally:
         lock.release(unlink=not unfinished)
     # a resumed import makes the stored prefix visible with the rest: it imported them all
     return _report(reader, name, sid, "imported", 0, head + added, dropped,
                    f"completed an unfinished import that had stored {head} events" if head else "")
+
+
+def _left_hidden(e: InvalidJSONL | DatabaseError, reader, name: str, sid: str, stored: int) -> Exception:
+    """``e`` (which stopped a chunked import after some chunks were committed) saying what
+    is stored: the ``stored`` events of the session, hidden (an unfinished import) until an
+    import of the whole file completes it; and, when the file is longer now than what was
+    read, that it grew meanwhile (its last line was cut where its writer was)."""
+    grew = e is reader.error and _grew_past(name, reader.error_offset, reader.bytes)
+    why = " (the file grew while it was read: another process is writing it)" if grew else ""
+    when = "once its writer is done, " if grew else ""
+    kept = (f"the {stored} events of session {dumps(sid)} that its earlier chunks stored stay stored and hidden "
+            f"(an unfinished import): {when}importing {name} again completes it")
+    if isinstance(e, ImportConflict):
+        return ImportConflict(e.path, e.line, f"{e.reason}{why}; {kept}", e.session_id, e.seq)
+    if isinstance(e, InvalidJSONL):
+        return InvalidJSONL(e.path, e.line, f"{e.reason}{why}; {kept}", e.seq)
+    return DatabaseError(f"{e}. That was one chunk of a longer import: {kept}")
+
+
+def _grew_past(path: str, offset: int, end: int) -> bool:
+    """Whether the file ``path`` is longer now than the ``end`` bytes a reader read, and
+    its line at ``offset`` (the bad one) ran to that end: the reader met the file's end in
+    the middle of a line that its writer was still writing."""
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode) or os.fstat(f.fileno()).st_size <= end:
+                return False
+            f.seek(offset)
+            left = end - offset
+            while left > 0:  # a piece at a time: the line may be long
+                piece = f.read(min(left, 1 << 20))
+                if not piece or b"\n" in piece:
+                    return False
+                left -= len(piece)
+            return True
+    except OSError:
+        return False
 
 
 def _create(tx: ImportTransaction, reader, name: str, sid: str, created_at: float | None) -> None:
