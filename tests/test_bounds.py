@@ -102,9 +102,9 @@ def test_a_line_just_under_the_limit_is_imported(tmp_path):
         out.write('{"type":"x","seq":0,"ts":1,"t":"' + text + '"}\n')
     code, out, err, peak = measured(tmp_path / "x.db", "import", str(f))
     assert code == 0, err
-    assert peak < 900 * MB, peak / MB  # a few copies of the line
+    assert peak < 900 * MB, peak / MB  # a few copies of the line: 483 MiB measured
     with EventStore.open(tmp_path / "x.db", readonly=True) as st:
-        assert st.session("long").events()[0].payload["t"] == text
+        assert next(iter(st.session("long").events())).payload["t"] == text
 
 
 def test_verify_of_a_checkpoint_on_dev_zero_stops_at_its_limit(tmp_path):
@@ -369,6 +369,6 @@ def test_the_viewer_answers_a_big_session_in_bounded_memory(tmp_path):
                     break
         assert got == 120
         grew = _vm(pid, "VmHWM") - base
-        assert grew < 160 * MB, grew / MB
+        assert grew < 64 * MB, grew / MB  # 22 MB measured (about 1 GB before)
     finally:
         srv.stop()

@@ -60,7 +60,7 @@ SSE_BATCH = 5_000  # events per server-sent event
 # sent whole, however large).
 MAX_ANSWER_BYTES = 16 << 20
 PAGE_BYTES = 1 << 20  # what each read of rows aims at (its row count follows the rows before)
-PAGE_ROWS = 500
+PAGE_ROWS = 5_000
 KEEPALIVE_S = 15.0
 
 
@@ -163,37 +163,53 @@ def events_json(rows: list[tuple]) -> str:
     return "[" + ",".join(parts) + "]"
 
 
-def rows_within(backend, session_id: str, after: int, limit: int,
-                max_bytes: int = MAX_ANSWER_BYTES) -> tuple[list[tuple], bool]:
-    """``(rows, more)``: the session's :meth:`export_rows` after seq ``after``, at most
-    ``limit`` of them and, past the first, at most about ``max_bytes`` of payload text;
-    ``more`` says whether events follow. Read in pages whose row count follows the size of
-    the rows read before (:data:`PAGE_BYTES` a page), so no page is much more than that
-    unless one event is."""
-    rows: list[tuple] = []
-    size = 0
-    page = min(PAGE_ROWS, 64)
-    last = after
-    while len(rows) < limit:
-        got = backend.export_rows(session_id, last, min(page, limit - len(rows)) + 1)
-        more = len(got) > min(page, limit - len(rows))
-        if more:
-            got = got[:-1]
-        taken = 0
-        page_bytes = 0
-        for row in got:
-            n = len(row[3])
-            if rows and size + n > max_bytes:
-                return rows, True
-            rows.append(row)
-            size += n
-            page_bytes += n
-            taken += 1
-        if not more:
-            return rows, False
-        last = rows[-1][1]
-        page = max(1, min(PAGE_ROWS, PAGE_BYTES * taken // max(page_bytes, 1)))
-    return rows, bool(backend.export_rows(session_id, last, 1))
+class EventPages:
+    """The session's events after seq ``after`` as JSON text (the items of
+    :func:`events_json`'s array, comma-separated), one UTF-8 ``bytes`` piece per page read:
+    at most ``limit`` events and, past the first, about ``max_bytes`` of payload text.
+    Afterwards ``more`` says whether events follow and ``last`` is the last seq given.
+
+    Pages are read with :meth:`export_rows` as the pieces are taken, each sized by the rows
+    read before (:data:`PAGE_BYTES`; the first is one row), so memory holds one page, not
+    the answer: more than a page's bytes only where one event is larger."""
+
+    def __init__(self, backend, session_id: str, after: int, limit: int, max_bytes: int = MAX_ANSWER_BYTES):
+        self.backend = backend
+        self.session_id = session_id
+        self.last = after
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self.count = 0
+        self.more = False
+
+    def __iter__(self):
+        size = 0
+        page = 1
+        while self.count < self.limit:
+            want = min(page, self.limit - self.count)
+            rows = self.backend.export_rows(self.session_id, self.last, want + 1)
+            self.more = len(rows) > want
+            taken = []
+            page_bytes = 0
+            full = False
+            for row in rows[:want]:
+                n = len(row[3])
+                if (self.count or taken) and size + n > self.max_bytes:
+                    self.more = full = True
+                    break
+                taken.append(row)
+                size += n
+                page_bytes += n
+            if taken:
+                text = events_json(taken)[1:-1]
+                yield ((b"," if self.count else b"") + text.encode("utf-8", "surrogatepass"))
+                self.count += len(taken)
+                self.last = taken[-1][1]
+            del rows, taken
+            if not self.more or full:
+                return
+            page = max(1, min(PAGE_ROWS, PAGE_BYTES * want // max(page_bytes, 1)))
+        self.more = bool(self.backend.export_rows(self.session_id, self.last, 1))
 
 
 def _utf16_len(text: str) -> int:
@@ -297,11 +313,14 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
         s = session_or_404(request)
         after = _int(request, "after", -1, -1, 2**63 - 1)
         limit = _int(request, "limit", 10_000, 1, MAX_EVENTS)
-        rows, more = rows_within(backend, s.id, after, limit)
-        body = '{"session":' + json.dumps(s.id) + ',"more":' + ("true" if more else "false") + \
-               ',"events":' + events_json(rows) + "}"
-        del rows
-        return Response(body, media_type="application/json")
+        pages = EventPages(backend, s.id, after, limit)
+
+        def body():  # streamed a page at a time; "more" is known at the end
+            yield b'{"session":' + json.dumps(s.id).encode() + b',"events":['
+            yield from pages
+            yield b'],"more":' + (b"true" if pages.more else b"false") + b"}"
+
+        return StreamingResponse(body(), media_type="application/json")
 
     def messages(request):
         s = session_or_404(request)
@@ -338,14 +357,18 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
             try:
                 yield "retry: 1000\n\n"
                 while True:
-                    rows, more = await run_in_threadpool(rows_within, backend, sid, last, SSE_BATCH)
-                    if rows:
-                        last = rows[-1][1]
-                        message = f"id: {last}\nevent: events\ndata: {events_json(rows)}\n\n"
-                        del rows
-                        yield message
-                        del message
-                        if more:
+                    # one message of at most SSE_BATCH events (MAX_ANSWER_BYTES), sent a page at a
+                    # time; its id (the last seq) comes after the data, once known
+                    pages = EventPages(backend, sid, last, SSE_BATCH)
+                    it = iter(pages)
+                    piece = await run_in_threadpool(next, it, None)
+                    if piece is not None:
+                        yield b"event: events\ndata: [" + piece
+                        while (piece := await run_in_threadpool(next, it, None)) is not None:
+                            yield piece
+                        last = pages.last
+                        yield f"]\nid: {last}\n\n"
+                        if pages.more:
                             continue
                     if not caught_up:  # every stored event sent: from now on, only new ones
                         caught_up = True
