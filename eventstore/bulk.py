@@ -33,7 +33,7 @@ from .backends import base
 from .backends.base import ImportTransaction, Refusal
 from .codec import dumps, loads, meta_difference
 from .errors import DatabaseError, ImportConflict, InvalidEvent, InvalidJSONL
-from .jsonl import JsonlReader
+from .jsonl import MAX_LINE_BYTES, JsonlReader
 from .parse_worker import WorkerReader
 from .validate import _check_session_id
 
@@ -100,7 +100,7 @@ class ImportReport:
 def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
                  session_id: str | None = None, append: bool = False, salvage: bool = False,
                  progress: Progress | None = None, created_at: float | None = None,
-                 continues: tuple[int, str] | None = None) -> ImportReport:
+                 continues: tuple[int, str] | None = None, max_line: int | None = MAX_LINE_BYTES) -> ImportReport:
     """Import one JSONL session file (the reference format) into ``store``, atomically.
 
     ``source`` is a path or a binary file object (``name`` is what messages call it; a
@@ -124,6 +124,10 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
     not read), and the same meta. The events past the stored head are added (as with
     ``append``), in one transaction; those the store already holds are compared.
 
+    ``max_line`` is the longest line read (64 MiB: a longer one is an ``InvalidJSONL``, so
+    that no input grows memory past a few copies of it); None reads any line, for a stream
+    of a store's own export (:mod:`eventstore.copy`).
+
     Returns an :class:`ImportReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``; nothing of the file is stored), its subclass
     :class:`~eventstore.errors.ImportConflict` (the session is stored with other events, or
@@ -142,16 +146,19 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
                 name = name or os.fspath(source)
                 source = opened.enter_context(open(source, "rb"))
             name = name or str(getattr(source, "name", "<stream>"))
-            reader = JsonlReader(source, name, session_id, continues)
+            reader = JsonlReader(source, name, session_id, continues, max_line)
             batches, sid = _first(reader, salvage)
             return _import_one(store, reader, batches, name, sid, True, salvage, progress, None, continues)
     if isinstance(source, (str, os.PathLike)):
         name = name or os.fspath(source)
         with open(source, "rb") as f:
             st = os.fstat(f.fileno())
-            worker = parse_worker.acquire(st.st_size) if stat.S_ISREG(st.st_mode) else None
+            # (the worker reads with the default line limit)
+            worker = (parse_worker.acquire(st.st_size) if stat.S_ISREG(st.st_mode) and max_line == MAX_LINE_BYTES
+                      else None)
             if worker is None:
-                return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress, created_at)
+                return _import(store, JsonlReader(f, name, session_id, max_line=max_line), name, append, salvage,
+                               progress, created_at)
             try:
                 reader = WorkerReader(worker, os.path.abspath(source), name, session_id, st)
                 try:
@@ -162,9 +169,11 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
             finally:
                 worker.lock.release()
             # the worker opened another file by that path (/dev/stdin, /dev/fd/N: its own)
-            return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress, created_at)
+            return _import(store, JsonlReader(f, name, session_id, max_line=max_line), name, append, salvage,
+                           progress, created_at)
     name = name or str(getattr(source, "name", "<stream>"))
-    return _import(store, JsonlReader(source, name, session_id), name, append, salvage, progress, created_at)
+    return _import(store, JsonlReader(source, name, session_id, max_line=max_line), name, append, salvage,
+                   progress, created_at)
 
 
 def _check_created_at(created_at) -> float:

@@ -40,7 +40,8 @@ MAX_LINE_BYTES = 64 << 20
 
 def too_long(limit: int) -> str:
     """The reason of a line longer than ``limit`` bytes."""
-    return (f"the line is longer than {limit >> 20} MiB, the longest line eventstore reads "
+    size = f"{limit >> 20} MiB" if limit >= 1 << 20 and not limit % (1 << 20) else f"{limit} bytes"
+    return (f"the line is longer than {size}, the longest line eventstore reads "
             f"(not a JSONL file, or an event too large to store)")
 
 
@@ -211,7 +212,8 @@ class JsonlReader:
     session's id for a file without a ``session/meta`` line (a meta line naming another id
     is then an error). ``start`` ``(seq, hash)`` reads the rest of a session: the first
     event has seq ``seq`` (not 0) and is chained to ``hash``, the hash of the event before
-    it (:func:`genesis_hash` of the id for seq 0).
+    it (:func:`genesis_hash` of the id for seq 0). ``max_line`` is the longest line read
+    (:data:`MAX_LINE_BYTES`; None: no limit, for a stream eventstore wrote itself).
 
     :meth:`batches` yields lists of rows ``(seq, type, ts, payload, hash)``: ``payload`` is
     the JSON object text of the event's other keys in canonical form and ``hash`` the
@@ -242,9 +244,9 @@ class JsonlReader:
     CHUNK = 1 << 20  # bytes read at a time
 
     def __init__(self, fileobj: IO[bytes], name: str, session_id: str | None = None,
-                 start: tuple[int, str] | None = None, max_line: int = MAX_LINE_BYTES):
+                 start: tuple[int, str] | None = None, max_line: int | None = MAX_LINE_BYTES):
         self.fileobj = fileobj
-        self.max_line = max_line
+        self.max_line = max_line if max_line is not None else 1 << 62
         self.name = name
         self._start = start
         self._forced_id = session_id
@@ -313,10 +315,13 @@ class JsonlReader:
                 if tail:
                     pending.append(tail)
                     held += len(tail)
-                if parts and len(parts[0]) > max_line:
-                    parts = []  # a line past the limit (only the first can be: the others fit in a chunk)
-                    overlong = True
-                elif held > max_line:  # the lines before it are taken first
+                if parts and (len(parts[0]) > max_line or len(chunk) > max_line):
+                    # a line past the limit: the lines before it are taken, then it is the error
+                    k = next((i for i, part in enumerate(parts) if len(part) > max_line), None)
+                    if k is not None:
+                        del parts[k:]
+                        overlong = True
+                if held > max_line:  # the line not ended yet: the same, once the lines before it are taken
                     overlong = True
             elif pending:  # the last line has no newline
                 parts = [b"".join(pending)]

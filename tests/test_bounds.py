@@ -372,3 +372,56 @@ def test_the_viewer_answers_a_big_session_in_bounded_memory(tmp_path):
         assert grew < 64 * MB, grew / MB  # 22 MB measured (about 1 GB before)
     finally:
         srv.stop()
+
+
+# --- the line limit, at every place a line can end ---------------------------------------------
+
+class SmallChunks:
+    """A binary stream that gives at most 7 bytes a read, so that lines span many reads."""
+
+    def __init__(self, data: bytes):
+        import io
+
+        self.f = io.BytesIO(data)
+
+    def read(self, n=-1):
+        return self.f.read(7)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_the_line_limit_keeps_the_lines_before_it_and_names_its_line(chunked):
+    from eventstore.jsonl import JsonlReader
+
+    good = [b'{"type":"session/meta","id":"s"}'] + [b'{"type":"x","seq":%d,"ts":1}' % i for i in range(3)]
+    for long_line, at_end in ((b'{"type":"x","seq":3,"ts":1,"t":"' + b"a" * 200 + b'"}', False),
+                              (b"\0" * 300, True)):  # the last line, no newline (as /dev/zero)
+        data = b"\n".join(good + [long_line]) + (b"" if at_end else b"\n" + good[1])
+        r = JsonlReader(SmallChunks(data) if chunked else __import__("io").BytesIO(data), "f.jsonl", max_line=100)
+        rows = [row for batch in r.batches() for row in batch]
+        assert [row[0] for row in rows] == [0, 1, 2]
+        assert str(r.error) == "f.jsonl:5: the line is longer than 100 bytes, the longest line eventstore reads " \
+                               "(not a JSONL file, or an event too large to store)"
+        assert r.error_offset == len(b"\n".join(good)) + 1
+        r = JsonlReader(__import__("io").BytesIO(data), "f.jsonl", max_line=None)
+        list(r.batches())
+        assert r.error is None or "longer than" not in str(r.error)
+
+
+def test_copy_takes_an_event_past_the_line_limit(tmp_path, monkeypatch):
+    """The limit is for files from elsewhere; copy reads the store's own export."""
+    import eventstore.bulk as bulk
+    from eventstore.copy import copy_sessions
+
+    monkeypatch.setattr(bulk, "MAX_LINE_BYTES", 1000)  # as if the event were past 64 MiB
+    monkeypatch.setattr(bulk.import_jsonl, "__kwdefaults__", {**bulk.import_jsonl.__kwdefaults__, "max_line": 1000})
+    with EventStore.open(tmp_path / "a.db") as a:
+        a.create_session("s").append("tool/result", {"tool_call_id": "c", "content": "b" * 5000})
+        with pytest.raises(InvalidJSONL, match="longer than"):
+            p = tmp_path / "s.jsonl"
+            a.export_jsonl("s", p)
+            with open(p, "rb") as f, EventStore.open(tmp_path / "c.db") as c:
+                import_jsonl(c, f)
+        with EventStore.open(tmp_path / "b.db") as b:
+            results = copy_sessions(a, b)
+            assert [r.status for r in results] == ["copied"], results
+            assert next(iter(b.session("s").events())).payload["content"] == "b" * 5000
