@@ -221,8 +221,8 @@ def write_checkpoint(doc: dict, dest) -> None:
 def load_checkpoint(path: str | os.PathLike) -> dict:
     """Read and check the shape of a checkpoint file. Raises ``OSError`` and
     :class:`CheckpointError` (larger than :data:`MAX_CHECKPOINT_BYTES`, not JSON, not a
-    checkpoint, an entry of the wrong shape). Memory: the file's bytes and about four
-    times as much for the parsed document."""
+    checkpoint, an entry of the wrong shape). Memory: the file's bytes and the parsed
+    document."""
     name = os.fspath(path)
     data = _read_at_most(path, MAX_CHECKPOINT_BYTES, "a checkpoint")
     try:
