@@ -74,11 +74,16 @@ def test_stdin_of_dev_zero_stops_at_the_line_limit(tmp_path):
     assert peak < 512 * MB, peak / MB
 
 
-def test_a_link_to_dev_urandom_fails_at_its_first_line(tmp_path):
+@pytest.mark.parametrize("salvage", [False, True])
+def test_a_link_to_dev_urandom_fails_at_its_first_line_or_past_the_lines_salvage_drops(tmp_path, salvage):
     link = tmp_path / "random.jsonl"
     link.symlink_to("/dev/urandom")
-    code, _out, err, peak = measured(tmp_path / "x.db", "import", "--format", "claude-code", str(link), timeout=60)
-    assert code == 1 and f"{link}:1: " in err, err
+    code, _out, err, peak = measured(tmp_path / "x.db", "import", "--format", "claude-code", str(link),
+                                     *(["--salvage"] if salvage else []), timeout=120)
+    if salvage:  # (the list of dropped lines grew with the device before)
+        assert code == 1 and "; more than 10000 bad lines to drop: not a transcript that --salvage can keep" in err
+    else:
+        assert code == 1 and f"{link}:1: " in err, err
     assert peak < 200 * MB, peak / MB
 
 

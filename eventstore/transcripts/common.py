@@ -41,6 +41,9 @@ class Lines:
     waiting: bool
 
 
+MAX_DROPPED = 10_000  # lines salvage drops from one file before it gives the file up
+
+
 def read_lines(path: str, data: bytes | None = None, *, salvage: bool = False,
                stream: IO[bytes] | None = None, max_line: int = MAX_LINE_BYTES) -> Lines:
     """Parse a JSONL transcript, line by line as it is read: from ``stream`` (a binary
@@ -52,8 +55,9 @@ def read_lines(path: str, data: bytes | None = None, *, salvage: bool = False,
     Raises :class:`InvalidJSONL` (``FILE:LINE: reason``) for a line that is not UTF-8, not
     JSON, nested too deeply, not an object, or longer than ``max_line`` bytes (read no
     further than that), unless ``salvage``, which skips such lines and lists them in
-    ``dropped``. Raises ``OSError`` when the file cannot be read. Memory: the parsed lines
-    (what the converters need) and one line's bytes.
+    ``dropped`` (up to :data:`MAX_DROPPED` of them: past that the file is an error).
+    Raises ``OSError`` when the file cannot be read. Memory: the parsed lines (what the
+    converters need) and one line's bytes.
     """
     if stream is None:
         with (io.BytesIO(data) if data is not None else open(path, "rb")) as f:
@@ -65,6 +69,9 @@ def read_lines(path: str, data: bytes | None = None, *, salvage: bool = False,
     def bad(i: int, reason: str) -> None:
         if not salvage:
             raise InvalidJSONL(path, i, reason)
+        if len(dropped) >= MAX_DROPPED:  # (a device such as /dev/urandom would grow the list forever)
+            raise InvalidJSONL(path, i, f"{reason}; more than {MAX_DROPPED} bad lines to drop: not a transcript "
+                                        f"that --salvage can keep (nothing of it is stored)")
         dropped.append(f"{path}:{i}: {reason}")
 
     readline = stream.readline
