@@ -101,13 +101,33 @@ def _signed_bytes(doc: dict) -> bytes:
     return FORMAT.encode() + b"\n" + _canonical(fields)
 
 
+MAX_CHECKPOINT_BYTES = 256 << 20  # a checkpoint of about 1,000,000 sessions (~250 bytes each)
+MAX_KEY_BYTES = 64 << 10  # a PEM key is a few hundred bytes
+
+
+def _read_at_most(path: str | os.PathLike, limit: int, what: str) -> bytes:
+    """The bytes of the file ``path``, read only up to ``limit`` (a device such as
+    /dev/zero, or a wrong file, would otherwise be read into memory whole). Raises
+    :class:`CheckpointError` past ``limit`` and ``OSError``."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise CheckpointError(f"{os.fspath(path)}: not {what}: it holds more than {_size(limit)}, "
+                              f"the most {what} may hold")
+    return data
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
 def _load_private_key(path: str | os.PathLike):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    data = _read_at_most(path, MAX_KEY_BYTES, "a key file")
     try:
-        with open(path, "rb") as f:
-            key = serialization.load_pem_private_key(f.read(), password=None)
+        key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as e:
         raise CheckpointError(f"{os.fspath(path)}: not an unencrypted PEM private key ({e})") from None
     if not isinstance(key, Ed25519PrivateKey):
@@ -121,8 +141,7 @@ def load_public_key(path: str | os.PathLike) -> str:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    with open(path, "rb") as f:
-        data = f.read()
+    data = _read_at_most(path, MAX_KEY_BYTES, "a key file")
     if b"PRIVATE KEY" in data:
         return _raw_public(_load_private_key(path).public_key())
     try:
@@ -201,12 +220,15 @@ def write_checkpoint(doc: dict, dest) -> None:
 
 def load_checkpoint(path: str | os.PathLike) -> dict:
     """Read and check the shape of a checkpoint file. Raises ``OSError`` and
-    :class:`CheckpointError` (not JSON, not a checkpoint, an entry of the wrong shape)."""
+    :class:`CheckpointError` (larger than :data:`MAX_CHECKPOINT_BYTES`, not JSON, not a
+    checkpoint, an entry of the wrong shape). Memory: the file's bytes and the parsed
+    document."""
     name = os.fspath(path)
-    with open(path, "rb") as f:
-        data = f.read()
+    data = _read_at_most(path, MAX_CHECKPOINT_BYTES, "a checkpoint")
     try:
         doc = json.loads(data)
+    except RecursionError:
+        raise CheckpointError(f"{name}: not a checkpoint (not JSON: nested too deeply)") from None
     except ValueError as e:
         raise CheckpointError(f"{name}: not a checkpoint (not JSON: {e})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:

@@ -32,8 +32,8 @@ from . import parse_worker
 from .backends import base
 from .backends.base import ImportTransaction, Refusal
 from .codec import dumps, loads, meta_difference
-from .errors import ImportConflict, InvalidEvent, InvalidJSONL
-from .jsonl import JsonlReader
+from .errors import DatabaseError, ImportConflict, InvalidEvent, InvalidJSONL
+from .jsonl import MAX_LINE_BYTES, JsonlReader
 from .parse_worker import WorkerReader
 from .validate import _check_session_id
 
@@ -100,7 +100,7 @@ class ImportReport:
 def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
                  session_id: str | None = None, append: bool = False, salvage: bool = False,
                  progress: Progress | None = None, created_at: float | None = None,
-                 continues: tuple[int, str] | None = None) -> ImportReport:
+                 continues: tuple[int, str] | None = None, max_line: int | None = MAX_LINE_BYTES) -> ImportReport:
     """Import one JSONL session file (the reference format) into ``store``, atomically.
 
     ``source`` is a path or a binary file object (``name`` is what messages call it; a
@@ -124,6 +124,10 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
     not read), and the same meta. The events past the stored head are added (as with
     ``append``), in one transaction; those the store already holds are compared.
 
+    ``max_line`` is the longest line read (64 MiB: a longer one is an ``InvalidJSONL``, so
+    that no input grows memory past a few copies of it); None reads any line, for a stream
+    of a store's own export (:mod:`eventstore.copy`).
+
     Returns an :class:`ImportReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``; nothing of the file is stored), its subclass
     :class:`~eventstore.errors.ImportConflict` (the session is stored with other events, or
@@ -142,16 +146,19 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
                 name = name or os.fspath(source)
                 source = opened.enter_context(open(source, "rb"))
             name = name or str(getattr(source, "name", "<stream>"))
-            reader = JsonlReader(source, name, session_id, continues)
+            reader = JsonlReader(source, name, session_id, continues, max_line)
             batches, sid = _first(reader, salvage)
             return _import_one(store, reader, batches, name, sid, True, salvage, progress, None, continues)
     if isinstance(source, (str, os.PathLike)):
         name = name or os.fspath(source)
         with open(source, "rb") as f:
             st = os.fstat(f.fileno())
-            worker = parse_worker.acquire(st.st_size) if stat.S_ISREG(st.st_mode) else None
+            # (the worker reads with the default line limit)
+            worker = (parse_worker.acquire(st.st_size) if stat.S_ISREG(st.st_mode) and max_line == MAX_LINE_BYTES
+                      else None)
             if worker is None:
-                return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress, created_at)
+                return _import(store, JsonlReader(f, name, session_id, max_line=max_line), name, append, salvage,
+                               progress, created_at)
             try:
                 reader = WorkerReader(worker, os.path.abspath(source), name, session_id, st)
                 try:
@@ -162,9 +169,11 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
             finally:
                 worker.lock.release()
             # the worker opened another file by that path (/dev/stdin, /dev/fd/N: its own)
-            return _import(store, JsonlReader(f, name, session_id), name, append, salvage, progress, created_at)
+            return _import(store, JsonlReader(f, name, session_id, max_line=max_line), name, append, salvage,
+                           progress, created_at)
     name = name or str(getattr(source, "name", "<stream>"))
-    return _import(store, JsonlReader(source, name, session_id), name, append, salvage, progress, created_at)
+    return _import(store, JsonlReader(source, name, session_id, max_line=max_line), name, append, salvage,
+                   progress, created_at)
 
 
 def _check_created_at(created_at) -> float:
@@ -318,25 +327,67 @@ def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batch
             return done, dropped
 
         added = 0
-        while True:
-            result = backend.import_transaction(sid, chunk)
-            if result is None:
-                return None
-            unfinished = True
-            n, dropped = result
-            added += n
-            if batches.finished:
-                break
-            # the next chunk holds the lock about CHUNK_SECONDS; the pause lets waiting writers
-            # in (the write queue's flock is not FIFO: without it, the importer takes it again first)
-            rows = max(CHUNK_MIN_ROWS, min(CHUNK_MAX_ROWS, int(rows * CHUNK_SECONDS / max(took, 1e-4))))
-            time.sleep(took * CHUNK_PAUSE)
+        try:
+            while True:
+                result = backend.import_transaction(sid, chunk)
+                if result is None:
+                    return None
+                unfinished = True
+                n, dropped = result
+                added += n
+                if batches.finished:
+                    break
+                # the next chunk holds the lock about CHUNK_SECONDS; the pause lets waiting writers
+                # in (the write queue's flock is not FIFO: without it, the importer takes it again first)
+                rows = max(CHUNK_MIN_ROWS, min(CHUNK_MAX_ROWS, int(rows * CHUNK_SECONDS / max(took, 1e-4))))
+                time.sleep(took * CHUNK_PAUSE)
+        except (InvalidJSONL, DatabaseError) as e:
+            if not unfinished:  # the first transaction failed: nothing is stored
+                raise
+            raise _left_hidden(e, reader, name, sid, head + added) from None
         unfinished = False
     finally:
         lock.release(unlink=not unfinished)
     # a resumed import makes the stored prefix visible with the rest: it imported them all
     return _report(reader, name, sid, "imported", 0, head + added, dropped,
                    f"completed an unfinished import that had stored {head} events" if head else "")
+
+
+def _left_hidden(e: InvalidJSONL | DatabaseError, reader, name: str, sid: str, stored: int) -> Exception:
+    """``e`` (which stopped a chunked import after some chunks were committed) saying what
+    is stored: the ``stored`` events of the session, hidden (an unfinished import) until an
+    import of the whole file completes it; and, when the file is longer now than what was
+    read, that it grew meanwhile (its last line was cut where its writer was)."""
+    grew = e is reader.error and _grew_past(name, reader.error_offset, reader.bytes)
+    why = " (the file grew while it was read: another process is writing it)" if grew else ""
+    when = "once its writer is done, " if grew else ""
+    kept = (f"the {stored} events of session {dumps(sid)} that its earlier chunks stored stay stored and hidden "
+            f"(an unfinished import): {when}importing {name} again completes it")
+    if isinstance(e, ImportConflict):
+        return ImportConflict(e.path, e.line, f"{e.reason}{why}; {kept}", e.session_id, e.seq)
+    if isinstance(e, InvalidJSONL):
+        return InvalidJSONL(e.path, e.line, f"{e.reason}{why}; {kept}", e.seq)
+    return DatabaseError(f"{e}. That was one chunk of a longer import: {kept}")
+
+
+def _grew_past(path: str, offset: int, end: int) -> bool:
+    """Whether the file ``path`` is longer now than the ``end`` bytes a reader read, and
+    its line at ``offset`` (the bad one) ran to that end: the reader met the file's end in
+    the middle of a line that its writer was still writing."""
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode) or os.fstat(f.fileno()).st_size <= end:
+                return False
+            f.seek(offset)
+            left = end - offset
+            while left > 0:  # a piece at a time: the line may be long
+                piece = f.read(min(left, 1 << 20))
+                if not piece or b"\n" in piece:
+                    return False
+                left -= len(piece)
+            return True
+    except OSError:
+        return False
 
 
 def _create(tx: ImportTransaction, reader, name: str, sid: str, created_at: float | None) -> None:

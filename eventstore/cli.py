@@ -407,13 +407,17 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 raise InvalidJSONL(f, 0, f"--session-id is for an eventstore file without a session/meta line: "
                                          f"a {kind} transcript names its sessions itself")
             if kind != "eventstore":
-                rep = import_transcript(store, f, kind, salvage=salvage,
-                                        data=source.read() if f in streams else None)
+                rep = import_transcript(store, f, kind, salvage=salvage, stream=source if f in streams else None)
             else:
                 rep = import_jsonl(store, source, name=f, session_id=session_id, append=append, salvage=salvage,
                                    progress=bar.advance)
         except InvalidJSONL as e:
             bar.note(str(e))
+            counts["failed"] += 1
+            return
+        except RecursionError:  # a value nested deeper than a line reader caught (a converter's, the store's)
+            bar.note(f"{f}: nested too deeply (a JSON value deeper than eventstore can follow); nothing of it "
+                     "is stored")
             counts["failed"] += 1
             return
         except KeyboardInterrupt:  # what was stored of this file is kept; importing it again completes it
@@ -1246,9 +1250,11 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
               help="Address to listen on; anything but a loopback address shows the log to the network.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port to listen on (0: a free one).")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME", type=TEXT,
+              help="A host name the viewer answers to, besides localhost and IP addresses (repeatable).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the viewer in the web browser.")
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int, open_browser: bool) -> None:
+def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...], open_browser: bool) -> None:
     """Start the local, read-only web viewer and print its URL (Ctrl-C stops it).
 
     Sessions, each session as a chat, Replay at the recorded pace, live updates as other
@@ -1270,8 +1276,11 @@ def serve(ctx: click.Context, host: str, port: int, open_browser: bool) -> None:
         _fail(f"cannot listen on {host}:{port}: {e.strerror or e}")
     url = web.url_of(sock)
     if not web.is_loopback(host):
+        names = ", ".join(["localhost", *web.url_names(sock), *allow_hosts])
         click.echo(f"warning: listening on {host}: anyone who can reach this machine on port "
-                   f"{sock.getsockname()[1]} can read the whole log", err=True)
+                   f"{sock.getsockname()[1]} can read the whole log. It answers requests that name it by "
+                   f"IP address or as {names} (--allow-host NAME adds a name): that check keeps a web page "
+                   f"elsewhere from reading the log through a visitor's browser (DNS rebinding)", err=True)
 
     def ready() -> None:
         click.echo(f"eventstore viewer of {store.backend.display} at {url}  (Ctrl-C stops)")
@@ -1281,7 +1290,8 @@ def serve(ctx: click.Context, host: str, port: int, open_browser: bool) -> None:
 
             webbrowser.open(url)
 
-    web.serve(store, sock, db_label=store.backend.display, on_ready=ready)  # a URL without its password
+    # db_label: a URL without its password
+    web.serve(store, sock, db_label=store.backend.display, on_ready=ready, allow_hosts=allow_hosts)
 
 
 # --- moving between databases, PostgreSQL roles ---------------------------------------------

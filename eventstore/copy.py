@@ -192,7 +192,8 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
         with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as buf:
             export_session(src, sid, buf)
             buf.seek(0)
-            report = import_jsonl(dst, buf, name=f"session {sid!r}", created_at=row[1])
+            # max_line=None: the lines are this store's own export, an event of any size
+            report = import_jsonl(dst, buf, name=f"session {sid!r}", created_at=row[1], max_line=None)
         status = {"imported": "copied", "appended": "added"}.get(report.status, "skipped")
         added = report.events
     else:
@@ -212,7 +213,7 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
                     buf.writelines(pieces)
                 buf.seek(0)
                 added = import_jsonl(dst, buf, name=f"session {sid!r}", continues=(n, h) if n else
-                                     (0, genesis_hash(sid))).events
+                                     (0, genesis_hash(sid)), max_line=None).events
         status = "added" if added else "skipped"
     after = audit.verify(dst.backend, [sid]).heads[sid]
     if after != (events, head):

@@ -32,6 +32,17 @@ __all__ = [
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
+# The longest line a reader takes (an event of 64 MiB: a whole file or image in a tool
+# result); a longer one is an error, so that no input (/dev/zero, a file without newlines)
+# grows a reader's memory past a few copies of it.
+MAX_LINE_BYTES = 64 << 20
+
+
+def too_long(limit: int) -> str:
+    """The reason of a line longer than ``limit`` bytes."""
+    size = f"{limit >> 20} MiB" if limit >= 1 << 20 and not limit % (1 << 20) else f"{limit} bytes"
+    return (f"the line is longer than {size}, the longest line eventstore reads "
+            f"(not a JSONL file, or an event too large to store)")
 
 
 # --- reading -------------------------------------------------------------------------
@@ -201,7 +212,8 @@ class JsonlReader:
     session's id for a file without a ``session/meta`` line (a meta line naming another id
     is then an error). ``start`` ``(seq, hash)`` reads the rest of a session: the first
     event has seq ``seq`` (not 0) and is chained to ``hash``, the hash of the event before
-    it (:func:`genesis_hash` of the id for seq 0).
+    it (:func:`genesis_hash` of the id for seq 0). ``max_line`` is the longest line read
+    (:data:`MAX_LINE_BYTES`; None: no limit, for a stream eventstore wrote itself).
 
     :meth:`batches` yields lists of rows ``(seq, type, ts, payload, hash)``: ``payload`` is
     the JSON object text of the event's other keys in canonical form and ``hash`` the
@@ -232,8 +244,9 @@ class JsonlReader:
     CHUNK = 1 << 20  # bytes read at a time
 
     def __init__(self, fileobj: IO[bytes], name: str, session_id: str | None = None,
-                 start: tuple[int, str] | None = None):
+                 start: tuple[int, str] | None = None, max_line: int | None = MAX_LINE_BYTES):
         self.fileobj = fileobj
+        self.max_line = max_line if max_line is not None else 1 << 62
         self.name = name
         self._start = start
         self._forced_id = session_id
@@ -281,6 +294,9 @@ class JsonlReader:
         slow = self._slow
         prevnl = self._genesis() if self.session_id is not None else None  # previous hash + "\n"
         unterminated = False
+        max_line = self.max_line
+        held = 0  # bytes in pending: the start of a line not ended yet
+        overlong = False  # pending passed max_line: the file ends being read after the lines before it
         while True:
             chunk = read(self.CHUNK)
             if chunk:
@@ -289,14 +305,24 @@ class JsonlReader:
                 parts = chunk.split(b"\n")
                 self._newlines += len(parts) - 1
                 cr = b"\r" in chunk
-                if pending:
+                tail = parts.pop()
+                if parts and pending:  # the line held from the chunks before ends here
                     pending.append(parts[0])
                     parts[0] = b"".join(pending)
                     pending.clear()
+                    held = 0
                     cr = cr or b"\r" in parts[0]
-                tail = parts.pop()
                 if tail:
                     pending.append(tail)
+                    held += len(tail)
+                if parts and (len(parts[0]) > max_line or len(chunk) > max_line):
+                    # a line past the limit: the lines before it are taken, then it is the error
+                    k = next((i for i, part in enumerate(parts) if len(part) > max_line), None)
+                    if k is not None:
+                        del parts[k:]
+                        overlong = True
+                if held > max_line:  # the line not ended yet: the same, once the lines before it are taken
+                    overlong = True
             elif pending:  # the last line has no newline
                 parts = [b"".join(pending)]
                 pending.clear()
@@ -382,6 +408,14 @@ class JsonlReader:
                         blines.clear()
                         boffs.clear()
                         size = 0
+            if overlong:  # the lines before it are taken; this one is the error
+                pending.clear()
+                self.error = self._err(lineno + 1, too_long(max_line))
+                self.error_offset = offset
+                self.lines, self.events = lineno + 1, expected
+                if batch:
+                    yield batch
+                return
         self.lines, self.events = lineno, expected
         if self.session_id is None:
             what = "the file is empty: " if lineno == 0 else ""

@@ -284,7 +284,51 @@ def test_a_network_host_warns(db):
     srv = Server(db, "--host", "0.0.0.0")
     try:
         srv.stop()
-        assert "can read the whole log" in srv.proc.stderr.read()
+        err = srv.proc.stderr.read()
+        assert "can read the whole log" in err and "DNS rebinding" in err and "--allow-host" in err
+    finally:
+        srv.stop()
+
+
+def _status(url: str, host: str) -> int:
+    """The status of GET ``url`` sent with the header ``Host: host`` (as a rebinding page's
+    browser sends it: the attacker's name, this server's address)."""
+    req = urllib.request.Request(url, headers={"Host": host})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_every_address_keeps_the_host_check(db):
+    """Bound to 0.0.0.0 the viewer still refuses a name it was not given (a page elsewhere
+    that rebinds its DNS name to this machine), and answers IP addresses, localhost, the
+    printed name and each --allow-host name."""
+    import socket
+
+    srv = Server(db, "--host", "0.0.0.0", "--allow-host", "Viewer.Example", "--allow-host", "logs.internal")
+    try:
+        port = srv.url.rsplit(":", 1)[1]
+        url = f"http://127.0.0.1:{port}/api/info"
+        assert srv.url.startswith(f"http://{socket.gethostname()}:")
+        for host in ("attacker.example", f"attacker.example:{port}", "127.0.0.1.attacker.example",
+                     f"localhost.attacker.example:{port}", "", f"[::1]x:{port}", f"127.0.0.1:{port}@evil"):
+            assert _status(url, host) == 421, host
+        for host in (f"127.0.0.1:{port}", "10.1.2.3", f"[::1]:{port}", f"localhost:{port}", "viewer.example",
+                     f"LOGS.internal:{port}", f"{socket.gethostname()}:{port}"):
+            assert _status(url, host) == 200, host
+    finally:
+        srv.stop()
+
+
+def test_another_loopback_address_answers_at_its_printed_url(db):
+    """--host 127.0.0.2: the URL printed is one that answers (not 421)."""
+    srv = Server(db, "--host", "127.0.0.2")
+    try:
+        assert srv.url.startswith("http://127.0.0.2:")
+        assert srv.get("/api/info")[0] == 200
+        assert srv.get("/api/info", headers={"Host": "attacker.example"})[0] == 421
     finally:
         srv.stop()
 

@@ -133,6 +133,26 @@ def _where(have: str, want: str, before: int = 40, after: int = 160) -> str:
                                                                           else "")
 
 
+MAX_COUNTER = 2**63 - 1  # the largest position or seq a database column holds (a signed 64-bit integer)
+
+
+def counter_full(display: str, session_id: str, last_position: int | None, next_seq: int | None) -> Exception | None:
+    """The error of an append that the database refused because a counter is full: the
+    log's last ``position`` or the session's last seq is :data:`MAX_COUNTER`, so the next
+    one cannot be stored (each backend asks after a data or constraint error, by state,
+    not by the driver's message); None when neither is full."""
+    from ..errors import DatabaseError
+
+    if last_position is not None and last_position >= MAX_COUNTER:
+        what = f"the log's last position is {last_position}, the largest a position can be"
+    elif next_seq is not None and next_seq > MAX_COUNTER:
+        what = f"its last seq is {next_seq - 1}, the largest a seq can be"
+    else:
+        return None
+    return DatabaseError(f"{display}: session {session_id!r}: the append was refused: {what} (2**63-1), so no "
+                         f"event can follow it; nothing was written")
+
+
 def not_stored(session_id: str, seq: int, n: int = 1, stored: int = 0) -> Exception:
     """The error of an INSERT the database reported done although it stored only ``stored``
     of the ``n`` rows from ``seq`` on: a trigger that ignores rows (SQLite's

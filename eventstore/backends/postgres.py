@@ -436,6 +436,15 @@ class PostgresBackend(Backend):
         code = e.sqlstate or ""
         if code == base.UNKNOWN_SESSION and session_id is not None:
             return SessionNotFound(session_id)
+        if session_id is not None and isinstance(e, pg_errors.DataError | pg_errors.IntegrityError):
+            try:
+                row = self._one("SELECT (SELECT max(position) FROM events), "
+                                "(SELECT max(seq) + 1 FROM events WHERE session_id = %s)", (session_id,))
+            except (psycopg.Error, DatabaseError):  # the question is only asked: the first error stands
+                row = None
+            full = base.counter_full(self.display, session_id, *row) if row is not None else None
+            if full is not None:
+                return full
         if isinstance(e, pg_errors.UniqueViolation) and _constraint(e) == base.SESSIONS_PKEY and session_id:
             return SessionExists(session_id)
         if code.startswith("ES") or isinstance(e, pg_errors.IntegrityError):
@@ -1594,6 +1603,7 @@ class PgQueryConnection(QueryConnection):
         # the time limit for the whole command: statement_timeout stops the server's work,
         # a cancel at the deadline stops a fetch in flight, and no fetch starts after it
         timer = threading.Timer(self.timeout, self._cancel) if self.timeout else None
+        t0 = time.monotonic()
         try:
             conn.execute("BEGIN READ ONLY")
             conn.execute(f"SET LOCAL statement_timeout = {int((self.timeout or 0) * 1000)}")
@@ -1618,7 +1628,7 @@ class PgQueryConnection(QueryConnection):
             columns = [d.name for d in cur.description or ()]
         except psycopg.Error as e:
             self._rollback(timer)
-            raise QueryError(*_query_error(e, self.timeout, self._user)) from None
+            raise QueryError(*_query_error(e, self.timeout, self._user, time.monotonic() - t0)) from None
         except KeyboardInterrupt:
             self._rollback(timer)
             raise QueryError("interrupted (Ctrl-C)") from None
@@ -1640,7 +1650,7 @@ class PgQueryConnection(QueryConnection):
                             yield row if all(isinstance(v, _PLAIN) for v in row) else tuple(
                                 v if isinstance(v, _PLAIN) else str(v) for v in row)
             except psycopg.Error as e:
-                raise QueryError(*_query_error(e, self.timeout, self._user)) from None
+                raise QueryError(*_query_error(e, self.timeout, self._user, time.monotonic() - t0)) from None
             finally:
                 self._rollback(timer)
 
@@ -1668,9 +1678,9 @@ class PgQueryConnection(QueryConnection):
 
 
 def _query_error(e: psycopg.Error, timeout: float | None = QUERY_TIMEOUT,
-                 user: str | None = None) -> tuple[str, str | None]:
-    """The message of :class:`QueryError` for ``e`` (a query of role ``user``), and which
-    limit stopped the query."""
+                 user: str | None = None, elapsed: float | None = None) -> tuple[str, str | None]:
+    """The message of :class:`QueryError` for ``e`` (a query of role ``user`` that ran
+    ``elapsed`` seconds), and which limit stopped the query."""
     if isinstance(e, pg_errors.ReadOnlySqlTransaction):
         # (the server names the statement's own command: SELECT for a data-modifying WITH)
         return f"refused: the query writes, and eventstore sql only reads ({e.diag.message_primary})", None
@@ -1680,9 +1690,13 @@ def _query_error(e: psycopg.Error, timeout: float | None = QUERY_TIMEOUT,
     if isinstance(e, pg_errors.ActiveSqlTransaction):
         return f"refused: {e.diag.message_primary or _first_line(e)} (eventstore sql only reads)", None
     if isinstance(e, pg_errors.QueryCanceled):
-        if timeout:
+        # statement_timeout and a cancel request share the SQLSTATE: the time says which
+        if timeout and (elapsed is None or elapsed >= timeout * 0.95):
             return f"the query was stopped after {timeout:g} s (its time limit)", "time"
-        return f"interrupted: {e.diag.message_primary or _first_line(e)}", None
+        when = f" after {elapsed:.1f} s" if elapsed is not None else ""
+        before = f", before its time limit of {timeout:g} s" if timeout else ""
+        return (f"the query was cancelled{when}{before} by a cancel request (pg_cancel_backend, an "
+                f"administrator or the server): {e.diag.message_primary or _first_line(e)}"), None
     if isinstance(e, pg_errors.OutOfMemory | pg_errors.DiskFull):
         return f"the query was stopped: {_first_line(e)} (its memory limit)", "memory"
     if isinstance(e, pg_errors.SyntaxError) and e.diag.source_function == "exec_parse_message":

@@ -500,6 +500,12 @@ class SQLiteBackend(Backend):
         """The store's exception for ``e``, by SQLite's extended error name and the guard's
         error code (never by the message)."""
         name = getattr(e, "sqlite_errorname", "") or ""
+        if isinstance(e, sqlite3.IntegrityError | sqlite3.DataError) and session_id is not None:
+            full = base.counter_full(self.display, session_id, *self._cur.execute(
+                "SELECT (SELECT max(position) FROM events), (SELECT max(seq) + 1 FROM events WHERE session_id = ?)",
+                (session_id,)).fetchone())
+            if full is not None:
+                return full
         if isinstance(e, sqlite3.IntegrityError):
             code = error_code(e)
             if code == base.UNKNOWN_SESSION and session_id is not None:

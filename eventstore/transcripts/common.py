@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import IO
 
 from ..errors import InvalidJSONL
+from ..jsonl import MAX_LINE_BYTES, too_long
 
 
 @dataclass
@@ -40,54 +43,83 @@ class Lines:
     waiting: bool
 
 
-def read_lines(path: str, data: bytes | None = None, *, salvage: bool = False) -> Lines:
-    """Parse a JSONL transcript. ``data`` is the file's bytes (read from ``path`` when None).
+MAX_DROPPED = 10_000  # lines salvage drops from one file before it gives the file up
+
+
+def read_lines(path: str, data: bytes | None = None, *, salvage: bool = False,
+               stream: IO[bytes] | None = None, max_line: int = MAX_LINE_BYTES) -> Lines:
+    """Parse a JSONL transcript, line by line as it is read: from ``stream`` (a binary
+    file object: a pipe, stdin) when given, else from ``data`` (the file's bytes), else
+    from the file at ``path`` (which names it in messages either way).
 
     Blank lines are skipped. A last line that does not parse (with or without its newline),
     or that ends inside a UTF-8 character (no newline yet), is left for the next run
     (``waiting``): once more lines follow it, it is an error.
     Raises :class:`InvalidJSONL` (``FILE:LINE: reason``) for a line that is not UTF-8, not
-    JSON, or not an object, unless ``salvage``, which skips such lines and lists them in
-    ``dropped``. Raises ``OSError`` when the file cannot be read.
+    JSON, nested too deeply, not an object, or longer than ``max_line`` bytes (read no
+    further than that), unless ``salvage``, which skips such lines and lists them in
+    ``dropped`` (up to :data:`MAX_DROPPED` of them: past that the file is an error).
+    Raises ``OSError`` when the file cannot be read. Memory: the parsed lines (what the
+    converters need) and one line's bytes.
     """
-    if data is None:
-        with open(path, "rb") as f:
-            data = f.read()
-    parts = data.split(b"\n")
-    last = len(parts)
-    while last > 0 and not parts[last - 1].strip():
-        last -= 1
+    if stream is None:
+        with (io.BytesIO(data) if data is not None else open(path, "rb")) as f:
+            return read_lines(path, salvage=salvage, stream=f, max_line=max_line)
     out: list[tuple[int, dict]] = []
     dropped: list[str] = []
-    waiting = False
-    for i, raw in enumerate(parts, 1):
+    unparsed: tuple[int, str] | None = None  # a line that is not JSON: an error unless it is the last
+
+    def bad(i: int, reason: str) -> None:
+        if not salvage:
+            raise InvalidJSONL(path, i, reason)
+        if len(dropped) >= MAX_DROPPED:  # (a device such as /dev/urandom would grow the list forever)
+            raise InvalidJSONL(path, i, f"{reason}; more than {MAX_DROPPED} bad lines to drop: not a transcript "
+                                        f"that --salvage can keep (nothing of it is stored)")
+        dropped.append(f"{path}:{i}: {reason}")
+
+    readline = stream.readline
+    i = 0
+    while True:
+        raw = readline(max_line + 1)
+        if not raw:
+            break
+        i += 1
+        if len(raw) > max_line and not raw.endswith(b"\n"):
+            if unparsed is not None:
+                bad(*unparsed)
+                unparsed = None
+            bad(i, too_long(max_line))
+            while raw and not raw.endswith(b"\n"):  # salvage: the rest of the line, a piece at a time
+                raw = readline(1 << 20)
+            continue
+        had_newline = raw.endswith(b"\n")
+        raw = raw.rstrip(b"\n")
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         if not raw.strip():
             continue
-        is_tail = i == last  # the last line that holds anything, newline or not
-        reason = None
+        if unparsed is not None:  # a line follows it: it was not the last one, still being written
+            bad(*unparsed)
+            unparsed = None
         try:
             obj = json.loads(raw.decode("utf-8"))
-            if not isinstance(obj, dict):
-                reason = f"not a JSON object (a {type(obj).__name__})"
         except UnicodeDecodeError as e:
-            if is_tail and i == len(parts) and e.reason == "unexpected end of data":
-                waiting = True  # cut inside a character: the agent is still writing it
+            if not had_newline and e.reason == "unexpected end of data":
+                unparsed = (i, f"invalid UTF-8 at byte {e.start}")  # cut inside a character: still being written
                 continue
-            reason = f"invalid UTF-8 at byte {e.start}"
+            bad(i, f"invalid UTF-8 at byte {e.start}")
+            continue
+        except RecursionError:
+            bad(i, "nested too deeply")
+            continue
         except ValueError as e:
-            if is_tail:
-                waiting = True
-                continue
-            reason = f"not JSON: {e}"
-        if reason is not None:
-            if not salvage:
-                raise InvalidJSONL(path, i, reason)
-            dropped.append(f"{path}:{i}: {reason}")
+            unparsed = (i, f"not JSON: {e}")
+            continue
+        if not isinstance(obj, dict):
+            bad(i, f"not a JSON object (a {type(obj).__name__})")
             continue
         out.append((i, obj))
-    return Lines(out, dropped, waiting)
+    return Lines(out, dropped, unparsed is not None)
 
 
 def parse_ts(value: object) -> float | None:

@@ -29,7 +29,7 @@ def detect(head: bytes) -> str | None:
             continue
         try:
             d = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply to tell
             continue
         if not isinstance(d, dict):
             continue
@@ -58,9 +58,18 @@ class Head:
 
 def read_head(f: IO[bytes], limit: int = 64 << 20) -> Head:
     """The :class:`Head` of the binary stream ``f``, read from where it is (a pipe as much
-    as a file: it is read once, and :func:`replay` gives back the stream from its start)."""
-    lines = [f.readline(limit) for _ in range(LOOK_AT)]
-    more = f.read(1)
+    as a file: it is read once, and :func:`replay` gives back the stream from its start):
+    its first :data:`LOOK_AT` lines, at most ``limit`` bytes of them in all (a device
+    such as /dev/zero has no newline to stop at)."""
+    lines: list[bytes] = []
+    left = limit
+    while len(lines) < LOOK_AT and left > 0:
+        line = f.readline(left)
+        if not line:
+            break
+        lines.append(line)
+        left -= len(line)
+    more = f.read(1) if len(lines) == LOOK_AT or left <= 0 else b""
     return Head(lines, not more, b"".join(lines) + more)
 
 
@@ -112,8 +121,8 @@ def undetected_reason(path: str, limit: int = 64 << 20) -> tuple[int, str]:
 def head_reason(head: Head) -> tuple[int, str]:
     """Why :func:`detect` found no format in a file that begins with ``head``, as ``(line,
     reason)`` for :class:`~eventstore.errors.InvalidJSONL` (line 0: the file as a whole):
-    the file is empty, holds only blank lines, or its first non-blank line is not UTF-8 (the
-    format was not the problem); otherwise :func:`unknown_format_reason`."""
+    the file is empty, holds only blank lines, or its first non-blank line is not UTF-8 or
+    is nested too deeply to parse (the format was not the problem); otherwise :func:`unknown_format_reason`."""
     if not any(head.lines):
         return 0, "the file is empty"
     for lineno, raw in enumerate(head.lines, 1):
@@ -123,5 +132,11 @@ def head_reason(head: Head) -> tuple[int, str]:
             raw.decode("utf-8")
         except UnicodeDecodeError as e:
             return lineno, f"invalid UTF-8 at byte {e.start + 1} of the line"
+        try:
+            json.loads(raw)
+        except RecursionError:
+            return lineno, "nested too deeply"
+        except ValueError:
+            pass
         return 0, unknown_format_reason()
     return 0, "the file holds only blank lines" if head.at_end else unknown_format_reason()

@@ -14,6 +14,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import IO
 
 from ..errors import ImportConflict, SessionExists, SessionNotFound
 from . import claude_code, codex
@@ -63,19 +64,22 @@ CONVERTERS = {"claude-code", "codex"}
 
 def convert_file(path: str, fmt: str, *, salvage: bool = False,
                  stored_uuid: Callable[[str], str | None] | None = None,
-                 data: bytes | None = None) -> tuple[list[Converted], list[str], bool]:
+                 data: bytes | None = None, stream: IO[bytes] | None = None,
+                 ) -> tuple[list[Converted], list[str], bool]:
     """Convert one transcript file without a database: ``(sessions, dropped, waiting)``.
 
-    ``fmt`` is ``claude-code`` or ``codex``; ``data`` is the bytes of a pipe or stdin, read
-    already (then no ``source_file`` is recorded). Raises :class:`~eventstore.errors.InvalidJSONL`
-    (``FILE:LINE: reason``) for a line that is not JSON (unless ``salvage``), ``OSError``,
-    ``ValueError`` for another ``fmt``.
+    ``fmt`` is ``claude-code`` or ``codex``; ``stream`` is a pipe or stdin to read (or
+    ``data`` its bytes, read already): then no ``source_file`` is recorded. Raises
+    :class:`~eventstore.errors.InvalidJSONL` (``FILE:LINE: reason``) for a line that is not
+    JSON, nested too deeply or too long (unless ``salvage``), ``OSError``, ``ValueError``
+    for another ``fmt``.
     """
-    parsed = read_lines(path, data, salvage=salvage)
+    parsed = read_lines(path, data, salvage=salvage, stream=stream)
+    piped = data is not None or stream is not None
     if fmt == "claude-code":
-        convs = claude_code.convert(parsed.lines, path, stored_uuid, stream=data is not None)
+        convs = claude_code.convert(parsed.lines, path, stored_uuid, stream=piped)
     elif fmt == "codex":
-        convs = codex.convert(parsed.lines, path, stream=data is not None)
+        convs = codex.convert(parsed.lines, path, stream=piped)
     else:
         raise ValueError(f"no transcript converter for format {fmt!r}")
     return convs, parsed.dropped, parsed.waiting
@@ -154,11 +158,12 @@ def store_converted(store, conv: Converted, path: str) -> SessionResult:
 
 
 def import_transcript(store, path: str, fmt: str, *, salvage: bool = False,
-                      data: bytes | None = None) -> TranscriptReport:
+                      data: bytes | None = None, stream: IO[bytes] | None = None) -> TranscriptReport:
     """Import (or bring up to date) every session of one Claude Code or Codex file.
 
-    ``data`` is the file's bytes, already read (a pipe cannot be opened again); by default
-    the file at ``path`` is read. ``path`` names the file in messages either way.
+    ``stream`` is a binary stream to read (a pipe cannot be opened again) and ``data`` the
+    file's bytes, already read; by default the file at ``path`` is read. ``path`` names the
+    file in messages either way.
 
     Returns a :class:`TranscriptReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``: nothing of the file is stored), :class:`ImportConflict`,
@@ -166,7 +171,7 @@ def import_transcript(store, path: str, fmt: str, *, salvage: bool = False,
     atomically; the sessions of one file (a conversation, its forks and subagents) one
     after the other.
     """
-    convs, dropped, waiting = convert_file(path, fmt, salvage=salvage, data=data)
+    convs, dropped, waiting = convert_file(path, fmt, salvage=salvage, data=data, stream=stream)
     rep = TranscriptReport(path, fmt, dropped=dropped, waiting=waiting)
     for conv in convs:
         rep.sessions.append(store_converted(store, conv, path))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-__all__ = ["serve", "is_loopback", "MISSING_EXTRA"]
+__all__ = ["serve", "is_loopback", "url_of", "url_names", "MISSING_EXTRA"]
 
 MISSING_EXTRA = ("the web viewer needs Starlette and uvicorn: pip install starlette uvicorn "
                  "(in the checkout of eventstore: pip install '.[web]')")
@@ -45,24 +45,35 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def url_of(sock: socket.socket) -> str:
+    """The URL to print for the listening ``sock``: its address, or this machine's host
+    name when it listens on every address (``0.0.0.0``, ``::``)."""
     host, port = sock.getsockname()[:2]
-    if sock.family == socket.AF_INET6:
-        host = f"[{host}]"
-    elif host == "0.0.0.0":
+    if host in ("0.0.0.0", "::"):
         host = socket.gethostname()
+    elif sock.family == socket.AF_INET6:
+        host = f"[{host}]"
     return f"http://{host}:{port}/"
 
 
-def serve(store, sock: socket.socket, *, db_label: str, on_ready: Callable[[], None] | None = None) -> None:
+def url_names(sock: socket.socket) -> list[str]:
+    """The host names a request may give besides ``localhost`` and IP addresses: the one
+    :func:`url_of` prints (this machine's name, when it listens on every address)."""
+    host = sock.getsockname()[0]
+    return [socket.gethostname()] if host in ("0.0.0.0", "::") else []
+
+
+def serve(store, sock: socket.socket, *, db_label: str, on_ready: Callable[[], None] | None = None,
+          allow_hosts: Iterable[str] = ()) -> None:
     """Serve the viewer of ``store`` on the listening ``sock`` until interrupted: returns
     after Ctrl-C (SIGINT); SIGTERM ends the process by the signal once the server has
-    stopped. Raises ``ImportError`` without the ``web`` extra."""
+    stopped. A request is answered when its ``Host`` is an IP address, ``localhost``, the
+    name :func:`url_of` prints, or one of ``allow_hosts`` (421 otherwise: DNS rebinding).
+    Raises ``ImportError`` without the ``web`` extra."""
     import uvicorn
 
     from .app import create_app
 
-    host = sock.getsockname()[0]
-    app = create_app(store, db_label=db_label, loopback_only=is_loopback(host), on_ready=on_ready)
+    app = create_app(store, db_label=db_label, allowed_hosts=[*url_names(sock), *allow_hosts], on_ready=on_ready)
     hub = app.app.state.hub
 
     class Server(uvicorn.Server):

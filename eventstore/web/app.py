@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import io
+import ipaddress
+import itertools
 import json
 import re
 from pathlib import Path
@@ -32,7 +33,7 @@ from .hub import ALL, Hub
 from .index import SORT_KEYS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from ..store import EventStore
 
@@ -52,22 +53,54 @@ _HEADERS = [
     (b"cross-origin-resource-policy", b"same-origin"),
 ]
 
-_LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
-
 MAX_HITS = 200  # hits per /api/search answer
 MAX_EVENTS = 200_000  # events per /api/events answer (a 100,000-event session in one)
 SSE_BATCH = 5_000  # events per server-sent event
+# Bytes of stored payload text per /api/events answer and per server-sent event: the
+# request's memory is a few times this, whatever the session holds (one event is always
+# sent whole, however large).
+MAX_ANSWER_BYTES = 16 << 20
+PAGE_BYTES = 1 << 20  # what each read of rows aims at (its row count follows the rows before)
+PAGE_ROWS = 5_000
 KEEPALIVE_S = 15.0
+
+
+def host_allowed(host: str, names: frozenset[str]) -> bool:
+    """Whether a request's ``Host`` header (``name``, ``name:port``, ``[v6]:port``) may be
+    answered: an IP address (v4, or v6 in brackets) always, for no page elsewhere can make a
+    browser send one as its own origin; a name only if it is in ``names`` (lower case),
+    so a page whose DNS name is pointed at this server (DNS rebinding) gets 421."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        rest = host[end + 1:]
+        if end < 0 or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return False
+        try:
+            ipaddress.IPv6Address(host[1:end])
+        except ValueError:
+            return False
+        return True
+    name, colon, port = host.partition(":")
+    if colon and not port.isdigit():
+        return False
+    name = name.removesuffix(".")
+    try:
+        ipaddress.IPv4Address(name)
+        return True
+    except ValueError:
+        return bool(name) and name in names
 
 
 class Guard:
     """ASGI middleware: 405 for any method but GET and HEAD; the security headers on every
-    response; with ``loopback_only``, 421 for a request whose ``Host`` is not a loopback name
-    (a page of another site that rebinds its DNS name to 127.0.0.1 cannot read the log)."""
+    response; 421 for a request whose ``Host`` is a name not in ``allowed_hosts`` (an IP
+    address is always answered, see :func:`host_allowed`): a page of another site that
+    points its DNS name at this server cannot read the log through a visitor's browser."""
 
-    def __init__(self, app, loopback_only: bool):
+    def __init__(self, app, allowed_hosts: Iterable[str] = ()):
         self.app = app
-        self.loopback_only = loopback_only
+        self.allowed_hosts = frozenset({"localhost", *(h.lower().removesuffix(".") for h in allowed_hosts)})
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -84,13 +117,13 @@ class Guard:
             response = Response("read-only: only GET and HEAD\n", status_code=405,
                                 headers={"Allow": "GET, HEAD"}, media_type="text/plain")
             return await response(scope, receive, send_with_headers)
-        if self.loopback_only:
-            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
-            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-            if name.lower() not in _LOOPBACK_HOSTS:
-                response = Response("this viewer answers only to localhost, 127.0.0.1 and [::1]\n",
-                                    status_code=421, media_type="text/plain")
-                return await response(scope, receive, send_with_headers)
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        if not host_allowed(host, self.allowed_hosts):
+            names = ", ".join(sorted(self.allowed_hosts))
+            response = Response(f"this viewer answers only to an IP address or to the names {names} "
+                                f"(serve --allow-host NAME adds one), not to {host!r}\n",
+                                status_code=421, media_type="text/plain")
+            return await response(scope, receive, send_with_headers)
         await self.app(scope, receive, send_with_headers)
 
 
@@ -131,6 +164,55 @@ def events_json(rows: list[tuple]) -> str:
     return "[" + ",".join(parts) + "]"
 
 
+class EventPages:
+    """The session's events after seq ``after`` as JSON text (the items of
+    :func:`events_json`'s array, comma-separated), one UTF-8 ``bytes`` piece per page read:
+    at most ``limit`` events and, past the first, about ``max_bytes`` of payload text.
+    Afterwards ``more`` says whether events follow and ``last`` is the last seq given.
+
+    Pages are read with :meth:`export_rows` as the pieces are taken, each sized by the rows
+    read before (:data:`PAGE_BYTES`; the first is one row), so memory holds one page, not
+    the answer: more than a page's bytes only where one event is larger."""
+
+    def __init__(self, backend, session_id: str, after: int, limit: int, max_bytes: int = MAX_ANSWER_BYTES):
+        self.backend = backend
+        self.session_id = session_id
+        self.last = after
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self.count = 0
+        self.more = False
+
+    def __iter__(self):
+        size = 0
+        page = 1
+        while self.count < self.limit:
+            want = min(page, self.limit - self.count)
+            rows = self.backend.export_rows(self.session_id, self.last, want + 1)
+            self.more = len(rows) > want
+            taken = []
+            page_bytes = 0
+            full = False
+            for row in rows[:want]:
+                n = len(row[3])
+                if (self.count or taken) and size + n > self.max_bytes:
+                    self.more = full = True
+                    break
+                taken.append(row)
+                size += n
+                page_bytes += n
+            if taken:
+                text = events_json(taken)[1:-1]
+                yield ((b"," if self.count else b"") + text.encode("utf-8", "surrogatepass"))
+                self.count += len(taken)
+                self.last = taken[-1][1]
+            del rows, taken
+            if not self.more or full:
+                return
+            page = max(1, min(PAGE_ROWS, PAGE_BYTES * want // max(page_bytes, 1)))
+        self.more = bool(self.backend.export_rows(self.session_id, self.last, 1))
+
+
 def _utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
@@ -150,14 +232,15 @@ def _download_name(session_id: str) -> str:
     return safe[:100] + ".jsonl"
 
 
-def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = True,
+def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable[str] = (),
                on_ready: Callable[[], None] | None = None, poll_interval: float = 0.05) -> Guard:
     """The viewer as an ASGI application over ``store`` (open it read-only).
 
     At start-up it reads the log into the sessions index on a thread (seconds per million
     events: the sessions page says it is reading meanwhile; session pages work at once),
     then follows new commits every ``poll_interval`` seconds; ``on_ready`` is called when
-    it serves. ``db_label`` is what the pages call the database.
+    it serves. ``db_label`` is what the pages call the database. ``allowed_hosts`` are the
+    names (besides ``localhost``) a request's ``Host`` may give (:class:`Guard`).
     """
     hub = Hub(store, poll_interval=poll_interval)
     backend = store.backend  # reads the public API has no call for: the contract's own
@@ -232,11 +315,14 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
         s = session_or_404(request)
         after = _int(request, "after", -1, -1, 2**63 - 1)
         limit = _int(request, "limit", 10_000, 1, MAX_EVENTS)
-        rows = backend.export_rows(s.id, after, limit + 1)
-        more = len(rows) > limit
-        body = '{"session":' + json.dumps(s.id) + ',"more":' + ("true" if more else "false") + \
-               ',"events":' + events_json(rows[:limit]) + "}"
-        return Response(body, media_type="application/json")
+        pages = EventPages(backend, s.id, after, limit)
+
+        def body():  # streamed a page at a time; "more" is known at the end
+            yield b'{"session":' + json.dumps(s.id).encode() + b',"events":['
+            yield from pages
+            yield b'],"more":' + (b"true" if pages.more else b"false") + b"}"
+
+        return StreamingResponse(body(), media_type="application/json")
 
     def messages(request):
         s = session_or_404(request)
@@ -245,9 +331,17 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
 
     def export(request):
         s = session_or_404(request)
-        buf = io.BytesIO()
-        store.export_jsonl(s.id, buf)
-        return Response(buf.getvalue(), media_type="application/x-ndjson", headers={
+        meta = backend.session_meta(s.id)
+        if meta is None:
+            raise SessionNotFound(s.id)
+        chunks = backend.export_chunks(s.id, meta)
+        first = next(chunks)  # a payload export cannot write is an error before the answer starts
+
+        def body():  # streamed: about EXPORT_BUFFER bytes at a time, whatever the session holds
+            for pieces, _n, _events in itertools.chain([first], chunks):
+                yield b"".join(pieces)
+
+        return StreamingResponse(body(), media_type="application/x-ndjson", headers={
             "Content-Disposition": f'attachment; filename="{_download_name(s.id)}"'})
 
     async def stream_session(request):
@@ -265,11 +359,18 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
             try:
                 yield "retry: 1000\n\n"
                 while True:
-                    rows = await run_in_threadpool(backend.export_rows, sid, last, SSE_BATCH)
-                    if rows:
-                        last = rows[-1][1]
-                        yield f"id: {last}\nevent: events\ndata: {events_json(rows)}\n\n"
-                        if len(rows) == SSE_BATCH:
+                    # one message of at most SSE_BATCH events (MAX_ANSWER_BYTES), sent a page at a
+                    # time; its id (the last seq) comes after the data, once known
+                    pages = EventPages(backend, sid, last, SSE_BATCH)
+                    it = iter(pages)
+                    piece = await run_in_threadpool(next, it, None)
+                    if piece is not None:
+                        yield b"event: events\ndata: [" + piece
+                        while (piece := await run_in_threadpool(next, it, None)) is not None:
+                            yield piece
+                        last = pages.last
+                        yield f"]\nid: {last}\n\n"
+                        if pages.more:
                             continue
                     if not caught_up:  # every stored event sent: from now on, only new ones
                         caught_up = True
@@ -336,4 +437,4 @@ def create_app(store: EventStore, *, db_label: str = "", loopback_only: bool = T
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.hub = hub
-    return Guard(app, loopback_only)
+    return Guard(app, allowed_hosts)

@@ -1,0 +1,432 @@
+"""Bounds and truthful messages under hostile input (issue 31): every reader has a byte
+limit per line (and the viewer per answer), measured as the peak RSS of a real eventstore
+process; one hostile file fails alone; a failed chunked import, a full log and a cancelled
+query say what happened.
+
+Peak memory is the ``ru_maxrss`` of the eventstore process as its parent sees it
+(``RUSAGE_CHILDREN``), the parent being a small Python wrapper started for it (Linux carries
+a parent's peak into its forked child, so the wrapper keeps this test process's out).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from eventstore import DatabaseError, EventStore, InvalidJSONL
+from eventstore.bulk import import_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).parent / "transcripts_data"
+MB = 1 << 20
+
+PEAK = ("import resource, subprocess, sys\n"
+        "r = subprocess.run(sys.argv[1:])\n"
+        "print('peak-kb', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(r.returncode)\n")
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="devices and ru_maxrss as on Linux")
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def measured(db, *args: str, stdin=None, timeout: float = 300) -> tuple[int, str, str, int]:
+    """Run ``eventstore --db DB ARGS`` as a real process: ``(exit status, stdout, stderr,
+    peak RSS in bytes)``."""
+    r = subprocess.run([sys.executable, "-c", PEAK, sys.executable, "-m", "eventstore", "--db", str(db), *args],
+                       stdin=stdin, capture_output=True, text=True, env=_env(), timeout=timeout)
+    err, _, last = r.stderr.rstrip("\n").rpartition("\n")
+    assert last.startswith("peak-kb "), r.stderr[-2000:]
+    return r.returncode, r.stdout, err, int(last.split()[1]) * 1024
+
+
+# --- a byte limit per line: devices and long lines ------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["claude-code", "codex", "eventstore"])
+def test_a_link_to_dev_zero_stops_at_the_line_limit(tmp_path, fmt):
+    """/dev/zero has no newline: the reader stops at 64 MiB, naming file:line (it read the
+    whole device before: 10.8 GB in 30 s)."""
+    link = tmp_path / "zero.jsonl"
+    link.symlink_to("/dev/zero")
+    code, out, err, peak = measured(tmp_path / "x.db", "import", "--format", fmt, str(link))
+    assert code == 1 and "failed: 1" in out
+    assert f"{link}:1: the line is longer than 64 MiB, the longest line eventstore reads" in err, err
+    assert "Traceback" not in err
+    assert peak < 512 * MB, peak / MB
+
+
+def test_stdin_of_dev_zero_stops_at_the_line_limit(tmp_path):
+    with open("/dev/zero", "rb") as zero:
+        code, _out, err, peak = measured(tmp_path / "x.db", "import", "--format", "claude-code", "-", stdin=zero)
+    assert code == 1 and "-:1: the line is longer than 64 MiB" in err, err
+    assert peak < 512 * MB, peak / MB
+
+
+@pytest.mark.parametrize("salvage", [False, True])
+def test_a_link_to_dev_urandom_fails_at_its_first_line_or_past_the_lines_salvage_drops(tmp_path, salvage):
+    link = tmp_path / "random.jsonl"
+    link.symlink_to("/dev/urandom")
+    code, _out, err, peak = measured(tmp_path / "x.db", "import", "--format", "claude-code", str(link),
+                                     *(["--salvage"] if salvage else []), timeout=120)
+    if salvage:  # (the list of dropped lines grew with the device before)
+        assert code == 1 and "; more than 10000 bad lines to drop: not a transcript that --salvage can keep" in err
+    else:
+        assert code == 1 and f"{link}:1: " in err, err
+    assert peak < 200 * MB, peak / MB
+
+
+def test_a_100_mb_line_is_refused_by_its_line_number_in_bounded_memory(tmp_path):
+    f = tmp_path / "big.jsonl"
+    with open(f, "w") as out:
+        out.write('{"type":"session/meta","id":"big"}\n{"type":"x","seq":0,"ts":1}\n')
+        out.write('{"type":"x","seq":1,"ts":1,"t":"' + "a" * (100 * MB) + '"}\n')
+    code, _out, err, peak = measured(tmp_path / "x.db", "import", str(f))
+    assert code == 1 and f"{f}:3: the line is longer than 64 MiB" in err, err
+    assert peak < 256 * MB, peak / MB  # 1.09 GB before
+    with EventStore.open(tmp_path / "x.db", readonly=True) as st:
+        assert st.sessions() == []  # nothing half-written
+
+
+def test_a_line_just_under_the_limit_is_imported(tmp_path):
+    f = tmp_path / "long.jsonl"
+    text = "a" * (60 * MB)
+    with open(f, "w") as out:
+        out.write('{"type":"session/meta","id":"long"}\n')
+        out.write('{"type":"x","seq":0,"ts":1,"t":"' + text + '"}\n')
+    code, out, err, peak = measured(tmp_path / "x.db", "import", str(f))
+    assert code == 0, err
+    assert peak < 900 * MB, peak / MB  # a few copies of the line: 483 MiB measured
+    with EventStore.open(tmp_path / "x.db", readonly=True) as st:
+        assert next(iter(st.session("long").events())).payload["t"] == text
+
+
+def test_verify_of_a_checkpoint_on_dev_zero_stops_at_its_limit(tmp_path):
+    db = tmp_path / "x.db"
+    EventStore.open(db).close()
+    code, _out, err, peak = measured(db, "verify", "--checkpoint", "/dev/zero")
+    assert code == 1 and "/dev/zero: not a checkpoint: it holds more than 256 MiB" in err, err
+    assert peak < 512 * MB, peak / MB  # 12.6 GB before
+
+
+# --- one hostile file fails alone ----------------------------------------------------------
+
+def _deep(session: str, depth: int) -> str:
+    return (json.dumps({"type": "user", "uuid": "u1", "sessionId": session, "timestamp": "2025-01-01T00:00:00Z",
+                        "message": {"role": "user", "content": "X"}}).replace('"X"', "[" * depth + "]" * depth)
+            + "\n")
+
+
+@pytest.mark.parametrize("fmt", [None, "claude-code"])
+def test_a_file_nested_100000_deep_fails_alone(tmp_path, fmt):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "a-deep.jsonl").write_text(_deep("deep", 100_000))
+    (folder / "b-deep.jsonl").write_text(_deep("deep2", 5000))
+    shutil.copy(DATA / "claude-code/v2.1-main.jsonl", folder / "c-good.jsonl")
+    args = ["import", str(folder)] + (["--format", fmt] if fmt else [])
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(tmp_path / "x.db"), *args],
+                       capture_output=True, text=True, env=_env(), timeout=120)
+    assert r.returncode == 1
+    assert f"{folder / 'a-deep.jsonl'}:1: nested too deeply" in r.stderr, r.stderr
+    assert f"{folder / 'b-deep.jsonl'}:1: nested too deeply" in r.stderr, r.stderr
+    assert "unexpected" not in r.stderr and "RecursionError" not in r.stderr
+    assert "failed: 2" in r.stdout and "sessions: 1 (1 new" in r.stdout, r.stdout
+
+
+def test_watch_goes_on_past_a_file_nested_too_deeply(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    db = tmp_path / "x.db"
+    shutil.copy(DATA / "claude-code/v2.1-main.jsonl", folder / "a.jsonl")
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(db), "import", "--watch",
+                             "--interval", "0.1", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_env())
+
+    def sessions() -> set[str]:
+        try:
+            with EventStore.open(db, readonly=True) as st:
+                return {s.id for s in st.sessions()}
+        except DatabaseError:
+            return set()
+
+    def wait_for(cond, timeout=60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cond():
+                return True
+            time.sleep(0.05)
+        return False
+
+    try:
+        assert wait_for(lambda: len(sessions()) == 1)
+        first = sessions()
+        (folder / "b.jsonl").write_text(_deep("deep", 100_000))
+        time.sleep(0.3)  # two looks at least: b is due before c
+        shutil.copy(DATA / "codex/rollout-0.40-shell.jsonl", folder / "c.jsonl")
+        assert wait_for(lambda: len(sessions()) == 2), proc.poll()
+        assert proc.poll() is None  # still watching
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert f"{folder / 'b.jsonl'}:1: nested too deeply" in err, err
+    assert "failed: 1" in out and first < sessions()
+
+
+# --- messages that say what happened ---------------------------------------------------------
+
+@pytest.fixture
+def small_disk():
+    """A 3 MiB tmpfs (needs root to mount: CI runs as root; skipped elsewhere)."""
+    mnt = Path(tempfile.mkdtemp(prefix="es-full-", dir="/tmp"))
+    if shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
+                                                       capture_output=True).returncode != 0:
+        mnt.rmdir()
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+        mnt.rmdir()
+
+
+def _session_file(path: Path, sid: str, n: int, partial: bool = False) -> None:
+    with open(path, "w") as f:
+        f.write(json.dumps({"type": "session/meta", "id": sid}) + "\n")
+        for i in range(n):
+            f.write(json.dumps({"type": "user/message", "seq": i, "ts": 1.0 + i, "content": "x" * 200},
+                               separators=(",", ":")) + "\n")
+        if partial:
+            f.write('{"type":"user/message","seq":' + str(n) + ',"ts":1,"content":"half a li')
+
+
+def _stored_rows(db: Path) -> int:
+    """Events in the file, hidden ones too (plain SQL, below the store)."""
+    import sqlite3
+
+    c = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return c.execute("SELECT count(*) FROM events").fetchone()[0]
+    finally:
+        c.close()
+
+
+def test_disk_full_in_a_chunked_import_says_what_is_stored_and_how_to_complete_it(tmp_path, small_disk):
+    src = tmp_path / "many.jsonl"
+    _session_file(src, "many", 30_000)
+    db = small_disk / "x.db"
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db), "import", str(src)],
+                       capture_output=True, text=True, env=_env(), timeout=300)
+    assert r.returncode == 1, r.stderr
+    stored = _stored_rows(db)
+    assert 0 < stored < 30_000
+    assert "database or disk is full" in r.stderr
+    assert (f"That was one chunk of a longer import: the {stored} events of session \"many\" that its earlier "
+            f"chunks stored stay stored and hidden (an unfinished import): importing {src} again completes it"
+            in r.stderr), r.stderr
+    with EventStore.open(db, readonly=True) as st:
+        assert st.sessions() == []  # hidden
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db), "import", str(src)],
+                       capture_output=True, text=True, env=_env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"completed an unfinished import that had stored {stored} events" in r.stderr
+    with EventStore.open(db, readonly=True) as st:
+        assert st.session("many").next_seq() == 30_000
+
+
+def test_a_file_that_grew_while_read_says_so_and_what_stays_hidden(tmp_path):
+    """The reader meets the end of the file halfway through a line its writer is still
+    writing; by the time the import fails on it the file is longer."""
+    src = tmp_path / "growing.jsonl"
+    _session_file(src, "grows", 30_000, partial=True)
+    db = tmp_path / "x.db"
+    grown = []
+
+    class Source:  # the file as its reader sees it: its writer adds the rest of the line just after the end is met
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            data = self.f.read(n)
+            if not data and not grown:
+                with open(src, "a") as w:
+                    w.write('ne"}\n')
+                grown.append(True)
+            return data
+
+    with open(src, "rb") as f, EventStore.open(db) as store:
+        with pytest.raises(InvalidJSONL) as e:
+            import_jsonl(store, Source(f), name=str(src))
+    assert grown
+    stored = _stored_rows(db)
+    assert 0 < stored < 30_000
+    assert str(e.value).startswith(f"{src}:30002: truncated last line")
+    assert str(e.value).endswith(
+        f"(the file grew while it was read: another process is writing it); the {stored} events of session "
+        f"\"grows\" that its earlier chunks stored stay stored and hidden (an unfinished import): once its writer "
+        f"is done, importing {src} again completes it"), str(e.value)
+
+
+def _fill_positions(backend_url: str, pg_server=None) -> None:
+    """Give the log's one event the last position a database holds (2**63-1), below the
+    guards (as the tables' owner, triggers off)."""
+    if backend_url.startswith("postgresql"):
+        with pg_server.connect(backend_url.rsplit("/", 1)[1]) as admin:
+            admin.execute("ALTER TABLE events DISABLE TRIGGER ALL")
+            admin.execute("UPDATE events SET position = 9223372036854775807")
+            admin.execute("ALTER TABLE events ENABLE TRIGGER ALL")
+        return
+    import sqlite3
+
+    c = sqlite3.connect(backend_url)
+    triggers = c.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'").fetchall()
+    for name, _ in triggers:
+        c.execute(f'DROP TRIGGER "{name}"')
+    c.execute("UPDATE events SET position = 9223372036854775807")
+    for _, sql in triggers:
+        c.execute(sql)
+    c.commit()
+    c.close()
+
+
+@pytest.mark.parametrize("backend_url", ["sqlite", "postgres"], indirect=True)
+def test_an_append_past_the_last_position_names_the_session(request, backend_url):
+    with EventStore.open(backend_url) as st:
+        st.create_session("s1").append("user/message", {"content": "hi"})
+    _fill_positions(backend_url, request.getfixturevalue("pg_server") if backend_url.startswith("postgres") else None)
+    with EventStore.open(backend_url) as st:
+        with pytest.raises(DatabaseError, match=r"session 's1': the append was refused: the log's last position is "
+                                                r"9223372036854775807, the largest a position can be \(2\*\*63-1\), "
+                                                r"so no event can follow it; nothing was written"):
+            st.session("s1").append("user/message", {"content": "again"})
+        assert st.session("s1").next_seq() == 1
+
+
+def test_a_query_that_cancels_itself_is_not_called_a_timeout(pg_url):
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", pg_url, "sql", "--timeout", "30",
+                        "SELECT pg_cancel_backend(pg_backend_pid()), pg_sleep(2)"],
+                       capture_output=True, text=True, env=_env(), timeout=120)
+    assert r.returncode == 1
+    assert "stopped after 30 s" not in r.stderr and "--timeout" not in r.stderr, r.stderr
+    assert "the query was cancelled after" in r.stderr and "before its time limit of 30 s" in r.stderr, r.stderr
+
+
+# --- the viewer: bytes per answer, not events ------------------------------------------------
+
+def _vm(pid: int, key: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(key)
+
+
+def test_the_viewer_answers_a_big_session_in_bounded_memory(tmp_path):
+    """A session of 240 MB of payloads: /api/events, /api/stream and /api/export each grow
+    the server by far less than the session (4-5x it before: events were counted, not bytes)."""
+    from test_web import Server
+
+    db = tmp_path / "big.db"
+    blob = "y" * (2 * MB)
+    with EventStore.open(db) as st:
+        s = st.create_session("big")
+        for i in range(120):
+            s.append("tool/result", {"tool_call_id": f"c{i}", "content": blob})
+    srv = Server(db)
+    try:
+        srv.wait_ready()
+        pid = srv.proc.pid
+        base = _vm(pid, "VmRSS")
+        status, _h, body = srv.get("/api/events?session=big&after=-1&limit=200000")
+        answer = json.loads(body)
+        assert status == 200 and answer["more"] is True and 1 <= len(answer["events"]) <= 9
+        seen, after = 0, -1
+        while True:  # paging by `after` gets every event
+            answer = json.loads(srv.get(f"/api/events?session=big&after={after}&limit=200000")[2])
+            seen += len(answer["events"])
+            if not answer["more"]:
+                break
+            after = answer["events"][-1]["seq"]
+        assert seen == 120
+        with urllib.request.urlopen(srv.url + "/api/export?session=big", timeout=60) as r:
+            total = 0
+            while chunk := r.read(1 << 20):
+                total += len(chunk)
+        assert total > 120 * 2 * MB
+        with urllib.request.urlopen(srv.url + "/api/stream?session=big&after=-1", timeout=60) as r:
+            got = 0
+            for line in r:
+                if line.startswith(b"data: ["):
+                    got += len(json.loads(line[6:]))
+                if line.startswith(b"event: caught-up"):
+                    break
+        assert got == 120
+        grew = _vm(pid, "VmHWM") - base
+        assert grew < 64 * MB, grew / MB  # 22 MB measured (about 1 GB before)
+    finally:
+        srv.stop()
+
+
+# --- the line limit, at every place a line can end ---------------------------------------------
+
+class SmallChunks:
+    """A binary stream that gives at most 7 bytes a read, so that lines span many reads."""
+
+    def __init__(self, data: bytes):
+        import io
+
+        self.f = io.BytesIO(data)
+
+    def read(self, n=-1):
+        return self.f.read(7)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_the_line_limit_keeps_the_lines_before_it_and_names_its_line(chunked):
+    from eventstore.jsonl import JsonlReader
+
+    good = [b'{"type":"session/meta","id":"s"}'] + [b'{"type":"x","seq":%d,"ts":1}' % i for i in range(3)]
+    for long_line, at_end in ((b'{"type":"x","seq":3,"ts":1,"t":"' + b"a" * 200 + b'"}', False),
+                              (b"\0" * 300, True)):  # the last line, no newline (as /dev/zero)
+        data = b"\n".join(good + [long_line]) + (b"" if at_end else b"\n" + good[1])
+        r = JsonlReader(SmallChunks(data) if chunked else __import__("io").BytesIO(data), "f.jsonl", max_line=100)
+        rows = [row for batch in r.batches() for row in batch]
+        assert [row[0] for row in rows] == [0, 1, 2]
+        assert str(r.error) == "f.jsonl:5: the line is longer than 100 bytes, the longest line eventstore reads " \
+                               "(not a JSONL file, or an event too large to store)"
+        assert r.error_offset == len(b"\n".join(good)) + 1
+        r = JsonlReader(__import__("io").BytesIO(data), "f.jsonl", max_line=None)
+        list(r.batches())
+        assert r.error is None or "longer than" not in str(r.error)
+
+
+def test_copy_takes_an_event_past_the_line_limit(tmp_path, monkeypatch):
+    """The limit is for files from elsewhere; copy reads the store's own export."""
+    import eventstore.bulk as bulk
+    from eventstore.copy import copy_sessions
+
+    monkeypatch.setattr(bulk, "MAX_LINE_BYTES", 1000)  # as if the event were past 64 MiB
+    monkeypatch.setattr(bulk.import_jsonl, "__kwdefaults__", {**bulk.import_jsonl.__kwdefaults__, "max_line": 1000})
+    with EventStore.open(tmp_path / "a.db") as a:
+        a.create_session("s").append("tool/result", {"tool_call_id": "c", "content": "b" * 5000})
+        with pytest.raises(InvalidJSONL, match="longer than"):
+            p = tmp_path / "s.jsonl"
+            a.export_jsonl("s", p)
+            with open(p, "rb") as f, EventStore.open(tmp_path / "c.db") as c:
+                import_jsonl(c, f)
+        with EventStore.open(tmp_path / "b.db") as b:
+            results = copy_sessions(a, b)
+            assert [r.status for r in results] == ["copied"], results
+            assert next(iter(b.session("s").events())).payload["content"] == "b" * 5000
