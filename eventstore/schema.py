@@ -24,13 +24,14 @@ from __future__ import annotations
 from .errors import SchemaOutdated
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0240"
+SCHEMA_REVISION = "0250"
 
 #: Revisions that a read-only open reads as they are, without asking for an upgrade: they
 #: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. 0230 changed only
-#: SQLite's insert guard and 0240 only PostgreSQL's, so 0220 and 0230 qualify (older ones lack
-#: 0220's ``importing`` table, which every read consults to hide unfinished imports).
-READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset({"0220", "0230"})
+#: SQLite's insert guard, 0240 only PostgreSQL's and 0250 only the guards and the position lock
+#: of writers, so 0220, 0230 and 0240 qualify (older ones lack 0220's ``importing`` table,
+#: which every read consults to hide unfinished imports).
+READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset({"0220", "0230", "0240"})
 
 #: The last revision of the first release (its history 0001-0007 was replaced by the
 #: baseline 0008): a database stamped with it is upgraded in place on a writable open.
