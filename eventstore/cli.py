@@ -1355,7 +1355,7 @@ def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> No
 
     store = _store(ctx)  # creates and migrates the schema first: the grants name its tables
     check_role_names(store.backend, writer, auditor)
-    text = roles_sql(writer, auditor, store.backend.database_name())
+    text = roles_sql(writer, auditor, store.backend.database_name(), store.backend.schema_name())
     if print_only:
         click.echo(text, nl=False)
         return

@@ -122,6 +122,11 @@ def test_the_writer_cannot_shadow_the_guards(pg_server, sql, code):
                 assert e.value.sqlstate == code, (path, e.value)
             with pytest.raises(REFUSED):
                 conn.execute("SELECT evil.wipe()")
+            with pytest.raises(psycopg.DatabaseError) as e:  # COPY goes through the same guards
+                with conn.cursor().copy("COPY public.events (position, session_id, seq, type, ts, payload, hash) "
+                                        "FROM STDIN") as copy:
+                    copy.write_row((2**63 - 2, "s", 3, "x", 1.0, "{}", "0" * 64))
+            assert e.value.sqlstate == "ES003"
         assert state(url["owner"]) == before
 
 
@@ -181,6 +186,10 @@ def test_the_auditor_cannot_stop_writers_or_readers(pg_server):
             with pytest.raises(pg_errors.InsufficientPrivilege):
                 aud.execute("SELECT * FROM events_search_state FOR UPDATE")  # (the catch-up's lock)
             aud.rollback()
+            for sql in ("SELECT es_lock_head('s')", "SELECT es_try_position_lock()"):  # (PUBLIC may execute them)
+                with pytest.raises(pg_errors.InsufficientPrivilege):
+                    aud.execute(sql)
+                aud.rollback()
             aud.execute("SELECT pg_advisory_xact_lock(28555852263026292)")  # the lock of revision 0240 and before
             aud.execute("LOCK TABLE events_position_lock IN ACCESS SHARE MODE")
             aud.execute("LOCK TABLE events IN ACCESS SHARE MODE")
@@ -253,3 +262,27 @@ def test_durable_by_default(pg_url):
         assert store.backend._full_level == "on"
     with EventStore.open(pg_url, durability="may-lose-recent") as store:
         assert store.backend.lossy and store.backend._full_level is None
+
+
+def test_a_store_in_a_schema_of_its_own(pg_server):
+    """A store whose tables live in another schema (the URL's search_path): the guards name
+    that schema, `roles` grants on it, and the writer appends there and nothing more."""
+    with owned_database(pg_server, "CREATEROLE") as (tag, owner, name, url):
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA logs")
+        here = "?options=-csearch_path%3Dlogs"
+        with EventStore.open(url + here) as store:
+            store.create_session("s").append("x", {})
+        r = CliRunner().invoke(cli, ["--db", url + here, "roles", "--writer", f"w_{tag}", "--auditor", f"a_{tag}"])
+        assert r.exit_code == 0, r.output
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE agent_{tag} LOGIN IN ROLE w_{tag}")
+            body = conn.execute("SELECT pg_get_functiondef('logs.events_guard_insert'::regproc)").fetchone()[0]
+            assert "FROM logs.events AS e" in body and "SET search_path TO 'pg_catalog', 'pg_temp'" in body
+            assert conn.execute("SELECT to_regclass('public.events')").fetchone() == (None,)
+        writer = pg_server.url(name, f"agent_{tag}") + here
+        with EventStore.open(writer) as store:
+            assert store.session("s").append("y", {}).seq == 1
+        refused(writer, "INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+                        f"VALUES ('s', 5, 'x', 1, '{{}}', {H})")
+        refused(writer, "UPDATE importing SET owner = 'x'", "DELETE FROM events_search")

@@ -431,6 +431,10 @@ class PostgresBackend(Backend):
         """The name of the connected database."""
         return self._one("SELECT current_database()")[0]
 
+    def schema_name(self) -> str:
+        """The schema the store's tables are in (the first of the connection's search_path)."""
+        return self._one("SELECT current_schema()")[0]
+
     # --- helpers ------------------------------------------------------------------------------
 
     def _error(self, e: psycopg.Error, session_id: str | None = None) -> Exception:
@@ -659,7 +663,7 @@ class PostgresBackend(Backend):
         pid = owner.partition(":")[2].partition("#")[0]
         if not pid.isdigit():  # not written by an importer (pg:PID#...): no live owner
             return False
-        return bool(self._one(_OWNER_ALIVE, (int(pid),))[0])
+        return bool(self._one(_OWNER_ALIVE, (int(pid), owner))[0])
 
     def follower(self, poll_interval: float) -> Follower:
         return PgFollower(self, poll_interval)
@@ -1090,8 +1094,11 @@ _LAST_POSITION = f"SELECT least((SELECT coalesce(max(position), 0) FROM events),
 _IMPORTS = "SELECT session_id, first_position, owner, started_at FROM importing ORDER BY first_position"
 #: The advisory lock class (first key) of import locks; the second is hashtext(session id).
 IMPORT_LOCK_CLASS = 1702063169
+# (the lock of the owner's own session: another lock of that class held by a process that
+# got the dead owner's pid makes no import look alive)
 _OWNER_ALIVE = (f"SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = %s "
-                f"AND classid = {IMPORT_LOCK_CLASS}::oid AND objsubid = 2 AND granted)")
+                f"AND classid = {IMPORT_LOCK_CLASS}::oid AND objsubid = 2 AND granted "
+                "AND objid IN (SELECT hashtext(i.session_id)::oid FROM importing AS i WHERE i.owner = %s))")
 
 # The viewer's index (see Backend.session_counts and Backend.state_rows). The payload is
 # text: es_field gives a value's JSON text as stored, es_json parses it (both in the baseline).
@@ -1133,7 +1140,11 @@ class PgFollower(Follower):
         self._conn = _connect(self._backend.url, self._backend.display)
         self._sync_level = None  # unless durability is LOSSY: the level _FLUSH commits with
         if not self._backend.lossy:
-            level = self._conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0]
+            try:
+                level = self._conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0]
+            except psycopg.Error as e:  # (a server going away between the connect and this)
+                self._conn.close()
+                raise self._backend._error(e) from None
             self._sync_level = "on" if level == "off" else level
         try:
             self._conn.execute(f"LISTEN {CHANNEL}")
@@ -1539,7 +1550,7 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
     superuser), which every role of the database then loses but the owner. Run by a
     superuser, it also revokes from PUBLIC the :data:`SIDE_EFFECT_FUNCTIONS` of this database
     and grants back to the tables' owner and the writer the :data:`STORE_FUNCTIONS`;
-    otherwise it says so in a NOTICE. docs/concurrency.md ("Roles") lists every grant.
+    otherwise it says so in a NOTICE. README.md ("Least privilege") lists every grant.
 
     Both are NOLOGIN groups: grant them to login roles (``GRANT eventstore_writer TO
     agent1``), or give them a password and LOGIN yourself.

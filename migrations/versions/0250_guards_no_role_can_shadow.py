@@ -13,6 +13,10 @@ PostgreSQL:
   ``sessions`` bare and ran with the caller's ``search_path``, where ``pg_temp`` comes first:
   a role that could create a temporary table ``events`` made the insert guard read that
   table instead of the log (gapped seqs, far positions, a session hidden by ``importing``).
+* The SQL functions (``es_json``, ``es_field``, ``es_usage_int``, ``es_search_text``,
+  ``es_search_vector``) keep their bodies, written in the SQL-standard form (``RETURN`` /
+  ``BEGIN ATOMIC``): parsed when created, so a caller's ``search_path`` (a temporary type
+  ``json``, an operator in a schema of its own) decides nothing, and still inlined.
 * The position lock is ``LOCK TABLE events_position_lock IN EXCLUSIVE MODE`` on a new, empty
   table, not ``pg_advisory_xact_lock``: PostgreSQL lets a role take that mode only with
   UPDATE, DELETE or TRUNCATE on the table, which only roles granted INSERT on ``events`` get
@@ -51,24 +55,29 @@ END"""]
 
 _SETTINGS = "SET search_path = pg_catalog, pg_temp"
 
-
-def postgresql(s: str) -> list[str]:
-    """The DDL, with the schema's name ``s`` (quoted as an identifier) in every reference."""
-    lock = f"LOCK TABLE {s}.events_position_lock IN EXCLUSIVE MODE"
-    # An import lock is held by the server process named in the owner ('pg:PID#...').
-    held = (f"EXISTS (SELECT 1 FROM pg_locks AS l WHERE l.locktype = 'advisory' AND l.granted "
-            f"AND l.classid = {IMPORT_LOCK_CLASS}::oid AND l.objid = hashtext(%s)::oid AND l.objsubid = 2 "
-            r"AND l.pid::text = substring(%s from '^pg:(\d+)#'))")
-    return [
-        "CREATE TABLE events_position_lock ()",
-        # The SQL functions that call the schema's own: named with the schema (a caller's
-        # search_path decides nothing; still inlined, having no SET clause).
-        rf"""
-CREATE OR REPLACE FUNCTION es_search_text(payload text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE COST 5000 AS $$
+# The SQL functions, their bodies as before written in the SQL-standard form: parsed when
+# created, so that the objects they name are bound then (a caller's search_path, temporary
+# types or operators decide nothing), and still inlined into the queries that call them
+# (a SET search_path clause would stop that).
+SQL_FUNCTIONS = [r"""
+CREATE OR REPLACE FUNCTION es_json(payload text) RETURNS json LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN strpos(payload, '\u') = 0 THEN payload::json
+            ELSE regexp_replace(payload, '([^\\])((\\\\)*)\\(u0000|u[dD][89a-fA-F])', '\1\2\\/\4', 'g')::json END""",
+r"""
+CREATE OR REPLACE FUNCTION es_field(payload text, key text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN strpos(payload, '\u') = 0 THEN (payload::json -> key)::text
+            ELSE replace((regexp_replace(payload, '([^\\])((\\\\)*)\\(u0000|u[dD][89a-fA-F])', '\1\2\\/\4', 'g')::json
+                          -> key)::text, '\/u', '\u') END""",
+r"""
+CREATE OR REPLACE FUNCTION es_usage_int(u json, key text) RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN json_typeof(u -> key) = 'number' THEN round((u ->> key)::numeric)::bigint END""",
+r"""
+CREATE OR REPLACE FUNCTION es_search_text(payload text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE COST 5000
+BEGIN ATOMIC
 SELECT concat_ws(' ',
   CASE json_typeof(j -> 'content')
     WHEN 'string' THEN j ->> 'content'
-    WHEN 'array' THEN (SELECT string_agg(CASE json_typeof(c) WHEN 'string' THEN c #>> '{{}}' ELSE c ->> 'text' END, ' ')
+    WHEN 'array' THEN (SELECT string_agg(CASE json_typeof(c) WHEN 'string' THEN c #>> '{}' ELSE c ->> 'text' END, ' ')
                          FROM json_array_elements(j -> 'content') AS c
                         WHERE json_typeof(c) = 'string'
                            OR (json_typeof(c) = 'object' AND json_typeof(c -> 'text') = 'string'))
@@ -78,13 +87,24 @@ SELECT concat_ws(' ',
                                       CASE WHEN json_typeof(t -> 'function') = 'object' THEN t -> 'function' ->> 'arguments' END), ' ')
        FROM json_array_elements(j -> 'tool_calls') AS t WHERE json_typeof(t) = 'object')
   END)
-FROM (SELECT {s}.es_json(payload) AS j) AS p
-$$""",
-        rf"""
-CREATE OR REPLACE FUNCTION es_search_vector(payload text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-SELECT to_tsvector('simple'::regconfig,
-                   regexp_replace(left({s}.es_search_text(payload), 200000), '[!-/:-@[-`{{-~]+', ' ', 'g'))
-$$""",
+FROM (SELECT es_json(payload) AS j) AS p;
+END""",
+r"""
+CREATE OR REPLACE FUNCTION es_search_vector(payload text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN to_tsvector('simple'::regconfig,
+                   regexp_replace(left(es_search_text(payload), 200000), '[!-/:-@[-`{-~]+', ' ', 'g'))""",
+]
+
+
+def postgresql(s: str) -> list[str]:
+    """The DDL, with the schema's name ``s`` (quoted as an identifier) in every reference."""
+    lock = f"LOCK TABLE {s}.events_position_lock IN EXCLUSIVE MODE"
+    # An import lock is held by the server process named in the owner ('pg:PID#...').
+    held = (f"EXISTS (SELECT 1 FROM pg_locks AS l WHERE l.locktype = 'advisory' AND l.granted "
+            f"AND l.classid = {IMPORT_LOCK_CLASS}::oid AND l.objid = hashtext(%s)::oid AND l.objsubid = 2 "
+            r"AND l.pid::text = substring(%s from '^pg:(\d+)#'))")
+    return [*SQL_FUNCTIONS,
+        "CREATE TABLE events_position_lock ()",
         # Whoever may insert events may take the lock (UPDATE); PUBLIC and the owner aside.
         r"""
 DO $$
