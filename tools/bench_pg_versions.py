@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 for v in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
                     out = subprocess.run([sys.executable, "-c", CHILD, dbs[v], f"{m}-{r}", modes[m][v],
                                           str(a.appends)], env={**os.environ, "PYTHONPATH": trees[v]},
-                                         capture_output=True, text=True)
+                                         capture_output=True, text=True, cwd=trees[v])  # (-c puts cwd first)
                     if out.returncode:
                         print(out.stderr, file=sys.stderr)
                         return 1
