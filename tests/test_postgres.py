@@ -335,13 +335,13 @@ def test_concurrent_first_opens_migrate_once(pg_server):
 
 # --- concurrency: real processes ----------------------------------------------------------------
 
-@pytest.mark.parametrize("durability", ["normal", "full"])
+@pytest.mark.parametrize("durability", ["may-lose-recent", "normal"])
 def test_writers_and_a_follower_lose_nothing(pg_url, durability):
     """8 writer processes on their own sessions, 8 on one shared session, and a follower:
     nothing lost, duplicated or reordered; positions dense; the follower sees every event
-    once, in position order (with either durability: "full" waits for the flush after the
-    commit, outside the position lock)."""
-    count = 150 if durability == "normal" else 60
+    once, in position order (with either durability: the default, "normal", waits for the
+    flush after the commit, outside the position lock)."""
+    count = 150 if durability == "may-lose-recent" else 60
     with EventStore.open(pg_url) as store:
         store.create_session("shared")
     args = [(pg_url, i, count, None, 50) for i in range(8)] + [(pg_url, 8 + i, count, "shared", 50) for i in range(8)]
@@ -382,10 +382,13 @@ def test_writers_and_a_follower_lose_nothing(pg_url, durability):
         assert [f for f in audit.verify(store.backend).findings if f.kind in ("hash", "seq", "trigger")] == []
 
 
-def test_durability_normal_commits_asynchronously(pg_url):
-    """The default: the store's write connection commits with synchronous_commit off (the
-    server's own setting is not touched), and an append runs no flush of its own."""
-    with EventStore.open(pg_url) as store:
+def test_durability_may_lose_recent_commits_asynchronously(pg_url):
+    """The opt-in "may-lose-recent": the store's write connection commits with
+    synchronous_commit off (the server's own setting is not touched), and an append runs no
+    flush of its own (with every durability the write connection's own setting is off: the
+    durable ones raise it per transaction, see test_durability_full_waits_for_the_flush)."""
+    with EventStore.open(pg_url, durability="may-lose-recent") as store:
+        assert store.backend._full_level is None
         s = store.create_session("s")
         s.append("x", {})
         conn = store.backend._conn("w")
