@@ -158,11 +158,13 @@ def _when(ts: float | None) -> str:
 @click.option("--db", cls=_EnvOption, envvar="EVENTSTORE_DB", default="eventstore.db", show_default=True,
               metavar="PATH", help="Database file, sqlite:// or postgresql:// URL; also $EVENTSTORE_DB.")
 @click.option("--durability", cls=_EnvOption, envvar="EVENTSTORE_DURABILITY",
-              type=click.Choice(["normal", "full"], case_sensitive=False), default="normal", show_default=True,
+              type=click.Choice(["normal", "full", "may-lose-recent"], case_sensitive=False), default="normal",
+              show_default=True,
               help="Commands that write. SQLite: normal survives a crash of the process, full also power "
-                   "loss (an fsync per commit). PostgreSQL: normal commits asynchronously (a server crash may "
-                   "lose the last ~600 ms of appends, never corrupts), full waits for the server's durable "
-                   "flush. Also $EVENTSTORE_DURABILITY.")
+                   "loss (an fsync per commit). PostgreSQL: normal and full wait for the server's durable "
+                   "flush (a server crash loses no acknowledged append); may-lose-recent (PostgreSQL only) "
+                   "returns at the asynchronous commit: a server crash may lose the last ~600 ms of appends, "
+                   "never corrupts. Also $EVENTSTORE_DURABILITY.")
 @click.version_option(__version__, prog_name="eventstore")
 @click.pass_context
 def cli(ctx: click.Context, db: str, durability: str) -> None:
@@ -1382,7 +1384,7 @@ def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> No
 
     store = _store(ctx)  # creates and migrates the schema first: the grants name its tables
     check_role_names(store.backend, writer, auditor)
-    text = roles_sql(writer, auditor, store.backend.database_name())
+    text = roles_sql(writer, auditor, store.backend.database_name(), store.backend.schema_name())
     if print_only:
         click.echo(text, nl=False)
         return

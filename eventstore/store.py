@@ -434,9 +434,11 @@ class EventStore:
         with the ``postgres`` extra); ``busy_timeout`` is how long (seconds) a
         write waits for another writer. ``durability`` is ``"normal"`` (SQLite: WAL +
         ``synchronous=NORMAL``, an acknowledged append survives a process crash; PostgreSQL:
-        asynchronous commit, a server crash may lose the appends of its last ~600 ms, never
-        corrupts or gaps) or ``"full"`` (SQLite: also survives power loss; PostgreSQL: an
-        append returns once the server has flushed it, as its ``synchronous_commit`` says).
+        an append returns once the server has flushed it, as its ``synchronous_commit``
+        says, so a server crash loses no acknowledged append), ``"full"`` (SQLite: also
+        survives power loss; PostgreSQL: as ``"normal"``) or, PostgreSQL only and opt-in,
+        ``"may-lose-recent"`` (asynchronous commit: a server crash may lose the appends of
+        its last ~600 ms, never corrupts or gaps).
         SQLite only: with ``write_queue`` (the default) writers
         wait for each other on a lock file beside the database (``FILE-lock``, see
         :mod:`eventstore.backends.writelock`) instead of in SQLite's sleep-and-retry busy

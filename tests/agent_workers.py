@@ -13,7 +13,7 @@ def hold_write_lock_until(db: str, ready: str, release: str) -> None:
     """Take what every append of the store ``db`` must wait for, write ``ready``, and hold
     it until the file ``release`` exists; then commit. SQLite: the store's write lock (write
     queue and SQLite's lock, one open transaction). PostgreSQL: the position lock that the
-    insert guard takes (a transaction-scoped advisory lock, from plain psycopg)."""
+    insert guard takes (a table lock held to the commit, from plain psycopg)."""
     def hold(*_) -> None:
         with open(ready, "w") as f:
             f.write(str(os.getpid()))
@@ -23,10 +23,10 @@ def hold_write_lock_until(db: str, ready: str, release: str) -> None:
     if db.startswith("postgresql://"):
         import psycopg
 
-        from eventstore.backends.postgres import POSITION_LOCK
+        from eventstore.backends.postgres import LOCK_POSITIONS
 
         with psycopg.connect(db) as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (POSITION_LOCK,))
+            conn.execute(LOCK_POSITIONS)
             hold()
         return
     from eventstore import EventStore

@@ -264,6 +264,20 @@ def test_the_first_events_of_an_empty_log(store, raw):
     assert store.session("d").append("x", {}).seq == 1
 
 
+def test_an_update_of_importing_cannot_hide_a_stored_session(filled):
+    """An unfinished import's row may change its owner (a take-over) and nothing else: moving
+    it onto a stored session, or its first position back, would hide stored events
+    (revision 0250)."""
+    filled.execute("INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES ('new', 1, '{}', ?)", (H,))
+    filled.execute("INSERT INTO importing VALUES ('new', 4, 'x#1', 0)")
+    for sql in ["UPDATE importing SET session_id = 'a'", "UPDATE importing SET first_position = 1",
+                "UPDATE OR REPLACE importing SET session_id = 'b'"]:
+        with pytest.raises(sqlite3.IntegrityError, match=r"^ES011: "):
+            filled.execute(sql)
+    filled.execute("UPDATE importing SET owner = 'y#2', started_at = 5")  # a take-over
+    assert filled.execute("SELECT * FROM importing").fetchall() == [("new", 4, "y#2", 5.0)]
+
+
 @pytest.mark.parametrize("column, value", [
     ("payload", "'not json'"), ("payload", "'[1,2]'"), ("ts", "'soon'"), ("ts", "9e999"),
     ("payload", "'{\"type\":\"evil\"}'"), ("payload", "'{\"seq\":99}'"), ("payload", "'{\"ts\":1}'"),

@@ -554,7 +554,7 @@ def test_a_bad_value_from_the_environment_names_the_variable(run, filled, monkey
                                               "'normal', 'full'.")
     result = run("--db", filled, "--durability", "yy", "sessions")
     assert result.exit_code == 2
-    assert result.stderr.splitlines()[-1] == "Error: Invalid value for '--durability': 'yy' is not one of 'normal', 'full'."
+    assert result.stderr.splitlines()[-1] == "Error: Invalid value for '--durability': 'yy' is not one of 'normal', 'full', 'may-lose-recent'."
     monkeypatch.setenv("EVENTSTORE_DURABILITY", "full")
     assert run("--db", filled, "sessions").exit_code == 0
 

@@ -302,7 +302,7 @@ def test_a_later_commit_never_has_a_smaller_position(pg_url):
     with psycopg.connect(pg_url, autocommit=True) as look:
         deadline = time.monotonic() + 30
         while not look.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                               "AND wait_event = 'advisory'").fetchone()[0]:  # the append waits for the lock
+                               "AND wait_event = 'relation'").fetchone()[0]:  # the append waits for the lock
             assert time.monotonic() < deadline, "the append never waited for the open transaction"
             time.sleep(0.01)
         assert not done.is_set()
@@ -335,13 +335,13 @@ def test_concurrent_first_opens_migrate_once(pg_server):
 
 # --- concurrency: real processes ----------------------------------------------------------------
 
-@pytest.mark.parametrize("durability", ["normal", "full"])
+@pytest.mark.parametrize("durability", ["may-lose-recent", "normal"])
 def test_writers_and_a_follower_lose_nothing(pg_url, durability):
     """8 writer processes on their own sessions, 8 on one shared session, and a follower:
     nothing lost, duplicated or reordered; positions dense; the follower sees every event
-    once, in position order (with either durability: "full" waits for the flush after the
-    commit, outside the position lock)."""
-    count = 150 if durability == "normal" else 60
+    once, in position order (with either durability: the default, "normal", waits for the
+    flush after the commit, outside the position lock)."""
+    count = 150 if durability == "may-lose-recent" else 60
     with EventStore.open(pg_url) as store:
         store.create_session("shared")
     args = [(pg_url, i, count, None, 50) for i in range(8)] + [(pg_url, 8 + i, count, "shared", 50) for i in range(8)]
@@ -382,10 +382,13 @@ def test_writers_and_a_follower_lose_nothing(pg_url, durability):
         assert [f for f in audit.verify(store.backend).findings if f.kind in ("hash", "seq", "trigger")] == []
 
 
-def test_durability_normal_commits_asynchronously(pg_url):
-    """The default: the store's write connection commits with synchronous_commit off (the
-    server's own setting is not touched), and an append runs no flush of its own."""
-    with EventStore.open(pg_url) as store:
+def test_durability_may_lose_recent_commits_asynchronously(pg_url):
+    """The opt-in "may-lose-recent": the store's write connection commits with
+    synchronous_commit off (the server's own setting is not touched), and an append runs no
+    flush of its own (with every durability the write connection's own setting is off: the
+    durable ones raise it per transaction, see test_durability_full_waits_for_the_flush)."""
+    with EventStore.open(pg_url, durability="may-lose-recent") as store:
+        assert store.backend._full_level is None
         s = store.create_session("s")
         s.append("x", {})
         conn = store.backend._conn("w")
@@ -449,11 +452,11 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
         # Contended: another transaction holds the position lock while the append starts.
         with psycopg.connect(pg_url, autocommit=True) as holder:
             holder.execute("BEGIN")
-            holder.execute("SELECT pg_advisory_xact_lock(%s)", (postgres.POSITION_LOCK,))
+            holder.execute(postgres.LOCK_POSITIONS)
             t = threading.Thread(target=s.append, args=("x", {"i": 20}))
             t.start()
             deadline = time.monotonic() + 30
-            while not holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            while not holder.execute("SELECT count(*) FROM pg_locks WHERE relation = 'events_position_lock'::regclass AND NOT granted"
                                      ).fetchone()[0]:
                 assert time.monotonic() < deadline, "the append never waited for the position lock"
                 time.sleep(0.01)
@@ -642,6 +645,10 @@ def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_url):
         assert found(full=True) == []
         with psycopg.connect(pg_url, autocommit=True) as conn:
             last = conn.execute("SELECT max(position) FROM events").fetchone()[0]
+            with pytest.raises(psycopg.DatabaseError) as e:  # the guards of revision 0250
+                conn.execute("UPDATE events_search_state SET indexed_through = 9000000000")
+            assert e.value.sqlstate == "ES012"
+            conn.execute("SET session_replication_role = replica")  # (the superuser: guards off)
             conn.execute("UPDATE events_search_state SET indexed_through = 9000000000")
             store.session("t").append("user/message", {"content": "hidden"})
             assert search(store, "hidden") == []
@@ -657,7 +664,6 @@ def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_url):
                          "SELECT position, session_id, 'user/message', to_tsvector('simple', 'planted') FROM events "
                          "WHERE type = 'turn/start'")
             assert len(found()) == 1 and "1 row(s) belong to no message event" in found()[0]
-            conn.execute("SET session_replication_role = replica")  # (the superuser: the index has no guard)
             conn.execute("DELETE FROM events_search WHERE tsv = to_tsvector('simple', 'planted')")
             conn.execute("UPDATE events_search SET tsv = to_tsvector('simple', 'invented') "
                          "WHERE position = (SELECT min(position) FROM events_search)")
@@ -754,12 +760,13 @@ def test_writer_and_auditor_roles(pg_server, pg_url, tmp_path):
         before = snapshot(conn)
     r = runner.invoke(cli, ["--db", auditor, "import", str(DATA / "numbers.jsonl")])
     assert r.exit_code == 1
-    assert (f"{DATA / 'numbers.jsonl'}: {auditor}: permission denied for table sessions (role 'audit1' {hint}\n"
+    assert (f"{DATA / 'numbers.jsonl'}: {auditor}: permission denied for table events_position_lock (role 'audit1' "
+            f"{hint}\n"
             in r.stderr), r.stderr
     with EventStore.open(auditor) as store:
         with pytest.raises(DatabaseError) as e:
             store.session("w").append("user/message", {"content": "not mine to write"})
-    assert str(e.value) == f"{auditor}: permission denied for table events (role 'audit1' {hint}"
+    assert str(e.value) == f"{auditor}: permission denied for table events_position_lock (role 'audit1' {hint}"
     nobody = pg_server.url(name, "nobody1")
     r = runner.invoke(cli, ["--db", nobody, "sessions"])
     assert (r.exit_code, r.stderr) == (1, f"error: {nobody}: permission denied for table alembic_version "

@@ -415,6 +415,8 @@ def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_u
                      "EXECUTE FUNCTION events_notify()")
         conn.execute("DROP TABLE importing; DROP FUNCTION es_importing_guard()")  # (revision 0220)
         conn.execute("ALTER TABLE sessions DROP COLUMN meta_hash")  # (revision 0210)
+        conn.execute("DROP TABLE events_position_lock; DROP FUNCTION es_try_position_lock(); "  # (revision 0250)
+                     "DROP FUNCTION es_search_guard()")
         conn.execute("UPDATE alembic_version SET version_num = '0150'")
     with EventStore.open(pg_url) as store:  # upgrades
         assert indexed_through(store) == 2 and indexed_rows(store) == 1

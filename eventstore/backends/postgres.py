@@ -4,8 +4,9 @@
 The schema (migrations/versions, the baseline's PostgreSQL branch) holds the guarantees; this
 module only talks to it:
 
-* **Positions.** The insert guard trigger takes the transaction-scoped advisory lock
-  :data:`POSITION_LOCK` before it reads the heads, and fills in ``position`` (the largest
+* **Positions.** The insert guard trigger takes the position lock (:data:`LOCK_POSITIONS`,
+  a table lock only writers may take, held to the commit) before it reads the heads, and
+  fills in ``position`` (the largest
   stored one + 1) when the INSERT leaves it out; the rows after it that continue it (the
   rest of a batch) pass on two transaction-local settings, and a statement trigger proves
   the statement's positions and seqs once (revision 0240). Every transaction that inserts
@@ -17,11 +18,11 @@ module only talks to it:
   head, the append runs in a transaction that first calls ``es_lock_head(session)`` (takes
   the lock, then reads the head) and then inserts: it cannot be refused again.
 * **Durability.** The write connection commits asynchronously (``synchronous_commit =
-  off``), so the WAL flush is not inside the position lock. With ``durability="full"`` a
-  single append that finds the lock free commits durably in its one statement
-  (:data:`_INSERT_ONE_FULL`); otherwise the append waits, outside the lock, for the flush
-  (:data:`_FLUSH`; concurrent writers share one). A follower flushes before it hands out
-  what it read.
+  off``), so the WAL flush is not inside the position lock. By default (any ``durability``
+  but :data:`LOSSY`) a single append that finds the lock free commits durably in its one
+  statement (:data:`_INSERT_ONE_FULL`); otherwise the append waits, outside the lock, for
+  the flush (:data:`_FLUSH`; concurrent writers share one). A follower flushes before it
+  hands out what it read.
 * **Errors** are translated by SQLSTATE (the ``ESnnn`` codes of the triggers, see
   :mod:`eventstore.backends.base`) and constraint name, never by message text.
 * **Follow** waits on ``LISTEN eventstore_events`` (a statement trigger NOTIFYs on every
@@ -75,19 +76,20 @@ from .base import (
     Refusal,
 )
 
-__all__ = ["PostgresBackend", "apply_roles", "conninfo", "POSITION_LOCK", "MIGRATION_LOCK", "SEARCH_LOCK", "roles_sql"]
+__all__ = ["PostgresBackend", "apply_roles", "conninfo", "LOCK_POSITIONS", "MIGRATION_LOCK", "roles_sql"]
 
-#: ``pg_advisory_xact_lock`` keys (the bytes ``esevent`` and ``esmigrat`` as integers): the
-#: insert guard's lock, and the lock that makes concurrent first opens migrate once.
-POSITION_LOCK = 28555852263026292
+#: The position lock that the insert guard takes (revision 0250): a table lock in a mode that
+#: only roles with UPDATE on the (empty) table may take, i.e. the writers, released at commit.
+LOCK_POSITIONS = "LOCK TABLE events_position_lock IN EXCLUSIVE MODE"
+#: ``pg_advisory_xact_lock`` key (the bytes ``esmigrat`` as an integer) that makes concurrent
+#: first opens migrate once.
 MIGRATION_LOCK = 7310306919626989940
 
 # The searchable text and vector of an event of ``events AS e``: revision 0100's functions
 # for a message event and a message part (``assistant/part``: the later lines of an API
 # message, whose payload has a message's shape); for a thinking event (``assistant/thinking``:
 # Claude Code's thinking, Codex's reasoning summaries), which they leave out, its
-# ``thinking`` string, split into words as es_search_vector splits a message's text. Such
-# events stored before this was written are indexed once the index is rebuilt (docs/schema.md).
+# ``thinking`` string, split into words as es_search_vector splits a message's text.
 _THINKING_TEXT = ("CASE WHEN json_typeof(es_json(e.payload) -> 'thinking') = 'string' "
                   "THEN es_json(e.payload) ->> 'thinking' ELSE '' END")
 _SEARCH_TEXT = f"(CASE WHEN e.type = 'assistant/thinking' THEN {_THINKING_TEXT} ELSE es_search_text(e.payload) END)"
@@ -95,26 +97,28 @@ _SEARCH_VECTOR = ("(CASE WHEN e.type = 'assistant/thinking' THEN to_tsvector('si
                   f"left({_THINKING_TEXT}, 200000), '[!-/:-@[-`{{-~]+', ' ', 'g')) "
                   "ELSE es_search_vector(e.payload) END)")
 
-#: The catch-up's insert of the message, part and thinking events at positions in ``(%s, %s]``.
+#: The catch-up's insert of the message events at positions in ``(%s, %s]``: the guard
+#: trigger fills in each row's vector from its event (revision 0250), so none is computed here.
 _CATCH_UP = ("INSERT INTO events_search (position, session_id, type, tsv) "
-             f"SELECT e.position, e.session_id, e.type, {_SEARCH_VECTOR} FROM events AS e "
-             "WHERE e.position > %s AND e.position <= %s "
-             "AND e.type IN ('user/message', 'assistant/message', 'tool/result', 'assistant/part', "
-             "'assistant/thinking') "
-             "ORDER BY e.position ON CONFLICT (position) DO NOTHING")
+             "SELECT position, session_id, type, ''::tsvector FROM events "
+             "WHERE position > %s AND position <= %s AND type IN ('user/message', 'assistant/message', 'tool/result') "
+             "ORDER BY position ON CONFLICT (position) DO NOTHING")
 
 #: The channel the schema's statement trigger NOTIFYs after every INSERT into events.
 CHANNEL = "eventstore_events"
 
-#: The ``durability`` values (see docs/concurrency.md, "Durability"). Both commit the append
-#: asynchronously (``synchronous_commit = off`` on the write connection), so that the WAL flush
-#: is not inside the position lock. "normal" returns then: a server crash may lose the commits
-#: of its last moments (about 3 x ``wal_writer_delay``, 600 ms by default), never corrupts,
-#: gaps or reorders what is kept (recovery replays a prefix of the WAL). "full" returns once
-#: the WAL is flushed past the commit, as the server's ``synchronous_commit`` says (``on``
-#: where the server is set to ``off``): inside the commit when the position lock was free
-#: (:data:`_INSERT_ONE_FULL`), else after it, outside the lock (:data:`_FLUSH`).
-DURABILITY = ("normal", "full")
+#: The ``durability`` values (see docs/concurrency.md, "Durability"). Every append commits
+#: asynchronously (``synchronous_commit = off`` on the write connection), so that the WAL
+#: flush is not inside the position lock. "normal" (the default) and "full" are the same here:
+#: an append returns once the WAL is flushed past its commit, as the server's
+#: ``synchronous_commit`` says (``on`` where the server is set to ``off``): inside the commit
+#: when the position lock was free (:data:`_INSERT_ONE_FULL`), else after it, outside the lock
+#: (:data:`_FLUSH`); a server crash loses no acknowledged append. LOSSY, opt-in, returns right
+#: after the commit: a server crash may lose the appends acknowledged in its last moments
+#: (about 3 x ``wal_writer_delay``, 600 ms by default), never corrupts, gaps or reorders what
+#: is kept (recovery replays a prefix of the WAL).
+LOSSY = "may-lose-recent"
+DURABILITY = ("normal", "full", LOSSY)
 # A one-statement transaction that writes a WAL record (an empty logical-decoding message,
 # prefix "eventstore") and commits synchronously: its commit waits until the WAL is flushed
 # (and replicated, per the level) up to its own record, so past every commit before it.
@@ -134,7 +138,15 @@ GUARDS = {
     "events": ("events_guard_insert", "events_guard_check", "events_guard_update", "events_guard_delete",
                "events_guard_truncate"),
     "sessions": ("sessions_guard_update", "sessions_guard_delete", "sessions_guard_truncate"),
-    "importing": ("importing_guard_insert",),  # (an importing row may hide only a session being created)
+    # (an importing row may hide only a session being created, and change only by its importer)
+    "importing": ("importing_guard_insert", "importing_guard_update", "importing_guard_delete",
+                  "importing_guard_truncate"),
+    # (derived from the log: a row is what the log says of its position; revision 0250)
+    "events_search": ("events_search_guard_insert", "events_search_guard_update", "events_search_guard_delete",
+                      "events_search_guard_truncate"),
+    "events_search_state": ("events_search_state_guard_insert", "events_search_state_guard_update",
+                            "events_search_state_guard_delete", "events_search_state_guard_truncate"),
+    "events_position_lock": ("events_position_lock_guard_insert", "events_position_lock_guard_truncate"),
 }
 
 _EVENT_COLUMNS = "position, session_id, seq, type, ts, payload"
@@ -145,7 +157,8 @@ _INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
                 "SELECT %s, %s + u.i - 1, u.type, u.ts, u.payload, u.hash "
                 "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[]) "
                 "WITH ORDINALITY AS u(type, ts, payload, hash, i) ORDER BY u.i RETURNING position")
-# durability="full", one event at the cached head: the INSERT first tries the position lock.
+# A durable append (durability other than LOSSY), one event at the cached head: the INSERT
+# first tries the position lock.
 # When the lock is free, the transaction commits at the durable level, so the commit flushes
 # inside the lock within the INSERT's one round trip, as any application's durable INSERT
 # does; RETURNING says so. When another append holds it, the commit stays asynchronous and
@@ -153,7 +166,7 @@ _INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
 # (The guard trigger takes the lock again, a no-op for its holder, and reads the heads after.)
 _INSERT_ONE_FULL = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
                     "SELECT %s, %s, %s, %s, %s, %s FROM (SELECT set_config('synchronous_commit', "
-                    f"CASE WHEN pg_try_advisory_xact_lock({POSITION_LOCK}) THEN %s ELSE 'off' END, true)) AS d "
+                    "CASE WHEN es_try_position_lock() THEN %s ELSE 'off' END, true)) AS d "
                     "RETURNING position, current_setting('synchronous_commit') <> 'off'")
 _IDLE = psycopg.pq.TransactionStatus.IDLE  # (after a statement: it committed on its own)
 _LOCK_HEAD = "SELECT next_seq, last_hash FROM es_lock_head(%s)"
@@ -298,6 +311,7 @@ class PostgresBackend(Backend):
             raise DatabaseError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         self.url = url
         self.durability = durability
+        self.lossy = durability == LOSSY  # (see DURABILITY)
         self.display = _display(url)
         self.busy_timeout = busy_timeout
         self.readonly = readonly
@@ -429,6 +443,10 @@ class PostgresBackend(Backend):
         """The name of the connected database."""
         return self._one("SELECT current_database()")[0]
 
+    def schema_name(self) -> str:
+        """The schema the store's tables are in (the first of the connection's search_path)."""
+        return self._one("SELECT current_schema()")[0]
+
     # --- helpers ------------------------------------------------------------------------------
 
     def _error(self, e: psycopg.Error, session_id: str | None = None) -> Exception:
@@ -469,10 +487,10 @@ class PostgresBackend(Backend):
         return DatabaseError(f"{self.display}: {_first_line(e)}")
 
     def _durable(self, conn: psycopg.Connection, session_id: str) -> None:
-        """With ``durability="full"``: wait until the write just committed on ``conn`` is
+        """Unless ``durability`` is :data:`LOSSY`: wait until the write just committed on ``conn`` is
         flushed (see :data:`DURABILITY`). Raises :class:`DatabaseError` when the server
         cannot confirm it (the write is committed; whether it survives a crash is unknown)."""
-        if self.durability != "full":
+        if self.lossy:
             return
         try:
             conn.execute(_FLUSH, (self._sync_level,))
@@ -579,8 +597,8 @@ class PostgresBackend(Backend):
 
     @property
     def _full_level(self) -> str | None:
-        """The durable ``synchronous_commit`` level with ``durability="full"``, else None."""
-        return self._sync_level if self.durability == "full" else None
+        """The durable ``synchronous_commit`` level, None with :data:`LOSSY` durability."""
+        return None if self.lossy else self._sync_level
 
     @staticmethod
     def _insert(conn: psycopg.Connection, session_id: str, seq: int, rows: list,
@@ -666,7 +684,7 @@ class PostgresBackend(Backend):
         pid = owner.partition(":")[2].partition("#")[0]
         if not pid.isdigit():  # not written by an importer (pg:PID#...): no live owner
             return False
-        return bool(self._one(_OWNER_ALIVE, (int(pid),))[0])
+        return bool(self._one(_OWNER_ALIVE, (int(pid), owner))[0])
 
     def follower(self, poll_interval: float) -> Follower:
         return PgFollower(self, poll_interval)
@@ -710,7 +728,7 @@ class PostgresBackend(Backend):
             try:
                 with conn.transaction():
                     # The position lock first: next_position stays true until the commit.
-                    conn.execute(f"SELECT pg_advisory_xact_lock({POSITION_LOCK})")
+                    conn.execute(LOCK_POSITIONS)
                     result = body(_PgImport(conn, session_id))
             except psycopg.Error as e:
                 raise self._error(e, session_id) from None
@@ -736,7 +754,7 @@ class PostgresBackend(Backend):
 
     def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Index the message events stored since the last catch-up, in transactions of
-        :data:`CATCH_UP_BATCH` positions, each under the advisory lock :data:`SEARCH_LOCK`
+        :data:`CATCH_UP_BATCH` positions, each holding the row lock of ``events_search_state``
         (concurrent searchers wait for each other's batch, then find it done; the insert
         also skips rows already there). Raises :class:`DatabaseError` when the store may
         not write the index (read-only, or a role without the grants: search scans then)."""
@@ -749,8 +767,9 @@ class PostgresBackend(Backend):
             while True:
                 try:
                     with conn.transaction():
-                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SEARCH_LOCK,))
-                        start = conn.execute("SELECT indexed_through FROM events_search_state").fetchone()[0]
+                        # (a row lock: a role that may not UPDATE the state cannot take it)
+                        start = conn.execute("SELECT indexed_through FROM events_search_state FOR UPDATE"
+                                             ).fetchone()[0]
                         last = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
                         n, end = 0, start
                         if last > start:
@@ -848,8 +867,8 @@ class PostgresBackend(Backend):
     def guard_problems(self) -> list[str]:
         rows = self._read(
             "SELECT c.relname, t.tgname, t.tgenabled FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = t.tgrelid "
-            "WHERE c.relname IN ('events', 'sessions', 'importing') "
-            "AND c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal")
+            "WHERE c.relname = ANY(%s) "
+            "AND c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal", (list(GUARDS),))
         found = {(r[0], r[1]): r[2] for r in rows}
         problems = []
         for table, names in GUARDS.items():
@@ -1247,8 +1266,11 @@ _LAST_POSITION = f"SELECT least((SELECT coalesce(max(position), 0) FROM events),
 _IMPORTS = "SELECT session_id, first_position, owner, started_at FROM importing ORDER BY first_position"
 #: The advisory lock class (first key) of import locks; the second is hashtext(session id).
 IMPORT_LOCK_CLASS = 1702063169
+# (the lock of the owner's own session: another lock of that class held by a process that
+# got the dead owner's pid makes no import look alive)
 _OWNER_ALIVE = (f"SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = %s "
-                f"AND classid = {IMPORT_LOCK_CLASS}::oid AND objsubid = 2 AND granted)")
+                f"AND classid = {IMPORT_LOCK_CLASS}::oid AND objsubid = 2 AND granted "
+                "AND objid IN (SELECT hashtext(i.session_id)::oid FROM importing AS i WHERE i.owner = %s))")
 
 # The viewer's index (see Backend.session_counts and Backend.state_rows). The payload is
 # text: es_field gives a value's JSON text as stored, es_json parses it (both in the baseline).
@@ -1285,20 +1307,25 @@ class PgFollower(Follower):
     ``poll_interval`` seconds where LISTEN fails). When the server goes away (a restart), it
     connects again, for up to :data:`RECONNECT_SECONDS`, and goes on where it was once the
     last event it handed out is still stored; a crash that lost it (commits are asynchronous
-    with ``durability="normal"``) raises :class:`DatabaseError` instead, since new events
+    with ``durability="may-lose-recent"``) raises :class:`DatabaseError` instead, since new events
     may then take the positions this follower has passed."""
 
     def __init__(self, backend: PostgresBackend, poll_interval: float):
         self._backend = backend
         self._poll = poll_interval
         self._last: tuple | None = None  # the last EventRow handed out
+        self._watch_flush = False  # (see _flush)
         self._open()
 
     def _open(self) -> None:
         self._conn = _connect(self._backend.url, self._backend.display)
-        self._sync_level = None  # with durability "full": the level _FLUSH commits with
-        if self._backend.durability == "full":
-            level = self._conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0]
+        self._sync_level = None  # unless durability is LOSSY: the level _FLUSH commits with
+        if not self._backend.lossy:
+            try:
+                level = self._conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0]
+            except psycopg.Error as e:  # (a server going away between the connect and this)
+                self._conn.close()
+                raise self._backend._error(e) from None
             self._sync_level = "on" if level == "off" else level
         try:
             self._conn.execute(f"LISTEN {CHANNEL}")
@@ -1330,7 +1357,7 @@ class PgFollower(Follower):
                 position, sid, seq = self._last[:3]
                 raise DatabaseError(f"{self._backend.display}: the server restarted without the event at position "
                                     f"{position} (session {sid!r} seq {seq}), which was read before: it lost the last "
-                                    f"commits (asynchronous with durability 'normal'); follow again from an earlier "
+                                    f"commits (durability {LOSSY!r}); follow again from an earlier "
                                     f"position")
 
     def _rows(self, sql: str, params: tuple, events: bool = False) -> list:
@@ -1339,8 +1366,8 @@ class PgFollower(Follower):
                 rows = [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
                 if rows and self._sync_level is not None:
                     # Appends are visible from their (asynchronous) commit on, a flush before
-                    # they are durable: with "full", hand out only events a crash cannot take back.
-                    self._conn.execute(_FLUSH, (self._sync_level,))
+                    # they are durable: hand out only events a crash cannot take back.
+                    self._flush()
                 if rows and events:
                     self._last = rows[-1]
                 return rows
@@ -1349,6 +1376,23 @@ class PgFollower(Follower):
                     raise self._backend._error(e) from None
             self._reconnect()
         raise AssertionError("unreachable")
+
+    def _flush(self) -> None:
+        """Return once the WAL is flushed past every commit this follower has read: with
+        :data:`_FLUSH`, or, for a role that may not call ``pg_logical_emit_message`` (a
+        superuser's ``eventstore roles`` withholds it from the auditor), by watching the
+        server's flushed WAL position pass its insert position of now."""
+        if not self._watch_flush:
+            try:
+                self._conn.execute(_FLUSH, (self._sync_level,))
+                return
+            except pg_errors.InsufficientPrivilege:
+                self._watch_flush = True
+        target = self._conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+        pause = 0.001
+        while not self._conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (target,)).fetchone()[0]:
+            time.sleep(pause)  # (the WAL writer flushes within wal_writer_delay, writers sooner)
+            pause = min(pause * 2, 0.05)
 
     def events_after(self, after_position: int, limit: int,
                      dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
@@ -1715,20 +1759,40 @@ def head_revision() -> str:
 
 # --- least privilege --------------------------------------------------------------------------
 
+#: Functions of pg_catalog with effects beyond the tables that every role may call (PUBLIC
+#: holds EXECUTE): writing WAL (``pg_logical_emit_message``), taking locks any other role's
+#: work may wait for (advisory locks), signalling backends, large objects. Only their owner,
+#: a superuser, can revoke them from PUBLIC (see :func:`roles_sql`).
+SIDE_EFFECT_FUNCTIONS = ("proname LIKE 'pg\\_%advisory\\_%' OR proname LIKE 'lo\\_%' "
+                         "OR proname IN ('pg_logical_emit_message', 'pg_terminate_backend', 'pg_cancel_backend', "
+                         "'loread', 'lowrite')")
+#: What the store itself calls of those (its owner and writer keep them): the durable flush
+#: (docs/concurrency.md, "Durability"), the import lock and the migration lock.
+STORE_FUNCTIONS = ("pg_logical_emit_message(boolean, text, text)", "pg_try_advisory_lock(integer, integer)",
+                   "pg_advisory_xact_lock(bigint)")
+
+
 def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_auditor",
               database: str | None = None, schema: str = "public") -> str:
     """The SQL that creates (or updates) the two roles of a least-privilege set-up, as plain
-    text to run as the database's owner or a superuser:
+    text to run as the tables' owner (with CREATEROLE) or a superuser:
 
     * ``writer`` may INSERT and SELECT the tables and SELECT the views: enough for
       ``eventstore`` (appends, import, export, follow); it does not own anything, so it
       cannot ALTER, DROP, TRUNCATE or disable triggers, and the triggers refuse its UPDATE
-      and DELETE;
-    * ``auditor`` may only SELECT: enough for ``eventstore sql``, ``verify`` and ``search``
-      (which computes the vectors of the events the index does not hold yet on the fly).
+      and DELETE. It may also take the position lock (UPDATE on the empty
+      ``events_position_lock``, revision 0250), INSERT into the derived search index
+      ``events_search`` and UPDATE ``events_search_state`` (its searches catch the index up;
+      the guards take each row from the log), and write ``importing`` as an import does
+      (the guards let only the import lock's holder change or end a row);
+    * ``auditor`` may only SELECT: enough for ``eventstore sql``, ``verify`` and ``search``.
 
-    The writer may also INSERT into the derived search index ``events_search`` and UPDATE
-    ``events_search_state``: its searches catch the index up (revision 0200).
+    Neither keeps CREATE on the schema or the database, nor TEMPORARY on the database:
+    PUBLIC's TEMPORARY is revoked when the role running this owns the database (or is a
+    superuser), which every role of the database then loses but the owner. Run by a
+    superuser, it also revokes from PUBLIC the :data:`SIDE_EFFECT_FUNCTIONS` of this database
+    and grants back to the tables' owner and the writer the :data:`STORE_FUNCTIONS`;
+    otherwise it says so in a NOTICE. README.md ("Least privilege") lists every grant.
 
     Both are NOLOGIN groups: grant them to login roles (``GRANT eventstore_writer TO
     agent1``), or give them a password and LOGIN yourself.
@@ -1742,12 +1806,26 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
         f"DO {q} BEGIN CREATE ROLE {a} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END {q};",
     ]
     if db:
-        lines.append(f"GRANT CONNECT ON DATABASE {db} TO {w}, {a};")
+        lines += [
+            f"GRANT CONNECT ON DATABASE {db} TO {w}, {a};",
+            f"REVOKE CREATE, TEMPORARY ON DATABASE {db} FROM {w}, {a};",
+            # PUBLIC's TEMPORARY (every role's, by default): only the database's owner may revoke it
+            f"DO {q} BEGIN IF pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), "
+            f"'USAGE') THEN REVOKE TEMPORARY ON DATABASE {db} FROM PUBLIC; ELSE RAISE NOTICE 'TEMPORARY on "
+            f"database % is left to PUBLIC: only its owner or a superuser may revoke it', current_database(); "
+            f"END IF; END {q};",
+        ]
+    lit = pg_sql.Literal(schema).as_string(None)
+    owner = f"(SELECT quote_ident(tableowner) FROM pg_tables WHERE schemaname = {lit} AND tablename = 'events')"
     lines += [
         f"GRANT USAGE ON SCHEMA {s} TO {w}, {a};",
         f"REVOKE CREATE ON SCHEMA {s} FROM {w}, {a};",
+        f"DO {q} BEGIN IF has_schema_privilege('public', {pg_sql.Literal(schema).as_string(None)}, 'CREATE') AND "
+        f"pg_has_role((SELECT nspowner FROM pg_namespace WHERE nspname = {pg_sql.Literal(schema).as_string(None)}), "
+        f"'USAGE') THEN REVOKE CREATE ON SCHEMA {s} FROM PUBLIC; END IF; END {q};",
         f"REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {w}, {a};",
         f"GRANT SELECT, INSERT ON {s}.events, {s}.sessions TO {w};",
+        f"GRANT UPDATE ON {s}.events_position_lock TO {w};",
         # the search index is derived (revision 0200): the writer's searches catch it up
         f"GRANT SELECT, INSERT ON {s}.events_search TO {w};",
         f"GRANT SELECT, UPDATE ON {s}.events_search_state TO {w};",
@@ -1755,6 +1833,28 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
         f"GRANT SELECT ON {s}.alembic_version, {s}.messages, {s}.messages_uncut, {s}.tool_calls, {s}.turns, "
         f"{s}.session_summary, {s}.usage, {s}.events_search_text TO {w};",
         f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {a};",
+        # Functions with effects beyond the tables: PUBLIC's EXECUTE, which only a superuser may
+        # revoke (in this database: pg_proc is per database).
+        f"""DO {q}
+DECLARE f regprocedure;
+BEGIN
+  IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+    RAISE NOTICE 'PUBLIC keeps EXECUTE on pg_logical_emit_message, the advisory lock functions, '
+                 'pg_terminate_backend, pg_cancel_backend and lo_*: only a superuser may revoke it';
+    RETURN;
+  END IF;
+  FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace
+                                                   AND ({SIDE_EFFECT_FUNCTIONS}) LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+  END LOOP;
+  FOR f IN SELECT p.oid::regprocedure FROM pg_proc AS p JOIN pg_depend AS d ON d.classid = 'pg_proc'::regclass
+             AND d.objid = p.oid AND d.deptype = 'e' JOIN pg_extension AS x ON x.oid = d.refobjid
+            WHERE x.extname = 'dblink' LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+  END LOOP;
+  EXECUTE format('GRANT EXECUTE ON FUNCTION {", ".join(STORE_FUNCTIONS)} TO %s, '
+                 '{w.replace("%", "%%").replace("'", "''")}', {owner});
+END {q};""",
     ]
     return "\n".join(lines) + "\n"
 
@@ -1819,11 +1919,8 @@ def apply_roles(backend: PostgresBackend, text: str) -> None:
 
 #: Positions indexed per transaction of :meth:`PostgresBackend.search_catch_up`.
 CATCH_UP_BATCH = 10_000
-#: The ``pg_advisory_xact_lock`` key (the bytes ``essearch``) that one catch-up batch holds.
-SEARCH_LOCK = int.from_bytes(b"essearch", "big")
 #: The message event types (revision 0100's events_search_text): every one up to the index's
-#: bound has its row (a part or thinking stored before they were indexed may not: see
-#: _SEARCH_VECTOR).
+#: bound has its row.
 _MESSAGE_TYPES = "('user/message', 'assistant/message', 'tool/result')"
 #: The event types that are searched: the message events, message parts, thinking events.
 _SEARCH_TYPES = "('user/message', 'assistant/message', 'tool/result', 'assistant/part', 'assistant/thinking')"

@@ -69,4 +69,11 @@ WHEN EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id)
 BEGIN
   SELECT RAISE(ABORT, 'ES011: importing: only an import creating a session (no events yet, first_position the next position) may hide it');
 END""",
+    # revision 0250: an UPDATE changes only the owner (a take-over), never which session is hidden
+    'importing_guard_update': r"""
+CREATE TRIGGER importing_guard_update BEFORE UPDATE ON importing
+WHEN NEW.session_id IS NOT OLD.session_id OR NEW.first_position IS NOT OLD.first_position
+BEGIN
+  SELECT RAISE(ABORT, 'ES011: importing: only the owner of an unfinished import may change (a take-over)');
+END""",
 }

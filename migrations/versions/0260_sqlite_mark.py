@@ -1,7 +1,7 @@
 """SQLite: the database file carries a mark, so that a ``-wal`` of another file is told apart.
 
 Revision ID: 0260
-Revises: 0240
+Revises: 0250
 Create Date: 2026-12-07
 
 The file header gets ``application_id`` = ``0x45565354`` ("EVST": an eventstore database)
@@ -20,7 +20,7 @@ import secrets
 from alembic import op
 
 revision = "0260"
-down_revision = "0240"
+down_revision = "0250"
 branch_labels = None
 depends_on = None
 
