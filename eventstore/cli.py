@@ -443,7 +443,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
                 totals["events"] += r.events
                 sid = json.dumps(r.session_id, ensure_ascii=False)
                 if verbose or (watch and quiet and r.events):
-                    bar.note(f"{f}: {r.status} session {sid}: {r.events} events"
+                    bar.note(f"{f}: {r.status} session {sid}: {_count(r.events, 'event')}"
                              + (f" ({r.held} lines wait for the rest of their message)" if r.held else "")
                              + (f" (the stored session holds the file's {r.total - r.ahead} events and {r.ahead} more)"
                                 if r.ahead else ""))
@@ -462,11 +462,11 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
         sid = json.dumps(rep.session_id, ensure_ascii=False)
         if rep.dropped is not None:
             counts["salvaged"] += 1
-            bar.note(f"{f}: salvaged {rep.events} events of session {sid}; {rep.dropped}")
+            bar.note(f"{f}: salvaged {_count(rep.events, 'event')} of session {sid}; {rep.dropped}")
         elif rep.status == "skipped" and not quiet:
             bar.note(f"{f}: skipped: session {sid} is already stored ({rep.note})")
         elif verbose or (watch and quiet and rep.events):
-            bar.note(f"{f}: {rep.status} session {sid}: {rep.events} events")
+            bar.note(f"{f}: {rep.status} session {sid}: {_count(rep.events, 'event')}")
         if rep.status == "imported" and rep.note and not quiet:  # completed an unfinished import
             bar.note(f"{f}: {rep.note}")
         if verbose and rep.normalized:
@@ -550,7 +550,7 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
     if out_dir is None:
         if output is not None and output != "-":
             n = export_session(store, session_ids[0], output)
-            click.echo(f"{output}: {n} events", err=True)
+            click.echo(f"{output}: {_count(n, 'event')}", err=True)
         else:
             out = _out()
             export_session(store, session_ids[0], out)
@@ -1218,7 +1218,7 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
     if not hits:
         click.echo("no match")
         return
-    ids = [_printable(h.session_id) for h in hits]
+    ids = [_one_line(h.session_id) for h in hits]
     snippets = []
     for h in hits:
         snippet = Text()

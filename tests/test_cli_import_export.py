@@ -83,7 +83,7 @@ def test_reimport_is_skipped_conflict_fails_append_continues(db, tmp_path):
                         f'from seq 2 (use --append to add the rest)\n')
     r = run(db, "import", "--append", "-v", str(longer))
     assert r.exit_code == 0
-    assert r.stderr == f'{longer}: appended session "s1": 1 events\n'
+    assert r.stderr == f'{longer}: appended session "s1": 1 event\n'
     assert r.stdout == "files: 1, sessions: 1 (0 new, 1 appended), events: 1, skipped: 0, failed: 0\n"
     other = tmp_path / "other.jsonl"
     other.write_bytes(lines(META, ev(0), ev(1, x=1)))

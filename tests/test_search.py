@@ -490,3 +490,14 @@ def test_the_parts_of_a_message_are_searched(store):
         assert hit.seq == 2 and f"{MARK_START}giraffe{MARK_END}" in hit.snippet and "look_up" in hit.snippet
     assert es_count(store, "look_up") == 1
     assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]
+
+
+def test_cli_search_escapes_control_characters_of_a_session_id(db_path):
+    with EventStore.open(db_path) as st:
+        st.create_session("esc\x1b]0;TITLE\x07").append("user/message", {"content": "the red door"})
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db_path), "search", "red"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert "esc\\x1b]0;TITLE\\x07" in r.stdout
