@@ -106,6 +106,16 @@ class TailView:
             self.write(prefix, "dim")
             self.write(_clean(text) + "\n", style)
 
+    def _calls(self, sid: str, calls: object) -> None:
+        for call in calls if isinstance(calls, list) else []:  # anything else is no list of calls
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict):
+                args = fn.get("arguments")
+                args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+                self._line(sid, "", f"  -> {fn.get('name')}({_short(args, 200)})", "tool")
+            else:
+                self._line(sid, "", f"  -> {_short(json.dumps(call, ensure_ascii=False), 200)}", "tool")
+
     def feed(self, ev: Event) -> None:
         """Render one event."""
         sid, t, p = ev.session_id, ev.type, ev.payload
@@ -132,15 +142,12 @@ class TailView:
             if streamed is None or streamed != text:
                 if text or not p.get("tool_calls"):
                     self._line(sid, "assistant: ", text, "assistant")
-            calls = p.get("tool_calls")
-            for call in calls if isinstance(calls, list) else []:  # anything else is no list of calls
-                fn = call.get("function") if isinstance(call, dict) else None
-                if isinstance(fn, dict):
-                    args = fn.get("arguments")
-                    args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-                    self._line(sid, "", f"  -> {fn.get('name')}({_short(args, 200)})", "tool")
-                else:
-                    self._line(sid, "", f"  -> {_short(json.dumps(call, ensure_ascii=False), 200)}", "tool")
+            self._calls(sid, p.get("tool_calls"))
+        elif t == "assistant/part":  # a later line of one API message (an agent's transcript)
+            text = _text(p.get("content"))
+            if text:
+                self._line(sid, "assistant: ", text, "assistant")
+            self._calls(sid, p.get("tool_calls"))
         elif t == "user/message":
             self._line(sid, "user: ", _text(p.get("content")), "user")
         elif t == "tool/result":

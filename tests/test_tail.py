@@ -75,6 +75,24 @@ def test_tail_shows_reasoning_on_a_line_and_leaves_out_what_an_import_kept(store
         "[note]\n")
 
 
+def test_tail_shows_the_parts_of_one_api_message_as_its_text_and_calls(store, backend_url):
+    """A transcript's API message written over several lines: each later line's part shows
+    its text and calls as the message's own do, not as raw JSON."""
+    def call(i, name):
+        return {"id": f"toolu_{i}", "type": "function", "function": {"name": name, "arguments": '{"p":"a.py"}'}}
+    s = store.create_session("p")
+    s.append("assistant/message", {"content": "Reading both.", "tool_calls": [call(1, "Read")], "message_id": "m1"})
+    s.append("tool/result", {"tool_call_id": "toolu_1", "content": "one"})
+    s.append("assistant/part", {"tool_calls": [call(2, "Grep")], "message_id": "m1", "source": {"x": 1}})
+    s.append("assistant/part", {"content": "And more.", "message_id": "m1"})
+    assert tail(backend_url, "p").output == (
+        "assistant: Reading both.\n"
+        '  -> Read({"p":"a.py"})\n'
+        "  <- toolu_1: one\n"
+        '  -> Grep({"p":"a.py"})\n'
+        "assistant: And more.\n")
+
+
 def test_tail_shows_the_final_text_when_it_differs_from_the_stream(store, backend_url):
     s = store.create_session("s")
     s.append("assistant/chunk", {"delta": {"content": "Draft"}})
