@@ -804,12 +804,16 @@ def owned_database(pg_server, *options: str):
 
 def test_roles_refuses_names_whose_privileges_it_would_revoke(pg_server):
     """--writer or --auditor naming the tables' owner, the role running it or a superuser
-    (the set-up revokes a role's privileges before granting its own), or one role for
-    both, is refused before any grant; the owner keeps what it had."""
+    (the set-up revokes a role's privileges before granting its own), one role for both,
+    or an auditor that is a member of the writer, is refused before any grant; the owner
+    keeps what it had."""
     with owned_database(pg_server, "CREATEROLE") as (tag, owner, name, url):
         with pg_server.connect() as conn:
             conn.execute(f"CREATE ROLE kid_{tag} IN ROLE {owner}")
-        cases = [([owner, f"a_{tag}"], f"role {owner!r} owns the tables"),
+            conn.execute(f"CREATE ROLE wr_{tag}")
+            conn.execute(f"CREATE ROLE agent_{tag} IN ROLE wr_{tag}")
+        cases = [([f"wr_{tag}", f"agent_{tag}"], f"role 'agent_{tag}' is a member of the writer role 'wr_{tag}'"),
+                 ([owner, f"a_{tag}"], f"role {owner!r} owns the tables"),
                  ([f"w_{tag}", "postgres"], "role 'postgres' is a superuser"),
                  ([f"kid_{tag}", f"a_{tag}"], f"role 'kid_{tag}' is a member of the tables' owner"),
                  ([f"{owner} ", f"a_{tag}"], f"role name '{owner} ': no role name starts or ends with a space"),
@@ -823,7 +827,7 @@ def test_roles_refuses_names_whose_privileges_it_would_revoke(pg_server):
             assert conn.execute("SELECT has_table_privilege('alembic_version', 'UPDATE'), "
                                 "has_table_privilege('events', 'INSERT'), "
                                 "(SELECT count(*) FROM pg_roles WHERE rolname LIKE %s)",
-                                (f"%_{tag}",)).fetchone() == (True, True, 2)  # (the owner and its member)
+                                (f"%_{tag}",)).fetchone() == (True, True, 4)  # (the owner, its member, wr_, agent_)
         # a name that holds the DO blocks' $$ quote gets another one
         r = CliRunner().invoke(cli, ["--db", url, "roles", "--writer", f"w$${tag}", "--auditor", f"a_{tag}"])
         assert r.exit_code == 0, r.output

@@ -1883,8 +1883,16 @@ def check_role_names(backend: PostgresBackend, writer: str, auditor: str) -> Non
                 "SELECT rolname, rolsuper FROM pg_roles WHERE rolname IN (%s, %s) "
                 "AND (rolsuper OR pg_has_role(oid, (SELECT oid FROM pg_roles WHERE rolname = %s), 'MEMBER'))",
                 (writer, auditor, owner)).fetchall())
+            # an auditor that is (through any chain) a member of the writer keeps its INSERT
+            writes = conn.execute(
+                "SELECT 1 FROM pg_roles AS a JOIN pg_roles AS w ON w.rolname = %s WHERE a.rolname = %s "
+                "AND pg_has_role(a.oid, w.oid, 'MEMBER')", (writer, auditor)).fetchone() is not None
         except psycopg.Error as e:
             raise backend._error(e) from None
+    if writes:
+        raise DatabaseError(f"role {auditor!r} is a member of the writer role {writer!r}: as auditor it would keep the "
+                            f"writer's INSERT; name a role that is not one of the writer's (by default "
+                            f"eventstore_auditor)")
     for name in (writer, auditor):
         if name in (owner, me):
             why = (f"{'owns the tables' if name == owner else 'is the role running this'}: the set-up would revoke "
