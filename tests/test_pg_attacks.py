@@ -221,7 +221,8 @@ def test_roles_run_by_a_superuser_withhold_side_effect_functions(pg_server):
         for sql in ["SELECT pg_logical_emit_message(false, 'x', repeat('x', 1000))",
                     "SELECT pg_advisory_lock(1)", "SELECT pg_try_advisory_xact_lock(1)",
                     "SELECT pg_advisory_xact_lock(28555852263026292)", "SELECT pg_terminate_backend(1)",
-                    "SELECT pg_cancel_backend(1)", "SELECT lo_create(0)"]:
+                    "SELECT pg_cancel_backend(1)", "SELECT lo_create(0)",
+                    "SELECT pg_notify('eventstore_events', 'x')"]:
             refused(url["auditor"], sql, exc=pg_errors.InsufficientPrivilege)
         with EventStore.open(url["writer"]) as store:
             store.session("s").append("x", {})

@@ -1202,7 +1202,7 @@ def _apply_roles_to_scratch(conn, text: str) -> None:
             continue
         conn.exec_driver_sql("SAVEPOINT es_roles")
         try:
-            conn.exec_driver_sql(line)
+            conn.exec_driver_sql(line.replace("%", "%%"))  # (the driver takes % for a placeholder)
         except Exception as e:
             if not isinstance(getattr(e, "orig", None), pg_errors.InsufficientPrivilege):
                 raise
@@ -1765,11 +1765,12 @@ def head_revision() -> str:
 #: a superuser, can revoke them from PUBLIC (see :func:`roles_sql`).
 SIDE_EFFECT_FUNCTIONS = ("proname LIKE 'pg\\_%advisory\\_%' OR proname LIKE 'lo\\_%' "
                          "OR proname IN ('pg_logical_emit_message', 'pg_terminate_backend', 'pg_cancel_backend', "
-                         "'loread', 'lowrite')")
+                         "'pg_notify', 'loread', 'lowrite')")
 #: What the store itself calls of those (its owner and writer keep them): the durable flush
-#: (docs/concurrency.md, "Durability"), the import lock and the migration lock.
+#: (docs/concurrency.md, "Durability"), the import lock, the migration lock and the insert
+#: trigger's wake-up of followers.
 STORE_FUNCTIONS = ("pg_logical_emit_message(boolean, text, text)", "pg_try_advisory_lock(integer, integer)",
-                   "pg_advisory_xact_lock(bigint)")
+                   "pg_advisory_xact_lock(bigint)", "pg_notify(text, text)")
 
 
 def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_auditor",
@@ -1839,8 +1840,9 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
 DECLARE f regprocedure;
 BEGIN
   IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-    RAISE NOTICE 'PUBLIC keeps EXECUTE on pg_logical_emit_message, the advisory lock functions, '
-                 'pg_terminate_backend, pg_cancel_backend and lo_*: only a superuser may revoke it';
+    RAISE NOTICE USING MESSAGE = 'PUBLIC keeps EXECUTE on pg_logical_emit_message, the advisory lock '
+                 || 'functions, pg_terminate_backend, pg_cancel_backend, pg_notify and lo_*: only a superuser '
+                 || 'may revoke it';
     RETURN;
   END IF;
   FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace
@@ -1853,10 +1855,11 @@ BEGIN
     EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
   END LOOP;
   EXECUTE format('GRANT EXECUTE ON FUNCTION {", ".join(STORE_FUNCTIONS)} TO %s, '
-                 '{w.replace("%", "%%").replace("'", "''")}', {owner});
+                 || '{w.replace("%", "%%").replace("'", "''")}', {owner});
 END {q};""",
     ]
-    return "\n".join(lines) + "\n"
+    # one statement a line (verify applies them one at a time to its scratch schema)
+    return "\n".join(" ".join(part.strip() for part in line.splitlines()) for line in lines) + "\n"
 
 
 ROLES_SQL = roles_sql()
