@@ -265,12 +265,16 @@ def test_sql_has_no_way_out_as_any_role(pg_server, tmp_path, login):
             assert r.stdout.startswith("u\na_"), r.stdout  # (the auditor of `eventstore roles`)
 
 
-@pytest.mark.xfail(reason="needs the REVOKE EXECUTE on these functions from PUBLIC that `eventstore roles` "
-                          "does not do yet (branch pg-roles)", strict=False)
 @pytest.mark.parametrize("query", ["SELECT pg_logical_emit_message(false, 'x', repeat('y', 1000))",
-                                   "SELECT pg_advisory_lock(1)", "SELECT pg_advisory_xact_lock(1)"])
-def test_sql_as_the_auditor_cannot_write_wal_or_take_locks(pg_server, query):
-    with roles_database(pg_server) as (_owner, _writer, auditor, _tag):
+                                   "SELECT pg_advisory_lock(1)", "SELECT pg_advisory_xact_lock(1)",
+                                   "SELECT pg_notify('eventstore_events', 'x')"])
+def test_sql_as_the_auditor_cannot_write_wal_take_locks_or_notify(pg_server, query):
+    """Once a superuser has run `roles` (only one may revoke PUBLIC's EXECUTE on these)."""
+    with roles_database(pg_server) as (owner, _writer, auditor, tag):
+        name = owner.rsplit("/", 1)[1]
+        r = CliRunner().invoke(cli, ["--db", pg_server.url(name), "roles", "--writer", f"w_{tag}",
+                                     "--auditor", f"a_{tag}"])
+        assert r.exit_code == 0, r.output
         r = sql(auditor, query)
         assert r.exit_code == 1 and "refused" in r.stderr, r.output
 
