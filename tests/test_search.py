@@ -417,6 +417,10 @@ def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_u
         conn.execute("ALTER TABLE sessions DROP COLUMN meta_hash")  # (revision 0210)
         conn.execute("DROP TABLE events_position_lock; DROP FUNCTION es_try_position_lock(); "  # (revision 0250)
                      "DROP FUNCTION es_search_guard()")
+        conn.execute("CREATE OR REPLACE VIEW events_search_text AS SELECT position, session_id, seq, type, "  # (0280)
+                     "es_search_text(payload) AS text FROM events "
+                     "WHERE type IN ('user/message', 'assistant/message', 'tool/result'); "
+                     "DROP FUNCTION es_event_vector(text, text), es_event_text(text, text)")
         conn.execute("UPDATE alembic_version SET version_num = '0150'")
     with EventStore.open(pg_url) as store:  # upgrades
         assert indexed_through(store) == 2 and indexed_rows(store) == 1

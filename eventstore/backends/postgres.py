@@ -85,23 +85,20 @@ LOCK_POSITIONS = "LOCK TABLE events_position_lock IN EXCLUSIVE MODE"
 #: first opens migrate once.
 MIGRATION_LOCK = 7310306919626989940
 
-# The searchable text and vector of an event of ``events AS e``: revision 0100's functions
-# for a message event and a message part (``assistant/part``: the later lines of an API
-# message, whose payload has a message's shape); for a thinking event (``assistant/thinking``:
-# Claude Code's thinking, Codex's reasoning summaries), which they leave out, its
-# ``thinking`` string, split into words as es_search_vector splits a message's text.
-_THINKING_TEXT = ("CASE WHEN json_typeof(es_json(e.payload) -> 'thinking') = 'string' "
-                  "THEN es_json(e.payload) ->> 'thinking' ELSE '' END")
-_SEARCH_TEXT = f"(CASE WHEN e.type = 'assistant/thinking' THEN {_THINKING_TEXT} ELSE es_search_text(e.payload) END)"
-_SEARCH_VECTOR = ("(CASE WHEN e.type = 'assistant/thinking' THEN to_tsvector('simple'::regconfig, regexp_replace("
-                  f"left({_THINKING_TEXT}, 200000), '[!-/:-@[-`{{-~]+', ' ', 'g')) "
-                  "ELSE es_search_vector(e.payload) END)")
+# The searchable text and vector of an event of ``events AS e`` (revision 0280's functions, as
+# the index's guard and the events_search_text view compute them).
+_SEARCH_TEXT = "es_event_text(e.type, e.payload)"
+_SEARCH_VECTOR = "es_event_vector(e.type, e.payload)"
+# The searchable events (those of the events_search_text view) past the index's bound, as
+# ``events AS e``.
+_PAST_BOUND = ("events_search_text AS x JOIN events AS e ON e.position = x.position "
+               "WHERE x.position > %(through)s")
 
-#: The catch-up's insert of the message events at positions in ``(%s, %s]``: the guard
-#: trigger fills in each row's vector from its event (revision 0250), so none is computed here.
+#: The catch-up's insert of the searchable events at positions in ``(%s, %s]``: the guard
+#: trigger fills in each row's vector from its event (revisions 0250, 0280), so none is computed here.
 _CATCH_UP = ("INSERT INTO events_search (position, session_id, type, tsv) "
-             "SELECT position, session_id, type, ''::tsvector FROM events "
-             "WHERE position > %s AND position <= %s AND type IN ('user/message', 'assistant/message', 'tool/result') "
+             "SELECT position, session_id, type, ''::tsvector FROM events_search_text "
+             "WHERE position > %s AND position <= %s "
              "ORDER BY position ON CONFLICT (position) DO NOTHING")
 
 #: The channel the schema's statement trigger NOTIFYs after every INSERT into events.
@@ -821,8 +818,7 @@ class PostgresBackend(Backend):
                   WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
                   ORDER BY s.position DESC LIMIT %(window)s)
                 UNION ALL
-                (SELECT e.position, {_SEARCH_VECTOR} FROM events AS e
-                  WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
+                (SELECT e.position, {_SEARCH_VECTOR} FROM {_PAST_BOUND}
                     AND {_SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e}
                   ORDER BY e.position DESC LIMIT %(window)s)) AS m
               ORDER BY position DESC LIMIT %(window)s),
@@ -841,8 +837,7 @@ class PostgresBackend(Backend):
         return self._search_read(query, raw, f"""
             SELECT (SELECT count(*) FROM events_search AS s
                      WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s})
-                 + (SELECT count(*) FROM events AS e
-                     WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
+                 + (SELECT count(*) FROM {_PAST_BOUND}
                        AND {_SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e})""",
                                  {**params, "through": self._indexed_through()})[0][0]
 
@@ -918,14 +913,13 @@ class PostgresBackend(Backend):
         with self._rlock:
             conn = self._conn("r")
             try:
-                through, last, missing, foreign = conn.execute(f"""
+                through, last, missing, foreign = conn.execute("""
                     SELECT st.indexed_through, (SELECT coalesce(max(position), 0) FROM events),
-                      (SELECT count(*) FROM events AS e WHERE e.type IN {_MESSAGE_TYPES}
-                          AND e.position <= st.indexed_through
+                      (SELECT count(*) FROM events_search_text AS e WHERE e.position <= st.indexed_through
                           AND NOT EXISTS (SELECT 1 FROM events_search AS s WHERE s.position = e.position)),
-                      (SELECT count(*) FROM events_search AS s LEFT JOIN events AS e ON e.position = s.position
-                        WHERE e.position IS NULL OR e.type NOT IN {_SEARCH_TYPES}
-                           OR e.session_id <> s.session_id OR e.type <> s.type)
+                      (SELECT count(*) FROM events_search AS s LEFT JOIN events_search_text AS e
+                                                                ON e.position = s.position
+                        WHERE e.position IS NULL OR e.session_id <> s.session_id OR e.type <> s.type)
                     FROM events_search_state AS st""").fetchone()
                 wrong = conn.execute("SELECT count(*) FROM events_search AS s JOIN events AS e USING (position) "
                                      f"WHERE s.tsv <> {_SEARCH_VECTOR}").fetchone()[0] if full else 0
@@ -1919,11 +1913,6 @@ def apply_roles(backend: PostgresBackend, text: str) -> None:
 
 #: Positions indexed per transaction of :meth:`PostgresBackend.search_catch_up`.
 CATCH_UP_BATCH = 10_000
-#: The message event types (revision 0100's events_search_text): every one up to the index's
-#: bound has its row.
-_MESSAGE_TYPES = "('user/message', 'assistant/message', 'tool/result')"
-#: The event types that are searched: the message events, message parts, thinking events.
-_SEARCH_TYPES = "('user/message', 'assistant/message', 'tool/result', 'assistant/part', 'assistant/thinking')"
 # What separates words in the indexed text (es_search_vector): whitespace and ASCII
 # punctuation, "_" included.
 _SEARCH_SPLIT = re.compile(r"[\s!-/:-@\[-`{-~]+")
