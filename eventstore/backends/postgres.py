@@ -1187,19 +1187,15 @@ def _granted_roles(conn: psycopg.Connection) -> tuple[str, str] | None:
     return (writers[0], auditors[0]) if len(writers) == len(auditors) == 1 else None
 
 
-def _apply_roles_to_scratch(conn, text: str) -> None:
-    """:func:`roles_sql`'s ``text`` (one statement a line) on the scratch schema; a statement
-    this role may not run (CREATE ROLE without CREATEROLE, for roles that exist already
-    since the database's grants name them) is left out."""
-    for line in text.splitlines():
-        if not line.strip():
-            continue
+def _apply_roles_to_scratch(conn, statements: list[str]) -> None:
+    """:func:`roles_statements` on the scratch schema, one at a time; a statement this role
+    may not run (CREATE ROLE without CREATEROLE, for roles that exist already since the
+    database's grants name them) is left out."""
+    for statement in statements:
         conn.exec_driver_sql("SAVEPOINT es_roles")
         try:
-            conn.exec_driver_sql(line)
-        except Exception as e:
-            if not isinstance(getattr(e, "orig", None), pg_errors.InsufficientPrivilege):
-                raise
+            conn.connection.driver_connection.execute(statement)  # (as written: no placeholders)
+        except pg_errors.InsufficientPrivilege:
             conn.exec_driver_sql("ROLLBACK TO SAVEPOINT es_roles")
         else:
             conn.exec_driver_sql("RELEASE SAVEPOINT es_roles")
@@ -1234,7 +1230,7 @@ def _expected_catalog(url: str, display: str, roles: tuple[str, str] | None = No
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
                 if roles is not None:
-                    _apply_roles_to_scratch(conn, roles_sql(*roles, schema=scratch))
+                    _apply_roles_to_scratch(conn, roles_statements(*roles, schema=scratch))
                 _expected[key] = PostgresBackend._catalog(conn.connection.driver_connection, scratch)
             finally:
                 tx.rollback()
@@ -1766,10 +1762,10 @@ STORE_FUNCTIONS = ("pg_logical_emit_message(boolean, text, text)", "pg_try_advis
                    "pg_advisory_xact_lock(bigint)")
 
 
-def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_auditor",
-              database: str | None = None, schema: str = "public") -> str:
-    """The SQL that creates (or updates) the two roles of a least-privilege set-up, as plain
-    text to run as the tables' owner (with CREATEROLE) or a superuser:
+def roles_statements(writer: str = "eventstore_writer", auditor: str = "eventstore_auditor",
+                     database: str | None = None, schema: str = "public") -> list[str]:
+    """The SQL statements that create (or update) the two roles of a least-privilege set-up,
+    to run as the tables' owner (with CREATEROLE) or a superuser:
 
     * ``writer`` may INSERT and SELECT the tables and SELECT the views: enough for
       ``eventstore`` (appends, import, export, follow); it does not own anything, so it
@@ -1850,7 +1846,14 @@ BEGIN
                  '{w.replace("%", "%%").replace("'", "''")}', {owner});
 END {q};""",
     ]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_auditor",
+              database: str | None = None, schema: str = "public") -> str:
+    """:func:`roles_statements` as one plain text (a statement may span lines), as
+    ``eventstore roles`` prints and runs it."""
+    return "\n".join(roles_statements(writer, auditor, database, schema)) + "\n"
 
 
 ROLES_SQL = roles_sql()
