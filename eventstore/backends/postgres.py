@@ -750,7 +750,7 @@ class PostgresBackend(Backend):
         return self._index_writable
 
     def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Index the message events stored since the last catch-up, in transactions of
+        """Index the searchable events stored since the last catch-up, in transactions of
         :data:`CATCH_UP_BATCH` positions, each holding the row lock of ``events_search_state``
         (concurrent searchers wait for each other's batch, then find it done; the insert
         also skips rows already there). Raises :class:`DatabaseError` when the store may
@@ -905,8 +905,8 @@ class PostgresBackend(Backend):
 
     def _search_index_findings(self, full: bool) -> list[tuple[str, str]]:
         """Whether the derived search index matches the log (revision 0200): its bound is
-        not past the last event, every message event up to the bound has its row, and every
-        row is a message event's (session and type alike); with ``full``, each row's vector
+        not past the last event, every searchable event (``events_search_text``) up to the
+        bound has its row, and every row is such an event's (session and type alike); with ``full``, each row's vector
         is the one its event's payload gives. The writer role may write the index (its
         searches catch it up), so an index out of step makes ``search`` miss or invent
         hits without any event being touched."""
@@ -929,9 +929,9 @@ class PostgresBackend(Backend):
         if through > last:
             out.append(f"its bound (position {through}) is past the last event (position {last})")
         if missing:
-            out.append(f"{missing} message event(s) up to its bound have no row")
+            out.append(f"{missing} searchable event(s) up to its bound have no row")
         if foreign:
-            out.append(f"{foreign} row(s) belong to no message event (position, session or type)")
+            out.append(f"{foreign} row(s) belong to no searchable event (position, session or type)")
         if wrong:
             out.append(f"{wrong} row(s) hold another vector than their event's payload gives")
         return [("storage", f"the search index does not match the log: {m}: search may miss or invent hits "
