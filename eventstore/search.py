@@ -1,9 +1,9 @@
 """Full-text search over the log, and token usage totals: database-neutral.
 
-Both read what revision 0100 created (see docs/schema.md): a full-text index over the text
-of every message event (message content, tool call names and arguments, tool results;
-the ``events_search_text`` view) and of every thinking event (``assistant/thinking``: its
-``thinking``, which each backend adds to what that view gives), and the ``usage`` view
+Both read what revisions 0100 and 0280 created (see docs/schema.md): a full-text index over
+the text of every message event and message part (``assistant/part``: content, tool call
+names and arguments, tool results) and of every thinking event (``assistant/thinking``: its
+``thinking``), as the ``events_search_text`` view gives it, and the ``usage`` view
 (one row per event that carries a ``usage`` object). Each backend keeps its index its own
 way, both derived from the log and brought up to date by whoever searches, never by the
 append (SQLite: an FTS5 table; PostgreSQL, revision 0200: a table of ``tsvector`` with a

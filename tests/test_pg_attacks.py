@@ -174,6 +174,33 @@ def test_helper_tables_refuse_every_change_but_the_importers(pg_server):
                 ("s", "user/message", "'hello':1 'world':2")]
 
 
+def test_the_index_rows_of_thinking_and_parts_are_the_logs(pg_server):
+    """Thinking events and message parts have index rows (revision 0280) that the writer may
+    insert, but their session, type and vector are taken from the log; a row for an event
+    that is not searched is refused, and so is a bound past a thinking event with no row."""
+    with as_readme(pg_server) as (url, tag):
+        with EventStore.open(url["writer"]) as store:  # positions 4 to 6
+            store.session("s").append_many([("assistant/thinking", {"thinking": "pondering wombats"}),
+                                            ("assistant/part", {"message_id": "m", "content": "wombat part"}),
+                                            ("turn/end", {})])
+        with psycopg.connect(url["super"], autocommit=True) as conn:  # nothing indexed yet
+            assert conn.execute("SELECT indexed_through FROM events_search_state").fetchone() == (0,)
+        refused(url["writer"], "INSERT INTO events_search VALUES (6, 's', 'assistant/thinking', ''::tsvector)")
+        refused(url["writer"], "UPDATE events_search_state SET indexed_through = 6")  # (no row for 1, 4, 5)
+        with psycopg.connect(url["writer"], autocommit=True) as conn:
+            conn.execute("INSERT INTO events_search VALUES (1, 's', 'x', ''::tsvector), "
+                         "(4, 'other', 'user/message', to_tsvector('simple', 'evil')), "
+                         "(5, 's', 'assistant/thinking', to_tsvector('simple', 'evil'))")
+            conn.execute("UPDATE events_search_state SET indexed_through = 6")
+            assert conn.execute("SELECT position, session_id, type, tsv::text FROM events_search "
+                                "ORDER BY position").fetchall() == [
+                (1, "s", "user/message", "'hello':1 'world':2"),
+                (4, "s", "assistant/thinking", "'pondering':1 'wombats':2"),
+                (5, "s", "assistant/part", "'part':2 'wombat':1")]
+        with EventStore.open(url["auditor"], readonly=True) as store:  # reads the index only
+            assert sorted((h.seq, h.type) for h in search(store, "wombats")) == [(3, "assistant/thinking")]
+
+
 def test_the_auditor_cannot_stop_writers_or_readers(pg_server):
     """The auditor cannot take the position lock (LOCK TABLE needs UPDATE); an advisory lock
     on the old key, a share lock on the lock table or a long read stop no append, and a

@@ -196,8 +196,8 @@ def test_verify_prints_the_first_findings_and_a_count_by_kind(tmp_path):
 
 
 def test_sqlite_an_importing_row_moved_onto_a_stored_session_is_a_finding(tmp_path):
-    """SQLite guards INSERT into importing only: an UPDATE moves a row onto a stored
-    session, which readers then hide; verify names it."""
+    """With importing's UPDATE guard dropped (revision 0250), an UPDATE moves a row onto a
+    stored session, which readers then hide; verify names it."""
     import sqlite3
 
     db = tmp_path / "hide.db"
@@ -207,6 +207,7 @@ def test_sqlite_an_importing_row_moved_onto_a_stored_session_is_a_finding(tmp_pa
     raw = sqlite3.connect(db)
     raw.execute("INSERT INTO importing (session_id, first_position, owner, started_at) "
                 "VALUES ('n', (SELECT max(position) + 1 FROM events), 'gone#1', 0)")
+    raw.execute("DROP TRIGGER importing_guard_update")
     raw.execute("UPDATE importing SET session_id = 's'")
     raw.commit()
     raw.close()

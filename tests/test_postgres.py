@@ -655,7 +655,7 @@ def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_url):
             assert found() == [f"the search index does not match the log: its bound (position 9000000000) is past "
                                f"the last event (position {last + 1}): search may miss or invent hits (events_search, "
                                f"events_search_state: derived, written by whoever searches)",
-                               "the search index does not match the log: 1 message event(s) up to its bound have no "
+                               "the search index does not match the log: 1 searchable event(s) up to its bound have no "
                                "row: search may miss or invent hits (events_search, events_search_state: derived, "
                                "written by whoever searches)"]
             conn.execute("UPDATE events_search_state SET indexed_through = %s", (last,))
@@ -663,7 +663,7 @@ def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_url):
             conn.execute("INSERT INTO events_search (position, session_id, type, tsv) "
                          "SELECT position, session_id, 'user/message', to_tsvector('simple', 'planted') FROM events "
                          "WHERE type = 'turn/start'")
-            assert len(found()) == 1 and "1 row(s) belong to no message event" in found()[0]
+            assert len(found()) == 1 and "1 row(s) belong to no searchable event" in found()[0]
             conn.execute("DELETE FROM events_search WHERE tsv = to_tsvector('simple', 'planted')")
             conn.execute("UPDATE events_search SET tsv = to_tsvector('simple', 'invented') "
                          "WHERE position = (SELECT min(position) FROM events_search)")

@@ -417,6 +417,10 @@ def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_u
         conn.execute("ALTER TABLE sessions DROP COLUMN meta_hash")  # (revision 0210)
         conn.execute("DROP TABLE events_position_lock; DROP FUNCTION es_try_position_lock(); "  # (revision 0250)
                      "DROP FUNCTION es_search_guard()")
+        conn.execute("CREATE OR REPLACE VIEW events_search_text AS SELECT position, session_id, seq, type, "  # (0280)
+                     "es_search_text(payload) AS text FROM events "
+                     "WHERE type IN ('user/message', 'assistant/message', 'tool/result'); "
+                     "DROP FUNCTION es_event_vector(text, text), es_event_text(text, text)")
         conn.execute("UPDATE alembic_version SET version_num = '0150'")
     with EventStore.open(pg_url) as store:  # upgrades
         assert indexed_through(store) == 2 and indexed_rows(store) == 1
@@ -501,3 +505,78 @@ def test_cli_search_escapes_control_characters_of_a_session_id(db_path):
     assert r.returncode == 0, r.stderr
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout
     assert "esc\\x1b]0;TITLE\\x07" in r.stdout
+
+
+def _quokka_events(s) -> None:
+    """A message, a thinking event (and one whose ``thinking`` is no string), a part."""
+    s.append_many([("assistant/message", {"content": "first words", "message_id": "m1"}),
+                   ("assistant/thinking", {"thinking": "pondering the quokka"}),
+                   ("assistant/thinking", {"thinking": 5}),
+                   ("assistant/part", {"message_id": "m1", "content": [{"type": "text", "text": "quokka crossing"}]}),
+                   ("turn/end", {})])
+
+
+def test_thinking_and_parts_are_indexed_as_they_come(store):
+    """Thinking events and message parts go into the index itself (revision 0280), at each
+    catch-up: a count reads the index, which holds one row per searchable event."""
+    s = store.create_session("q")
+    _quokka_events(s)
+    assert sorted(h.seq for h in search(store, "quokka")) == [1, 3]  # (indexes)
+    assert (indexed_through(store), indexed_rows(store)) == (store.backend.last_position(), 4)
+    s.append_many([("assistant/thinking", {"thinking": "the quokka again"}),
+                   ("assistant/part", {"message_id": "m1", "tool_calls": [
+                       {"id": "c", "type": "function", "function": {"name": "find_quokka", "arguments": "{}"}}]})])
+    # (catches up, then reads the index; "_" separates words: find_quokka has quokka)
+    assert sorted(h.seq for h in search(store, "quokka")) == [1, 3, 5, 6]
+    assert (indexed_through(store), indexed_rows(store)) == (store.backend.last_position(), 6)
+    assert es_count(store, "quokka") == 4 and es_count(store, "find_quokka") == 1
+    assert es_count(store, "quokka", type="assistant/thinking") == 2
+    assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]
+
+
+def _migration(name: str):
+    """A migration script of migrations/versions, as a module."""
+    import importlib.util
+
+    path = next((ROOT / "migrations" / "versions").glob(f"{name}_*.py"))
+    spec = importlib.util.spec_from_file_location(f"_migration_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_store_indexed_at_0270_gets_its_thinking_and_parts_indexed_by_the_upgrade(backend_url):
+    """A store at revision 0270 whose index went past its thinking events and parts (which
+    that index left out): the upgrade indexes them, and a search finds them in the index."""
+    with EventStore.open(backend_url) as store:
+        _quokka_events(store.create_session("q"))
+        last = store.backend.last_position()
+    messages = "('user/message', 'assistant/message', 'tool/result')"
+    if backend_url.startswith("postgresql"):  # back to 0270 as it was, its index caught up
+        import psycopg
+
+        guard = next(d for d in _migration("0250").postgresql("public") if "FUNCTION es_search_guard()" in d)
+        with psycopg.connect(backend_url, autocommit=True) as conn:
+            conn.execute(guard.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
+            conn.execute("CREATE OR REPLACE VIEW events_search_text AS SELECT position, session_id, seq, type, "
+                         f"es_search_text(payload) AS text FROM events WHERE type IN {messages}")
+            conn.execute("DROP FUNCTION es_event_vector(text, text), es_event_text(text, text)")
+            conn.execute("INSERT INTO events_search (position, session_id, type, tsv) SELECT position, session_id, "
+                         f"type, ''::tsvector FROM events WHERE type IN {messages}")
+            conn.execute(f"UPDATE events_search_state SET indexed_through = {last}")
+            conn.execute("UPDATE alembic_version SET version_num = '0270'")
+    else:
+        con = sqlite3.connect(backend_url)
+        with con:
+            con.execute("DROP VIEW events_search_text")
+            con.execute(_migration("0100").SEARCH_TEXT)
+            con.execute("INSERT INTO events_search (rowid, text) SELECT position, text FROM events_search_text")
+            con.execute("UPDATE events_search_state SET indexed_through = ?", (last,))
+            con.execute("UPDATE alembic_version SET version_num = '0270'")
+        con.close()
+    with EventStore.open(backend_url) as store:  # upgrades
+        assert (indexed_through(store), indexed_rows(store)) == (last, 4)
+        assert es_count(store, "quokka") == 2 and es_count(store, "pondering", type="assistant/thinking") == 1
+        assert sorted((h.seq, h.type) for h in search(store, "quokka", update_index=False)) == [
+            (1, "assistant/thinking"), (3, "assistant/part")]
+        assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]

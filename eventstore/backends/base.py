@@ -409,10 +409,10 @@ class Backend(ABC):
     @abstractmethod
     def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
                rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
-        """The message and thinking events whose text matches ``query``, best first, at most
-        ``limit``: ``(session_id, seq, type, ts, text, score)`` with ``text`` the searchable
-        text of the event (the ``events_search_text`` view: content, tool call names and
-        arguments, tool results; a thinking event's ``thinking``) and ``score`` lower for a
+        """The message, part and thinking events whose text matches ``query``, best first, at
+        most ``limit``: ``(session_id, seq, type, ts, text, score)`` with ``text`` the
+        searchable text of the event (the ``events_search_text`` view: content, tool call
+        names and arguments, tool results; a thinking event's ``thinking``) and ``score`` lower for a
         better match (0.0 for a hit found without the index).
 
         ``query`` is the user's words, all of which must occur (a word ending in ``*``

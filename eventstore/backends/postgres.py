@@ -85,23 +85,20 @@ LOCK_POSITIONS = "LOCK TABLE events_position_lock IN EXCLUSIVE MODE"
 #: first opens migrate once.
 MIGRATION_LOCK = 7310306919626989940
 
-# The searchable text and vector of an event of ``events AS e``: revision 0100's functions
-# for a message event and a message part (``assistant/part``: the later lines of an API
-# message, whose payload has a message's shape); for a thinking event (``assistant/thinking``:
-# Claude Code's thinking, Codex's reasoning summaries), which they leave out, its
-# ``thinking`` string, split into words as es_search_vector splits a message's text.
-_THINKING_TEXT = ("CASE WHEN json_typeof(es_json(e.payload) -> 'thinking') = 'string' "
-                  "THEN es_json(e.payload) ->> 'thinking' ELSE '' END")
-_SEARCH_TEXT = f"(CASE WHEN e.type = 'assistant/thinking' THEN {_THINKING_TEXT} ELSE es_search_text(e.payload) END)"
-_SEARCH_VECTOR = ("(CASE WHEN e.type = 'assistant/thinking' THEN to_tsvector('simple'::regconfig, regexp_replace("
-                  f"left({_THINKING_TEXT}, 200000), '[!-/:-@[-`{{-~]+', ' ', 'g')) "
-                  "ELSE es_search_vector(e.payload) END)")
+# The searchable text and vector of an event of ``events AS e`` (revision 0280's functions, as
+# the index's guard and the events_search_text view compute them).
+_SEARCH_TEXT = "es_event_text(e.type, e.payload)"
+_SEARCH_VECTOR = "es_event_vector(e.type, e.payload)"
+# The searchable events (those of the events_search_text view) past the index's bound, as
+# ``events AS e``.
+_PAST_BOUND = ("events_search_text AS x JOIN events AS e ON e.position = x.position "
+               "WHERE x.position > %(through)s")
 
-#: The catch-up's insert of the message events at positions in ``(%s, %s]``: the guard
-#: trigger fills in each row's vector from its event (revision 0250), so none is computed here.
+#: The catch-up's insert of the searchable events at positions in ``(%s, %s]``: the guard
+#: trigger fills in each row's vector from its event (revisions 0250, 0280), so none is computed here.
 _CATCH_UP = ("INSERT INTO events_search (position, session_id, type, tsv) "
-             "SELECT position, session_id, type, ''::tsvector FROM events "
-             "WHERE position > %s AND position <= %s AND type IN ('user/message', 'assistant/message', 'tool/result') "
+             "SELECT position, session_id, type, ''::tsvector FROM events_search_text "
+             "WHERE position > %s AND position <= %s "
              "ORDER BY position ON CONFLICT (position) DO NOTHING")
 
 #: The channel the schema's statement trigger NOTIFYs after every INSERT into events.
@@ -753,7 +750,7 @@ class PostgresBackend(Backend):
         return self._index_writable
 
     def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Index the message events stored since the last catch-up, in transactions of
+        """Index the searchable events stored since the last catch-up, in transactions of
         :data:`CATCH_UP_BATCH` positions, each holding the row lock of ``events_search_state``
         (concurrent searchers wait for each other's batch, then find it done; the insert
         also skips rows already there). Raises :class:`DatabaseError` when the store may
@@ -821,8 +818,7 @@ class PostgresBackend(Backend):
                   WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
                   ORDER BY s.position DESC LIMIT %(window)s)
                 UNION ALL
-                (SELECT e.position, {_SEARCH_VECTOR} FROM events AS e
-                  WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
+                (SELECT e.position, {_SEARCH_VECTOR} FROM {_PAST_BOUND}
                     AND {_SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e}
                   ORDER BY e.position DESC LIMIT %(window)s)) AS m
               ORDER BY position DESC LIMIT %(window)s),
@@ -841,8 +837,7 @@ class PostgresBackend(Backend):
         return self._search_read(query, raw, f"""
             SELECT (SELECT count(*) FROM events_search AS s
                      WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s})
-                 + (SELECT count(*) FROM events AS e
-                     WHERE e.position > %(through)s AND e.type IN {_SEARCH_TYPES}
+                 + (SELECT count(*) FROM {_PAST_BOUND}
                        AND {_SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e})""",
                                  {**params, "through": self._indexed_through()})[0][0]
 
@@ -910,22 +905,21 @@ class PostgresBackend(Backend):
 
     def _search_index_findings(self, full: bool) -> list[tuple[str, str]]:
         """Whether the derived search index matches the log (revision 0200): its bound is
-        not past the last event, every message event up to the bound has its row, and every
-        row is a message event's (session and type alike); with ``full``, each row's vector
+        not past the last event, every searchable event (``events_search_text``) up to the
+        bound has its row, and every row is such an event's (session and type alike); with ``full``, each row's vector
         is the one its event's payload gives. The writer role may write the index (its
         searches catch it up), so an index out of step makes ``search`` miss or invent
         hits without any event being touched."""
         with self._rlock:
             conn = self._conn("r")
             try:
-                through, last, missing, foreign = conn.execute(f"""
+                through, last, missing, foreign = conn.execute("""
                     SELECT st.indexed_through, (SELECT coalesce(max(position), 0) FROM events),
-                      (SELECT count(*) FROM events AS e WHERE e.type IN {_MESSAGE_TYPES}
-                          AND e.position <= st.indexed_through
+                      (SELECT count(*) FROM events_search_text AS e WHERE e.position <= st.indexed_through
                           AND NOT EXISTS (SELECT 1 FROM events_search AS s WHERE s.position = e.position)),
-                      (SELECT count(*) FROM events_search AS s LEFT JOIN events AS e ON e.position = s.position
-                        WHERE e.position IS NULL OR e.type NOT IN {_SEARCH_TYPES}
-                           OR e.session_id <> s.session_id OR e.type <> s.type)
+                      (SELECT count(*) FROM events_search AS s LEFT JOIN events_search_text AS e
+                                                                ON e.position = s.position
+                        WHERE e.position IS NULL OR e.session_id <> s.session_id OR e.type <> s.type)
                     FROM events_search_state AS st""").fetchone()
                 wrong = conn.execute("SELECT count(*) FROM events_search AS s JOIN events AS e USING (position) "
                                      f"WHERE s.tsv <> {_SEARCH_VECTOR}").fetchone()[0] if full else 0
@@ -935,9 +929,9 @@ class PostgresBackend(Backend):
         if through > last:
             out.append(f"its bound (position {through}) is past the last event (position {last})")
         if missing:
-            out.append(f"{missing} message event(s) up to its bound have no row")
+            out.append(f"{missing} searchable event(s) up to its bound have no row")
         if foreign:
-            out.append(f"{foreign} row(s) belong to no message event (position, session or type)")
+            out.append(f"{foreign} row(s) belong to no searchable event (position, session or type)")
         if wrong:
             out.append(f"{wrong} row(s) hold another vector than their event's payload gives")
         return [("storage", f"the search index does not match the log: {m}: search may miss or invent hits "
@@ -1193,19 +1187,15 @@ def _granted_roles(conn: psycopg.Connection) -> tuple[str, str] | None:
     return (writers[0], auditors[0]) if len(writers) == len(auditors) == 1 else None
 
 
-def _apply_roles_to_scratch(conn, text: str) -> None:
-    """:func:`roles_sql`'s ``text`` (one statement a line) on the scratch schema; a statement
-    this role may not run (CREATE ROLE without CREATEROLE, for roles that exist already
-    since the database's grants name them) is left out."""
-    for line in text.splitlines():
-        if not line.strip():
-            continue
+def _apply_roles_to_scratch(conn, statements: list[str]) -> None:
+    """:func:`roles_statements` on the scratch schema, one at a time; a statement this role
+    may not run (CREATE ROLE without CREATEROLE, for roles that exist already since the
+    database's grants name them) is left out."""
+    for statement in statements:
         conn.exec_driver_sql("SAVEPOINT es_roles")
         try:
-            conn.exec_driver_sql(line.replace("%", "%%"))  # (the driver takes % for a placeholder)
-        except Exception as e:
-            if not isinstance(getattr(e, "orig", None), pg_errors.InsufficientPrivilege):
-                raise
+            conn.connection.driver_connection.execute(statement)  # (as written: no placeholders)
+        except pg_errors.InsufficientPrivilege:
             conn.exec_driver_sql("ROLLBACK TO SAVEPOINT es_roles")
         else:
             conn.exec_driver_sql("RELEASE SAVEPOINT es_roles")
@@ -1240,7 +1230,7 @@ def _expected_catalog(url: str, display: str, roles: tuple[str, str] | None = No
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
                 if roles is not None:
-                    _apply_roles_to_scratch(conn, roles_sql(*roles, schema=scratch))
+                    _apply_roles_to_scratch(conn, roles_statements(*roles, schema=scratch))
                 _expected[key] = PostgresBackend._catalog(conn.connection.driver_connection, scratch)
             finally:
                 tx.rollback()
@@ -1773,10 +1763,10 @@ STORE_FUNCTIONS = ("pg_logical_emit_message(boolean, text, text)", "pg_try_advis
                    "pg_advisory_xact_lock(bigint)", "pg_notify(text, text)")
 
 
-def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_auditor",
-              database: str | None = None, schema: str = "public") -> str:
-    """The SQL that creates (or updates) the two roles of a least-privilege set-up, as plain
-    text to run as the tables' owner (with CREATEROLE) or a superuser:
+def roles_statements(writer: str = "eventstore_writer", auditor: str = "eventstore_auditor",
+                     database: str | None = None, schema: str = "public") -> list[str]:
+    """The SQL statements that create (or update) the two roles of a least-privilege set-up,
+    to run as the tables' owner (with CREATEROLE) or a superuser:
 
     * ``writer`` may INSERT and SELECT the tables and SELECT the views: enough for
       ``eventstore`` (appends, import, export, follow); it does not own anything, so it
@@ -1858,8 +1848,14 @@ BEGIN
                  || '{w.replace("%", "%%").replace("'", "''")}', {owner});
 END {q};""",
     ]
-    # one statement a line (verify applies them one at a time to its scratch schema)
-    return "\n".join(" ".join(part.strip() for part in line.splitlines()) for line in lines) + "\n"
+    return lines
+
+
+def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_auditor",
+              database: str | None = None, schema: str = "public") -> str:
+    """:func:`roles_statements` as one plain text (a statement may span lines), as
+    ``eventstore roles`` prints and runs it."""
+    return "\n".join(roles_statements(writer, auditor, database, schema)) + "\n"
 
 
 ROLES_SQL = roles_sql()
@@ -1930,11 +1926,6 @@ def apply_roles(backend: PostgresBackend, text: str) -> None:
 
 #: Positions indexed per transaction of :meth:`PostgresBackend.search_catch_up`.
 CATCH_UP_BATCH = 10_000
-#: The message event types (revision 0100's events_search_text): every one up to the index's
-#: bound has its row.
-_MESSAGE_TYPES = "('user/message', 'assistant/message', 'tool/result')"
-#: The event types that are searched: the message events, message parts, thinking events.
-_SEARCH_TYPES = "('user/message', 'assistant/message', 'tool/result', 'assistant/part', 'assistant/thinking')"
 # What separates words in the indexed text (es_search_vector): whitespace and ASCII
 # punctuation, "_" included.
 _SEARCH_SPLIT = re.compile(r"[\s!-/:-@\[-`{-~]+")

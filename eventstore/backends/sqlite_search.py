@@ -1,5 +1,5 @@
-"""SQLite's side of search and usage (revision 0100): the FTS5 index ``events_search``
-over the ``events_search_text`` view and the text it leaves out (:data:`EXTRA`), kept
+"""SQLite's side of search and usage (revisions 0100, 0280): the FTS5 index ``events_search``
+over the ``events_search_text`` view (the message, message part and thinking events), kept
 current by whoever searches (:func:`catch_up`), and the ``usage`` view's totals. The
 functions take the :class:`SQLiteBackend` whose connection they use; see
 :class:`eventstore.backends.base.Backend` for the contract.
@@ -25,28 +25,6 @@ if TYPE_CHECKING:
 
 #: Positions indexed per write transaction of :func:`catch_up` (writers wait at most one).
 CATCH_UP_BATCH = 20_000
-
-# Revision 0100's text of a message event's payload (content strings and content parts'
-# text, then each tool call's name and arguments), as its events_search_text view has it.
-_MESSAGE_TEXT = """coalesce((SELECT group_concat(CASE WHEN c.type = 'text' THEN c.value
-                                     ELSE json_extract(c.value, '$.text') END, ' ')
-           FROM json_each(payload, '$.content') AS c
-           WHERE c.type = 'text' OR (c.type = 'object' AND json_type(c.value, '$.text') = 'text')), '')
-  || coalesce(' ' || (SELECT group_concat(coalesce(json_extract(t.value, '$.function.name'), '') || ' '
-                                          || coalesce(json_extract(t.value, '$.function.arguments'), ''), ' ')
-                      FROM json_each(payload, '$.tool_calls') AS t WHERE t.type = 'object'), '')"""
-
-#: The searchable text of the events revision 0100's ``events_search_text`` view leaves out:
-#: a thinking event's ``thinking`` (``assistant/thinking``: Claude Code's thinking blocks,
-#: Codex's reasoning summaries), and a message part's text as a message's
-#: (``assistant/part``: the later lines of an API message). ``events_search_text`` and
-#: this, united, are what the index holds (rows ``position, session_id, seq, type, text``).
-#: Such events stored before this was written are indexed once the index is rebuilt
-#: (docs/schema.md).
-EXTRA = ("SELECT position, session_id, seq, type, CASE type WHEN 'assistant/thinking' THEN payload ->> '$.thinking' "
-         f"ELSE {_MESSAGE_TEXT} END AS text FROM events "
-         "WHERE type = 'assistant/thinking' AND json_type(payload, '$.thinking') = 'text' OR type = 'assistant/part'")
-
 
 def fts_query(text: str) -> str:
     """A user's words as an FTS5 query: every word must occur (in any order); a word ending
@@ -86,7 +64,7 @@ def _indexed_through(backend: SQLiteBackend) -> int:
 
 
 def catch_up(backend: SQLiteBackend, progress: Callable[[int, int], None] | None = None) -> int:
-    """Index the message events stored since the last call, in write transactions of
+    """Index the searchable events (``events_search_text``) stored since the last call, in write transactions of
     :data:`CATCH_UP_BATCH` positions; safe from several processes at once (each batch reads
     the state inside its transaction)."""
     _require_index(backend)
@@ -102,9 +80,6 @@ def catch_up(backend: SQLiteBackend, progress: Callable[[int, int], None] | None
             cur.execute("INSERT INTO events_search (rowid, text) SELECT position, text FROM events_search_text "
                         "WHERE position > ? AND position <= ?", (start, end))
             n = cur.rowcount
-            cur.execute(f"INSERT INTO events_search (rowid, text) SELECT position, text FROM ({EXTRA}) "
-                        "WHERE position > ? AND position <= ?", (start, end))
-            n += cur.rowcount
             cur.execute("UPDATE events_search_state SET indexed_through = ?", (end,))
             return n, end, last
 
@@ -152,9 +127,8 @@ def search(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None
     hits = []
     for position, score in best:
         sid, seq, t, ts, text = backend._read(
-            "SELECT e.session_id, e.seq, e.type, e.ts, CAST(coalesce((SELECT x.text FROM events_search_text AS x "
-            f"WHERE x.position = e.position), (SELECT y.text FROM ({EXTRA}) AS y WHERE y.position = e.position)) "
-            "AS BLOB) FROM events AS e WHERE e.position = ?", (position,))[0]
+            "SELECT e.session_id, e.seq, e.type, e.ts, CAST((SELECT x.text FROM events_search_text AS x "
+            "WHERE x.position = e.position) AS BLOB) FROM events AS e WHERE e.position = ?", (position,))[0]
         hits.append((sid, seq, t, ts, _text(text), score))
     if len(hits) < limit:
         hits += _scan_tail(backend, query, raw, session_id, type_, limit - len(hits))
@@ -230,7 +204,7 @@ def _scan_tail(backend: SQLiteBackend, query: str, raw: bool, session_id: str | 
     below = 2**63 - 1
     while len(hits) < limit:
         rows = backend._read(f"SELECT x.position, x.session_id, x.seq, x.type, e.ts, CAST(x.text AS BLOB) "
-                             f"FROM (SELECT * FROM events_search_text UNION ALL {EXTRA}) AS x "
+                             "FROM events_search_text AS x "
                              f"JOIN events AS e ON e.position = x.position "
                              f"WHERE {' AND '.join(where)} ORDER BY x.position DESC LIMIT ?",
                              (params[0], below, *params[1:], SCAN_BATCH))
