@@ -82,6 +82,8 @@ OWNER_ATTACKS = {
     "function grant": ("GRANT EXECUTE ON FUNCTION es_field(text, text) TO {w} WITH GRANT OPTION",
                        "schema: grants on function es_field(payload text, key text) differs"),
     "schema grant": ("GRANT CREATE ON SCHEMA public TO {w}", "schema: grants on schema differs"),
+    "database temporary": ("GRANT TEMPORARY ON DATABASE {db} TO {w}", "holds TEMPORARY on the database"),
+    "database create": ("GRANT CREATE ON DATABASE {db} TO {a}", "holds CREATE on the database"),
     "default privileges": ("ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO {w}",
                            "schema: extra default privileges of owner_"),
     "publication": ("CREATE PUBLICATION leak FOR TABLE events", "schema: extra publication leak, not created by the "
@@ -102,7 +104,7 @@ def test_verify_names_each_catalog_change_by_the_owner(pg_server, attack):
     with roles_database(pg_server) as (owner, _writer, _auditor, tag):
         url = pg_server.url(owner.rsplit("/", 1)[1]) if attack == "owner" else owner  # (a superuser's change)
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(sql.format(w=f"w_{tag}", a=f"a_{tag}"))
+            conn.execute(sql.format(w=f"w_{tag}", a=f"a_{tag}", db=owner.rsplit("/", 1)[1]))
         r = verify(owner)
         assert r.exit_code == 1, r.output
         assert said in r.output, r.output

@@ -883,8 +883,16 @@ class PostgresBackend(Backend):
             with self._rlock:
                 have = self._catalog(self._conn("r"), None)
                 roles = _granted_roles(self._conn("r"))
+                # what `roles` revoked on the database and nothing in the schema records
+                regrants = self._conn("r").execute(
+                    "SELECT pg_get_userbyid(a.grantee), a.privilege_type FROM pg_database AS d, aclexplode(d.datacl) "
+                    "AS a WHERE d.datname = current_database() AND pg_get_userbyid(a.grantee) = ANY(%s) "
+                    "AND a.privilege_type IN ('CREATE', 'TEMPORARY') ORDER BY 1, 2",
+                    (list(roles or ()),)).fetchall()
         except psycopg.Error as e:
             return [("storage", f"{self.display}: the catalog cannot be read: {_first_line(e)}")]
+        out += [("schema", f"role {role!r} holds {privilege} on the database, which `eventstore roles` revokes "
+                           f"(REVOKE {privilege} ON DATABASE ... FROM {role})") for role, privilege in regrants]
         try:
             want = _expected_catalog(self.url, self.display, roles)
         except _NoScratch as e:
