@@ -1388,7 +1388,8 @@ def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> No
     if print_only:
         click.echo(text, nl=False)
         return
-    apply_roles(store.backend, text)
+    for notice in apply_roles(store.backend, text):
+        click.echo(f"note: {notice}", err=True)
     click.echo(f"roles {writer} (INSERT, SELECT) and {auditor} (SELECT) are set up on {store.backend.display}")
 
 

@@ -850,10 +850,14 @@ def test_roles_as_an_owner_without_createrole_says_what_it_needs(pg_server):
             conn.execute(f"ALTER ROLE {owner} CREATEROLE")
         r = CliRunner().invoke(cli, args)
         assert r.exit_code == 0, r.output
+        # run by the owner, not a superuser: it says what stays with PUBLIC
+        assert "note: PUBLIC keeps EXECUTE on pg_logical_emit_message" in r.stderr, r.stderr
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute("SELECT has_table_privilege(%s, 'events', 'INSERT'), "
                                 "has_table_privilege(%s, 'events', 'INSERT')",
                                 (f"w_{tag}", f"a_{tag}")).fetchone() == (True, False)
+        r = CliRunner().invoke(cli, ["--db", pg_server.url(name), *args[2:]])  # a superuser's: nothing left
+        assert r.exit_code == 0 and "note:" not in r.stderr, r.output
 
 
 # --- eventstore sql ---------------------------------------------------------------------------

@@ -1914,12 +1914,20 @@ def check_role_names(backend: PostgresBackend, writer: str, auditor: str) -> Non
                             f"eventstore_writer and eventstore_auditor)")
 
 
-def apply_roles(backend: PostgresBackend, text: str) -> None:
-    """Run :func:`roles_sql`'s ``text`` on ``backend``'s database, in one transaction.
-    Raises :class:`DatabaseError` (not allowed to create roles or grant: run it as the
-    database's owner with CREATEROLE, or as a superuser)."""
+def apply_roles(backend: PostgresBackend, text: str) -> list[str]:
+    """Run :func:`roles_sql`'s ``text`` on ``backend``'s database, in one transaction, and
+    return the notices it raised: what it had to leave to PUBLIC (only a superuser or the
+    database's owner may revoke it). Raises :class:`DatabaseError` (not allowed to create
+    roles or grant: run it as the database's owner with CREATEROLE, or as a superuser)."""
+    notices: list[str] = []
+
+    def notice(diag: psycopg.errors.Diagnostic) -> None:
+        if diag.severity_nonlocalized == "NOTICE" and diag.message_primary:
+            notices.append(diag.message_primary)
+
     with backend._wlock:
         conn = backend._conn("w")
+        conn.add_notice_handler(notice)
         try:
             with conn.transaction():
                 conn.execute(text)
@@ -1928,6 +1936,9 @@ def apply_roles(backend: PostgresBackend, text: str) -> None:
                                 "role with CREATEROLE that owns the tables, or as a superuser") from None
         except psycopg.Error as e:
             raise DatabaseError(f"{backend.display}: cannot set up the roles: {_first_line(e)}") from None
+        finally:
+            conn.remove_notice_handler(notice)
+    return notices
 
 
 # --- search -----------------------------------------------------------------------------------
