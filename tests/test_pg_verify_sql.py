@@ -84,6 +84,11 @@ OWNER_ATTACKS = {
     "schema grant": ("GRANT CREATE ON SCHEMA public TO {w}", "schema: grants on schema differs"),
     "database temporary": ("GRANT TEMPORARY ON DATABASE {db} TO {w}", "holds TEMPORARY on the database"),
     "database create": ("GRANT CREATE ON DATABASE {db} TO {a}", "holds CREATE on the database"),
+    "database temporary to public": ("GRANT TEMPORARY ON DATABASE {db} TO PUBLIC",
+                                     "PUBLIC holds TEMPORARY on the database"),
+    "database temporary to a login": ("CREATE ROLE login_{w} LOGIN IN ROLE {w}; GRANT TEMPORARY ON DATABASE {db} TO "
+                                      "login_{w}", "role 'login_w_"),
+    "schema create to public": ("GRANT CREATE ON SCHEMA public TO PUBLIC", "PUBLIC holds CREATE on the schema"),
     "default privileges": ("ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO {w}",
                            "schema: extra default privileges of owner_"),
     "publication": ("CREATE PUBLICATION leak FOR TABLE events", "schema: extra publication leak, not created by the "

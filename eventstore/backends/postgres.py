@@ -883,16 +883,12 @@ class PostgresBackend(Backend):
             with self._rlock:
                 have = self._catalog(self._conn("r"), None)
                 roles = _granted_roles(self._conn("r"))
-                # what `roles` revoked on the database and nothing in the schema records
-                regrants = self._conn("r").execute(
-                    "SELECT pg_get_userbyid(a.grantee), a.privilege_type FROM pg_database AS d, aclexplode(d.datacl) "
-                    "AS a WHERE d.datname = current_database() AND pg_get_userbyid(a.grantee) = ANY(%s) "
-                    "AND a.privilege_type IN ('CREATE', 'TEMPORARY') ORDER BY 1, 2",
-                    (list(roles or ()),)).fetchall()
+                regrants = self._conn("r").execute(_REGRANTS, (list(roles or ()),)).fetchall() if roles else []
         except psycopg.Error as e:
             return [("storage", f"{self.display}: the catalog cannot be read: {_first_line(e)}")]
-        out += [("schema", f"role {role!r} holds {privilege} on the database, which `eventstore roles` revokes "
-                           f"(REVOKE {privilege} ON DATABASE ... FROM {role})") for role, privilege in regrants]
+        out += [("schema", f"{who} holds {privilege} on the {what}, which `eventstore roles` revokes (REVOKE "
+                           f"{privilege} ON {what.upper()} ... FROM {who.removeprefix('role ')})")
+                for what, who, privilege in regrants]
         try:
             want = _expected_catalog(self.url, self.display, roles)
         except _NoScratch as e:
@@ -1181,6 +1177,32 @@ _expected: dict[str, dict[str, tuple[str, str]]] = {}  # per URL
 
 class _NoScratch(Exception):
     """The role may not create the scratch schema (no CREATE on the database)."""
+
+
+# What `eventstore roles` revoked on the database and the schema, granted again: CREATE or
+# TEMPORARY on the database, CREATE on the schema, held by the writer or the auditor (%s), a
+# role of theirs (a login), or PUBLIC where the tables' owner owns (or acts as) the database's
+# or schema's owner
+# (roles revokes PUBLIC's then). The schema comparison cannot see these: a scratch schema
+# has no database ACL, and PUBLIC's grants are no object's.
+_REGRANTS = """
+WITH owner AS (SELECT relowner AS o FROM pg_class
+                WHERE relname = 'events' AND relnamespace = current_schema()::regnamespace),
+acl AS (
+  SELECT 'database' AS what, a.grantee, a.privilege_type, d.datdba AS holder
+    FROM pg_database AS d, aclexplode(d.datacl) AS a
+   WHERE d.datname = current_database() AND a.privilege_type IN ('CREATE', 'TEMPORARY')
+  UNION ALL
+  SELECT 'schema', a.grantee, a.privilege_type, n.nspowner FROM pg_namespace AS n, aclexplode(n.nspacl) AS a
+   WHERE n.oid = current_schema()::regnamespace AND a.privilege_type = 'CREATE')
+SELECT DISTINCT acl.what,
+       CASE WHEN acl.grantee = 0 THEN 'PUBLIC' ELSE 'role ' || quote_literal(pg_get_userbyid(acl.grantee)) END,
+       acl.privilege_type
+  FROM acl, owner
+ WHERE (acl.grantee = 0 AND pg_has_role(owner.o, acl.holder, 'USAGE'))
+    OR (acl.grantee <> 0 AND acl.grantee <> acl.holder AND EXISTS (
+         SELECT 1 FROM pg_roles AS r WHERE r.rolname = ANY(%s) AND pg_has_role(acl.grantee, r.oid, 'MEMBER')))
+ ORDER BY 1, 2, 3"""
 
 
 def _granted_roles(conn: psycopg.Connection) -> tuple[str, str] | None:
