@@ -15,7 +15,9 @@ Two indexes make that one look-up per summary:
   the ``session/info`` events (revision 0270);
 * ``events_by_event_id``: an event by its ``event_id`` in any session (the per-session
   unique index ``events_event_id``/``events_session_event_id`` needs the session first), so
-  the session holding a summary's ``leafUuid`` line is found without a scan.
+  the session holding a summary's ``leafUuid`` line is found without a scan; only keys
+  without ``:``, ``#`` or ``@`` (a line's uuid is its first event's key; the line's other
+  events have suffixed keys), which keeps it off most imported events.
 """
 from alembic import op
 
@@ -24,20 +26,21 @@ down_revision = "0280"
 branch_labels = None
 depends_on = None
 
-INDEXES = [
-    "CREATE INDEX IF NOT EXISTS events_summaries ON events (session_id, seq) WHERE type = 'claude/summary'",
-    "CREATE INDEX IF NOT EXISTS events_by_event_id ON events (event_id) WHERE event_id IS NOT NULL",
-]
+SUMMARIES = "CREATE INDEX IF NOT EXISTS events_summaries ON events (session_id, seq) WHERE type = 'claude/summary'"
+# Only the keys a line's uuid can be (no ':', '#' or '@': not the keys of a line's other
+# events, such as "<uuid>:turn-start"), so most imported events add nothing to it.
+SQLITE_BY_ID = "CREATE INDEX IF NOT EXISTS events_by_event_id ON events (event_id) WHERE event_id NOT GLOB '*[:#@]*'"
+POSTGRESQL_BY_ID = "CREATE INDEX IF NOT EXISTS events_by_event_id ON events (event_id) WHERE event_id !~ '[:#@]'"
 
 
 def upgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
-        for sql in INDEXES:
+        for sql in (SUMMARIES, SQLITE_BY_ID):
             bind.exec_driver_sql(sql)
         return
     conn = bind.connection.driver_connection  # as written (no bind parameters)
-    for sql in INDEXES:
+    for sql in (SUMMARIES, POSTGRESQL_BY_ID):
         conn.execute(sql)
 
 
