@@ -380,3 +380,64 @@ def test_what_the_model_saw_before_each_request_is_the_same_in_the_viewer_and_co
     assert len(starts) >= 3
     for seq in starts + [s.next_seq()]:
         assert json.loads(store.backend.messages_json(s.id, seq - 1)) == s.context_at(seq)["messages"], seq
+
+
+def _claude_lines(sid: str, prefix: str, ts: str, summaries=()) -> bytes:
+    """A small Claude Code file: ``summaries`` (``(title, leafUuid)``) first, then a prompt
+    and its answer (uuids ``<prefix>1``, ``<prefix>2``) of session ``sid``."""
+    common = {"isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": sid, "version": "2.1.39"}
+    lines = [{"type": "summary", "summary": title, "leafUuid": leaf} for title, leaf in summaries]
+    lines.append({**common, "parentUuid": None, "type": "user", "message": {"role": "user", "content": "hi"},
+                  "uuid": f"{prefix}1", "timestamp": f"{ts}:00.000Z"})
+    lines.append({**common, "parentUuid": f"{prefix}1", "type": "assistant",
+                  "message": {"id": f"msg_{prefix}", "role": "assistant", "model": "claude-opus-4-6",
+                              "content": [{"type": "text", "text": "hello"}]},
+                  "uuid": f"{prefix}2", "timestamp": f"{ts}:01.000Z"})
+    return b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+
+
+@pytest.mark.parametrize("titles_first", [True, False], ids=["titles-file-first", "target-file-first"])
+def test_a_summary_in_another_file_titles_the_session_of_its_leaf_in_either_import_order(
+        tmp_path, backend_url, titles_first):
+    # Claude Code writes a conversation's title (a summary line) at the top of a LATER
+    # session's file: the session holding its leafUuid line shows it, whatever was imported
+    # first; the stored events are each file's own (nothing edited, nothing added).
+    from starlette.testclient import TestClient
+
+    from eventstore.transcripts.common import all_info, current_meta
+    from eventstore.web.app import create_app
+
+    target = tmp_path / "target.jsonl"
+    target.write_bytes(_claude_lines("target-s", "t-", "2026-03-06T10:00"))
+    own = tmp_path / "own.jsonl"  # a session with a title of its own (its file's summary line)
+    own.write_bytes(_claude_lines("own-s", "o-", "2026-03-06T10:30") + b'{"type":"summary","summary":"Own",'
+                    b'"leafUuid":"o-2"}\n')
+    titles = tmp_path / "titles.jsonl"
+    titles.write_bytes(_claude_lines("titles-s", "n-", "2026-03-06T11:00", [
+        ("Older title", "t-1"), ("Fix the login bug", "t-2"), ("Not this one", "o-2"),
+        ("Nowhere", "not-stored-anywhere")]))
+    order = [titles, target, own] if titles_first else [target, own, titles]
+    with EventStore.open(backend_url) as store:
+        for f in order:
+            import_transcript(store, str(f), "claude-code")
+        for f in order:  # again: nothing to add
+            assert sum(r.events for r in import_transcript(store, str(f), "claude-code").sessions) == 0
+        for f in order:  # each session holds exactly its own file's events
+            (conv,) = converted(f.read_bytes(), str(f)).values()
+            assert [(e.type, e.payload) for e in store.session(conv.session_id).events()] == \
+                [(t, p) for t, p, _ts in conv.events]
+        assert current_meta(store, "target-s")["title"] == "Fix the login bug"  # the latest summary
+        assert current_meta(store, "own-s")["title"] == "Own"  # its own session/info wins
+        assert "title" not in current_meta(store, "titles-s")  # ("Nowhere" names no stored line)
+        assert all_info(store)["target-s"]["title"] == "Fix the login bug"
+        with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
+            got = {sid: client.get("/api/session", params={"session": sid}).json()["meta"]
+                   for sid in ("target-s", "own-s", "titles-s")}
+    assert got["target-s"]["title"] == "Fix the login bug" and got["own-s"]["title"] == "Own"
+    assert "title" not in got["titles-s"] and got["target-s"]["cwd"] == "/w"
+    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", backend_url, "sessions", "--json"],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    rows = {x["id"]: x["info"] for x in json.loads(r.stdout)}
+    assert rows["target-s"]["title"] == "Fix the login bug" and rows["own-s"]["title"] == "Own"
+    assert "title" not in rows["titles-s"]

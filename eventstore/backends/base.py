@@ -438,6 +438,14 @@ class Backend(ABC):
         the partial index ``events_info`` (revision 0270)."""
         return []
 
+    def summary_titles(self, session_id: str | None = None) -> list[tuple[str, str]]:
+        """``(session_id, title)`` of every stored ``claude/summary`` event whose ``leafUuid``
+        is the ``event_id`` of an event of that session (the key of its line's first event,
+        without ``:``, ``#`` or ``@``), in the summaries' (ts, position) order, so the last one of
+        a session is its latest; only ``session_id``'s if given. One look-up per summary
+        through the indexes ``events_summaries`` and ``events_by_event_id`` (revision 0290)."""
+        return []
+
     # --- audit --------------------------------------------------------------------------------
 
     @classmethod

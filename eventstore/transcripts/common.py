@@ -167,13 +167,18 @@ def effective_meta(meta: dict, events) -> dict:
 def current_meta(store, session_id: str) -> dict:
     """The stored session's meta as its ``session/info`` events leave it (see
     :func:`effective_meta`): what ``sessions --json`` and the viewer show. ``{}`` for a
-    session that is not stored."""
+    session that is not stored. Its ``title`` is also the latest stored ``claude/summary``
+    event's whose ``leafUuid`` is one of this session's lines (a summary line of any file,
+    imported before or after this one), unless a ``session/info`` of its own sets one."""
     text = store.backend.session_meta(session_id)
     if text is None:
         return {}
     meta = json.loads(text)
-    out = effective_meta(meta if isinstance(meta, dict) else {},
-                         ((e.type, e.payload) for e in store.session(session_id).events(types=INFO)))
+    out = meta if isinstance(meta, dict) else {}
+    titles = store.backend.summary_titles(session_id)
+    if titles:  # a summary line naming one of its lines, in any file; below its own session/info title
+        out["title"] = titles[-1][1]
+    out = effective_meta(out, ((e.type, e.payload) for e in store.session(session_id).events(types=INFO)))
     parent = out.get("parent_session")
     if out.get("relation") == "subagent" and "tool_call_id" not in out and isinstance(parent, str):
         # A subagent file's events come from its own file only: the Task call it answers is
@@ -187,8 +192,10 @@ def current_meta(store, session_id: str) -> dict:
 
 def all_info(store) -> dict[str, dict]:
     """``{session id: what its session/info events say}`` (each merged as
-    :func:`effective_meta` merges them; sessions without any are left out), in one read."""
-    out: dict[str, dict] = {}
+    :func:`effective_meta` merges them; sessions without any are left out), in one read,
+    over the ``title`` of the latest Claude ``summary`` line naming one of the session's
+    lines from any file (see :func:`current_meta`)."""
+    out: dict[str, dict] = {sid: {"title": title} for sid, title in store.backend.summary_titles()}
     for sid, payload in store.backend.info_rows():
         out[sid] = effective_meta(out.get(sid, {}), [(INFO, json.loads(payload))])
     return out
