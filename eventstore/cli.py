@@ -20,6 +20,7 @@ import re
 import shlex
 import stat
 import sys
+import time
 from collections.abc import Iterator
 
 import click
@@ -776,7 +777,8 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
             click.echo(f"warning: the database is at schema revision {revision or 'none'}, not "
                        f"{SCHEMA_REVISION}: run `eventstore init` to upgrade it (views may be missing)", err=True)
     try:
-        _print_rows(conn, query, fmt)
+        _print_rows(conn, query, fmt, max_value=max_memory * 1024 * 1024 // SQL_VALUE_SHARE,
+                    deadline=time.monotonic() + timeout if timeout else None)
     except QueryError as e:
         if e.limit == "time":
             _fail(f"the query was stopped after --timeout {timeout:g} s (give a larger --timeout, or 0 for no limit)")
@@ -785,9 +787,31 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
         raise
 
 
-def _print_rows(conn, query: str, fmt: str | None) -> None:
-    """Run ``query`` and write its rows to stdout as ``fmt`` (json, csv, or a table)."""
+#: Printing a value takes a few times its size (hex for a BLOB, escapes, the line around it):
+#: a value may hold at most this share of --max-memory.
+SQL_VALUE_SHARE = 8
+
+
+def _bounded(rows, max_value: int, deadline: float | None):
+    """``rows``, raising :class:`QueryError` (``limit`` memory or time) at a value over
+    ``max_value`` bytes, or once ``deadline`` (``time.monotonic()``) passes while printing."""
+    from .errors import QueryError
+
+    for row in rows:
+        for v in row:
+            if isinstance(v, (str, bytes)) and len(v) > max_value:
+                raise QueryError(f"a value of {len(v):,} characters or bytes is more than this command "
+                                 f"prints within its memory limit", "memory")
+        if deadline is not None and time.monotonic() > deadline:
+            raise QueryError("the time limit passed while the rows were printed", "time")
+        yield row
+
+
+def _print_rows(conn, query: str, fmt: str | None, max_value: int = 1 << 62, deadline: float | None = None) -> None:
+    """Run ``query`` and write its rows to stdout as ``fmt`` (json, csv, or a table); a
+    value over ``max_value`` bytes, or printing past ``deadline``, raises :class:`QueryError`."""
     columns, rows = conn.query(query)
+    rows = _bounded(rows, max_value, deadline)
     out = _out()
     terminal = out.isatty()
     if fmt == "json":
