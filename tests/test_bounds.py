@@ -446,3 +446,35 @@ def test_copy_takes_an_event_past_the_line_limit(tmp_path, monkeypatch):
             results = copy_sessions(a, b)
             assert [r.status for r in results] == ["copied"], results
             assert next(iter(b.session("s").events())).payload["content"] == "b" * 5000
+
+
+def test_the_viewer_refuses_a_projection_past_its_byte_limit_before_reading_it(tmp_path):
+    """/api/messages of 48 MB of messages: 413 with a JSON error that says why and what prints
+    it, and the server does not grow by the projection (it built the whole array before);
+    up to a seq under the limit, the answer is the projection."""
+    from test_web import Server
+
+    from eventstore.web.app import MAX_MESSAGES_BYTES
+
+    db = tmp_path / "big.db"
+    blob = "m" * (2 * MB)
+    with EventStore.open(db) as st:
+        s = st.create_session("big")
+        for _ in range(24):
+            s.append("user/message", {"content": blob})
+    srv = Server(db)
+    try:
+        srv.wait_ready()
+        pid = srv.proc.pid
+        base = _vm(pid, "VmRSS")
+        status, _h, body = srv.get("/api/messages?session=big")
+        assert status == 413, status
+        error = json.loads(body)["error"]
+        assert "big" in error and f"{MAX_MESSAGES_BYTES:,}" in error and "eventstore messages" in error
+        assert srv.get("/api/messages?session=big&upto=30")[0] == 413
+        grew = _vm(pid, "VmHWM") - base
+        assert grew < 40 * MB, grew / MB  # 25 MB measured (the page cache and a row or two)
+        status, _h, body = srv.get("/api/messages?session=big&upto=2")  # 3 messages, 6 MB
+        assert status == 200 and [m["content"] == blob for m in json.loads(body)] == [True] * 3
+    finally:
+        srv.stop()

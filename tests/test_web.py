@@ -665,6 +665,11 @@ def test_the_index_reads_of_the_contract(store):
     assert json.loads(backend.messages_json("a", 3)) == full[:2]
     assert backend.messages_json("a", -1) == "[]"
     assert backend.messages_json("a", 2**63 - 1) == backend.messages_json("a")
+    # messages_size: the bytes of what messages_json joins (the viewer's limit), read by the database
+    for sid, upto in [("a", None), ("a", 3), ("a", -1), ("a", 2**63 - 1), ("b", None), ("empty", None)]:
+        text = backend.messages_json(sid, upto)
+        n = len(json.loads(text))
+        assert backend.messages_size(sid, upto) == (len(text.encode("utf-8", "surrogatepass")) - 1 - n if n else 0)
 
 
 # --- full-text search from the filter box ----------------------------------------------------

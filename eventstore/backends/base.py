@@ -345,6 +345,12 @@ class Backend(ABC):
         with commas. With ``upto_seq``, only the rows of events with ``seq <= upto_seq``:
         what the model was sent at that point."""
 
+    def messages_size(self, session_id: str, upto_seq: int | None = None) -> int:
+        """The UTF-8 bytes of the ``message`` texts :meth:`messages_json` would join (the
+        same rows), counted by the database without bringing them into memory: the viewer
+        refuses a projection past its byte limit before reading it. The default reads them."""
+        return len(self.messages_json(session_id, upto_seq).encode("utf-8", "surrogatepass"))
+
     # --- the viewer's index (eventstore serve) --------------------------------------------------
     # The sessions page keeps every session's counts and state in memory; these three reads
     # build it as of one position (then the viewer follows new events). Each is one query

@@ -697,6 +697,15 @@ class PostgresBackend(Backend):
             rows = self._read(_MESSAGES_UPTO, (session_id, upto, session_id, upto))
         return "[" + ",".join([r[0] for r in rows]) + "]"
 
+    def messages_size(self, session_id: str, upto_seq: int | None = None) -> int:
+        if upto_seq is None:
+            rows = self._read("SELECT coalesce(sum(octet_length(message::text)), 0) FROM messages "
+                              "WHERE session_id = %s", (session_id,))
+        else:
+            rows = self._read(f"SELECT coalesce(sum(octet_length(message::text)), 0) FROM ({_MESSAGES_UPTO}) AS m",
+                              (session_id, upto_seq, session_id, upto_seq))
+        return int(rows[0][0])
+
     # --- the viewer's index -------------------------------------------------------------------
 
     def session_rows(self) -> list[tuple[str, float]]:

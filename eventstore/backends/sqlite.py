@@ -699,6 +699,14 @@ class SQLiteBackend(Backend):
             rows = self._read(_MESSAGES_UPTO, (session_id, upto, session_id, upto))
         return "[" + ",".join([r[0] for r in rows]) + "]"
 
+    def messages_size(self, session_id: str, upto_seq: int | None = None) -> int:
+        if upto_seq is None:
+            return self._read("SELECT coalesce(sum(length(CAST(message AS BLOB))), 0) FROM messages "
+                              "WHERE session_id = ?", (session_id,))[0][0]
+        upto = max(-1, min(upto_seq, MAX_CURSOR))
+        return self._read(f"SELECT coalesce(sum(length(CAST(message AS BLOB))), 0) FROM ({_MESSAGES_UPTO})",
+                          (session_id, upto, session_id, upto))[0][0]
+
     # --- the viewer's index ----------------------------------------------------------------------
 
     def session_rows(self) -> list[tuple[str, float]]:

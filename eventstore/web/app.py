@@ -60,6 +60,9 @@ SSE_BATCH = 5_000  # events per server-sent event
 # request's memory is a few times this, whatever the session holds (one event is always
 # sent whole, however large).
 MAX_ANSWER_BYTES = 16 << 20
+# Bytes of message text per /api/messages answer: the projection is one JSON array the page
+# takes whole, so a larger one is refused (413) before it is read, not built in memory.
+MAX_MESSAGES_BYTES = 32 << 20
 PAGE_BYTES = 1 << 20  # what each read of rows aims at (its row count follows the rows before)
 PAGE_ROWS = 5_000
 KEEPALIVE_S = 15.0
@@ -327,6 +330,11 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
     def messages(request):
         s = session_or_404(request)
         upto = _int(request, "upto", 2**63 - 1, -1, 2**63 - 1)
+        size = backend.messages_size(s.id, upto)
+        if size > MAX_MESSAGES_BYTES:
+            return _error(413, f"the projection of session {s.id!r} up to seq {upto} holds {size:,} bytes of "
+                               f"messages, more than the viewer answers at once ({MAX_MESSAGES_BYTES:,}); "
+                               f"`eventstore messages` prints it")
         return Response(backend.messages_json(s.id, upto), media_type="application/json")
 
     def export(request):
