@@ -478,3 +478,19 @@ def test_the_viewer_refuses_a_projection_past_its_byte_limit_before_reading_it(t
         assert status == 200 and [m["content"] == blob for m in json.loads(body)] == [True] * 3
     finally:
         srv.stop()
+
+
+def test_export_of_big_events_on_postgresql_reads_pages_bounded_by_bytes(tmp_path, pg_url):
+    """PostgreSQL's export pages (chunks_from_rows) were 500 events, whatever they held:
+    60 events of 4 MB took the whole session into memory at once. Pages are cut by bytes now
+    (row_pages, as the viewer's): the export's peak stays far below the session."""
+    blob = "z" * (4 * MB)
+    with EventStore.open(pg_url) as st:
+        s = st.create_session("big-export")
+        for i in range(60):
+            s.append("tool/result", {"tool_call_id": f"c{i}", "content": blob})
+    out = tmp_path / "big.jsonl"
+    status, _out, err, peak = measured(pg_url, "export", "big-export", "-o", str(out))
+    assert status == 0, err
+    assert out.stat().st_size > 240 * MB
+    assert peak < 150 * MB, peak / MB  # 74 MB measured (531 MB with pages of 500 events)

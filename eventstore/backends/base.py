@@ -380,10 +380,16 @@ class Backend(ABC):
     # --- export and import ------------------------------------------------------------------
 
     @abstractmethod
-    def export_rows(self, session_id: str, after_seq: int, limit: int) -> list[tuple[str, int, float, str]]:
+    def export_rows(self, session_id: str, after_seq: int, limit: int,
+                    max_bytes: int | None = None) -> list[tuple[str, int, float, str]]:
         """``(type, seq, ts, payload)`` of the session's events with ``seq > after_seq``, in
         seq order, at most ``limit``: the stored payload text as it is (a row holding text
-        that is not valid UTF-8 may come as ``bytes``). One short read each."""
+        that is not valid UTF-8 may come as ``bytes``). One short read each.
+
+        With ``max_bytes``, a row comes only while the payload bytes of the rows before it
+        are under ``max_bytes`` (the first always): a page bounded by bytes, not rows, counted
+        by the database so that no more than the page is ever in memory. Fewer than ``limit``
+        rows whose payloads add up to less than ``max_bytes`` means the session ends there."""
 
     def export_chunks(self, session_id: str, meta_json: str) -> Iterator[tuple[list, int, int]]:
         """The session as JSONL, ``(pieces, bytes, events)`` at a time: ``pieces`` a list of
