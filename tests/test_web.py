@@ -635,6 +635,31 @@ def test_a_long_session_keeps_only_what_is_visible_in_the_page(page, many):
     assert 0 < items() < 60
 
 
+def test_what_the_model_saw_says_why_a_projection_too_large_is_not_shown(page, tmp_path):
+    """A projection past the viewer's byte limit (a 33 MiB question): the panel shows the
+    server's reason (413, `eventstore messages` prints it), not a bare status; the page
+    itself (its events, the chat) still works."""
+    db = tmp_path / "bigmsg.db"
+    with EventStore.open(db) as st:
+        s = st.create_session("bigmsg")
+        s.append("user/message", {"content": "q " + "m" * (33 << 20)})
+        s.append("assistant/message", {"content": "the answer"})
+    srv = Server(db)
+    try:
+        srv.wait_ready()
+        open_session(page, srv, "bigmsg")
+        answer = page.locator(".item[data-kind=user]").first  # what the model saw up to the question
+        answer.hover()
+        answer.locator("button", has_text="What the model saw").click()
+        page.wait_for_function("() => document.querySelector('#panel-body').innerText.includes('Cannot load')")
+        text = page.inner_text("#panel-body")
+        assert "more than the viewer answers at once" in text and "eventstore messages" in text, text
+        assert page.locator("#panel-body .ctx-msg").count() == 0
+        page.errors[:] = [e for e in page.errors if "413" not in e]  # the browser logs the refused fetch
+    finally:
+        srv.stop()
+
+
 # --- the backend contract's reads for the index (every backend) ------------------------------
 
 def test_the_index_reads_of_the_contract(store):
