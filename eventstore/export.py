@@ -27,28 +27,45 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["check_not_the_store", "chunks_from_rows", "export_session", "export_sessions", "rewritten_payload"]
 
-EXPORT_PAGE = 500  # events per read of an export (one short read each)
 EXPORT_BUFFER = 1 << 20  # bytes gathered before each write
+PAGE_ROWS = 5_000  # events per read of rows, at most (one short read each) ...
+PAGE_BYTES = 1 << 20  # ... and about this many payload bytes (one larger event comes alone)
 
 Progress = Callable[[int, int], None]
 """``progress(bytes, events)``: called as an export goes, with the bytes and events written
 since the previous call."""
 
 
+def row_pages(backend: Backend, session_id: str, after_seq: int = -1,
+              limit: int | None = None) -> Iterator[list[tuple[str, int, float, str]]]:
+    """The session's :meth:`~eventstore.backends.base.Backend.export_rows` after
+    ``after_seq`` (at most ``limit`` in all), a page at a time: each page at most
+    :data:`PAGE_ROWS` events and, past its first event, under :data:`PAGE_BYTES` of payload,
+    cut by the backend's read, so a reader holds about a megabyte whatever the events hold
+    (the export, the viewer's answers and ``copy`` all page so)."""
+    last, left = after_seq, limit
+    while left is None or left > 0:
+        want = PAGE_ROWS if left is None else min(PAGE_ROWS, left)
+        rows = backend.export_rows(session_id, last, want, PAGE_BYTES)
+        if not rows:
+            return
+        yield rows
+        last = rows[-1][1]
+        if left is not None:
+            left -= len(rows)
+
+
 def chunks_from_rows(backend: Backend, session_id: str, meta_json: str,
                      after_seq: int = -1) -> Iterator[tuple[list, int, int]]:
     """The session's JSONL as ``(pieces, bytes, events)`` (see
     :meth:`~eventstore.backends.base.Backend.export_chunks`), built from
-    :meth:`~eventstore.backends.base.Backend.export_rows` pages of :data:`EXPORT_PAGE`
-    events, about :data:`EXPORT_BUFFER` bytes a chunk. With ``after_seq``, the meta line
+    :func:`row_pages` (bounded by bytes), about :data:`EXPORT_BUFFER` bytes a chunk. With ``after_seq``, the meta line
     and only the events past that seq (what :func:`eventstore.bulk.import_jsonl` reads with
     ``continues``)."""
     out: list = [(meta_line(session_id, meta_json) + "\n").encode("utf-8")]
     size = len(out[0])
     pending = 0
-    last = after_seq
-    while True:
-        rows = backend.export_rows(session_id, last, EXPORT_PAGE)
+    for rows in row_pages(backend, session_id, after_seq):
         for type_, seq, ts, payload in rows:
             text = payload if type(payload) is str and _canonical_start(payload) else None
             if text is None or "\n" in text or "\r" in text:
@@ -62,9 +79,6 @@ def chunks_from_rows(backend: Backend, session_id: str, meta_json: str,
                 yield out, size, pending
                 out = []
                 size = pending = 0
-        if len(rows) < EXPORT_PAGE:
-            break
-        last = rows[-1][1]
     yield out, size, pending
 
 
@@ -132,8 +146,9 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
     into place, so a reader never sees half a file; through a symbolic link, the link's
     target is replaced and the link kept. A path to something else (a FIFO, a device,
     ``/dev/stdout``) is written straight through, as the reference's ``writeFileSync``
-    does. Reads :data:`EXPORT_PAGE` events per query and writes about every
-    :data:`EXPORT_BUFFER` bytes: memory does not grow with the session.
+    does. Reads a page of about a megabyte per query (a backend's own
+    ``export_chunks``, or :func:`row_pages`) and writes about every :data:`EXPORT_BUFFER`
+    bytes: memory does not grow with the session.
     Raises :class:`~eventstore.errors.SessionNotFound`, ``OSError`` (``IsADirectoryError``
     for a folder, or a path ending in a slash, ``FileNotFoundError`` for an empty path,
     ``NotADirectoryError`` when a folder of the path is a file, ``PermissionError`` for a

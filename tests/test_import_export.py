@@ -541,15 +541,43 @@ def test_export_streams_in_pages(store, monkeypatch):
     from eventstore import export
     from eventstore.backends import sqlite
 
-    for module in (export, sqlite):  # the neutral pages and SQLite's own
-        monkeypatch.setattr(module, "EXPORT_PAGE", 3)
+    monkeypatch.setattr(export, "PAGE_ROWS", 3)  # the neutral pages
+    for module in (export, sqlite):  # and SQLite's own
         monkeypatch.setattr(module, "EXPORT_BUFFER", 50)
+    monkeypatch.setattr(sqlite, "EXPORT_PAGE", 3)
     s = store.create_session("p")
     s.append_many([("t", {"i": i}, float(i)) for i in range(10)])
     chunks = list(store.backend.export_chunks("p", "{}"))
     assert len(chunks) > 4 and sum(n for _c, _b, n in chunks) == 10
     assert b"".join(b"".join(c) for c, _b, _n in chunks) == export_bytes(store, "p")
     assert export_session(store, "p", io.BytesIO()) == 10
+
+
+def test_pages_of_rows_are_bounded_by_bytes(store):
+    """export_rows(max_bytes) cuts a page where the payloads before a row reach the bound
+    (the first row always comes), on every backend; row_pages goes through the whole
+    session so, and chunks_from_rows (PostgreSQL's export, copy) writes the same bytes."""
+    from eventstore.export import PAGE_BYTES, chunks_from_rows, row_pages
+
+    s = store.create_session("b")
+    sizes = [10, 400_000, 10, 700_000, 2_000_000, 10, 10, 900_000, 300_000]
+    s.append_many([("t", {"x": "é" * (n // 2)}, float(i)) for i, n in enumerate(sizes)])
+    rows = store.backend.export_rows("b", -1, 100)
+    lens = [len(r[3].encode()) for r in rows]
+    for after in range(-1, len(sizes) - 1):
+        for bound in (1, 500_000, 1_200_000, 10**9):
+            got = store.backend.export_rows("b", after, 100, bound)
+            rest = lens[after + 1:]
+            k = 1
+            while k < len(rest) and sum(rest[:k]) < bound:
+                k += 1
+            assert [r[1] for r in got] == list(range(after + 1, after + 1 + k)), (after, bound)
+    assert [r[1] for r in store.backend.export_rows("b", 2, 2, 10**9)] == [3, 4]
+    pages = list(row_pages(store.backend, "b"))
+    assert [r for p in pages for r in p] == rows and len(pages) > 2
+    assert all(sum(len(r[3].encode()) for r in p[:-1]) < PAGE_BYTES for p in pages)
+    assert [r[1] for p in row_pages(store.backend, "b", 1, limit=4) for r in p] == [2, 3, 4, 5]
+    assert b"".join(b"".join(c) for c, _b, _n in chunks_from_rows(store.backend, "b", "{}")) == export_bytes(store, "b")
 
 
 def test_stdin_like_stream_import(store):

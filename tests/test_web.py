@@ -635,6 +635,31 @@ def test_a_long_session_keeps_only_what_is_visible_in_the_page(page, many):
     assert 0 < items() < 60
 
 
+def test_what_the_model_saw_says_why_a_projection_too_large_is_not_shown(page, tmp_path):
+    """A projection past the viewer's byte limit (a 33 MiB question): the panel shows the
+    server's reason (413, `eventstore messages` prints it), not a bare status; the page
+    itself (its events, the chat) still works."""
+    db = tmp_path / "bigmsg.db"
+    with EventStore.open(db) as st:
+        s = st.create_session("bigmsg")
+        s.append("user/message", {"content": "q " + "m" * (33 << 20)})
+        s.append("assistant/message", {"content": "the answer"})
+    srv = Server(db)
+    try:
+        srv.wait_ready()
+        open_session(page, srv, "bigmsg")
+        answer = page.locator(".item[data-kind=user]").first  # what the model saw up to the question
+        answer.hover()
+        answer.locator("button", has_text="What the model saw").click()
+        page.wait_for_function("() => document.querySelector('#panel-body').innerText.includes('Cannot load')")
+        text = page.inner_text("#panel-body")
+        assert "more than the viewer answers at once" in text and "eventstore messages" in text, text
+        assert page.locator("#panel-body .ctx-msg").count() == 0
+        page.errors[:] = [e for e in page.errors if "413" not in e]  # the browser logs the refused fetch
+    finally:
+        srv.stop()
+
+
 # --- the backend contract's reads for the index (every backend) ------------------------------
 
 def test_the_index_reads_of_the_contract(store):
@@ -665,6 +690,11 @@ def test_the_index_reads_of_the_contract(store):
     assert json.loads(backend.messages_json("a", 3)) == full[:2]
     assert backend.messages_json("a", -1) == "[]"
     assert backend.messages_json("a", 2**63 - 1) == backend.messages_json("a")
+    # messages_size: the bytes of what messages_json joins (the viewer's limit), read by the database
+    for sid, upto in [("a", None), ("a", 3), ("a", -1), ("a", 2**63 - 1), ("b", None), ("empty", None)]:
+        text = backend.messages_json(sid, upto)
+        n = len(json.loads(text))
+        assert backend.messages_size(sid, upto) == (len(text.encode("utf-8", "surrogatepass")) - 1 - n if n else 0)
 
 
 # --- full-text search from the filter box ----------------------------------------------------

@@ -345,6 +345,12 @@ class Backend(ABC):
         with commas. With ``upto_seq``, only the rows of events with ``seq <= upto_seq``:
         what the model was sent at that point."""
 
+    def messages_size(self, session_id: str, upto_seq: int | None = None) -> int:
+        """The UTF-8 bytes of the ``message`` texts :meth:`messages_json` would join (the
+        same rows), counted by the database without bringing them into memory: the viewer
+        refuses a projection past its byte limit before reading it. The default reads them."""
+        return len(self.messages_json(session_id, upto_seq).encode("utf-8", "surrogatepass"))
+
     # --- the viewer's index (eventstore serve) --------------------------------------------------
     # The sessions page keeps every session's counts and state in memory; these three reads
     # build it as of one position (then the viewer follows new events). Each is one query
@@ -374,10 +380,16 @@ class Backend(ABC):
     # --- export and import ------------------------------------------------------------------
 
     @abstractmethod
-    def export_rows(self, session_id: str, after_seq: int, limit: int) -> list[tuple[str, int, float, str]]:
+    def export_rows(self, session_id: str, after_seq: int, limit: int,
+                    max_bytes: int | None = None) -> list[tuple[str, int, float, str]]:
         """``(type, seq, ts, payload)`` of the session's events with ``seq > after_seq``, in
         seq order, at most ``limit``: the stored payload text as it is (a row holding text
-        that is not valid UTF-8 may come as ``bytes``). One short read each."""
+        that is not valid UTF-8 may come as ``bytes``). One short read each.
+
+        With ``max_bytes``, a row comes only while the payload bytes of the rows before it
+        are under ``max_bytes`` (the first always): a page bounded by bytes, not rows, counted
+        by the database so that no more than the page is ever in memory. Fewer than ``limit``
+        rows whose payloads add up to less than ``max_bytes`` means the session ends there."""
 
     def export_chunks(self, session_id: str, meta_json: str) -> Iterator[tuple[list, int, int]]:
         """The session as JSONL, ``(pieces, bytes, events)`` at a time: ``pieces`` a list of

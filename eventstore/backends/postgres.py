@@ -697,6 +697,15 @@ class PostgresBackend(Backend):
             rows = self._read(_MESSAGES_UPTO, (session_id, upto, session_id, upto))
         return "[" + ",".join([r[0] for r in rows]) + "]"
 
+    def messages_size(self, session_id: str, upto_seq: int | None = None) -> int:
+        if upto_seq is None:
+            rows = self._read("SELECT coalesce(sum(octet_length(message::text)), 0) FROM messages "
+                              "WHERE session_id = %s", (session_id,))
+        else:
+            rows = self._read(f"SELECT coalesce(sum(octet_length(message::text)), 0) FROM ({_MESSAGES_UPTO}) AS m",
+                              (session_id, upto_seq, session_id, upto_seq))
+        return int(rows[0][0])
+
     # --- the viewer's index -------------------------------------------------------------------
 
     def session_rows(self) -> list[tuple[str, float]]:
@@ -711,10 +720,15 @@ class PostgresBackend(Backend):
 
     # --- export and import --------------------------------------------------------------------
 
-    def export_rows(self, session_id: str, after_seq: int, limit: int) -> list[tuple[str, int, float, str]]:
-        return [tuple(r) for r in self._read(
-            "SELECT type, seq, ts, payload FROM events WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
-            (session_id, after_seq, limit))]
+    def export_rows(self, session_id: str, after_seq: int, limit: int,
+                    max_bytes: int | None = None) -> list[tuple[str, int, float, str]]:
+        if max_bytes is None:
+            return [tuple(r) for r in self._read(
+                "SELECT type, seq, ts, payload FROM events WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+                (session_id, after_seq, limit))]
+        # The client takes a whole result: the server cuts the page where the running sum of
+        # payload bytes reaches max_bytes (octet_length of a TOASTed value reads no data).
+        return [tuple(r) for r in self._read(_EXPORT_BOUNDED, (session_id, after_seq, limit, max_bytes))]
 
     def import_transaction(self, session_id: str, body: Callable[[ImportTransaction], Any]) -> Any:
         if self.readonly:
@@ -1320,6 +1334,14 @@ _OWNER_ALIVE = (f"SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'adviso
 # The viewer's index (see Backend.session_counts and Backend.state_rows). The payload is
 # text: es_field gives a value's JSON text as stored, es_json parses it (both in the baseline).
 # What the model saw at a seq: the last compaction up to it cuts (see migration 0270).
+_EXPORT_BOUNDED = """
+SELECT type, seq, ts, payload FROM (
+  SELECT type, seq, ts, payload,
+         sum(octet_length(payload)) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) - octet_length(payload) AS before
+  FROM (SELECT type, seq, ts, payload FROM events WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s) AS page
+) AS w WHERE before < %s ORDER BY seq"""
+
+
 _MESSAGES_UPTO = """
 SELECT message FROM messages_uncut
 WHERE session_id = %s AND seq <= %s

@@ -699,6 +699,14 @@ class SQLiteBackend(Backend):
             rows = self._read(_MESSAGES_UPTO, (session_id, upto, session_id, upto))
         return "[" + ",".join([r[0] for r in rows]) + "]"
 
+    def messages_size(self, session_id: str, upto_seq: int | None = None) -> int:
+        if upto_seq is None:
+            return self._read("SELECT coalesce(sum(length(CAST(message AS BLOB))), 0) FROM messages "
+                              "WHERE session_id = ?", (session_id,))[0][0]
+        upto = max(-1, min(upto_seq, MAX_CURSOR))
+        return self._read(f"SELECT coalesce(sum(length(CAST(message AS BLOB))), 0) FROM ({_MESSAGES_UPTO})",
+                          (session_id, upto, session_id, upto))[0][0]
+
     # --- the viewer's index ----------------------------------------------------------------------
 
     def session_rows(self) -> list[tuple[str, float]]:
@@ -715,9 +723,27 @@ class SQLiteBackend(Backend):
 
     # --- export -------------------------------------------------------------------------------
 
-    def export_rows(self, session_id: str, after_seq: int, limit: int) -> list[tuple[str, int, float, str]]:
-        return self._read("SELECT type, seq, ts, payload FROM events WHERE session_id = ? AND seq > ? "
-                          "ORDER BY seq LIMIT ?", (session_id, after_seq, limit))
+    def export_rows(self, session_id: str, after_seq: int, limit: int,
+                    max_bytes: int | None = None) -> list[tuple[str, int, float, str]]:
+        sql = "SELECT type, seq, ts, payload FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+        if max_bytes is None:
+            return self._read(sql, (session_id, after_seq, limit))
+        # SQLite hands rows over one at a time: stop taking them at the byte bound
+        with self._lock:
+            cur = self._connection().cursor()
+            try:
+                rows, size = [], 0
+                for row in cur.execute(sql, (session_id, after_seq, limit)):
+                    if size >= max_bytes:
+                        break
+                    rows.append(row)
+                    p = row[3]
+                    size += len(p) if type(p) is not str or p.isascii() else len(p.encode("utf-8", "surrogatepass"))
+                return rows
+            except sqlite3.Error as e:
+                raise self._translate(e) from None
+            finally:
+                cur.close()
 
     def export_chunks(self, session_id: str, meta_json: str) -> Iterator[tuple[list, int, int]]:
         return _export_chunks(self, session_id, meta_json)

@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 
 from .. import __version__
 from ..errors import EventStoreError, QueryError, SessionNotFound
+from ..export import row_pages
 from ..search import search as run_search
 from ..search import snippet_ranges
 from ..transcripts.common import current_meta
@@ -60,8 +61,9 @@ SSE_BATCH = 5_000  # events per server-sent event
 # request's memory is a few times this, whatever the session holds (one event is always
 # sent whole, however large).
 MAX_ANSWER_BYTES = 16 << 20
-PAGE_BYTES = 1 << 20  # what each read of rows aims at (its row count follows the rows before)
-PAGE_ROWS = 5_000
+# Bytes of message text per /api/messages answer: the projection is one JSON array the page
+# takes whole, so a larger one is refused (413) before it is read, not built in memory.
+MAX_MESSAGES_BYTES = 32 << 20
 KEEPALIVE_S = 15.0
 
 
@@ -170,9 +172,9 @@ class EventPages:
     at most ``limit`` events and, past the first, about ``max_bytes`` of payload text.
     Afterwards ``more`` says whether events follow and ``last`` is the last seq given.
 
-    Pages are read with :meth:`export_rows` as the pieces are taken, each sized by the rows
-    read before (:data:`PAGE_BYTES`; the first is one row), so memory holds one page, not
-    the answer: more than a page's bytes only where one event is larger."""
+    Pages come from :func:`eventstore.export.row_pages` as the pieces are taken (at most
+    about a megabyte of payload each, cut by the database's read), so memory holds one
+    page, not the answer: more than that only where one event is larger."""
 
     def __init__(self, backend, session_id: str, after: int, limit: int, max_bytes: int = MAX_ANSWER_BYTES):
         self.backend = backend
@@ -185,32 +187,26 @@ class EventPages:
 
     def __iter__(self):
         size = 0
-        page = 1
-        while self.count < self.limit:
-            want = min(page, self.limit - self.count)
-            rows = self.backend.export_rows(self.session_id, self.last, want + 1)
-            self.more = len(rows) > want
+        for rows in row_pages(self.backend, self.session_id, self.last, self.limit):
             taken = []
-            page_bytes = 0
             full = False
-            for row in rows[:want]:
+            for row in rows:
                 n = len(row[3])
                 if (self.count or taken) and size + n > self.max_bytes:
-                    self.more = full = True
+                    full = True
                     break
                 taken.append(row)
                 size += n
-                page_bytes += n
             if taken:
                 text = events_json(taken)[1:-1]
                 yield ((b"," if self.count else b"") + text.encode("utf-8", "surrogatepass"))
                 self.count += len(taken)
                 self.last = taken[-1][1]
             del rows, taken
-            if not self.more or full:
+            if full:
+                self.more = True
                 return
-            page = max(1, min(PAGE_ROWS, PAGE_BYTES * want // max(page_bytes, 1)))
-        self.more = bool(self.backend.export_rows(self.session_id, self.last, 1))
+        self.more = self.count >= self.limit and bool(self.backend.export_rows(self.session_id, self.last, 1))
 
 
 def _utf16_len(text: str) -> int:
@@ -327,6 +323,11 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
     def messages(request):
         s = session_or_404(request)
         upto = _int(request, "upto", 2**63 - 1, -1, 2**63 - 1)
+        size = backend.messages_size(s.id, upto)
+        if size > MAX_MESSAGES_BYTES:
+            return _error(413, f"the projection of session {s.id!r} up to seq {upto} holds {size:,} bytes of "
+                               f"messages, more than the viewer answers at once ({MAX_MESSAGES_BYTES:,}); "
+                               f"`eventstore messages` prints it")
         return Response(backend.messages_json(s.id, upto), media_type="application/json")
 
     def export(request):

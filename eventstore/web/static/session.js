@@ -83,7 +83,7 @@
     openPanel(`What the model saw (seq ≤ ${upto})`, ES.el("p", { className: "note" }, "Loading…"));
     try {
       const r = await fetch("/api/messages?" + q("&upto=" + upto));
-      if (!r.ok) throw new Error(r.statusText);
+      if (!r.ok) throw new Error(((await r.json().catch(() => null)) || {}).error || r.statusText);
       const msgs = await r.json();
       const intro = ES.el("p", { className: "note" },
         `${msgs.length} message${msgs.length === 1 ? "" : "s"}: the projection of the log up to seq ${upto}` +
