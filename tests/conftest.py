@@ -184,3 +184,12 @@ def pg_url(pg_server) -> str:
     name = pg_server.create_database()
     yield pg_server.url(name)
     pg_server.drop_database(name)
+
+
+#: ``python -c PEAK ARGV...`` runs ARGV and prints its peak RSS (``peak-kb N``) as the last
+#: line of stderr: measured from a small fresh process, since a child forked from the test
+#: process starts out counting the test process's pages.
+PEAK = ("import resource, subprocess, sys\n"
+        "r = subprocess.run(sys.argv[1:])\n"
+        "print('peak-kb', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(r.returncode)\n")

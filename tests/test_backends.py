@@ -33,7 +33,7 @@ def test_another_database_url_is_refused_in_one_sentence():
 @pytest.mark.parametrize("url", ["postgresql://u@localhost:5432/db", "postgresql+psycopg://u@localhost/db"])
 def test_postgresql_without_its_driver_says_which_install_fixes_it(url, monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
-    with pytest.raises(DatabaseError, match=r"pip install 'eventstore\[postgres\]'"):
+    with pytest.raises(DatabaseError, match=r"pip install 'psycopg\[binary\]>=3.2' \(in the checkout of eventstore: pip install '\.\[postgres\]'\)"):
         EventStore.open(url)
 
 

@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import PEAK
 
 from eventstore import DatabaseError, EventStore, InvalidJSONL
 from eventstore.bulk import import_jsonl
@@ -30,10 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "transcripts_data"
 MB = 1 << 20
 
-PEAK = ("import resource, subprocess, sys\n"
-        "r = subprocess.run(sys.argv[1:])\n"
-        "print('peak-kb', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
-        "sys.exit(r.returncode)\n")
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="devices and ru_maxrss as on Linux")
 

@@ -551,7 +551,7 @@ def test_a_bad_value_from_the_environment_names_the_variable(run, filled, monkey
     result = run("--db", filled, "sessions")
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1] == ("Error: Invalid value for $EVENTSTORE_DURABILITY: 'xx' is not one of "
-                                              "'normal', 'full'.")
+                                              "'normal', 'full', 'may-lose-recent'.")
     result = run("--db", filled, "--durability", "yy", "sessions")
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1] == "Error: Invalid value for '--durability': 'yy' is not one of 'normal', 'full', 'may-lose-recent'."

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from conftest import PEAK
 
 from eventstore import EventStore
 from eventstore.cli import cli
@@ -288,12 +289,13 @@ def test_sql_as_the_auditor_cannot_write_wal_take_locks_or_notify(pg_server, que
 
 
 def _peak_rss_mib(argv: list[str], env: dict) -> tuple[subprocess.CompletedProcess, float]:
-    """Run ``argv`` with stdout to /dev/null; its peak resident memory (MiB, from wait4)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read()
-    proc.stderr.close()
-    return subprocess.CompletedProcess(argv, os.waitstatus_to_exitcode(status), b"", err), usage.ru_maxrss / 1024
+    """Run ``argv`` with stdout to /dev/null; its peak resident memory (MiB), measured by
+    conftest's PEAK wrapper."""
+    r = subprocess.run([sys.executable, "-c", PEAK, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       env=env)
+    err, _, last = r.stderr.rstrip(b"\n").rpartition(b"\n")
+    assert last.startswith(b"peak-kb "), r.stderr[-2000:]
+    return subprocess.CompletedProcess(argv, r.returncode, b"", err), int(last.split()[1]) / 1024
 
 
 BIG_QUERY = "SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 200000) AS g"

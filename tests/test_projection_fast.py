@@ -59,14 +59,16 @@ WHERE type IN ('user/message', 'assistant/message', 'tool/result')
 """
 
 
-def _view(db: Path) -> str:
-    """The messages view of a database the store created."""
+def _views(db: Path) -> list[str]:
+    """The messages view of a database the store created, after the view it reads
+    (``messages_uncut``, revision 0270: ``messages`` is its rows after the last compaction)."""
     from eventstore import EventStore
 
     EventStore.open(db).close()
     conn = sqlite3.connect(db)
     try:
-        return conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages'").fetchone()[0]
+        return [conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
+                for name in ("messages_uncut", "messages")]
     finally:
         conn.close()
 
@@ -77,7 +79,8 @@ def both(tmp_path_factory):
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.execute("CREATE TABLE events (session_id TEXT, seq INTEGER, type TEXT, payload TEXT)")
     conn.execute(OLD_VIEW.replace("CREATE VIEW messages", "CREATE VIEW old_messages"))
-    conn.execute(_view(tmp_path_factory.mktemp("view") / "v.db"))
+    for view in _views(tmp_path_factory.mktemp("view") / "v.db"):
+        conn.execute(view)
     yield conn
     conn.close()
 

@@ -164,7 +164,8 @@ def _store_at(path: Path, variant: str) -> None:
                              DROP VIEW events_search_text;""")
     elif variant == "trigger":
         text = con.execute("SELECT sql FROM sqlite_master WHERE name = 'events_search_text'").fetchone()[0]
-        expr = text.split("type,", 1)[1].rsplit("AS text", 1)[0].replace("payload", "new.payload")
+        expr = (text.split("type,", 1)[1].rsplit("AS text", 1)[0].replace("payload", "new.payload")
+                .replace("WHEN type =", "WHEN new.type ="))  # (the view's own column, not json_each's c.type)
         con.execute("CREATE TRIGGER events_search_insert AFTER INSERT ON events WHEN new.type = 'user/message' "
                     "OR new.type = 'assistant/message' OR new.type = 'tool/result' BEGIN "
                     f"INSERT INTO events_search (rowid, text) VALUES (new.position, {expr}); END")
