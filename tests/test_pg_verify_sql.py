@@ -417,7 +417,7 @@ def test_the_catalog_changes_are_refused_to_the_writer_and_the_auditor_or_named(
         with psycopg.connect(writer if login == "writer" else auditor, autocommit=True) as conn:
             for attack, (sql_text, said) in sorted(OWNER_ATTACKS.items()):
                 try:
-                    conn.execute(sql_text.format(w=f"w_{tag}", a=f"a_{tag}"))
+                    conn.execute(sql_text.format(w=f"w_{tag}", a=f"a_{tag}", db=owner.rsplit("/", 1)[1]))
                 except psycopg.Error:
                     continue
                 got_through.append((attack, said))
