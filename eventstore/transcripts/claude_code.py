@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 
 from .common import Converted, parse_ts, without
 
@@ -126,12 +125,11 @@ class _Session:
         self.seen_user_text = False
 
 
-def convert(lines: list[tuple[int, dict]], path: str,
-            stored_uuid: Callable[[str], str | None] | None = None, stream: bool = False) -> list[Converted]:
+def convert(lines: list[tuple[int, dict]], path: str, stream: bool = False) -> list[Converted]:
     """Convert the parsed lines of one Claude Code file into sessions (main session first).
     ``stream``: the lines came from a pipe or stdin, whose ``path`` (``/dev/fd/63``, ``-``)
-    is no file to record as ``source_file``. ``stored_uuid`` is accepted for compatibility
-    and not used: which branch holds a line depends only on the lines before it.
+    is no file to record as ``source_file``. Which branch holds a line depends only on the
+    lines before it.
     """
     return _Converter(lines, path, stream).run()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -63,7 +63,6 @@ CONVERTERS = {"claude-code", "codex"}
 
 
 def convert_file(path: str, fmt: str, *, salvage: bool = False,
-                 stored_uuid: Callable[[str], str | None] | None = None,
                  data: bytes | None = None, stream: IO[bytes] | None = None,
                  ) -> tuple[list[Converted], list[str], bool]:
     """Convert one transcript file without a database: ``(sessions, dropped, waiting)``.
@@ -77,7 +76,7 @@ def convert_file(path: str, fmt: str, *, salvage: bool = False,
     parsed = read_lines(path, data, salvage=salvage, stream=stream)
     piped = data is not None or stream is not None
     if fmt == "claude-code":
-        convs = claude_code.convert(parsed.lines, path, stored_uuid, stream=piped)
+        convs = claude_code.convert(parsed.lines, path, stream=piped)
     elif fmt == "codex":
         convs = codex.convert(parsed.lines, path, stream=piped)
     else:
