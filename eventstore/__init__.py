@@ -13,7 +13,9 @@ See the README for the whole tour and ``shared/spec/session-log.md`` for the for
 
 from __future__ import annotations
 
-from .bulk import Dropped, ImportReport
+from eventstore.core.store import Event, EventStore, Session, SessionInfo
+from eventstore.io.bulk import Dropped, ImportReport
+
 from .errors import (
     AppendOnlyViolation,
     CheckpointError,
@@ -30,12 +32,11 @@ from .errors import (
     SessionNotFound,
     WalMismatch,
 )
-from .store import Event, EventStore, Session, SessionInfo
 
 # typing.TYPE_CHECKING without importing typing; type checkers read any TYPE_CHECKING as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time, __getattr__ below
-    from .aio import AsyncEventStore, AsyncSession
+    from eventstore.core.aio import AsyncEventStore, AsyncSession
 
 __all__ = [
     "EventStore",
@@ -67,7 +68,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> object:  # PEP 562: the asyncio API, imported on first use
     if name in ("AsyncEventStore", "AsyncSession"):
-        from . import aio
+        from eventstore.core import aio
 
         return getattr(aio, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,10 +25,11 @@ from collections.abc import Iterator
 
 import click
 
+from eventstore.core.store import EventStore
+from eventstore.live.tailview import CONTROL_OR_NEWLINE, UNSAFE_CHARS, escape_char
+
 from . import __version__
 from .errors import DatabaseError, EventStoreError, InvalidJSONL, SessionNotFound, WalMismatch
-from .store import EventStore
-from .tailview import CONTROL_OR_NEWLINE, UNSAFE_CHARS, escape_char
 
 EXIT_ERROR = 1
 
@@ -358,9 +359,9 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
     as the files grow. Ends with a summary on stdout: files, sessions, events, skipped,
     failed. A progress bar shows on a terminal.
     """
-    from .bulk import import_jsonl
-    from .transcripts.detect import detect, detect_file, head_reason, read_head, replay, undetected_reason
-    from .transcripts.importer import Watcher, import_transcript
+    from eventstore.io.bulk import import_jsonl
+    from eventstore.io.transcripts.detect import detect, detect_file, head_reason, read_head, replay, undetected_reason
+    from eventstore.io.transcripts.importer import Watcher, import_transcript
 
     files, unreadable = _jsonl_files(paths)
     if session_id is not None and len(files) + len(unreadable) != 1:
@@ -536,7 +537,7 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
     one file each, named from the session id so that no id can write outside DIR and each
     name maps back to its id (see docs/import-export.md).
     """
-    from .export import export_session, export_sessions
+    from eventstore.io.export import export_session, export_sessions
 
     if out_dir is None:
         if all_:
@@ -597,8 +598,9 @@ class _DayCache:
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List stored sessions: id, events, created, last event (UTC), and token totals
     (input, output, cache read, cache write) of sessions whose source recorded them."""
+    from eventstore.io.transcripts.common import all_info
+
     from .search import UsageTotals, usage_totals
-    from .transcripts.common import all_info
 
     store = _store(ctx, readonly=True)
     infos = store.sessions()
@@ -979,8 +981,8 @@ VERIFY_SHOWN = 100
 
 
 def _finding_kinds(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> frozenset[str]:
-    """``--ignore``'s comma lists as one set of :data:`eventstore.audit.KINDS`."""
-    from .audit import KINDS
+    """``--ignore``'s comma lists as one set of :data:`eventstore.audit.verify.KINDS`."""
+    from eventstore.audit.verify import KINDS
 
     kinds = frozenset(k.strip() for v in values for k in v.split(",") if k.strip())
     unknown = sorted(kinds - set(KINDS))
@@ -1019,7 +1021,7 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpo
     the seq, the kind, what is wrong), the first {VERIFY_SHOWN} unless --all, then how many of each
     kind, and exits 0 only when there is none. Reads only: the database is opened read-only.
     """
-    from . import anchor, integrity
+    from eventstore.audit import anchor, integrity
 
     docs = [(f, anchor.load_checkpoint(f)) for f in checkpoints]
     trusted = None if public_key is None else anchor.load_public_key(public_key)
@@ -1066,7 +1068,7 @@ def repair(ctx: click.Context, session_id: str) -> None:
     a turn/end for an open turn. Then verify the session; exit 1 if findings remain (what
     appending cannot fix). Run it only when the session's agent is not running.
     """
-    from . import audit
+    from eventstore.audit import verify as audit
 
     store = _store(ctx)
     s = store.session(session_id)
@@ -1099,7 +1101,7 @@ def _wait_for_session(store: EventStore, session_id: str, timeout: float | None)
     """``tail -f`` of a session that is not stored yet: say so once, wait until another
     process creates it (the followers' wait for commits), and return its handle; None on
     Ctrl-C. Raises :class:`SessionNotFound` when ``timeout`` seconds pass first."""
-    from .follow import wait_for_session
+    from eventstore.live.follow import wait_for_session
 
     try:
         click.echo(f"waiting for session {_printable(repr(session_id))} (Ctrl-C stops)", err=True)
@@ -1125,7 +1127,7 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
     any process are shown as they are committed. With --follow, a SESSION_ID not stored yet
     is waited for (said once on stderr), then followed; --timeout bounds that wait too.
     """
-    from .tailview import TailView
+    from eventstore.live.tailview import TailView
 
     if timeout is not None and not follow:
         raise click.UsageError("--timeout goes with --follow")
@@ -1175,7 +1177,7 @@ def context(ctx: click.Context, session_id: str, at_seq: int | None, pretty: boo
     """Print what the model was sent: instructions, tools and messages, as one
     chat-completions request (JSON), retractions honoured. With --at SEQ, the request
     before the event at SEQ; for an assistant/message, the one that produced it."""
-    from .codec import dumps
+    from eventstore.log.codec import dumps
 
     request = _store(ctx, readonly=True).session(session_id).context_at(at_seq)
     text = json.dumps(request, indent=2, ensure_ascii=False) if pretty else dumps(request)
@@ -1340,7 +1342,7 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
     simply copied again. A session DST holds with other events, or cannot store, is
     reported on stderr and the others are copied; the exit status is then 1.
     """
-    from .copy import copy_sessions
+    from eventstore.io.copy import copy_sessions
 
     def done(r) -> None:
         sid = _one_line(r.session_id)
@@ -1417,7 +1419,7 @@ def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> No
     click.echo(f"roles {writer} (INSERT, SELECT) and {auditor} (SELECT) are set up on {store.backend.display}")
 
 
-# --- checkpoints: what the log held, to keep elsewhere (eventstore.anchor) -----------------
+# --- checkpoints: what the log held, to keep elsewhere (eventstore.audit.anchor) -----------------
 
 @cli.command()
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), callback=_named_path,
@@ -1433,11 +1435,11 @@ def checkpoint(ctx: click.Context, output: str | None, key: str | None) -> None:
     """
     import io
 
-    from . import anchor
+    from eventstore.audit import anchor
 
     store = _store(ctx, readonly=True)
     if output is not None and output != "-":
-        from .export import check_not_the_store
+        from eventstore.io.export import check_not_the_store
 
         try:
             check_not_the_store(store, output, "the checkpoint")
@@ -1484,7 +1486,7 @@ def keygen(keyfile: str) -> None:
     """Make an Ed25519 key pair for signing checkpoints: the private key in KEYFILE (mode
     0600) and the public key in KEYFILE.pub (give it to `verify --public-key`). An existing
     file is never replaced."""
-    from . import anchor
+    from eventstore.audit import anchor
 
     priv, pub = anchor.generate_key(keyfile)
     click.echo(f"private key: {priv}\npublic key:  {pub} ({anchor.load_public_key(pub)})")

@@ -16,7 +16,7 @@ import os
 import subprocess
 import time
 
-from .store import EventStore, Session
+from eventstore.core.store import EventStore, Session
 
 QUESTION = "What is 1+1? Use a tool to work it out."
 COMMAND = "set /a 1+1" if os.name == "nt" else "expr 1 + 1"

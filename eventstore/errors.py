@@ -87,7 +87,7 @@ class InvalidJSONL(InvalidEvent):
     problem is the file as a whole), ``reason``, and ``seq``: the seq of the event the line
     holds where import knows it (a stored event it differs from, an event the database
     refused, the first event past a stored head), else None. A caller that imports a stream
-    it made itself (:func:`eventstore.copy.copy_sessions`) names the event by ``seq``.
+    it made itself (:func:`eventstore.io.copy.copy_sessions`) names the event by ``seq``.
     """
 
     _init_args = ("path", "line", "reason", "seq")
@@ -124,7 +124,7 @@ class DatabaseError(EventStoreError):
 
 
 class QueryError(EventStoreError):
-    """A read-only SQL query (``eventstore sql``, :func:`eventstore.audit.query`) failed or
+    """A read-only SQL query (``eventstore sql``, :func:`eventstore.audit.verify.query`) failed or
     was refused; a refusal's message starts with ``refused:`` and names what it refused.
     ``limit`` is ``"time"`` or ``"memory"`` when the query was stopped by that limit of its
     query connection (None otherwise)."""

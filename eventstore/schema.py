@@ -7,11 +7,11 @@ it column by column. Tables:
 * ``sessions(id, created_at, meta, meta_hash)``: one row per session; ``created_at`` is
   seconds since the epoch (float); ``meta`` the JSON object text of the ``session/meta``
   line's other keys; ``meta_hash`` covers ``created_at`` and ``meta``
-  (:func:`eventstore.chain.session_hash`), checked by ``verify``.
+  (:func:`eventstore.log.chain.session_hash`), checked by ``verify``.
 * ``events(position, session_id, seq, type, ts, payload, hash, event_id)``: the append-only
   log, keyed by ``(session_id, seq)`` (dense per session), ``position`` the dense global
   position in commit order, ``payload`` canonical JSON object text, ``hash`` the chained
-  hash (:mod:`eventstore.chain`), ``event_id`` the payload's idempotency key (generated,
+  hash (:mod:`eventstore.log.chain`), ``event_id`` the payload's idempotency key (generated,
   unique per session).
 * ``importing(session_id, first_position, owner, started_at)``: sessions whose chunked
   import has not finished (hidden from every reader; not part of the log, rows deleted when

@@ -107,7 +107,7 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
             pass  # cannot write: the backend scans the events past the index
     if limit < 1:
         return []
-    hidden = {r[0] for r in backend.imports()}  # unfinished imports (eventstore.bulk): not shown
+    hidden = {r[0] for r in backend.imports()}  # unfinished imports (eventstore.io.bulk): not shown
     if session_id in hidden:
         return []
     rows = backend.search(query, raw=raw, session_id=session_id, type_=type, limit=limit + len(hidden) * limit,
@@ -229,5 +229,5 @@ def usage_totals(store) -> dict[str, UsageTotals]:
     (empty for a database older than revision 0100, read as it is). Raises
     :class:`DatabaseError`."""
     backend = _store_backend(store)
-    hidden = {r[0] for r in backend.imports()}  # unfinished imports (eventstore.bulk): not shown
+    hidden = {r[0] for r in backend.imports()}  # unfinished imports (eventstore.io.bulk): not shown
     return {r[0]: UsageTotals(*r[1:]) for r in backend.usage_totals() if r[0] not in hidden}

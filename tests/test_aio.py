@@ -1,4 +1,4 @@
-"""The asyncio API (eventstore.aio): every method awaitable, the loop never blocked (also
+"""The asyncio API (eventstore.core.aio): every method awaitable, the loop never blocked (also
 while another process holds the write lock), many tasks on one store, cancellation, and
 the two additions to both APIs: ``events(last=N)`` and ``session(id, create=True)``."""
 
@@ -255,7 +255,7 @@ def test_get_or_create_across_processes(backend_url):
 def test_the_core_imports_no_agent_framework():
     import subprocess
     import sys
-    code = ("import sys, eventstore, eventstore.aio, eventstore.context, eventstore.cli, eventstore.integrations; "
+    code = ("import sys, eventstore, eventstore.core.aio, eventstore.log.context, eventstore.cli, eventstore.integrations; "
             "eventstore.EventStore; print(sorted(m for m in ('agents', 'pydantic_ai', 'openai') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out == "[]\n"

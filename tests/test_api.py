@@ -21,8 +21,8 @@ from eventstore import (
     SessionExists,
     SessionNotFound,
 )
-from eventstore.chain import chain_hash, genesis_hash
-from eventstore.codec import event_line
+from eventstore.log.chain import chain_hash, genesis_hash
+from eventstore.log.codec import event_line
 
 
 def test_public_api_is_small_and_listed():

@@ -167,7 +167,7 @@ def test_other_payload_spellings_are_stored_and_export_as_valid_json(store, fill
     import io
     import json
 
-    from eventstore.export import export_session
+    from eventstore.io.export import export_session
 
     out = io.BytesIO()
     export_session(store, "a", out)
@@ -473,7 +473,7 @@ def test_export_writes_valid_lines_for_payloads_stored_before_0006(db_path, tmp_
     goes on past it."""
     import io
 
-    from eventstore.export import export_session, export_sessions
+    from eventstore.io.export import export_session, export_sessions
 
     EventStore.open(db_path).close()
     raw = sqlite3.connect(db_path, isolation_level=None)

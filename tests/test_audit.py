@@ -15,13 +15,14 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, FIXTURES
 
-from eventstore import AppendOnlyViolation, DatabaseError, EventStore, QueryError, SessionNotFound, audit
-from eventstore import repair as repair_mod
+from eventstore import AppendOnlyViolation, DatabaseError, EventStore, QueryError, SessionNotFound
+from eventstore.audit import repair as repair_mod
+from eventstore.audit import verify as audit
 from eventstore.backends import sqlite_sandbox as sandbox
 from eventstore.backends.sqlite_schema import GUARDS
-from eventstore.chain import chain_hash, genesis_hash
 from eventstore.cli import cli
-from eventstore.codec import event_line
+from eventstore.log.chain import chain_hash, genesis_hash
+from eventstore.log.codec import event_line
 from eventstore.schema import SCHEMA_REVISION
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "schema.md"

@@ -25,7 +25,7 @@ import pytest
 from conftest import PEAK
 
 from eventstore import DatabaseError, EventStore, InvalidJSONL
-from eventstore.bulk import import_jsonl
+from eventstore.io.bulk import import_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "transcripts_data"
@@ -408,7 +408,7 @@ class SmallChunks:
 
 @pytest.mark.parametrize("chunked", [False, True])
 def test_the_line_limit_keeps_the_lines_before_it_and_names_its_line(chunked):
-    from eventstore.jsonl import JsonlReader
+    from eventstore.io.jsonl import JsonlReader
 
     good = [b'{"type":"session/meta","id":"s"}'] + [b'{"type":"x","seq":%d,"ts":1}' % i for i in range(3)]
     for long_line, at_end in ((b'{"type":"x","seq":3,"ts":1,"t":"' + b"a" * 200 + b'"}', False),
@@ -427,8 +427,8 @@ def test_the_line_limit_keeps_the_lines_before_it_and_names_its_line(chunked):
 
 def test_copy_takes_an_event_past_the_line_limit(tmp_path, monkeypatch):
     """The limit is for files from elsewhere; copy reads the store's own export."""
-    import eventstore.bulk as bulk
-    from eventstore.copy import copy_sessions
+    import eventstore.io.bulk as bulk
+    from eventstore.io.copy import copy_sessions
 
     monkeypatch.setattr(bulk, "MAX_LINE_BYTES", 1000)  # as if the event were past 64 MiB
     monkeypatch.setattr(bulk.import_jsonl, "__kwdefaults__", {**bulk.import_jsonl.__kwdefaults__, "max_line": 1000})

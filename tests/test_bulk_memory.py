@@ -25,8 +25,8 @@ MB = 1 << 20
 CHILD = r"""
 import json, sys, time
 from eventstore import EventStore
-from eventstore.bulk import import_jsonl
-from eventstore.export import export_session
+from eventstore.io.bulk import import_jsonl
+from eventstore.io.export import export_session
 
 def status(key):
     with open("/proc/self/status") as f:

@@ -17,8 +17,8 @@ from conftest import DATA, FIXTURES, importing_sessions, interrupt_mid_import
 
 from eventstore import EventStore
 from eventstore.cli import cli
-from eventstore.codec import dumps, event_line
-from eventstore.jsonl import file_name_for
+from eventstore.io.jsonl import file_name_for
+from eventstore.log.codec import dumps, event_line
 
 META = b'{"type":"session/meta","id":"s1"}'
 
@@ -305,7 +305,7 @@ def test_export_errors_name_the_file_asked_for(db, tmp_path):
     store.create_session("s").append("x", {})
     target = tmp_path / "taken"
     target.mkdir()
-    from eventstore.export import export_session
+    from eventstore.io.export import export_session
 
     with pytest.raises(OSError) as info:
         export_session(store, "s", target)

@@ -22,7 +22,7 @@ from conftest import DATA
 
 from eventstore import EventStore
 from eventstore.cli import cli
-from eventstore.transcripts.importer import Watcher
+from eventstore.io.transcripts.importer import Watcher
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts_data"
 SOURCES = {  # a file of each format import detects

@@ -14,8 +14,8 @@ import workers
 from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore
-from eventstore.chain import chain_hash, genesis_hash
-from eventstore.codec import event_line
+from eventstore.log.chain import chain_hash, genesis_hash
+from eventstore.log.codec import event_line
 
 DATA = Path(__file__).parent / "data"
 # Fresh processes that share nothing with the test process: "forkserver" starts them from a

@@ -1,6 +1,6 @@
 """`eventstore copy` keeps each session's row: its created_at (and so its meta_hash, its place
 in the listing, its checkpoint entry) as well as its events, from SQLite to PostgreSQL and
-back, through the one-transaction import and the chunked one (eventstore.copy, eventstore.bulk);
+back, through the one-transaction import and the chunked one (eventstore.io.copy, eventstore.io.bulk);
 copied again, it completes a session that grew in the source (the rest chained to the
 target's head hash) and reports each session it cannot copy while copying the others."""
 
@@ -15,11 +15,13 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, db_rows, export_bytes, importing_sessions, interrupt_mid_import
 
-from eventstore import EventStore, anchor, bulk, integrity
+from eventstore import EventStore
+from eventstore.audit import anchor, integrity
+from eventstore.audit.integrity import duration_text
 from eventstore.cli import cli
-from eventstore.copy import copy_sessions
 from eventstore.errors import InvalidEvent
-from eventstore.integrity import duration_text
+from eventstore.io import bulk
+from eventstore.io.copy import copy_sessions
 from eventstore.schema import SCHEMA_REVISION
 
 PAIRS = [("sqlite", "postgres"), ("postgres", "sqlite"), ("sqlite", "sqlite"), ("postgres", "postgres")]
@@ -390,8 +392,8 @@ def test_a_copy_that_failed_for_one_session_succeeds_when_run_again_after_its_ca
 def _insert_raw(path: str, sid: str, created_at: float, events: list[tuple[str, dict]]) -> None:
     """Store a session with plain sqlite3, as an older eventstore could (its rows hashed as
     the store hashes them): what the API refuses now may be in an old store."""
-    from eventstore.chain import chain_hash, genesis_hash, session_hash
-    from eventstore.codec import dumps, event_line
+    from eventstore.log.chain import chain_hash, genesis_hash, session_hash
+    from eventstore.log.codec import dumps, event_line
 
     raw = sqlite3.connect(path)
     with raw:
@@ -461,8 +463,8 @@ def test_import_continues_a_stored_session_only_from_its_head_hash(store):
     import io
     import pickle
 
-    from eventstore.chain import genesis_hash
     from eventstore.errors import ImportConflict
+    from eventstore.log.chain import genesis_hash
 
     s = store.create_session("c", meta={"k": 1})
     s.append_many([("note", {"n": k}) for k in range(3)])
@@ -497,7 +499,7 @@ def test_import_continues_a_stored_session_only_from_its_head_hash(store):
 
 
 def findings_of(store) -> list[str]:
-    from eventstore import audit
+    from eventstore.audit import verify as audit
 
     return [str(f) for f in audit.verify(store.backend).findings]
 
@@ -524,7 +526,7 @@ def test_ctrl_c_during_a_copy_says_that_running_again_completes_it(tmp_path):
 def test_a_source_growing_during_the_copy_is_copied_as_far_as_it_was_read(src_kind, dst_kind, new_url, monkeypatch):
     """An agent appends to a session between copy's check of it and its export: the copy
     holds the longer session, checked by its last hash against the source's at that seq."""
-    from eventstore import export
+    from eventstore.io import export
 
     src, dst = new_url(src_kind), new_url(dst_kind)
     with EventStore.open(src) as source, EventStore.open(dst) as target:

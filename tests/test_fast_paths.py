@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from eventstore import EventStore
-from eventstore import chain as chain_mod
-from eventstore import codec as codec_mod
-from eventstore import jsonl as jsonl_mod
 from eventstore.backends import sqlite as sqlite_mod
-from eventstore.bulk import import_jsonl
-from eventstore.codec import dumps, event_line, loads, meta_line
+from eventstore.io import jsonl as jsonl_mod
+from eventstore.io.bulk import import_jsonl
+from eventstore.log import chain as chain_mod
+from eventstore.log import codec as codec_mod
+from eventstore.log.codec import dumps, event_line, loads, meta_line
 
 orjson = pytest.importorskip("orjson")
 _ids = itertools.count()

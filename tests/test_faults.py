@@ -19,11 +19,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA
 
-from eventstore import DatabaseError, EventStore, export
+from eventstore import DatabaseError, EventStore
+from eventstore.audit.integrity import verify_database
 from eventstore.backends import sqlite_walcheck as walcheck
 from eventstore.backends.sqlite_walcheck import WalMismatch, wal_mismatch
 from eventstore.cli import cli
-from eventstore.integrity import verify_database
+from eventstore.io import export
 
 ROOT = Path(__file__).resolve().parents[1]
 

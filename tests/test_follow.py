@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from eventstore import EventStore, InvalidEvent
-from eventstore.follow import PAGE
+from eventstore.live.follow import PAGE
 
 
 def test_follow_pages_through_more_than_a_page_then_stops_when_idle(store):

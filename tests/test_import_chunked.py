@@ -1,4 +1,4 @@
-"""A large import commits in chunks and stays hidden until its last chunk (eventstore.bulk,
+"""A large import commits in chunks and stays hidden until its last chunk (eventstore.io.bulk,
 docs/concurrency.md "Large imports"): with real importer processes, a real SIGKILL, on
 every backend."""
 
@@ -16,8 +16,8 @@ import pytest
 from conftest import db_rows
 
 from eventstore import EventStore, SessionNotFound
-from eventstore.bulk import CHUNK_ROWS
 from eventstore.errors import ImportConflict, InvalidJSONL
+from eventstore.io.bulk import CHUNK_ROWS
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 60_000  # events in the big file: many chunks, a second or more to import
@@ -83,7 +83,7 @@ def test_other_writers_append_between_chunks_and_the_session_stays_hidden(store,
     assert ev.position in [e.position for e in events if e.session_id == "w"]
     assert store.backend.imports() == []
     assert store.backend.name != "sqlite" or not list(Path(backend_url).parent.glob("*-import-*"))
-    from eventstore.audit import verify
+    from eventstore.audit.verify import verify
     report = verify(store.backend)
     assert report.ok and not report.notes, (report.findings, report.notes)
 
@@ -110,8 +110,8 @@ def test_sigkill_mid_import_leaves_nothing_visible_and_the_next_import_completes
     assert store.last_position() == ev.position
     assert [e.position for e in store.follow(0, idle_timeout=0.05)] == [ev.position]
     # verify: a finding (its importer is dead, so the session stays hidden), no other (the prefix chains)
-    from eventstore.audit import verify
-    from eventstore.integrity import verify_database
+    from eventstore.audit.integrity import verify_database
+    from eventstore.audit.verify import verify
     report = verify_database(store.backend)
     assert [(f.kind, f.session_id) for f in report.findings] == [("session", "big")], report.findings
     assert "unfinished import" in report.findings[0].message and "importer is not running" in report.findings[0].message
@@ -124,7 +124,7 @@ def test_sigkill_mid_import_leaves_nothing_visible_and_the_next_import_completes
 
 
 def test_a_bad_line_at_the_end_of_a_big_file(store, tmp_path):
-    from eventstore.bulk import import_jsonl
+    from eventstore.io.bulk import import_jsonl
 
     path = write_big(tmp_path / "bad.jsonl", 12_000, tail=b'{"type":"a","seq":12000,"ts":1}\n{"type":')
     with pytest.raises(InvalidJSONL) as info:
@@ -138,7 +138,7 @@ def test_a_bad_line_at_the_end_of_a_big_file(store, tmp_path):
 
 
 def test_an_import_conflicting_with_an_unfinished_one_is_refused(store, tmp_path):
-    from eventstore.bulk import import_jsonl
+    from eventstore.io.bulk import import_jsonl
 
     path = write_big(tmp_path / "bad.jsonl", 12_000, tail=b"not json\n")
     with pytest.raises(InvalidJSONL):
@@ -153,7 +153,7 @@ def test_an_import_conflicting_with_an_unfinished_one_is_refused(store, tmp_path
 
 
 def test_two_imports_of_one_file_at_once(store, backend_url, tmp_path):
-    from eventstore.bulk import import_jsonl
+    from eventstore.io.bulk import import_jsonl
 
     path = write_big(tmp_path / "big.jsonl")
     proc = start_import(backend_url, path)
@@ -208,7 +208,7 @@ def test_an_importing_row_cannot_hide_a_stored_session(store, backend_url):
 def test_verify_notes_an_importing_row_it_did_not_write(store, backend_url, tmp_path):
     """An importing row whose owner names no lock of an importer is an abandoned import to
     verify (a note), never a crash."""
-    from eventstore.audit import verify
+    from eventstore.audit.verify import verify
 
     store.create_session("ghost")
     _raw_write(store, backend_url, f"INSERT INTO importing VALUES ('ghost', {store.backend.last_position() + 1}, "

@@ -3,7 +3,7 @@
 chain an import writes (the same as the append path's).
 
 Every test runs twice: with files parsed in the importing process, and in the parse worker
-process (as files of a megabyte or more are; see eventstore.parse_worker)."""
+process (as files of a megabyte or more are; see eventstore.io.parse_worker)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from conftest import DATA, FIXTURES, db_rows
 
-from eventstore import EventStore, ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound, parse_worker
-from eventstore.bulk import Dropped, import_jsonl
-from eventstore.chain import chain_hash, genesis_hash
-from eventstore.codec import dumps, event_line
-from eventstore.export import export_session, export_sessions
-from eventstore.jsonl import file_name_for, session_id_from_file_name
+from eventstore import EventStore, ImportConflict, InvalidEvent, InvalidJSONL, SessionNotFound
+from eventstore.io import parse_worker
+from eventstore.io.bulk import Dropped, import_jsonl
+from eventstore.io.export import export_session, export_sessions
+from eventstore.io.jsonl import file_name_for, session_id_from_file_name
+from eventstore.log.chain import chain_hash, genesis_hash
+from eventstore.log.codec import dumps, event_line
 
 META = b'{"type":"session/meta","id":"s1"}'
 
@@ -399,7 +400,7 @@ def test_reimport_of_a_longer_file_needs_append(store, stored, tmp_path):
 
 
 def test_append_across_batches_and_after_other_sessions(store, tmp_path, monkeypatch):
-    from eventstore import bulk
+    from eventstore.io import bulk
 
     monkeypatch.setattr(bulk, "BATCH_ROWS", 7)
     evs = [ev(i, x="y" * (i % 5)) for i in range(60)]
@@ -538,8 +539,8 @@ def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path
 
 
 def test_export_streams_in_pages(store, monkeypatch):
-    from eventstore import export
     from eventstore.backends import sqlite
+    from eventstore.io import export
 
     monkeypatch.setattr(export, "PAGE_ROWS", 3)  # the neutral pages
     for module in (export, sqlite):  # and SQLite's own
@@ -557,7 +558,7 @@ def test_pages_of_rows_are_bounded_by_bytes(store):
     """export_rows(max_bytes) cuts a page where the payloads before a row reach the bound
     (the first row always comes), on every backend; row_pages goes through the whole
     session so, and chunks_from_rows (PostgreSQL's export, copy) writes the same bytes."""
-    from eventstore.export import PAGE_BYTES, chunks_from_rows, row_pages
+    from eventstore.io.export import PAGE_BYTES, chunks_from_rows, row_pages
 
     s = store.create_session("b")
     sizes = [10, 400_000, 10, 700_000, 2_000_000, 10, 10, 900_000, 300_000]

@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from eventstore import EventStore
-from eventstore import codec as codec_mod
-from eventstore import jsonl as jsonl_mod
-from eventstore.bulk import import_jsonl
+from eventstore.io import jsonl as jsonl_mod
+from eventstore.io.bulk import import_jsonl
+from eventstore.log import codec as codec_mod
 
 _ids = itertools.count()
 

@@ -3,7 +3,7 @@ cases the reference allows, and atomicity (a bad file stores nothing).
 
 Each rule runs three times: with orjson (the fast path takes canonical lines), without
 (every line goes through the standard library), and in the parse worker process (as files
-of a megabyte or more are read; see eventstore.parse_worker), so all give the same verdicts.
+of a megabyte or more are read; see eventstore.io.parse_worker), so all give the same verdicts.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import io
 import pytest
 from conftest import db_rows
 
-from eventstore import EventStore, InvalidJSONL, parse_worker
-from eventstore import jsonl as jsonl_mod
-from eventstore.bulk import import_jsonl
-from eventstore.jsonl import JsonlReader
+from eventstore import EventStore, InvalidJSONL
+from eventstore.io import jsonl as jsonl_mod
+from eventstore.io import parse_worker
+from eventstore.io.bulk import import_jsonl
+from eventstore.io.jsonl import JsonlReader
 
 META = b'{"type":"session/meta","id":"s1"}'
 E0 = b'{"type":"a","seq":0,"ts":1}'

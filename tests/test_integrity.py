@@ -15,11 +15,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, db_rows
 
-from eventstore import DatabaseError, EventStore, SchemaOutdated, anchor, integrity
+from eventstore import DatabaseError, EventStore, SchemaOutdated
+from eventstore.audit import anchor, integrity
 from eventstore.backends.sqlite_schema import GUARDS
-from eventstore.chain import chain_hash, genesis_hash
 from eventstore.cli import cli
-from eventstore.codec import event_line
+from eventstore.log.chain import chain_hash, genesis_hash
+from eventstore.log.codec import event_line
 from eventstore.schema import SCHEMA_REVISION
 
 
@@ -101,7 +102,7 @@ def tamper(db, *statements: str, params=()) -> None:
 
 def edit_payload(conn: Attacker, sid: str, seq: int, **changes) -> None:
     """Rewrite one stored payload (canonical JSON, as the append path writes it)."""
-    from eventstore.codec import dumps
+    from eventstore.log.codec import dumps
 
     payload = json.loads(conn.execute("SELECT payload FROM events WHERE session_id = ? AND seq = ?",
                                       (sid, seq)).fetchone()[0])
@@ -266,7 +267,7 @@ def test_a_session_row_inserted_by_hand_has_no_meta_hash(any_loaded):
 
 
 def test_copy_import_and_export_carry_meta_hash(any_loaded, tmp_path):
-    from eventstore.copy import CopyError, copy_sessions
+    from eventstore.io.copy import CopyError, copy_sessions
 
     with EventStore.open(any_loaded) as store:
         store.create_session("with-meta", meta={"owner": "ada", "n": 1.5, "s": "\u00e9\u2028"})
@@ -312,7 +313,7 @@ def at_revision(url: str, revision: str, *statements: str) -> None:
 
 
 def test_a_0150_database_gets_meta_hash_on_upgrade(backend_url):
-    from eventstore.chain import session_hash
+    from eventstore.log.chain import session_hash
 
     at_revision(backend_url, "0150", "INSERT INTO sessions (id, created_at, meta) VALUES ('old', 1700000000.25, "
                                      "'{\"owner\":\"ada\"}'), ('older', 1700000001, '{}')")

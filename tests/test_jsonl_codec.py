@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventstore import InvalidEvent, InvalidJSONL
-from eventstore.codec import dumps, event_line, js_number, meta_line
-from eventstore.jsonl import JsonlReader, file_name_for, session_id_from_file_name
+from eventstore.io.jsonl import JsonlReader, file_name_for, session_id_from_file_name
+from eventstore.log.codec import dumps, event_line, js_number, meta_line
 
 
 @pytest.mark.parametrize("value, text", [
@@ -170,7 +170,7 @@ def test_file_names_never_collide_by_case():
 
 
 def test_meta_difference_names_the_keys_that_differ():
-    from eventstore.codec import meta_difference
+    from eventstore.log.codec import meta_difference
 
     a = '{"source":"codex","source_file":"/home/ada/rollout.jsonl","cwd":"/w","n":1}'
     b = '{"source":"codex","cwd":"/x","n":1.0,"extra":"' + "y" * 100 + '"}'

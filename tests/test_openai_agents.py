@@ -19,7 +19,7 @@ from conftest import db_rows  # noqa: E402
 from scripted_agents import ScriptedModel, calls, text  # noqa: E402
 
 from eventstore import AsyncEventStore, EventStore, SeqConflict  # noqa: E402
-from eventstore.audit import verify  # noqa: E402
+from eventstore.audit.verify import verify  # noqa: E402
 from eventstore.integrations.openai_agents import EventStoreSession, event_items, item_events  # noqa: E402
 
 CTX = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")

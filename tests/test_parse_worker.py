@@ -1,4 +1,4 @@
-"""The parse worker process that reads large imports (eventstore.parse_worker): the same
+"""The parse worker process that reads large imports (eventstore.io.parse_worker): the same
 result as parsing in the importing process, and every way it can fail loses nothing.
 
 test_import_rules and test_import_export run their whole suites through the worker too;
@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 from conftest import export_bytes
 
-from eventstore import DatabaseError, EventStore, ImportConflict, parse_worker
-from eventstore import bulk as bulk_mod
-from eventstore.codec import dumps, event_line
+from eventstore import DatabaseError, EventStore, ImportConflict
+from eventstore.io import bulk as bulk_mod
+from eventstore.io import parse_worker
+from eventstore.log.codec import dumps, event_line
 
 
 def write_session(path: Path, sid: str, n: int, *, start: int = 0, text: str = "x") -> Path:
@@ -184,7 +185,8 @@ def test_a_forked_child_starts_its_own_worker(store, tmp_path, always, backend_u
 def test_the_worker_ends_with_the_importing_process(tmp_path):
     path = write_session(tmp_path / "big.jsonl", "big", 15_000)
     script = textwrap.dedent(f"""
-        from eventstore import EventStore, parse_worker
+        from eventstore import EventStore
+        from eventstore.io import parse_worker
         with EventStore.open({str(tmp_path / 'x.db')!r}) as store:
             store.import_jsonl({str(path)!r})
             print(parse_worker._worker.proc.pid, flush=True)

@@ -19,7 +19,8 @@ from urllib.parse import quote
 import pytest
 from click.testing import CliRunner
 
-from eventstore import EventStore, integrity
+from eventstore import EventStore
+from eventstore.audit import integrity
 from eventstore.cli import cli
 from eventstore.errors import DatabaseError
 

@@ -23,7 +23,8 @@ import workers
 from click.testing import CliRunner
 from conftest import DATA, FIXTURES, export_bytes
 
-from eventstore import DatabaseError, EventStore, SeqConflict, audit
+from eventstore import DatabaseError, EventStore, SeqConflict
+from eventstore.audit import verify as audit
 from eventstore.cli import cli
 from eventstore.schema import SCHEMA_REVISION
 
@@ -633,7 +634,7 @@ def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_url):
     """The derived search index is written by whoever searches (the writer role too): a
     bound past the log, a row missing, a row of no message event, and (with full) a row's
     vector changed are each a finding, and search really misses or invents hits then."""
-    from eventstore.integrity import verify_database
+    from eventstore.audit.integrity import verify_database
     from eventstore.search import search
 
     def found(full: bool = False) -> list[str]:

@@ -18,7 +18,7 @@ from conftest import DATA, FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore import projection
+from eventstore.log import projection
 
 # The first definition of the view (the first release's revision 0001: json_object() and
 # friends), kept here as the reference the cheaper view must equal byte for byte.

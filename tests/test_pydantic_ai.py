@@ -16,7 +16,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 from pydantic_ai.models.test import TestModel  # noqa: E402
 
 from eventstore import AsyncEventStore  # noqa: E402
-from eventstore.audit import verify  # noqa: E402
+from eventstore.audit.verify import verify  # noqa: E402
 from eventstore.integrations.pydantic_ai import (  # noqa: E402
     aload_messages,
     arecord_messages,

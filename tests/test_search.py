@@ -16,9 +16,9 @@ from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore, QueryError, SessionNotFound
 from eventstore.backends.sqlite_search import fts_query
+from eventstore.io.transcripts.importer import import_transcript
 from eventstore.search import MARK_END, MARK_START, catch_up, search, usage_totals
 from eventstore.search import count as es_count
-from eventstore.transcripts.importer import import_transcript
 
 DATA = Path(__file__).parent / "transcripts_data"
 ROOT = Path(__file__).resolve().parent.parent

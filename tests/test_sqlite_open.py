@@ -18,10 +18,10 @@ from click.testing import CliRunner
 from conftest import DATA
 
 from eventstore import DatabaseError, EventStore, WalMismatch
+from eventstore.audit.integrity import verify_database
 from eventstore.backends import sqlite_engine as _engine
 from eventstore.backends.sqlite_walcheck import APPLICATION_ID, wal_verdict
 from eventstore.cli import cli
-from eventstore.integrity import verify_database
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = 600  # in the database under attack

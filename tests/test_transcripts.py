@@ -18,10 +18,10 @@ import pytest
 from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore, ImportConflict, InvalidJSONL
-from eventstore.transcripts import claude_code, codex
-from eventstore.transcripts.common import effective_meta, read_lines
-from eventstore.transcripts.detect import detect_file
-from eventstore.transcripts.importer import convert_file, import_transcript
+from eventstore.io.transcripts import claude_code, codex
+from eventstore.io.transcripts.common import effective_meta, read_lines
+from eventstore.io.transcripts.detect import detect_file
+from eventstore.io.transcripts.importer import convert_file, import_transcript
 
 # Not under tests/data: the tests that import that whole folder expect eventstore files only.
 DATA = Path(__file__).parent / "transcripts_data"

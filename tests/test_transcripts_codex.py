@@ -20,10 +20,10 @@ import pytest
 from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore
+from eventstore.io.transcripts import codex
+from eventstore.io.transcripts.common import read_lines
+from eventstore.io.transcripts.importer import convert_file, import_transcript
 from eventstore.search import usage_totals
-from eventstore.transcripts import codex
-from eventstore.transcripts.common import read_lines
-from eventstore.transcripts.importer import convert_file, import_transcript
 from eventstore.web.index import Summary
 
 DATA = Path(__file__).parent / "transcripts_data"

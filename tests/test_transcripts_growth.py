@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from eventstore import EventStore
-from eventstore.transcripts.common import effective_meta, read_lines
-from eventstore.transcripts.importer import convert_file, import_transcript
+from eventstore.io.transcripts.common import effective_meta, read_lines
+from eventstore.io.transcripts.importer import convert_file, import_transcript
 from eventstore.web.index import Summary
 
 DATA = Path(__file__).parent / "transcripts_data"
@@ -357,7 +357,7 @@ def test_a_session_an_older_version_stored_is_a_clear_conflict(tmp_path):
 def test_an_agent_file_shows_the_task_call_it_answers_in_either_import_order(tmp_path):
     main = DATA / "claude-code/v2.1-agents.jsonl"
     sub = DATA / "claude-code/v2.1-agents/subagents/agent-a1b2c3d4.jsonl"
-    from eventstore.transcripts.common import current_meta
+    from eventstore.io.transcripts.common import current_meta
     for k, order in enumerate([(main, sub), (sub, main)]):
         with EventStore.open(tmp_path / f"{k}.db") as store:
             for f in order:
@@ -404,7 +404,7 @@ def test_a_summary_in_another_file_titles_the_session_of_its_leaf_in_either_impo
     # first; the stored events are each file's own (nothing edited, nothing added).
     from starlette.testclient import TestClient
 
-    from eventstore.transcripts.common import all_info, current_meta
+    from eventstore.io.transcripts.common import all_info, current_meta
     from eventstore.web.app import create_app
 
     target = tmp_path / "target.jsonl"

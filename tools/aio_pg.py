@@ -7,7 +7,7 @@ Side by side, on one server, the same work through two paths:
 * ``AsyncConnection``: what a native path would at best cost: psycopg's
   ``AsyncConnection`` running the statements the PostgreSQL backend runs (the append at a
   cached head: one autocommit INSERT of the chained row, hashed with
-  :func:`eventstore.chain.chain_rows`; the last-N read), without the store's validation.
+  :func:`eventstore.log.chain.chain_rows`; the last-N read), without the store's validation.
 
 Cases: sequential single appends from one task (time per append); 16 tasks appending to
 their own sessions at once (total throughput; the AsyncConnection path once on one shared
@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 import psycopg  # noqa: E402
 
 from eventstore import AsyncEventStore  # noqa: E402
-from eventstore.chain import chain_rows, genesis_hash  # noqa: E402
-from eventstore.codec import dumps  # noqa: E402
+from eventstore.log.chain import chain_rows, genesis_hash  # noqa: E402
+from eventstore.log.codec import dumps  # noqa: E402
 
 TASKS = 16
 

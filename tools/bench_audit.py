@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eventstore import EventStore, audit  # noqa: E402
+from eventstore import EventStore  # noqa: E402
+from eventstore.audit import verify as audit
 
 
 def build(path: Path, sessions: int, turns: int) -> None:

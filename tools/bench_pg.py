@@ -97,8 +97,8 @@ def _raw_conn(url: str, durability: str | None = None):
 
 def bench_append(url: str, n: int, rounds: int, durability: str, peers: bool) -> dict:
     from eventstore import EventStore
-    from eventstore.chain import chain_hash, genesis_hash
-    from eventstore.codec import dumps, event_line
+    from eventstore.log.chain import chain_hash, genesis_hash
+    from eventstore.log.codec import dumps, event_line
 
     store = EventStore.open(url, durability=durability)
     s = store.create_session(f"append-es-{durability}")
@@ -170,8 +170,8 @@ def _agents_peer(url: str):
 
 def bench_batch(url: str, batches: int, rounds: int, durability: str, size: int = 100) -> dict:
     from eventstore import EventStore
-    from eventstore.chain import chain_rows, genesis_hash
-    from eventstore.codec import dumps
+    from eventstore.log.chain import chain_rows, genesis_hash
+    from eventstore.log.codec import dumps
 
     store = EventStore.open(url, durability=durability)
     s = store.create_session(f"batch-es-{durability}")
@@ -207,8 +207,8 @@ def bench_batch(url: str, batches: int, rounds: int, durability: str, size: int 
 
 def bench_import(url: str, events: int, rounds: int, work: Path, durability: str) -> dict:
     from eventstore import EventStore
-    from eventstore.chain import chain_hash, genesis_hash
-    from eventstore.codec import dumps, event_line
+    from eventstore.log.chain import chain_hash, genesis_hash
+    from eventstore.log.codec import dumps, event_line
 
     store = EventStore.open(url, durability=durability)
     raw = _raw_conn(url, durability)
@@ -543,8 +543,8 @@ def _raw_writer(url: str, index: int, count: int, mode: str, barrier, results, t
     """:func:`_writer`'s work done by raw psycopg into ``table`` (``events`` or :data:`PLAIN`),
     under ``mode``'s commit (:data:`RAW_SETTING`), seq and hash kept by the caller."""
     from eventstore import EventStore
-    from eventstore.chain import chain_hash, genesis_hash
-    from eventstore.codec import dumps, event_line
+    from eventstore.log.chain import chain_hash, genesis_hash
+    from eventstore.log.codec import dumps, event_line
 
     sid = f"raw-writer-{index}-{time.time_ns()}"
     if table == "events":

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from pgserver import PgServer  # noqa: E402
 
 from eventstore import EventStore  # noqa: E402
-from eventstore.transcripts.common import all_info, current_meta  # noqa: E402
+from eventstore.io.transcripts.common import all_info, current_meta  # noqa: E402
 
 SESSIONS, EVENTS = 1000, 200
 

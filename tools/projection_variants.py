@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench  # noqa: E402
 
-from eventstore import EventStore, projection  # noqa: E402
+from eventstore import EventStore  # noqa: E402
+from eventstore.log import projection
 from eventstore.schema import MESSAGE_TYPES  # noqa: E402
 
 _TYPES = "(" + ", ".join(f"'{t}'" for t in MESSAGE_TYPES) + ")"

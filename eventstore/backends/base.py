@@ -10,7 +10,7 @@ only through these methods. Like the recorders of ``eventsourcing``, a backend s
 reads rows; it does not know what an event means.
 
 Shapes used below (every ``payload`` is the stored JSON object text, canonical as
-:func:`eventstore.codec.dumps` writes it; ``ts`` seconds since the epoch, a float):
+:func:`eventstore.log.codec.dumps` writes it; ``ts`` seconds since the epoch, a float):
 
 * ``SessionEventRow = (seq, position, type, ts, payload)``: a session's event;
 * ``EventRow = (position, session_id, seq, type, ts, payload)``: an event of any session;
@@ -250,9 +250,9 @@ class Backend(ABC):
         atomically, and return ``(first seq, first position, last hash)``.
 
         In one write transaction: take the session's head (next seq, next position, last
-        hash, :func:`eventstore.chain.genesis_hash` for an empty session); with
+        hash, :func:`eventstore.log.chain.genesis_hash` for an empty session); with
         ``expected_seq``, refuse unless it is the next seq; build the rows with
-        :func:`eventstore.chain.chain_rows` (``[type, ts, payload, hash, ...]``); insert them
+        :func:`eventstore.log.chain.chain_rows` (``[type, ts, payload, hash, ...]``); insert them
         at seqs ``seq0...`` and positions ``pos0...``; commit.
         Raises :class:`SeqConflict` (``expected_seq`` is not the head, or another writer took
         the seq; ``actual_seq`` read in the transaction), :class:`SessionNotFound`,
@@ -264,7 +264,7 @@ class Backend(ABC):
     def append_one(self, session_id: str, type_: str, ts: float, payload: str,
                    expected_seq: int | None) -> tuple[int, int, str]:
         """:meth:`append` of one event: ``(seq, position, hash)``. A backend may make this
-        quicker (one INSERT of plain VALUES, hashed with :func:`eventstore.chain.chain_hash`)."""
+        quicker (one INSERT of plain VALUES, hashed with :func:`eventstore.log.chain.chain_hash`)."""
         return self.append(session_id, [type_], [ts], [payload], expected_seq)
 
     @abstractmethod
@@ -306,7 +306,7 @@ class Backend(ABC):
         position order, at most ``limit``, stopping before the ``first_position`` of every
         unfinished import whose owner is not in ``dead_owners`` (those events become visible
         later; readers wait for them), and leaving out the events of every unfinished
-        import. Barrier and rows are read in one snapshot. See :func:`eventstore.follow.dead_owners`."""
+        import. Barrier and rows are read in one snapshot. See :func:`eventstore.live.follow.dead_owners`."""
 
     @abstractmethod
     def last_position(self, dead_owners: Collection[str] = ()) -> int:
@@ -314,7 +314,7 @@ class Backend(ABC):
         stored one, or the position before the first unfinished import whose owner is not
         in ``dead_owners``."""
 
-    # --- unfinished imports (revision 0220; see eventstore.bulk) ------------------------------
+    # --- unfinished imports (revision 0220; see eventstore.io.bulk) ------------------------------
 
     @abstractmethod
     def imports(self) -> list[tuple[str, int, str, float]]:
@@ -395,10 +395,10 @@ class Backend(ABC):
         """The session as JSONL, ``(pieces, bytes, events)`` at a time: ``pieces`` a list of
         ``bytes`` (or memoryviews) to write in order, ``bytes`` their length (about),
         ``events`` the events in them. The default formats :meth:`export_rows` pages with
-        :func:`eventstore.export.chunks_from_rows`; a backend may build pages in SQL (SQLite
+        :func:`eventstore.io.export.chunks_from_rows`; a backend may build pages in SQL (SQLite
         does).
         Raises :class:`DatabaseError` for a stored payload export cannot write."""
-        from ..export import chunks_from_rows
+        from eventstore.io.export import chunks_from_rows
 
         return chunks_from_rows(self, session_id, meta_json)
 
@@ -521,7 +521,7 @@ class Backend(ABC):
 
     @abstractmethod
     def checkpoint_rows(self, at: dict[str, int] | None = None, position: int = 0) -> dict:
-        """For checkpoints (:mod:`eventstore.anchor`), read in ONE snapshot (SQLite: one
+        """For checkpoints (:mod:`eventstore.audit.anchor`), read in ONE snapshot (SQLite: one
         read transaction; PostgreSQL: REPEATABLE READ):
 
         ``{"position": the largest stored position (0: none),

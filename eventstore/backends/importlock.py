@@ -1,6 +1,6 @@
 """The import lock of the SQLite backend: a ``flock`` on a file beside the database.
 
-A chunked import (:mod:`eventstore.bulk`) holds it from its first chunk to its last, and
+A chunked import (:mod:`eventstore.io.bulk`) holds it from its first chunk to its last, and
 names it in its ``importing`` row (the *owner*: the lock file's path and a random tag), so
 that a follower can tell a running import, whose events it must wait for, from one whose
 process died or gave up (the kernel releases a ``flock`` when its holder dies, even by

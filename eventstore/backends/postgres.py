@@ -54,7 +54,8 @@ from psycopg.adapt import Loader
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextLoader
 
-from ..chain import chain_rows, genesis_hash, session_hash
+from eventstore.log.chain import chain_rows, genesis_hash, session_hash
+
 from ..errors import (
     AppendOnlyViolation,
     DatabaseError,

@@ -28,8 +28,9 @@ from typing import Any
 
 import orjson
 
-from ..chain import chain_hash, chain_rows, genesis_hash, session_hash
-from ..codec import _js_float, dumps, encodable, event_line, meta_line
+from eventstore.log.chain import chain_hash, chain_rows, genesis_hash, session_hash
+from eventstore.log.codec import _js_float, dumps, encodable, event_line, meta_line
+
 from ..errors import (
     AppendOnlyViolation,
     DatabaseError,
@@ -125,7 +126,7 @@ class _StaleHead(Exception):
 def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list,
                  shared: tuple[str, float] | None = None) -> None:
     """Insert ``rows`` at seqs ``seq0...`` and positions ``pos0...``: the flat ``[type, ts,
-    payload_json, hash, ...]`` of :func:`eventstore.chain.chain_rows`, or with ``shared``
+    payload_json, hash, ...]`` of :func:`eventstore.log.chain.chain_rows`, or with ``shared``
     (the ``(type, ts)`` of every row) its ``pairs`` form ``[payload_json, hash, ...]``.
     Raises :class:`_StaleHead` when the first statement is refused (nothing of the batch is
     stored then), sqlite3 errors for any later one."""
@@ -1319,7 +1320,7 @@ def _export_chunks(backend: SQLiteBackend, session_id: str, meta_json: str):
 
     Pages of EXPORT_PAGE events, each one short read transaction: _fast_page writes a page in
     one piece when it can, else the page goes row by row."""
-    from ..export import rewritten_payload
+    from eventstore.io.export import rewritten_payload
 
     out: list = [(meta_line(session_id, meta_json) + "\n").encode("utf-8")]
     size = len(out[0])

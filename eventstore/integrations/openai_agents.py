@@ -59,12 +59,13 @@ from typing import Any
 import orjson
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from ..aio import AsyncEventStore
+from eventstore.core.aio import AsyncEventStore
+from eventstore.core.store import Event, EventStore, Session
+from eventstore.log.context import RETRACT, SYSTEM, TOOLS, retraction
+from eventstore.log.projection import loads as _loads
+
 from ..backends.base import Backend
-from ..context import RETRACT, SYSTEM, TOOLS, retraction
 from ..errors import SeqConflict
-from ..projection import loads as _loads
-from ..store import Event, EventStore, Session
 
 __all__ = ["EventStoreSession", "item_events", "event_items"]
 

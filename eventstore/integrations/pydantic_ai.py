@@ -45,8 +45,8 @@ from datetime import datetime
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
-from ..aio import AsyncSession
-from ..store import Event, Session
+from eventstore.core.aio import AsyncSession
+from eventstore.core.store import Event, Session
 
 __all__ = ["record_messages", "load_messages", "arecord_messages", "aload_messages", "message_events",
            "events_messages"]

@@ -24,19 +24,20 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from eventstore.io.export import row_pages
+from eventstore.io.transcripts.common import current_meta
+
 from .. import __version__
 from ..errors import EventStoreError, QueryError, SessionNotFound
-from ..export import row_pages
 from ..search import search as run_search
 from ..search import snippet_ranges
-from ..transcripts.common import current_meta
 from .hub import ALL, Hub
 from .index import SORT_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from ..store import EventStore
+    from eventstore.core.store import EventStore
 
 __all__ = ["create_app", "Guard", "CSP"]
 
@@ -172,7 +173,7 @@ class EventPages:
     at most ``limit`` events and, past the first, about ``max_bytes`` of payload text.
     Afterwards ``more`` says whether events follow and ``last`` is the last seq given.
 
-    Pages come from :func:`eventstore.export.row_pages` as the pieces are taken (at most
+    Pages come from :func:`eventstore.io.export.row_pages` as the pieces are taken (at most
     about a megabyte of payload each, cut by the database's read), so memory holds one
     page, not the answer: more than that only where one event is larger."""
 

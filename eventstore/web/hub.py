@@ -18,11 +18,12 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..follow import DeadOwners
+from eventstore.live.follow import DeadOwners
+
 from .index import SessionIndex
 
 if TYPE_CHECKING:
-    from ..store import EventStore
+    from eventstore.core.store import EventStore
 
 __all__ = ["Hub", "Subscription"]
 

@@ -6,7 +6,7 @@ Create Date: 2026-12-02
 
 No event hash covers a ``sessions`` row, so an edit of its ``meta`` or ``created_at``
 (guards switched off) was caught only against a checkpoint kept elsewhere. ``meta_hash``
-(:func:`eventstore.chain.session_hash`: 128 bits over the id and ``created_at``, 128 over
+(:func:`eventstore.log.chain.session_hash`: 128 bits over the id and ``created_at``, 128 over
 the id and ``meta``) is written by the store with every new session and checked by
 ``eventstore verify``, which says which of the two changed. This revision adds the column
 and fills it for the sessions already stored (computed here in Python: SQLite has no
@@ -45,7 +45,7 @@ def _half(session_id, field, value):
 
 
 def session_hash(session_id, created_at, meta):
-    """eventstore.chain.session_hash as of this revision (written out: a migration must not
+    """eventstore.log.chain.session_hash as of this revision (written out: a migration must not
     change when the package does)."""
     return _half(session_id, "created_at", float(created_at)) + _half(session_id, "meta", meta)
 

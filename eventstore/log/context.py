@@ -25,7 +25,7 @@ It reads the log's extension events (docs/session-log-format.md, "Extensions"):
   calls appended.
 
 The messages themselves are mapped exactly as the reference projection
-(:mod:`eventstore.projection`) maps them; :meth:`Session.derive_messages` stays that
+(:mod:`eventstore.log.projection`) maps them; :meth:`Session.derive_messages` stays that
 projection and ignores all three extension events.
 """
 
@@ -33,10 +33,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidEvent
+from eventstore.errors import InvalidEvent
 
 if TYPE_CHECKING:
-    from .store import Session
+    from eventstore.core.store import Session
 
 __all__ = ["context_at", "SYSTEM", "TOOLS", "RETRACT", "MESSAGE_TYPES", "retraction"]
 

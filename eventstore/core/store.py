@@ -17,13 +17,10 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import IO, Any
 
-from . import follow as _follow
-from .backends import open_backend
-from .backends.base import PAGE, Backend
-from .bulk import import_jsonl as _import_jsonl
-from .codec import dumps, encodable, event_line, good_event_id, loads, payload_json, payload_json_stored, payload_jsons
-from .context import context_at as _context_at
-from .errors import (
+from eventstore.audit.repair import repair as _repair
+from eventstore.backends import open_backend
+from eventstore.backends.base import PAGE, Backend
+from eventstore.errors import (
     AppendOnlyViolation,
     IdempotencyConflict,
     InvalidEvent,
@@ -31,10 +28,22 @@ from .errors import (
     SessionExists,
     SessionNotFound,
 )
-from .export import export_session as _export_session
-from .projection import loads as _messages_loads
-from .repair import repair as _repair
-from .validate import _check_seq, _check_session_id, _check_ts, _check_type
+from eventstore.io.bulk import import_jsonl as _import_jsonl
+from eventstore.io.export import export_session as _export_session
+from eventstore.live import follow as _follow
+from eventstore.log.codec import (
+    dumps,
+    encodable,
+    event_line,
+    good_event_id,
+    loads,
+    payload_json,
+    payload_json_stored,
+    payload_jsons,
+)
+from eventstore.log.context import context_at as _context_at
+from eventstore.log.projection import loads as _messages_loads
+from eventstore.log.validate import _check_seq, _check_session_id, _check_ts, _check_type
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
 
@@ -145,7 +154,7 @@ def _split_batch(events: Any, now: float, session_id: str) -> tuple[list, list, 
     item's index.
 
     A list or tuple of events is read as it stands: ``payload_jsons`` is None, and the
-    caller encodes the payloads as one batch (:func:`eventstore.jsonl.payload_jsons`); one
+    caller encodes the payloads as one batch (:func:`eventstore.io.jsonl.payload_jsons`); one
     of ``(type, payload)`` tuples is split by C loops. Any other iterable is read item by
     item, each payload encoded as it comes: a generator may reuse one mutable item or dict
     (each event keeps what it held when yielded), or never end after a bad one."""
@@ -372,7 +381,7 @@ class Session:
 
         Waits ``poll_interval`` seconds between looks when nothing changed; stops after
         ``idle_timeout`` seconds without a new event (None: follows until the caller stops
-        iterating). Holds no read transaction between looks (see :mod:`eventstore.follow`).
+        iterating). Holds no read transaction between looks (see :mod:`eventstore.live.follow`).
         Raises :class:`DatabaseError` when the database cannot be read.
         """
         after = -1 if after_seq is None else _check_seq(after_seq, "after_seq")
@@ -381,7 +390,7 @@ class Session:
 
     def derive_messages(self) -> list[dict]:
         """The projection: the chat ``messages`` array (list of dicts) for this session,
-        read from the ``messages`` view (see :mod:`eventstore.projection`)."""
+        read from the ``messages`` view (see :mod:`eventstore.log.projection`)."""
         return _messages_loads(self._store.backend.messages_json(self.id))
 
     def messages_json(self) -> str:
@@ -392,7 +401,7 @@ class Session:
         """What the model was sent just before the event at ``seq`` (at the head when None):
         ``{"messages": [...], "tools": [...]}`` in the chat-completions request shape, the
         instructions as a leading system message, retractions honoured. See
-        :func:`eventstore.context.context_at`; raises :class:`InvalidEvent`."""
+        :func:`eventstore.log.context.context_at`; raises :class:`InvalidEvent`."""
         return _context_at(self, seq)
 
     def repair(self) -> list[Event]:
@@ -403,7 +412,7 @@ class Session:
         interrupted for each tool call still waiting for its result at the end of the log,
         a ``step/end`` for an open step, a ``turn/end`` for an open turn; each payload has
         ``"repair": true``. History is never changed. Run it when the agent that owns the
-        session is not running. See :func:`eventstore.repair.repair`; raises
+        session is not running. See :func:`eventstore.audit.repair.repair`; raises
         :class:`SeqConflict` if other writers keep appending.
         """
         return _repair(self)
@@ -470,7 +479,7 @@ class EventStore:
 
         Waits ``poll_interval`` seconds between looks when nothing changed; stops after
         ``idle_timeout`` seconds without a new event (None: follows until the caller stops
-        iterating). Holds no read transaction between looks (see :mod:`eventstore.follow`).
+        iterating). Holds no read transaction between looks (see :mod:`eventstore.live.follow`).
         Raises :class:`DatabaseError` when the database cannot be read.
         """
         after = 0 if after_position is None else _check_seq(after_position, "after_position")
@@ -480,7 +489,7 @@ class EventStore:
     def last_position(self) -> int:
         """The global position of the newest event (0 when the store is empty): pass it to
         :meth:`follow` to see only events committed from now on. While a large import
-        runs, that is the position before its first event (see :mod:`eventstore.follow`)."""
+        runs, that is the position before its first event (see :mod:`eventstore.live.follow`)."""
         return self.backend.last_position(_follow.DeadOwners(self.backend)())
 
     # --- sessions ----------------------------------------------------------------------
@@ -509,7 +518,7 @@ class EventStore:
         race-free across processes and on every backend, since the database refuses a second
         row for the id (:class:`SessionExists`) and whichever caller loses the race gets
         the winner's session. Raises :class:`InvalidEvent` for an id that cannot be stored.
-        A session whose import is unfinished (see :mod:`eventstore.bulk`) is not there for
+        A session whose import is unfinished (see :mod:`eventstore.io.bulk`) is not there for
         either: :class:`SessionNotFound`."""
         if not encodable(session_id) or self.backend.session_meta(session_id) is None:
             if not create:
@@ -539,7 +548,7 @@ class EventStore:
         session's head; ``salvage`` keeps the valid prefix of a file with a bad tail.
         ``created_at`` is the creation time of a session the import creates (default: now;
         the file carries none). For what happened (skipped, appended, dropped lines), call
-        :func:`eventstore.bulk.import_jsonl`, which this wraps and which documents the rules.
+        :func:`eventstore.io.bulk.import_jsonl`, which this wraps and which documents the rules.
 
         Raises :class:`InvalidJSONL` (``FILE:LINE: reason``; nothing of the file is
         stored), :class:`ImportConflict` (stored with other events, or continued without

@@ -50,8 +50,8 @@ import json
 import os
 import re
 
-from ..errors import InvalidJSONL
-from .common import Converted, parse_ts, without
+from eventstore.errors import InvalidJSONL
+from eventstore.io.transcripts.common import Converted, parse_ts, without
 
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
 OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")

@@ -29,7 +29,7 @@ The document (format ``eventstore-checkpoint/1``)::
 * ``row`` = SHA-256 of ``{"created_at":C,"id":I,"meta":M}`` (Python ``json.dumps`` with
   ``sort_keys``, ``separators=(",", ":")``, ASCII escapes; ``M`` the stored meta text): the
   session row, which no event hash covers. It also covers ``sessions.meta_hash`` (a
-  function of the same three values, :func:`eventstore.chain.session_hash`), so the leaf is
+  function of the same three values, :func:`eventstore.log.chain.session_hash`), so the leaf is
   unchanged by migration 0210 and checkpoints written before it verify as they did.
 * ``root`` is the Merkle tree hash of RFC 6962 (section 2.1) over the sessions sorted by
   id (code point order): leaf = SHA-256(``0x00`` || ``json.dumps([id, events, head, row])``
@@ -51,11 +51,11 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from .chain import genesis_hash
-from .errors import CheckpointError
+from eventstore.errors import CheckpointError
+from eventstore.log.chain import genesis_hash
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .backends.base import Backend
+    from eventstore.backends.base import Backend
 
 __all__ = ["CheckpointError", "check_checkpoint", "generate_key", "load_checkpoint", "make_checkpoint",
            "merkle_root", "session_row_hash", "write_checkpoint"]
@@ -255,7 +255,7 @@ def check_checkpoint(backend: Backend, doc: dict, *, name: str = "checkpoint",
     and with ``trusted_key`` (64 hex digits) it must be signed by that key. Then, in one
     snapshot of the log: each session it lists still has its ``sessions`` row unchanged, at
     least as many events, and at seq ``events - 1`` the head hash it recorded (with the
-    chain verified from genesis by :func:`eventstore.audit.verify`, every event up to the
+    chain verified from genesis by :func:`eventstore.audit.verify.verify`, every event up to the
     head is then the one checkpointed); the events at positions up to its ``position`` are
     exactly those it counted; and no session missing from it is dated before it (by more than :data:`CREATE_GRACE`).
     ``name`` labels the messages (the file name).

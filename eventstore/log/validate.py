@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .errors import InvalidEvent
+from eventstore.errors import InvalidEvent
 
 __all__ = ["_check_seq", "_check_session_id", "_check_ts", "_check_type"]
 

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
-from ..errors import ImportConflict, SessionExists, SessionNotFound
-from . import claude_code, codex
-from .common import Converted, read_lines
+from eventstore.errors import ImportConflict, SessionExists, SessionNotFound
+from eventstore.io.transcripts import claude_code, codex
+from eventstore.io.transcripts.common import Converted, read_lines
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Reading is the reference loader made strict: lines split on ``\\n`` only (U+2028 and
 friends are content), a trailing ``\\r`` dropped, blank lines skipped, and every other line
 checked (see :class:`JsonlReader`). Each row comes with its payload in canonical form
-(:mod:`eventstore.codec`) and its chained hash (:mod:`eventstore.chain`). Also here: the
+(:mod:`eventstore.log.codec`) and its chained hash (:mod:`eventstore.log.chain`). Also here: the
 file names of exported sessions (:func:`file_name_for`).
 """
 
@@ -20,9 +20,9 @@ from typing import IO, Any
 
 import orjson as _orjson
 
-from .chain import _SHA256, genesis_hash
-from .codec import _DOT0, _SURROGATES, RESERVED_KEYS, _std_decoder, dumps, event_line, js_number
-from .errors import InvalidEvent, InvalidJSONL
+from eventstore.errors import InvalidEvent, InvalidJSONL
+from eventstore.log.chain import _SHA256, genesis_hash
+from eventstore.log.codec import _DOT0, _SURROGATES, RESERVED_KEYS, _std_decoder, dumps, event_line, js_number
 
 __all__ = [
     "JsonlReader",

@@ -2,7 +2,7 @@
 event before it.
 
 ``hash = SHA-256 hex of (previous hash + "\n" + the event's JSONL line)``, the line in its
-canonical form (:func:`eventstore.codec.event_line`); the first event of a session chains
+canonical form (:func:`eventstore.log.codec.event_line`); the first event of a session chains
 from :func:`genesis_hash` of the session id. An edit, a deleted or reordered event breaks
 every later hash; ``verify`` recomputes the chain. Backends call :func:`chain_rows` (or
 :func:`chain_hash`) once they hold a session's head, to build the rows they insert.
@@ -14,7 +14,7 @@ import hashlib
 import json
 from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
 
-from .codec import _fix_surrogates, _js_float, event_line, meta_line
+from eventstore.log.codec import _fix_surrogates, _js_float, event_line, meta_line
 
 __all__ = ["chain_hash", "chain_rows", "genesis_hash", "session_hash", "session_hash_changes"]
 

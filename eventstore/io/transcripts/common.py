@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO
 
-from ..errors import InvalidJSONL
-from ..jsonl import MAX_LINE_BYTES, too_long
+from eventstore.errors import InvalidJSONL
+from eventstore.io.jsonl import MAX_LINE_BYTES, too_long
 
 
 @dataclass

@@ -5,7 +5,7 @@ sql`` is the backend's, :meth:`~eventstore.backends.base.Backend.query_connectio
   streamed chunks against their message, and the projection's validity for a chat API.
   Each :class:`Finding` names the session and the seq.
 
-The rules shared by :func:`verify`, :func:`eventstore.repair.repair` and the ``tool_calls`` view (see
+The rules shared by :func:`verify`, :func:`eventstore.audit.repair.repair` and the ``tool_calls`` view (see
 ``docs/schema.md``): the calls of an ``assistant/message`` are the elements of its
 ``tool_calls`` when that is a JSON array; the ``tool/result`` answering a call is the first
 one after it with the call's id, before the next ``user/message`` or ``assistant/message``.
@@ -19,12 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .chain import _SHA256, genesis_hash
-from .codec import event_line
-from .errors import SessionNotFound
+from eventstore.errors import SessionNotFound
+from eventstore.log.chain import _SHA256, genesis_hash
+from eventstore.log.codec import event_line
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .backends.base import Backend
+    from eventstore.backends.base import Backend
 
 __all__ = ["Finding", "VerifyReport", "verify"]
 
@@ -63,7 +63,7 @@ KINDS = (
     "tool_calls",    # tool_calls that a chat API rejects (not an array, no id, a repeated id)
     "dangling_call",  # a tool call with no tool/result before the next user/assistant message
     "orphan_result",  # a tool/result that answers no call (or one already answered)
-    "checkpoint",    # the log does not extend a kept checkpoint (eventstore.anchor)
+    "checkpoint",    # the log does not extend a kept checkpoint (eventstore.audit.anchor)
 )
 
 _PARSED = frozenset({"assistant/message", "assistant/part", "assistant/chunk", "tool/result", "step/start"})
@@ -282,7 +282,7 @@ def verify(backend: Backend, session_ids: Iterable[str] | None = None) -> Verify
     answering a call). Checking all sessions also reports events whose session row is
     missing.
 
-    An unfinished import (:mod:`eventstore.bulk`) is a note while its importer runs, and a
+    An unfinished import (:mod:`eventstore.io.bulk`) is a note while its importer runs, and a
     finding once it does not (its session stays hidden), or when its row hides events
     stored before the import's first position; plus findings for what breaks its stored
     prefix's seqs or hash chain.
@@ -315,7 +315,7 @@ def verify(backend: Backend, session_ids: Iterable[str] | None = None) -> Verify
 
 def _unfinished_imports(backend: Backend, report: VerifyReport) -> None:
     """For each unfinished import (an ``importing`` row: its session is hidden from readers;
-    see eventstore.bulk): a note while its importer runs, else a finding (nobody will finish
+    see eventstore.io.bulk): a note while its importer runs, else a finding (nobody will finish
     it, so a stored session stays hidden: an importer that stopped, or a row made to hide a
     session); a finding too when the session has events before the row's first position
     (an import's events start there: the row hides a session stored before it), and for

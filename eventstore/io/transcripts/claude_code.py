@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import os
 
-from .common import Converted, parse_ts, without
+from eventstore.io.transcripts.common import Converted, parse_ts, without
 
 NOT_A_PROMPT = ("Caveat:", "<local-command-caveat>", "<local-command-stdout>", "<local-command-stderr>")
 INTERRUPT = "[Request interrupted by user"

@@ -6,7 +6,7 @@ writes it byte for byte as the reference does; import reads it back, validates i
 rebuilds the same hash chain): every seq, ts, payload (as its canonical text) and the
 session's meta are kept, so the hashes are the same ones. The JSONL format carries no
 creation time, so the import is given the source row's ``created_at``
-(:func:`eventstore.bulk.import_jsonl`, ``created_at``): the target's ``sessions`` row holds
+(:func:`eventstore.io.bulk.import_jsonl`, ``created_at``): the target's ``sessions`` row holds
 the same id, ``created_at`` and meta, hence the same ``meta_hash``, the same listing order,
 and the same checkpoint entry. Positions are the target's own (a session's events are
 stored together), so a whole checkpoint of the source verifies the copy when it was taken
@@ -24,7 +24,7 @@ A session already in the target is compared by its head: when the target holds t
 source's first ``n`` events (the same meta, and the target's hash at seq ``n - 1`` equal to
 the source's there, which the hash chain makes equal to the events before it; nothing else
 of the target is read), the copy adds the events past them, through the import of the rest
-of the session (:func:`eventstore.bulk.import_jsonl` with ``continues``), or leaves it as
+of the session (:func:`eventstore.io.bulk.import_jsonl` with ``continues``), or leaves it as
 it is when there are none: a copy that was interrupted, or a session that grew in the
 source since, is simply copied again. A session the target holds with other events (a
 hash that differs, more events than the source, other meta) is not copied and is reported;
@@ -33,7 +33,7 @@ which PostgreSQL's text refuses); the other sessions are still copied. A session
 there with another ``created_at`` (copied by an eventstore that did not keep it, or
 imported from its file) keeps its row, which the store never changes: its
 :class:`CopyResult` says so in ``note``. So does a copied session dated more than
-:data:`~eventstore.integrity.CLOCK_SLACK` before a session the target held already: stored
+:data:`~eventstore.audit.integrity.CLOCK_SLACK` before a session the target held already: stored
 after it, verify names it as a session added later with a past date (copy into an empty
 store to move a store).
 """
@@ -44,10 +44,10 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .chain import genesis_hash
-from .codec import meta_difference
-from .errors import EventStoreError, InvalidJSONL, SessionNotFound
-from .store import EventStore
+from eventstore.core.store import EventStore
+from eventstore.errors import EventStoreError, InvalidJSONL, SessionNotFound
+from eventstore.log.chain import genesis_hash
+from eventstore.log.codec import meta_difference
 
 __all__ = ["CopyError", "CopyResult", "copy_sessions"]
 
@@ -127,7 +127,7 @@ def copy_sessions(src: EventStore, dst: EventStore, session_ids: Iterable[str] |
     session), ``OSError`` (the temporary file of a long session). Sessions copied before an
     exception stay copied.
     """
-    from .integrity import CLOCK_SLACK, duration_text
+    from eventstore.audit.integrity import CLOCK_SLACK, duration_text
 
     ids = _ordered_ids(src, session_ids)
     rows = {row[0]: row for row in src.backend.sessions_in_storage_order()}
@@ -174,10 +174,10 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
     the target's ``(meta, events, head hash)`` of it (None: not there, or an unfinished
     import), ``src_hash`` the source's hash at the target's last seq. Raises CopyError,
     InvalidJSONL, EventStoreError."""
-    from . import audit
-    from .bulk import import_jsonl
-    from .chain import session_hash_changes
-    from .export import chunks_from_rows, export_session
+    from eventstore.audit import verify as audit
+    from eventstore.io.bulk import import_jsonl
+    from eventstore.io.export import chunks_from_rows, export_session
+    from eventstore.log.chain import session_hash_changes
 
     changed = session_hash_changes(*row)
     if changed:

@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from .codec import dumps, encodable, event_line, loads, meta_line
-from .errors import DatabaseError, InvalidEvent, SessionNotFound
-from .jsonl import file_name_for
+from eventstore.errors import DatabaseError, InvalidEvent, SessionNotFound
+from eventstore.io.jsonl import file_name_for
+from eventstore.log.codec import dumps, encodable, event_line, loads, meta_line
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .backends.base import Backend
-    from .store import EventStore
+    from eventstore.backends.base import Backend
+    from eventstore.core.store import EventStore
 
 __all__ = ["check_not_the_store", "chunks_from_rows", "export_session", "export_sessions", "rewritten_payload"]
 
@@ -60,7 +60,7 @@ def chunks_from_rows(backend: Backend, session_id: str, meta_json: str,
     """The session's JSONL as ``(pieces, bytes, events)`` (see
     :meth:`~eventstore.backends.base.Backend.export_chunks`), built from
     :func:`row_pages` (bounded by bytes), about :data:`EXPORT_BUFFER` bytes a chunk. With ``after_seq``, the meta line
-    and only the events past that seq (what :func:`eventstore.bulk.import_jsonl` reads with
+    and only the events past that seq (what :func:`eventstore.io.bulk.import_jsonl` reads with
     ``continues``)."""
     out: list = [(meta_line(session_id, meta_json) + "\n").encode("utf-8")]
     size = len(out[0])
@@ -245,7 +245,7 @@ def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: I
     ``(session_id, path, events)`` per session.
 
     ``session_ids`` selects sessions (default: every stored one). File names come from
-    :func:`~eventstore.jsonl.file_name_for`: whatever an id holds (``/``, ``..``, NUL, a
+    :func:`~eventstore.io.jsonl.file_name_for`: whatever an id holds (``/``, ``..``, NUL, a
     drive letter, upper case), its file lands inside ``folder`` under a name that maps back
     to it alone; an existing file of that name is replaced. ``done(session_id, path,
     events)`` is called after each file. Raises :class:`~eventstore.errors.SessionNotFound`

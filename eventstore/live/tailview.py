@@ -20,7 +20,7 @@ import json
 import re
 from collections.abc import Callable
 
-from .store import Event
+from eventstore.core.store import Event
 
 __all__ = ["TailView"]
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import IO
 
-from . import FORMATS
+from eventstore.io.transcripts import FORMATS
 
 CLAUDE_TYPES = {"user", "assistant", "system", "summary", "file-history-snapshot", "progress", "queue-operation"}
 CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}

@@ -16,7 +16,7 @@ generators built on :func:`follow_store` and :func:`follow_session`. How they wo
   larger position and, within a session, a larger seq): reading ``> last seen`` yields each
   event exactly once, in order.
 * A large import commits in chunks, its session hidden until the last one
-  (:mod:`eventstore.bulk`), so its events are stored at positions that other events pass
+  (:mod:`eventstore.io.bulk`), so its events are stored at positions that other events pass
   while it runs. A reader of positions stops before the first position of every unfinished
   import whose owner still holds its import lock, and waits there (writers do not); it goes
   on past an import whose owner died or gave up (:class:`DeadOwners`), whose events stay
@@ -30,12 +30,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from .codec import encodable
-from .errors import InvalidEvent
+from eventstore.errors import InvalidEvent
+from eventstore.log.codec import encodable
 
 if TYPE_CHECKING:
-    from .backends.base import Backend, Follower
-    from .store import Event
+    from eventstore.backends.base import Backend, Follower
+    from eventstore.core.store import Event
 
 __all__ = ["DeadOwners", "follow_store", "follow_session", "wait_for_session", "DEFAULT_POLL_INTERVAL", "PAGE"]
 

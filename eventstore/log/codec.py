@@ -14,7 +14,7 @@ The reference implementation (``shared/reference/session.mjs``) saves a session 
   ``1e-7``, ``1e+21``, ``-0`` as ``0``); an integer that a double cannot hold exactly is
   refused rather than rounded, and so are NaN and Infinity.
 
-The hash chain is in :mod:`eventstore.chain`, the JSONL reader in :mod:`eventstore.jsonl`.
+The hash chain is in :mod:`eventstore.log.chain`, the JSONL reader in :mod:`eventstore.io.jsonl`.
 orjson (a required dependency, at a version that writes exponents with their sign as
 JavaScript does) writes and proves the common payloads; the pure-Python encoder decides
 every doubtful case and gives every error its message.
@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson as _orjson
 
-from .errors import InvalidEvent
+from eventstore.errors import InvalidEvent
 
 __all__ = [
     "dumps",

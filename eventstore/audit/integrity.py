@@ -1,6 +1,6 @@
 """Verify the whole database: storage, schema, sessions, the log, and kept checkpoints.
 
-:func:`verify_database` (``eventstore verify``) wraps :func:`eventstore.audit.verify` (seqs,
+:func:`verify_database` (``eventstore verify``) wraps :func:`eventstore.audit.verify.verify` (seqs,
 the hash chain, the guard triggers, chunks, tool calls) with the checks of everything else
 that decides what a reader sees, on any backend:
 
@@ -14,7 +14,7 @@ that decides what a reader sees, on any backend:
   ``created_at`` is named; a row without one was not written by the store), and the rows
   in the order they were stored carry non-decreasing ``created_at`` (a session added
   later with a past date, a ghost, shows here);
-* ``checkpoint``: the log extends each kept checkpoint (:mod:`eventstore.anchor`).
+* ``checkpoint``: the log extends each kept checkpoint (:mod:`eventstore.audit.anchor`).
 
 A database too damaged to open or read gives findings, never an exception: a session whose
 rows cannot be read is a finding naming it.
@@ -25,12 +25,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from .anchor import check_checkpoint
-from .audit import Finding, VerifyReport, verify
-from .backends import backend_class, open_backend
-from .backends.base import Backend
-from .chain import session_hash_changes
-from .errors import DatabaseError, SchemaOutdated, SessionNotFound, WalMismatch
+from eventstore.audit.anchor import check_checkpoint
+from eventstore.audit.verify import Finding, VerifyReport, verify
+from eventstore.backends import backend_class, open_backend
+from eventstore.backends.base import Backend
+from eventstore.errors import DatabaseError, SchemaOutdated, SessionNotFound, WalMismatch
+from eventstore.log.chain import session_hash_changes
 
 __all__ = ["CLOCK_SLACK", "duration_text", "verify_database"]
 
@@ -108,9 +108,9 @@ def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[s
                     trusted_key: str | None = None) -> VerifyReport:
     """Verify the database ``target`` (an SQLite path, ``sqlite:///`` or ``postgresql://``
     URL, opened read-only, or an open :class:`Backend`) and return a
-    :class:`~eventstore.audit.VerifyReport`: storage, schema, sessions, the log of every
+    :class:`~eventstore.audit.verify.VerifyReport`: storage, schema, sessions, the log of every
     session (or of ``session_ids``), and each ``(name, document)`` of ``checkpoints`` (see
-    :func:`eventstore.anchor.check_checkpoint`; ``trusted_key``, 64 hex digits, is the
+    :func:`eventstore.audit.anchor.check_checkpoint`; ``trusted_key``, 64 hex digits, is the
     Ed25519 public key they must be signed with). ``full`` runs the slower storage check
     (SQLite ``integrity_check``).
 

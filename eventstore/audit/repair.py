@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .audit import _Walk
-from .errors import SeqConflict
+from eventstore.audit.verify import _Walk
+from eventstore.errors import SeqConflict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .store import Event, Session
+    from eventstore.core.store import Event, Session
 
 __all__ = ["INTERRUPTED", "repair", "repair_plan"]
 

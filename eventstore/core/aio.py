@@ -38,10 +38,10 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
-from . import follow as _follow
-from .backends.base import Follower
-from .store import Event, EventStore, Session, SessionInfo, _event_from_row
-from .validate import _check_seq
+from eventstore.backends.base import Follower
+from eventstore.core.store import Event, EventStore, Session, SessionInfo, _event_from_row
+from eventstore.live import follow as _follow
+from eventstore.log.validate import _check_seq
 
 __all__ = ["AsyncEventStore", "AsyncSession"]
 

@@ -1,7 +1,7 @@
 """A second process that parses JSONL files while the store inserts: bulk import on two cores.
 
 Importing a file is two jobs of about the same size: parsing and checking its lines
-(:class:`~eventstore.jsonl.JsonlReader`, Python) and inserting the rows (SQLite, the guard
+(:class:`~eventstore.io.jsonl.JsonlReader`, Python) and inserting the rows (SQLite, the guard
 trigger). In one process they take turns, and a thread does not help: the parser needs the
 GIL all the time, and the inserter needs it between statements. So an import of a file of at
 least :data:`PARALLEL_MIN_BYTES` reads it through a worker process (:func:`acquire`: one per
@@ -9,9 +9,9 @@ importing process, started at the first such import, serving every later one): t
 runs the same ``JsonlReader`` and sends each batch of rows as it is ready, while the store
 inserts the batch before it.
 
-Protocol (stdin/stdout of ``python -c "from eventstore.parse_worker import serve; serve()"``):
+Protocol (stdin/stdout of ``python -c "from eventstore.io.parse_worker import serve; serve()"``):
 each message is an 8-byte little-endian length and a :mod:`marshal` text. The worker first
-sends ``(HELLO, its eventstore.parse_worker.__file__)``; the store checks that it runs the
+sends ``(HELLO, its eventstore.io.parse_worker.__file__)``; the store checks that it runs the
 same code. A request is ``(path, name, session_id, max_rows, max_bytes, (st_dev, st_ino))`` (the file
 the importer opened); the answer is ``(OTHER_FILE,)`` when the path opens another file in
 the worker (``/dev/stdin``, ``/dev/fd/N``, a file replaced since), or a
@@ -40,8 +40,8 @@ import sys
 import threading
 from typing import IO, Any
 
-from .errors import DatabaseError, InvalidJSONL
-from .jsonl import JsonlReader
+from eventstore.errors import DatabaseError, InvalidJSONL
+from eventstore.io.jsonl import JsonlReader
 
 #: Files at least this large (bytes) are parsed by the worker process; smaller ones in the
 #: importing process (a worker costs about half a second to start).
@@ -131,7 +131,7 @@ class ParseWorker:
         env = dict(os.environ)
         env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
-            proc = subprocess.Popen([sys.executable, "-c", "from eventstore.parse_worker import serve; serve()"],
+            proc = subprocess.Popen([sys.executable, "-c", "from eventstore.io.parse_worker import serve; serve()"],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                     env=env, close_fds=True)
         except OSError:
@@ -207,7 +207,7 @@ def _close_at_exit() -> None:
 
 
 class WorkerReader:
-    """A :class:`~eventstore.jsonl.JsonlReader` whose parsing runs in a :class:`ParseWorker`:
+    """A :class:`~eventstore.io.jsonl.JsonlReader` whose parsing runs in a :class:`ParseWorker`:
     the same attributes, :meth:`batches` and :meth:`drain`, for a file given by path. Hold
     the worker's lock while using it; call :meth:`close` when done (it kills the worker if
     the file was not read to its end)."""

@@ -1,6 +1,6 @@
-"""Bulk JSONL import: whole files in, streaming (export is :mod:`eventstore.export`).
+"""Bulk JSONL import: whole files in, streaming (export is :mod:`eventstore.io.export`).
 
-Import (:func:`import_jsonl`) reads a file with :class:`~eventstore.jsonl.JsonlReader`
+Import (:func:`import_jsonl`) reads a file with :class:`~eventstore.io.jsonl.JsonlReader`
 and stores it atomically: all of its events or none (with ``salvage``, all of its valid
 prefix). A file of one batch, or one that adds to a stored session, goes in one write
 transaction of the backend (:meth:`~eventstore.backends.base.Backend.import_transaction`).
@@ -10,7 +10,7 @@ one commits (the ``importing`` table; docs/concurrency.md, "Large imports"). A f
 a session that is already stored is compared event by event with it: identical means skipped, different is an
 :class:`~eventstore.errors.ImportConflict` naming the first line that differs, and events
 past the stored head are added only with ``append``. A stream that holds only the rest of
-a stored session (``continues``, what :mod:`eventstore.copy` sends) is chained to the
+a stored session (``continues``, what :mod:`eventstore.io.copy` sends) is chained to the
 stored head instead: its hash there is the one check of what is stored.
 
 Memory is bounded by the longest line (a few copies of it), never by the file: rows go to
@@ -28,17 +28,17 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
-from . import parse_worker
-from .backends import base
-from .backends.base import ImportTransaction, Refusal
-from .codec import dumps, loads, meta_difference
-from .errors import DatabaseError, ImportConflict, InvalidEvent, InvalidJSONL
-from .jsonl import MAX_LINE_BYTES, JsonlReader
-from .parse_worker import WorkerReader
-from .validate import _check_session_id
+from eventstore.backends import base
+from eventstore.backends.base import ImportTransaction, Refusal
+from eventstore.errors import DatabaseError, ImportConflict, InvalidEvent, InvalidJSONL
+from eventstore.io import parse_worker
+from eventstore.io.jsonl import MAX_LINE_BYTES, JsonlReader
+from eventstore.io.parse_worker import WorkerReader
+from eventstore.log.codec import dumps, loads, meta_difference
+from eventstore.log.validate import _check_session_id
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .store import EventStore
+    from eventstore.core.store import EventStore
 
 __all__ = ["Dropped", "ImportReport", "import_jsonl"]
 
@@ -113,12 +113,12 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
     ``created_at`` (seconds since the epoch, a finite number) is the ``sessions.created_at``
     of a session this import creates; by default the time of the import (the JSONL format
     carries no creation time: a ``created_at`` key of a ``session/meta`` line is a meta key
-    like any other). A session already stored keeps its own. :func:`eventstore.copy.copy_sessions`
+    like any other). A session already stored keeps its own. :func:`eventstore.io.copy.copy_sessions`
     passes the source's, so that a copied session keeps its row (and its ``meta_hash``).
 
     ``continues`` ``(seq, hash)`` says that ``source`` holds a stored session's events from
     ``seq`` on (its ``session/meta`` line, then seqs ``seq``, ``seq + 1``, ...), chained to
-    ``hash``, the hash of its event ``seq - 1`` (:func:`~eventstore.chain.genesis_hash` of
+    ``hash``, the hash of its event ``seq - 1`` (:func:`~eventstore.log.chain.genesis_hash` of
     the id for 0): the stored session must hold at least ``seq`` events, the one at ``seq -
     1`` with that hash (which the chain makes equal to the stored events before it; they are
     not read), and the same meta. The events past the stored head are added (as with
@@ -126,7 +126,7 @@ def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, na
 
     ``max_line`` is the longest line read (64 MiB: a longer one is an ``InvalidJSONL``, so
     that no input grows memory past a few copies of it); None reads any line, for a stream
-    of a store's own export (:mod:`eventstore.copy`).
+    of a store's own export (:mod:`eventstore.io.copy`).
 
     Returns an :class:`ImportReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``; nothing of the file is stored), its subclass

@@ -1,0 +1,1 @@
+"""Proof: the chain walk (verify), checkpoints, integrity reports and repair."""

@@ -1,0 +1,1 @@
+"""The store: sessions, appends and reads over a backend (sync and asyncio)."""

@@ -1,0 +1,1 @@
+"""Following a log as it grows: the follower and the terminal tail view."""
