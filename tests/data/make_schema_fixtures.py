@@ -10,8 +10,6 @@ OUT/schema-0290.pg.sql (pg_dump --no-owner --no-privileges of a PostgreSQL datab
 same import wrote).
 """
 
-import os
-import shutil
 import sqlite3
 import subprocess
 import sys
