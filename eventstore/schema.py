@@ -1,8 +1,9 @@
 """Schema versions and the names both backends share.
 
-The schema itself is defined by the migrations (``migrations/versions/``: a frozen baseline
-per database, written out in full, then one revision per change); docs/schema.md describes
-it column by column. Tables:
+The schema itself is defined by the migrations: one Alembic history per database
+(``migrations/sqlite/versions/`` and ``migrations/postgres/versions/``, with the same
+revision ids: a frozen baseline written out in full, then one revision per change; see
+:func:`migrations_path`); docs/schema.md describes it column by column. Tables:
 
 * ``sessions(id, created_at, meta, meta_hash)``: one row per session; ``created_at`` is
   seconds since the epoch (float); ``meta`` the JSON object text of the ``session/meta``
@@ -21,7 +22,9 @@ it column by column. Tables:
 
 from __future__ import annotations
 
-from .errors import SchemaOutdated
+from pathlib import Path
+
+from .errors import DatabaseError, SchemaOutdated
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
 SCHEMA_REVISION = "0290"
@@ -36,6 +39,24 @@ READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset({"0220", "0230"})
 #: The last revision of the first release (its history 0001-0007 was replaced by the
 #: baseline 0008): a database stamped with it is upgraded in place on a writable open.
 LEGACY_REVISIONS = frozenset({"0007"})
+
+
+#: The folder of each database's Alembic scripts (env.py and versions/) under ``migrations``.
+MIGRATION_FOLDERS = {"sqlite": "sqlite", "postgresql": "postgres"}
+
+
+def migrations_path(dialect: str) -> str:
+    """The Alembic script location of ``dialect``'s databases ("sqlite" or "postgresql"):
+    ``<dialect folder>`` in the installed ``eventstore/migrations`` (built from the
+    repository's top-level ``migrations/``), or in that folder of a source checkout. Each
+    database has a history of its own, with the same revision ids; a released revision
+    never changes (tests/test_migrations.py pins their hashes)."""
+    folder = MIGRATION_FOLDERS[dialect]
+    here = Path(__file__).resolve().parent
+    for base in (here / "migrations", here.parent / "migrations"):
+        if (base / folder / "env.py").is_file():
+            return str(base / folder)
+    raise DatabaseError(f"the migration scripts are missing (looked in {here / 'migrations' / folder})")
 
 
 def outdated(name: str, revision: str, who: str = "") -> SchemaOutdated:

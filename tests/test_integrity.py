@@ -304,7 +304,7 @@ def at_revision(url: str, revision: str, *statements: str) -> None:
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     with engine.begin() as conn:
         cfg = Config()
-        cfg.set_main_option("script_location", migrations_path())
+        cfg.set_main_option("script_location", migrations_path("postgresql" if is_pg(url) else "sqlite"))
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
         for statement in statements:

@@ -534,11 +534,11 @@ def test_thinking_and_parts_are_indexed_as_they_come(store):
     assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]
 
 
-def _migration(name: str):
-    """A migration script of migrations/versions, as a module."""
+def _migration(name: str, database: str):
+    """A migration script of ``database``'s history (migrations/sqlite or postgres), as a module."""
     import importlib.util
 
-    path = next((ROOT / "migrations" / "versions").glob(f"{name}_*.py"))
+    path = next((ROOT / "migrations" / database / "versions").glob(f"{name}_*.py"))
     spec = importlib.util.spec_from_file_location(f"_migration_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -555,7 +555,7 @@ def test_a_store_indexed_at_0270_gets_its_thinking_and_parts_indexed_by_the_upgr
     if backend_url.startswith("postgresql"):  # back to 0270 as it was, its index caught up
         import psycopg
 
-        guard = next(d for d in _migration("0250").postgresql("public") if "FUNCTION es_search_guard()" in d)
+        guard = next(d for d in _migration("0250", "postgres").postgresql("public") if "FUNCTION es_search_guard()" in d)
         with psycopg.connect(backend_url, autocommit=True) as conn:
             conn.execute(guard.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
             conn.execute("CREATE OR REPLACE VIEW events_search_text AS SELECT position, session_id, seq, type, "
@@ -569,7 +569,7 @@ def test_a_store_indexed_at_0270_gets_its_thinking_and_parts_indexed_by_the_upgr
         con = sqlite3.connect(backend_url)
         with con:
             con.execute("DROP VIEW events_search_text")
-            con.execute(_migration("0100").SEARCH_TEXT)
+            con.execute(_migration("0100", "sqlite").SEARCH_TEXT)
             con.execute("INSERT INTO events_search (rowid, text) SELECT position, text FROM events_search_text")
             con.execute("UPDATE events_search_state SET indexed_through = ?", (last,))
             con.execute("UPDATE alembic_version SET version_num = '0270'")

@@ -1,7 +1,7 @@
 """The PostgreSQL backend (psycopg 3): ``postgresql://user@host:port/db`` or
 ``postgresql+psycopg://...``.
 
-The schema (migrations/versions, the baseline's PostgreSQL branch) holds the guarantees; this
+The schema (migrations/postgres/versions, from the baseline on) holds the guarantees; this
 module only talks to it:
 
 * **Positions.** The insert guard trigger takes the position lock (:data:`LOCK_POSITIONS`,
@@ -398,7 +398,7 @@ class PostgresBackend(Backend):
         from sqlalchemy import create_engine
         from sqlalchemy.pool import NullPool
 
-        from .sqlite_engine import migrations_path  # (where the scripts are; no SQLite in it)
+        from ..schema import migrations_path
 
         engine = create_engine("postgresql+psycopg://", poolclass=NullPool,
                                creator=lambda: psycopg.connect(conninfo(self.url), application_name="eventstore"))
@@ -410,7 +410,7 @@ class PostgresBackend(Backend):
                 if found != head_revision():  # (another process may have migrated while this one waited)
                     self.upgraded_from = found
                 cfg = Config()
-                cfg.set_main_option("script_location", migrations_path())
+                cfg.set_main_option("script_location", migrations_path("postgresql"))
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
         except psycopg.Error as e:
@@ -1284,7 +1284,7 @@ def _expected_catalog(url: str, display: str, roles: tuple[str, str] | None = No
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
 
-    from .sqlite_engine import migrations_path  # (where the scripts are; no SQLite in it)
+    from ..schema import migrations_path
 
     scratch = f"eventstore_scratch_{os.getpid()}_{int(time.time() * 1000) % 10**9}"
     engine = create_engine("postgresql+psycopg://", poolclass=NullPool,
@@ -1296,7 +1296,7 @@ def _expected_catalog(url: str, display: str, roles: tuple[str, str] | None = No
                 conn.exec_driver_sql(f'CREATE SCHEMA "{scratch}"')
                 conn.exec_driver_sql(f'SET LOCAL search_path TO "{scratch}"')
                 cfg = Config()
-                cfg.set_main_option("script_location", migrations_path())
+                cfg.set_main_option("script_location", migrations_path("postgresql"))
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
                 if roles is not None:
@@ -1819,7 +1819,7 @@ def _query_error(e: psycopg.Error, timeout: float | None = QUERY_TIMEOUT,
 
 
 def head_revision() -> str:
-    """The Alembic revision this package's schema is at (the head of migrations/versions)."""
+    """The Alembic revision this package's schema is at (the head of migrations/postgres/versions)."""
     from ..schema import SCHEMA_REVISION
 
     return SCHEMA_REVISION

@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 from ..errors import DatabaseError, WalMismatch
 from ..schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION, outdated
+from ..schema import migrations_path as schema_migrations_path
 from .sqlite_walcheck import APPLICATION_ID, MARK_MAX, next_mark, wal_commits
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
@@ -243,14 +244,9 @@ def current_revision(conn: sqlite3.Connection) -> str | None:
     return row[0] if row else None
 
 
-def migrations_path() -> str:
-    """Where the Alembic scripts are: the installed ``eventstore/migrations`` (built from
-    the repository's top-level ``migrations/``), or that folder in a source checkout."""
-    here = Path(__file__).resolve().parents[1]
-    for candidate in (here / "migrations", here.parent / "migrations"):
-        if (candidate / "env.py").is_file():
-            return str(candidate)
-    raise DatabaseError(f"the migration scripts are missing (looked in {here / 'migrations'})")
+def migrations_path(dialect: str = "sqlite") -> str:
+    """Where the Alembic scripts of ``dialect``'s databases are (:func:`eventstore.schema.migrations_path`)."""
+    return schema_migrations_path(dialect)
 
 
 def no_database(path: str | None) -> DatabaseError:

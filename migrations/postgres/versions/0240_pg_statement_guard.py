@@ -46,7 +46,6 @@ revision = "0240"
 down_revision = "0230"
 branch_labels = None
 depends_on = None
-
 # pg_advisory_xact_lock key of the insert guard (the baseline's POSITION_LOCK).
 POSITION_LOCK = 28555852263026292
 
@@ -175,8 +174,6 @@ $$""",
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name == "sqlite":
-        return
     conn = op.get_bind().connection.driver_connection  # as written (no bind parameters)
     for ddl in POSTGRESQL:
         conn.execute(ddl)

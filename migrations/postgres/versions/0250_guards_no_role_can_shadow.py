@@ -42,19 +42,10 @@ revision = "0250"
 down_revision = "0240"
 branch_labels = None
 depends_on = None
-
 #: The advisory lock class (first key) of import locks (eventstore.backends.postgres).
 IMPORT_LOCK_CLASS = 1702063169
 
-SQLITE = [r"""
-CREATE TRIGGER importing_guard_update BEFORE UPDATE ON importing
-WHEN NEW.session_id IS NOT OLD.session_id OR NEW.first_position IS NOT OLD.first_position
-BEGIN
-  SELECT RAISE(ABORT, 'ES011: importing: only the owner of an unfinished import may change (a take-over)');
-END"""]
-
 _SETTINGS = "SET search_path = pg_catalog, pg_temp"
-
 # The SQL functions, their bodies as before written in the SQL-standard form: parsed when
 # created, so that the objects they name are bound then (a caller's search_path, temporary
 # types or operators decide nothing), and still inlined into the queries that call them
@@ -333,12 +324,7 @@ $$""",
 
 
 def upgrade() -> None:
-    bind = op.get_bind()
-    if bind.dialect.name == "sqlite":
-        for ddl in SQLITE:
-            bind.exec_driver_sql(ddl)
-        return
-    conn = bind.connection.driver_connection  # as written (no bind parameters)
+    conn = op.get_bind().connection.driver_connection  # as written (no bind parameters)
     schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
     for ddl in postgresql(schema):
         conn.execute(ddl)

@@ -30,18 +30,12 @@ SUMMARIES = "CREATE INDEX IF NOT EXISTS events_summaries ON events (session_id, 
 # Only the keys a line's uuid can be (no ':', '#' or '@': not the keys of a line's other
 # events, such as "<uuid>:turn-start"), so most imported events add nothing to it.
 SQLITE_BY_ID = "CREATE INDEX IF NOT EXISTS events_by_event_id ON events (event_id) WHERE event_id NOT GLOB '*[:#@]*'"
-POSTGRESQL_BY_ID = "CREATE INDEX IF NOT EXISTS events_by_event_id ON events (event_id) WHERE event_id !~ '[:#@]'"
 
 
 def upgrade() -> None:
     bind = op.get_bind()
-    if bind.dialect.name == "sqlite":
-        for sql in (SUMMARIES, SQLITE_BY_ID):
-            bind.exec_driver_sql(sql)
-        return
-    conn = bind.connection.driver_connection  # as written (no bind parameters)
-    for sql in (SUMMARIES, POSTGRESQL_BY_ID):
-        conn.execute(sql)
+    for sql in (SUMMARIES, SQLITE_BY_ID):
+        bind.exec_driver_sql(sql)
 
 
 def downgrade() -> None:

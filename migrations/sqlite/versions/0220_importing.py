@@ -27,16 +27,6 @@ CREATE TABLE importing (
   owner TEXT NOT NULL,
   started_at REAL NOT NULL
 )"""
-
-POSTGRESQL_IMPORTING = """
-CREATE TABLE importing (
-  session_id text PRIMARY KEY REFERENCES sessions (id),
-  first_position bigint NOT NULL,
-  owner text NOT NULL,
-  started_at double precision NOT NULL
-)"""
-
-
 # The writer role may insert importing rows (an import needs to), so the row itself is
 # checked: it may only hide a session that holds no event yet (the import inserts it right
 # after the sessions row, before its first chunk), and only from the next position on (it
@@ -49,50 +39,11 @@ BEGIN
   SELECT RAISE(ABORT, 'ES011: importing: only an import creating a session (no events yet, first_position the next position) may hide it');
 END"""
 
-POSTGRESQL_GUARD = [r"""
-CREATE FUNCTION es_importing_guard() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id)
-     OR NEW.first_position IS DISTINCT FROM (SELECT coalesce(max(position), 0) + 1 FROM events) THEN
-    RAISE EXCEPTION 'eventstore: importing: only an import creating a session (no events yet, first_position the next position) may hide it'
-      USING ERRCODE = 'ES011';
-  END IF;
-  RETURN NEW;
-END $$""",
-    "CREATE TRIGGER importing_guard_insert BEFORE INSERT ON importing FOR EACH ROW EXECUTE FUNCTION es_importing_guard()"]
-
-# Roles granted on events (`eventstore roles`, or a DBA's own) get what they need here: a
-# reader of events reads this table (every read consults it), a writer of events also
-# writes it (an import adds and removes its row). PUBLIC and the owner aside.
-POSTGRESQL_GRANTS = r"""
-DO $$
-DECLARE g record;
-BEGIN
-  FOR g IN SELECT DISTINCT a.grantee::regrole::text AS who, a.privilege_type AS what
-             FROM pg_class AS c, aclexplode(c.relacl) AS a
-            WHERE c.oid = 'events'::regclass AND a.grantee <> 0 AND a.grantee <> c.relowner
-              AND a.privilege_type IN ('SELECT', 'INSERT')
-  LOOP
-    IF g.what = 'SELECT' THEN
-      EXECUTE format('GRANT SELECT ON importing TO %s', g.who);
-    ELSE
-      EXECUTE format('GRANT INSERT, UPDATE, DELETE ON importing TO %s', g.who);
-    END IF;
-  END LOOP;
-END $$"""
-
 
 def upgrade() -> None:
     bind = op.get_bind()
-    if bind.dialect.name == "sqlite":
-        bind.exec_driver_sql(SQLITE_IMPORTING)
-        bind.exec_driver_sql(SQLITE_GUARD)
-    else:
-        conn = bind.connection.driver_connection
-        conn.execute(POSTGRESQL_IMPORTING)
-        for statement in POSTGRESQL_GUARD:
-            conn.execute(statement)
-        conn.execute(POSTGRESQL_GRANTS)
+    bind.exec_driver_sql(SQLITE_IMPORTING)
+    bind.exec_driver_sql(SQLITE_GUARD)
 
 
 def downgrade() -> None:

@@ -43,7 +43,6 @@ depends_on = None
 
 _NEW_TYPES = "('assistant/part', 'assistant/thinking')"
 _TYPES = "('user/message', 'assistant/message', 'tool/result', 'assistant/part', 'assistant/thinking')"
-
 # Revision 0100's text of a message's payload (content strings and content parts' text, then
 # each tool call's name and arguments), written out again.
 _SQLITE_MESSAGE_TEXT = """coalesce((SELECT group_concat(CASE WHEN c.type = 'text' THEN c.value
@@ -71,80 +70,11 @@ SELECT position, text FROM events_search_text
 WHERE type IN {_NEW_TYPES} AND position <= (SELECT indexed_through FROM events_search_state)""",
 ]
 
-_SETTINGS = "SET search_path = pg_catalog, pg_temp"
-
-
-def postgresql(s: str) -> list[str]:
-    """The DDL, with the schema's name ``s`` (quoted as an identifier) in every reference."""
-    return [
-        # One expression, no subquery: inlined into its caller, as es_search_vector is (a
-        # function that is not is planned again at each call from the index's guard: the
-        # catch-up took five times as long).
-        r"""
-CREATE FUNCTION es_event_text(event_type text, payload text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN CASE WHEN event_type <> 'assistant/thinking' THEN es_search_text(payload)
-            WHEN json_typeof(es_json(payload) -> 'thinking') = 'string' THEN es_json(payload) ->> 'thinking'
-            ELSE '' END""",
-        # (as es_search_vector: ASCII punctuation separates words; cut at 200,000 characters)
-        r"""
-CREATE FUNCTION es_event_vector(event_type text, payload text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN to_tsvector('simple'::regconfig,
-                   regexp_replace(left(es_event_text(event_type, payload), 200000), '[!-/:-@[-`{-~]+', ' ', 'g'))""",
-        f"""
-CREATE OR REPLACE VIEW events_search_text AS
-SELECT position, session_id, seq, type, es_event_text(type, payload) AS text
-FROM events
-WHERE type IN {_TYPES}
-""",
-        f"""
-CREATE OR REPLACE FUNCTION es_search_guard() RETURNS trigger LANGUAGE plpgsql {_SETTINGS} AS $$
-DECLARE
-  e record;
-BEGIN
-  IF TG_OP = 'INSERT' AND TG_TABLE_NAME = 'events_search' THEN
-    SELECT x.session_id, x.type, x.payload INTO e FROM {s}.events AS x
-     WHERE x.position = NEW.position AND x.type IN {_TYPES};
-    IF NOT FOUND THEN
-      RAISE EXCEPTION 'eventstore: events_search: position % is no searchable event', NEW.position USING ERRCODE = 'ES012';
-    END IF;
-    NEW.session_id := e.session_id;
-    NEW.type := e.type;
-    NEW.tsv := {s}.es_event_vector(e.type, e.payload);
-    RETURN NEW;
-  ELSIF TG_OP = 'UPDATE' AND TG_TABLE_NAME = 'events_search_state' THEN
-    IF NEW.id IS DISTINCT FROM OLD.id OR NEW.indexed_through < OLD.indexed_through
-       OR NEW.indexed_through > (SELECT coalesce(max(x.position), 0) FROM {s}.events AS x)
-       OR EXISTS (SELECT 1 FROM {s}.events AS x
-                   WHERE x.position > OLD.indexed_through AND x.position <= NEW.indexed_through
-                     AND x.type IN {_TYPES}
-                     AND NOT EXISTS (SELECT 1 FROM {s}.events_search AS i WHERE i.position = x.position)) THEN
-      RAISE EXCEPTION 'eventstore: events_search_state: indexed_through may only move on to a position up to which every searchable event is indexed'
-        USING ERRCODE = 'ES012';
-    END IF;
-    RETURN NEW;
-  END IF;
-  RAISE EXCEPTION 'eventstore: %: % refused (derived from the log)', TG_TABLE_NAME, TG_OP USING ERRCODE = 'ES012';
-END
-$$""",
-        # The guard fills in each row's session, type and vector from its event.
-        f"""
-INSERT INTO {s}.events_search (position, session_id, type, tsv)
-SELECT e.position, e.session_id, e.type, ''::tsvector FROM {s}.events AS e
-WHERE e.type IN {_NEW_TYPES} AND e.position <= (SELECT st.indexed_through FROM {s}.events_search_state AS st)
-ORDER BY e.position""",
-    ]
-
 
 def upgrade() -> None:
     bind = op.get_bind()
-    if bind.dialect.name == "sqlite":
-        for sql in SQLITE:
-            bind.exec_driver_sql(sql)
-        return
-    conn = bind.connection.driver_connection  # as written (no bind parameters)
-    schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
-    for ddl in postgresql(schema):
-        conn.execute(ddl)
+    for sql in SQLITE:
+        bind.exec_driver_sql(sql)
 
 
 def downgrade() -> None:

@@ -26,7 +26,6 @@ revision = "0230"
 down_revision = "0220"
 branch_labels = None
 depends_on = None
-
 # Why the first statement may skip ES001-ES003 when its WHERE is false, i.e. when the table's
 # last row L (largest position) has session_id = NEW.session_id, seq + 1 = NEW.seq and
 # position + 1 = NEW.position (all three comparisons true, so none is NULL):
@@ -75,8 +74,6 @@ END"""
 
 def upgrade() -> None:
     bind = op.get_bind()
-    if bind.dialect.name != "sqlite":
-        return
     bind.exec_driver_sql("DROP TRIGGER events_guard_insert")
     bind.exec_driver_sql(GUARD)  # as written: no bind parameters
 

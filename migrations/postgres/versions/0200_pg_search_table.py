@@ -82,8 +82,6 @@ END $$""",
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name == "sqlite":
-        return
     conn = op.get_bind().connection.driver_connection  # as written (no bind parameters)
     for ddl in POSTGRESQL:
         conn.execute(ddl)

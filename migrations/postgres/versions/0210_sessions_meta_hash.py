@@ -26,13 +26,6 @@ down_revision = "0200"
 branch_labels = None
 depends_on = None
 
-SQLITE_ADD = "ALTER TABLE sessions ADD COLUMN meta_hash TEXT"
-SQLITE_DROP_GUARD = "DROP TRIGGER sessions_guard_update"
-SQLITE_FILL = "UPDATE sessions SET meta_hash = :h WHERE id = :id"
-SQLITE_GUARD = r"""
-CREATE TRIGGER sessions_guard_update BEFORE UPDATE ON sessions
-BEGIN SELECT RAISE(ABORT, 'ES005: sessions are append-only: UPDATE refused'); END"""
-
 POSTGRESQL_ADD = "ALTER TABLE sessions ADD COLUMN meta_hash text"
 POSTGRESQL_DISABLE_GUARD = "ALTER TABLE sessions DISABLE TRIGGER sessions_guard_update"
 POSTGRESQL_FILL = "UPDATE sessions SET meta_hash = :h WHERE id = :id"
@@ -59,16 +52,10 @@ def _fill(bind, fill: str) -> None:
 
 def upgrade() -> None:
     bind = op.get_bind()
-    if bind.dialect.name == "sqlite":
-        op.execute(SQLITE_ADD)
-        op.execute(SQLITE_DROP_GUARD)
-        _fill(bind, SQLITE_FILL)
-        op.execute(SQLITE_GUARD)
-    else:
-        op.execute(POSTGRESQL_ADD)
-        op.execute(POSTGRESQL_DISABLE_GUARD)
-        _fill(bind, POSTGRESQL_FILL)
-        op.execute(POSTGRESQL_ENABLE_GUARD)
+    op.execute(POSTGRESQL_ADD)
+    op.execute(POSTGRESQL_DISABLE_GUARD)
+    _fill(bind, POSTGRESQL_FILL)
+    op.execute(POSTGRESQL_ENABLE_GUARD)
 
 
 def downgrade() -> None:

@@ -15,25 +15,15 @@ read-only open reads a database at 0240 as it is.
 
 PostgreSQL: nothing changes.
 """
-import secrets
-
-from alembic import op
 
 revision = "0260"
 down_revision = "0250"
 branch_labels = None
 depends_on = None
 
-APPLICATION_ID = 0x45565354  # eventstore.backends.sqlite_walcheck.APPLICATION_ID
-
 
 def upgrade() -> None:
-    bind = op.get_bind()
-    if bind.dialect.name != "sqlite":
-        return
-    # Both pragmas are part of the migration's transaction (SQLite writes them in page 1).
-    bind.exec_driver_sql(f"PRAGMA application_id = {APPLICATION_ID}")
-    bind.exec_driver_sql(f"PRAGMA user_version = {1 + secrets.randbelow(2**31 - 1)}")
+    """Nothing changes on PostgreSQL."""
 
 
 def downgrade() -> None:
