@@ -7,9 +7,13 @@ Writes OUT/schema-0290.db (import of the files below), OUT/schema-0220.db and
 OUT/schema-0100.db (empty files migrated to that revision with that commit's migrations,
 then the 0290 file's sessions and events rows copied in, in position order), and
 OUT/schema-0290.pg.sql (pg_dump --no-owner --no-privileges of a PostgreSQL database the
-same import wrote).
+same import wrote), OUT/schema-0220.pg.sql (a PostgreSQL database migrated to 0220, the
+0290 file's rows copied in) and OUT/schema-0290.reads.json (what that commit's library
+reads from the 0290 file: each session's export and messages).
 """
 
+import io
+import json
 import sqlite3
 import subprocess
 import sys
@@ -27,13 +31,14 @@ def cli(db, *args):
 
 
 def at_revision(path, revision):
+    """Migrate the empty database ``path`` (a file, or an SQLAlchemy URL) to ``revision``."""
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine
 
     from eventstore.backends.sqlite_engine import migrations_path
 
-    engine = create_engine(f"sqlite:///{path}")
+    engine = create_engine(path if "://" in str(path) else f"sqlite:///{path}")
     with engine.begin() as conn:
         cfg = Config()
         cfg.set_main_option("script_location", migrations_path())
@@ -68,6 +73,18 @@ def main(out: Path):
         dst.close()
     src.close()
 
+    from eventstore import EventStore
+
+    reads = {}
+    with EventStore.open(head, readonly=True) as store:
+        for info in store.sessions():
+            buf = io.BytesIO()
+            store.export_jsonl(info.id, buf)
+            reads[info.id] = {"export": buf.getvalue().decode(), "events": info.events,
+                              "messages": json.loads(store.session(info.id).messages_json())}
+    (out / "schema-0290.reads.json").write_text(json.dumps(reads, indent=1, sort_keys=True, ensure_ascii=False))
+
+    import psycopg
     from pgserver import PgServer
 
     with PgServer() as server:
@@ -77,7 +94,21 @@ def main(out: Path):
         cli(url, "verify")
         dump = subprocess.run([str(server.bindir / "pg_dump"), "--no-owner", "--no-privileges", url],
                               check=True, capture_output=True, text=True).stdout
-    (out / "schema-0290.pg.sql").write_text(dump)
+        (out / "schema-0290.pg.sql").write_text(dump)
+        name = server.create_database("fixture_0220")
+        at_revision(server.url(name).replace("postgresql://", "postgresql+psycopg://"), "0220")
+        src = sqlite3.connect(head)
+        with psycopg.connect(server.url(name)) as pg:
+            for row in src.execute("SELECT id, created_at, meta, meta_hash FROM sessions ORDER BY rowid"):
+                pg.execute("INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES (%s, %s, %s, %s)", row)
+            for row in src.execute("SELECT position, session_id, seq, type, ts, payload, hash FROM events "
+                                   "ORDER BY position"):
+                pg.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                           "VALUES (%s, %s, %s, %s, %s, %s, %s)", row)
+        src.close()
+        dump = subprocess.run([str(server.bindir / "pg_dump"), "--no-owner", "--no-privileges", server.url(name)],
+                              check=True, capture_output=True, text=True).stdout
+        (out / "schema-0220.pg.sql").write_text(dump)
 
 
 if __name__ == "__main__":
