@@ -18,6 +18,7 @@ revision = "0008"
 down_revision = None
 branch_labels = None
 depends_on = None
+
 # pg_advisory_xact_lock key of the insert guard (the bytes b"esevent" as an integer).
 POSITION_LOCK = 28555852263026292
 

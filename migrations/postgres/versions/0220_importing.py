@@ -39,6 +39,7 @@ BEGIN
   RETURN NEW;
 END $$""",
     "CREATE TRIGGER importing_guard_insert BEFORE INSERT ON importing FOR EACH ROW EXECUTE FUNCTION es_importing_guard()"]
+
 # Roles granted on events (`eventstore roles`, or a DBA's own) get what they need here: a
 # reader of events reads this table (every read consults it), a writer of events also
 # writes it (an import adds and removes its row). PUBLIC and the owner aside.

@@ -46,6 +46,7 @@ revision = "0240"
 down_revision = "0230"
 branch_labels = None
 depends_on = None
+
 # pg_advisory_xact_lock key of the insert guard (the baseline's POSITION_LOCK).
 POSITION_LOCK = 28555852263026292
 

@@ -42,10 +42,12 @@ revision = "0250"
 down_revision = "0240"
 branch_labels = None
 depends_on = None
+
 #: The advisory lock class (first key) of import locks (eventstore.backends.postgres).
 IMPORT_LOCK_CLASS = 1702063169
 
 _SETTINGS = "SET search_path = pg_catalog, pg_temp"
+
 # The SQL functions, their bodies as before written in the SQL-standard form: parsed when
 # created, so that the objects they name are bound then (a caller's search_path, temporary
 # types or operators decide nothing), and still inlined into the queries that call them

@@ -196,6 +196,7 @@ SELECT
   (SELECT x.ts FROM events AS x WHERE x.session_id = s.id ORDER BY x.seq DESC LIMIT 1) AS last_ts
 FROM sessions AS s
 """
+
 # Who may read the projection may read the new view (`eventstore roles`, or a DBA's own
 # grants on messages). PUBLIC and the owner aside.
 POSTGRESQL_GRANTS = r"""

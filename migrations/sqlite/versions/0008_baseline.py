@@ -18,6 +18,7 @@ revision = "0008"
 down_revision = None
 branch_labels = None
 depends_on = None
+
 # The tables as SQLAlchemy wrote them in the first release (less trailing spaces).
 SQLITE_TABLES = {
     'sessions': r"""
@@ -56,6 +57,7 @@ CREATE UNIQUE INDEX events_event_id ON events (session_id, event_id) WHERE event
     'events_messages': r"""
 CREATE INDEX events_messages ON events (session_id, seq) WHERE type = 'user/message' OR type = 'assistant/message' OR type = 'tool/result'""",
 }
+
 # The guards that make events and sessions append-only (names are stable: verify checks them).
 SQLITE_TRIGGERS = {
     'events_guard_update': r"""
@@ -106,6 +108,7 @@ CREATE TRIGGER sessions_guard_rowid AFTER INSERT ON sessions
 WHEN NEW.rowid < 1
 BEGIN SELECT RAISE(ABORT, 'ES010: a session rowid must be positive (leave it out)'); END""",
 }
+
 # The projection (messages) and the audit views (docs/schema.md).
 SQLITE_VIEWS = {
     'messages': r"""

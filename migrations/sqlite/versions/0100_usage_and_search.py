@@ -55,6 +55,7 @@ SELECT
 FROM events
 WHERE payload GLOB '*"usage":{*' AND json_type(payload, '$.usage') = 'object'
 """
+
 # The text of one message event's payload {P}: content strings and content parts' text,
 # then each tool call's name and arguments. Only rows json_each types as text or object are
 # read, so no payload shape can make the expression fail.

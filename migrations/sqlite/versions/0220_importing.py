@@ -27,6 +27,7 @@ CREATE TABLE importing (
   owner TEXT NOT NULL,
   started_at REAL NOT NULL
 )"""
+
 # The writer role may insert importing rows (an import needs to), so the row itself is
 # checked: it may only hide a session that holds no event yet (the import inserts it right
 # after the sessions row, before its first chunk), and only from the next position on (it

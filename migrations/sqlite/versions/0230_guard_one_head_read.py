@@ -26,6 +26,7 @@ revision = "0230"
 down_revision = "0220"
 branch_labels = None
 depends_on = None
+
 # Why the first statement may skip ES001-ES003 when its WHERE is false, i.e. when the table's
 # last row L (largest position) has session_id = NEW.session_id, seq + 1 = NEW.seq and
 # position + 1 = NEW.position (all three comparisons true, so none is NULL):

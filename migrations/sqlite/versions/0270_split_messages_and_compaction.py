@@ -148,6 +148,7 @@ LEFT JOIN events AS r
                  AND x.payload ->> '$.tool_call_id' = c.call ->> '$.id'
                ORDER BY x.seq LIMIT 1)
 """
+
 # The tool calls of the events x (already limited to a session and a span) of one view.
 _SQ_CALLS = """(SELECT coalesce(sum(json_array_length(x.payload, '$.tool_calls')), 0) FROM events AS x
     WHERE {where} AND {msg} AND x.type = 'assistant/message'

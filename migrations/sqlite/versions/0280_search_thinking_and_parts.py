@@ -43,6 +43,7 @@ depends_on = None
 
 _NEW_TYPES = "('assistant/part', 'assistant/thinking')"
 _TYPES = "('user/message', 'assistant/message', 'tool/result', 'assistant/part', 'assistant/thinking')"
+
 # Revision 0100's text of a message's payload (content strings and content parts' text, then
 # each tool call's name and arguments), written out again.
 _SQLITE_MESSAGE_TEXT = """coalesce((SELECT group_concat(CASE WHEN c.type = 'text' THEN c.value
