@@ -126,3 +126,28 @@ def test_the_viewer_ships_its_pages_and_names_its_extra(installed, tmp_path):
     assert result.returncode == 1
     assert result.stderr.decode().strip() == ("error: the web viewer needs Starlette and uvicorn: pip install starlette "
                                               "uvicorn (in the checkout of eventstore: pip install '.[web]')")
+
+
+def test_the_package_ships_each_databases_migrations(installed):
+    """Both Alembic histories (migrations/sqlite, migrations/postgres) install inside the
+    package, whole: the same revision files as the checkout, each history at SCHEMA_REVISION."""
+    from eventstore.schema import SCHEMA_REVISION
+
+    exe, cwd = installed
+    python = exe.parent / "python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = ("import json, pathlib; from alembic.config import Config; from alembic.script import ScriptDirectory; "
+            "from eventstore.schema import migrations_path\n"
+            "out = {}\n"
+            "for d in ('sqlite', 'postgresql'):\n"
+            "    cfg = Config(); cfg.set_main_option('script_location', migrations_path(d))\n"
+            "    out[d] = [migrations_path(d), ScriptDirectory.from_config(cfg).get_heads(),\n"
+            "              sorted(p.name for p in (pathlib.Path(migrations_path(d)) / 'versions').glob('*.py'))]\n"
+            "print(json.dumps(out))")
+    out = json.loads(subprocess.run([str(python), "-c", code], cwd=cwd, capture_output=True, text=True, check=True,
+                                    env=env).stdout)
+    for dialect, folder in (("sqlite", "sqlite"), ("postgresql", "postgres")):
+        where, heads, files = out[dialect]
+        assert "site-packages" in where and str(ROOT) not in where
+        assert heads == [SCHEMA_REVISION]
+        assert files == sorted(p.name for p in (ROOT / "migrations" / folder / "versions").glob("*.py"))
