@@ -217,7 +217,7 @@ def _pg_search_objects() -> tuple[list[str], list[str]]:
     file itself), and revision 0100's expression index on events (the rejected design)."""
     import importlib.util
 
-    path = Path(__file__).resolve().parent.parent / "migrations/versions/0200_pg_search_table.py"
+    path = Path(__file__).resolve().parent.parent / "migrations/postgres/versions/0200_pg_search_table.py"
     spec = importlib.util.spec_from_file_location("m0200", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
