@@ -171,7 +171,7 @@ class WalMarks:
         ``busy_timeout`` (the next write tries again), ``sqlite3.Error``."""
         if self.settled:
             return
-        if not new_mark(conn):
+        if not new_mark(conn, busy_timeout):
             raise DatabaseError(
                 f"database is busy: {self._path}: a reader that started before this store's first write "
                 f"still read an older state of the database after the busy timeout ({busy_timeout:g} s). "
@@ -203,16 +203,18 @@ class WalMarks:
             self._fd = None
 
 
-def new_mark(conn: sqlite3.Connection) -> bool:
+def new_mark(conn: sqlite3.Connection, busy_timeout: float) -> bool:
     """On ``conn`` (autocommit, outside a transaction): give an eventstore database a mark
     of its own (see :class:`WalMarks`) and copy it into the file. Two transactions: the
     first moves the mark on by one, so that when it starts a WAL generation that
     generation's first transaction is the usual one (it names the file it was started
     against); the second sets a fresh random mark. Then a ``RESTART`` checkpoint copies the
-    WAL into the file, waiting (up to the connection's busy timeout) for readers of older
-    states to leave, so that the next writer starts the WAL over. Returns whether the
-    checkpoint completed (True at once for a database without marks: from before revision
-    0260, or not eventstore's). Raises ``sqlite3.Error``."""
+    WAL into the file, waiting for readers of older states to leave, so that the next
+    writer starts the WAL over; it is tried again while another connection's checkpoint
+    holds SQLite's checkpoint lock (SQLite then says busy at once), for up to
+    ``busy_timeout`` seconds. Returns whether the checkpoint completed (True at once for a
+    database without marks: from before revision 0260, or not eventstore's). Raises
+    ``sqlite3.Error``."""
     cur = conn.cursor()
     try:
         for fresh in (False, True):
@@ -225,8 +227,14 @@ def new_mark(conn: sqlite3.Connection) -> bool:
             else:
                 move_mark(cur)
             cur.execute("COMMIT")
-        busy, _log, _done = cur.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-        return busy == 0
+        deadline = time.monotonic() + busy_timeout
+        pause = 0.001
+        while cur.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
+        return True
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -503,7 +511,7 @@ def upgrade(conn: sqlite3.Connection, name: str, busy_timeout: float = DEFAULT_B
     from sqlalchemy.pool import StaticPool
 
     # A marked database gets a mark of its own before the migration writes (see WalMarks).
-    if current_revision(conn) is not None and not new_mark(conn):
+    if current_revision(conn) is not None and not new_mark(conn, busy_timeout):
         raise DatabaseError(f"cannot upgrade {name}: database is busy: a reader kept the file's new mark out of "
                             f"it longer than the busy timeout ({busy_timeout:g} s); nothing was written: try again")
     cfg, script = _alembic()
