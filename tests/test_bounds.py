@@ -531,3 +531,40 @@ def test_a_transcript_import_stays_within_its_documented_proportional_bound(tmp_
     size = src.stat().st_size
     assert peak <= TRANSCRIPT_FACTOR * size + TRANSCRIPT_CONSTANT, (peak / MB, size / MB)
     assert peak > 2 * size  # the bound is the proportional one: were it streamed, this test and the docs change
+
+
+def test_the_viewer_refuses_a_session_whose_info_events_pass_its_byte_limit(tmp_path):
+    """/api/session merges the session's session/info events into its meta: 40 of 1 MB are
+    counted a page at a time and refused (413, saying what prints them) without reading them
+    all into memory; a subagent's session whose parent holds them is refused too; a session
+    whose few info events are under the limit gets its meta merged."""
+    from test_web import Server
+
+    from eventstore.web.app import MAX_INFO_BYTES
+
+    db = tmp_path / "info.db"
+    with EventStore.open(db) as st:
+        s = st.create_session("many")
+        for i in range(40):
+            s.append("session/info", {"info": {f"k{i}": "i" * MB}})
+        st.create_session("child", meta={"relation": "subagent", "parent_session": "many"})
+        few = st.create_session("few")
+        few.append("session/info", {"info": {"title": "a title"}})
+        few.append("session/info", {"info": {"model": "m"}})
+    srv = Server(db)
+    try:
+        srv.wait_ready()
+        pid = srv.proc.pid
+        base = _vm(pid, "VmRSS")
+        for sid, whose in (("many", "session 'many'"), ("child", "session 'child' and its parent 'many'")):
+            status, _h, body = srv.get(f"/api/session?session={sid}")
+            assert status == 413, (status, body[:200])
+            error = json.loads(body)["error"]
+            assert error.startswith(f"the session/info events of {whose} hold more than {MAX_INFO_BYTES:,} bytes")
+            assert error.endswith("`eventstore events many --type session/info` prints them")
+        grew = _vm(pid, "VmHWM") - base
+        assert grew < 32 * MB, grew / MB  # 19 MB measured (a page of 8 events, the page cache)
+        status, _h, body = srv.get("/api/session?session=few")
+        assert status == 200 and json.loads(body)["meta"] == {"title": "a title", "model": "m"}
+    finally:
+        srv.stop()

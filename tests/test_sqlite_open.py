@@ -48,6 +48,13 @@ def wal_of(db: Path, work: Callable[[EventStore], None]) -> bytes:
         store.close()
 
 
+def settle(store: EventStore) -> None:
+    """What a store's first write does first: give the database a mark of this copy's own
+    and checkpoint it into the file (the file as a crash of the store's later writes leaves it)."""
+    backend = store.backend
+    backend._marks.settle(backend._conn, backend.busy_timeout)
+
+
 def fill_past_a_restart(store: EventStore, session: str) -> None:
     """Append batches to a new ``session``, and more after a checkpoint that starts the WAL over."""
     fill(store, session, 5)
@@ -162,23 +169,36 @@ def test_a_database_from_before_marks_is_never_checkpointed_on_a_refusal(victim,
 
 
 def test_an_older_wal_of_the_same_database_is_refused(victim):
-    old = wal_of(victim, lambda st: fill(st, "w1", 3))
-    wal_of(victim, lambda st: fill_past_a_restart(st, "w2"))  # a WAL generation later
-    Path(f"{victim}-wal").write_bytes(old)
-    why, _ = wal_verdict(str(victim))
-    assert why is not None and "older state of this database" in why
-    before = victim.read_bytes()
-    with pytest.raises(WalMismatch, match="the database file is newer than the WAL"):
-        EventStore.open(victim)
-    assert victim.read_bytes() == before
-    Path(f"{victim}-wal").unlink()
-    assert verify_database(victim, full=True).ok
+    earlier = wal_of(victim, lambda st: fill(st, "w0", 2))  # written by an earlier store
+    store = EventStore.open(victim)
+    try:
+        fill(store, "w1", 3)
+        old = Path(f"{victim}-wal").read_bytes()
+        fill_past_a_restart(store, "w2")  # a WAL generation later
+    finally:
+        store.close()
+    for wal, message in ((old, "the database file is newer than the WAL"),
+                         (earlier, "another copy of this database")):  # each store gives it a mark of its own
+        Path(f"{victim}-wal").write_bytes(wal)
+        why, _ = wal_verdict(str(victim))
+        assert why is not None and ("older state of this database" in why) == (wal is old), why
+        before = victim.read_bytes()
+        with pytest.raises(WalMismatch, match=message):
+            EventStore.open(victim)
+        assert victim.read_bytes() == before and Path(f"{victim}-wal").read_bytes() == wal
+        Path(f"{victim}-wal").unlink()
+        assert verify_database(victim, full=True).ok
 
 
 def test_an_older_copy_of_the_database_beside_its_newer_wal_is_refused(victim, tmp_path):
     backup = tmp_path / "backup"
-    shutil.copyfile(victim, backup)
-    new = wal_of(victim, lambda st: fill_past_a_restart(st, "w"))  # the WAL started over since the backup
+
+    def work(store: EventStore) -> None:
+        settle(store)
+        shutil.copyfile(victim, backup)  # the file holds this store's mark: the backup is of this copy
+        fill_past_a_restart(store, "w")  # the WAL started over since the backup
+
+    new = wal_of(victim, work)
     shutil.copyfile(backup, victim)  # the backup restored with cp beside the live WAL
     Path(f"{victim}-wal").write_bytes(new)
     why, _ = wal_verdict(str(victim))
@@ -216,20 +236,29 @@ def test_each_wal_generation_eventstore_starts_is_marked(victim):
 
     first = mark()
     store = EventStore.open(victim)
+    marks = []
     try:
         for i in range(3):  # the WAL starts over three times
             fill_past_a_restart(store, f"w{i}")
             assert wal_verdict(str(victim)) == (None, True)  # its first transaction holds the next mark
+            marks.append(mark())
     finally:
         store.close()
-    assert mark() - first >= 3
+    assert first not in marks  # the store gave the database a mark of its own before its first write
+    assert [marks[1] - marks[0], marks[2] - marks[1]] == [1, 1]  # one per generation started over
 
 
 def crash_wal(db: Path, work: Callable[[EventStore], None]) -> bytes:
     """The -wal ``work`` left, beside the database file as it was before: a writer killed
     before its WAL was checkpointed."""
-    before = db.read_bytes()
-    wal = wal_of(db, work)
+    def settled_work(store: EventStore) -> None:
+        nonlocal before
+        settle(store)  # what the store's first write does first
+        before = db.read_bytes()
+        work(store)
+
+    before = b""
+    wal = wal_of(db, settled_work)
     db.write_bytes(before)
     return wal
 
@@ -247,6 +276,7 @@ def test_a_wal_eventstore_did_not_mark_is_checked_before_any_write(victim, tmp_p
     opened when the database read through it passes quick_check, refused when it does not."""
     one_more = lambda st: st.session("victim").append("user/message", {"content": "o"})  # noqa: E731
     monkeypatch.setattr(_engine.WalMarks, "mark", lambda self, cur: None)
+    monkeypatch.setattr(_engine.WalMarks, "settle", lambda self, conn, busy_timeout: None)
     own = crash_wal(victim, one_more)  # its first transaction writes page 1, the mark unchanged
     Path(f"{victim}-wal").write_bytes(own)
     assert wal_verdict(str(victim)) == (None, False)
@@ -394,8 +424,9 @@ def test_a_file_the_user_may_only_read_in_a_folder_they_may_not_write(reader_cop
 
 def test_a_wal_the_reader_cannot_use_is_named(reader_copy):
     one_more = lambda st: st.session("victim").append("user/message", {"content": "in the WAL"})  # noqa: E731
-    before = reader_copy.read_bytes()
     store = EventStore.open(reader_copy)
+    settle(store)
+    before = reader_copy.read_bytes()
     one_more(store)
     wal, shm = Path(f"{reader_copy}-wal").read_bytes(), Path(f"{reader_copy}-shm").read_bytes()
     store.close()
@@ -436,3 +467,120 @@ def test_a_killed_writers_wal_is_proved_by_its_mark(tmp_path):
         with EventStore.open(db) as store:
             assert sum(1 for _ in store.session("s").events()) >= lines(side) * 20
         assert verify_database(db).ok
+
+
+# --- two copies of one database that diverged ----------------------------------------------------
+
+# A writer process: append COUNT events to session "victim" of DB, each with content
+# TAG + its number, note on SIDE that they were acknowledged, and wait to be killed.
+DIVERGING_WRITER = """
+import sys, time
+from eventstore import EventStore
+db, tag, count, side = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+store = EventStore.open(db)
+s = store.session("victim")
+for i in range(count):
+    s.append_many([("user/message", {"content": f"{tag} {i} " + "y" * 300})] * 20)
+open(side, "w").write("acknowledged")
+time.sleep(600)
+"""
+
+
+def killed_writer(db: Path, tag: str, batches: int) -> None:
+    """Run a writer process on ``db`` until it acknowledged ``batches`` batches of 20 events
+    tagged ``tag``, then SIGKILL it: its WAL stays beside the file, not checkpointed."""
+    import signal
+    import time
+
+    side = db.parent / f"{db.name}.{tag}.acknowledged"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-c", DIVERGING_WRITER, str(db), tag, str(batches), str(side)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not side.exists():
+            assert p.poll() is None, "the writer stopped before it was killed"
+            assert time.monotonic() < deadline, "timed out waiting for the writer"
+            time.sleep(0.01)
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode == -signal.SIGKILL
+    assert Path(f"{db}-wal").stat().st_size > 32
+
+
+def digest(*paths: Path) -> list[str]:
+    import hashlib
+
+    return [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths]
+
+
+def tags(db: Path) -> set[str]:
+    with EventStore.open(db, readonly=True) as store:
+        return {e.payload["content"].split()[0] for e in store.session("victim").events()}
+
+
+@pytest.mark.parametrize("batches", [1, 4])
+def test_the_wal_of_a_diverged_copy_is_refused_both_ways(victim, tmp_path, batches):
+    """The issue's case: a database copied (cp a.db b.db, both at the same mark), each copy
+    appended to by a writer SIGKILLed before its WAL was checkpointed; the -wal of one put
+    beside the other is refused, in both directions, and nothing is written or checkpointed.
+    Each copy still opens with its own WAL, its own events there."""
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    shutil.copyfile(victim, a)
+    shutil.copyfile(victim, b)
+    killed_writer(a, "A", batches)
+    killed_writer(b, "B", batches)
+    wals = {a: Path(f"{a}-wal").read_bytes(), b: Path(f"{b}-wal").read_bytes()}
+    for db, other in ((a, b), (b, a)):
+        walpath = Path(f"{db}-wal")
+        walpath.write_bytes(wals[other])  # the other copy's WAL put beside this file
+        Path(f"{db}-shm").unlink(missing_ok=True)
+        before = digest(db, walpath)
+        why, _confirmed = wal_verdict(str(db))
+        assert why is not None and "another copy of this database" in why, why
+        with pytest.raises(WalMismatch, match=f"{db}-wal does not belong to {db}: "):
+            EventStore.open(db)
+        r = cli_run(db, "import", str(DATA / "demo.jsonl"))
+        assert r.exit_code == 1 and "does not belong to" in r.output, r.output
+        with pytest.raises(WalMismatch):
+            EventStore.open(db, readonly=True)
+        assert digest(db, walpath) == before  # nothing read through it, nothing checkpointed
+    for db, tag in ((a, "A"), (b, "B")):  # each with its own WAL again: opened, its events there
+        Path(f"{db}-wal").write_bytes(wals[db])
+        Path(f"{db}-shm").unlink(missing_ok=True)
+        assert wal_verdict(str(db)) == (None, True)
+        with EventStore.open(db) as store:
+            assert sum(1 for _ in store.session("victim").events()) == EVENTS + 20 * batches
+        assert tags(db) == {"victim", tag}
+        assert verify_database(db, full=True).ok
+
+
+def test_a_store_writes_nothing_before_its_own_mark_is_in_the_file(victim):
+    """A reader of an older state keeps the new mark out of the file: the write fails as a
+    busy lock does, the WAL holds nothing but mark changes, and once the reader is done the
+    next write goes through."""
+    import mmap
+
+    from eventstore.backends import sqlite_walcheck as walcheck
+
+    reader = sqlite3.connect(victim, isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM events").fetchone()[0] == EVENTS
+    before = victim.read_bytes()
+    store = EventStore.open(victim, busy_timeout=0.2)
+    try:
+        with pytest.raises(DatabaseError, match="database is busy: .* a mark of its own .* nothing was written"):
+            store.session("victim").append("user/message", {"content": "too early"})
+        assert victim.read_bytes() == before
+        with open(f"{victim}-wal", "rb") as f:
+            header = walcheck._read_header(f)
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                done = walcheck._transactions(m, *header[1:])
+        assert len(done) == 2 and all(pages == [1] for pages, _size, _p1 in done)  # the marks alone
+        assert wal_verdict(str(victim)) == (None, True)
+        reader.execute("COMMIT")
+        store.session("victim").append("user/message", {"content": "in time"})
+    finally:
+        reader.close()
+        store.close()
+    assert intact(victim, EVENTS + 1)

@@ -438,6 +438,8 @@ class SQLiteBackend(Backend):
                         wlock = None  # not ours to release
                         raise
                 cur = self._cur
+                if self._marks is not None:
+                    self._marks.settle(self._conn, self.busy_timeout)  # a mark of this copy's own, first
                 cur.execute("BEGIN IMMEDIATE")
                 if self._marks is not None:
                     self._marks.mark(cur)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import sqlite3
 import struct
 import time
@@ -132,22 +133,53 @@ _SHM_FRAMES = struct.Struct("=I76xI").unpack
 
 
 class WalMarks:
-    """Moves an eventstore database's mark (``PRAGMA user_version``) on by one in the first
-    transaction of each WAL generation, so that the WAL's first frames hold a page 1 that
-    names the database file it was started against (see :mod:`.sqlite_walcheck`).
+    """Keeps an eventstore database's mark (``PRAGMA user_version``) naming both the copy of
+    the file and the WAL generation, so that a WAL's page-1 images name the database file it
+    was started against (see :mod:`.sqlite_walcheck`).
 
-    A writer starts the WAL over (new salts, from its first frame) only when every frame of
-    it was copied into the database file: the ``-shm`` index says so, its ``mxFrame``
-    (offset 16) equal to ``nBackfill`` (offset 96), both in the machine's byte order
-    (https://www.sqlite.org/walformat.html). Read inside the write transaction (the write
-    lock held, so ``mxFrame`` cannot change), equal values mean this transaction may start
-    a generation, unequal ones that it will not: a transaction that might is marked (one
-    page more to write, about once per checkpoint), and one that will not costs an 84-byte
-    ``pread`` of the ``-shm`` (about 2 microseconds)."""
+    *The copy*: before a store's first write, :meth:`settle` gives the database a fresh
+    random mark in a transaction of its own and checkpoints it into the file, with a
+    ``RESTART`` checkpoint (which also makes the next writer start the WAL over). Two
+    copies of one file (``cp a.db b.db``) hold the same mark; every store that writes to
+    either gives it a mark of its own first, so no WAL holding content of one copy is ever
+    started against a state of the file that the other copy holds too, and the other
+    copy's file refuses it (:mod:`.sqlite_walcheck`). Until the new mark is in the file
+    the store writes nothing else: a WAL cut off before (its writer killed) holds only
+    mark changes, which change nothing else whatever file they are applied to. When
+    readers of an older state keep the checkpoint from completing for longer than the busy
+    timeout, the write fails, as a busy lock does, and the next one tries again.
+
+    *The generation*: the first transaction of each WAL generation moves the mark on by
+    one. A writer starts the WAL over (new salts, from its first frame) only when every
+    frame of it was copied into the database file: the ``-shm`` index says so, its
+    ``mxFrame`` (offset 16) equal to ``nBackfill`` (offset 96), both in the machine's byte
+    order (https://www.sqlite.org/walformat.html). Read inside the write transaction (the
+    write lock held, so ``mxFrame`` cannot change), equal values mean this transaction may
+    start a generation, unequal ones that it will not: a transaction that might is marked
+    (one page more to write, about once per checkpoint), and one that will not costs an
+    84-byte ``pread`` of the ``-shm`` (about 2 microseconds)."""
 
     def __init__(self, path: str):
+        self._path = path
         self._shm = os.path.realpath(path) + "-shm"
         self._fd: int | None = None
+        self.settled = False  # this store gave the file a mark of its own, and it is in the file
+
+    def settle(self, conn: sqlite3.Connection, busy_timeout: float) -> None:
+        """Before this store's first write (outside a transaction, the write queue held):
+        give the database a fresh mark and checkpoint it into the file (:func:`new_mark`).
+        Raises :class:`DatabaseError` when readers kept it out of the file past
+        ``busy_timeout`` (the next write tries again), ``sqlite3.Error``."""
+        if self.settled:
+            return
+        if not new_mark(conn, busy_timeout):
+            raise DatabaseError(
+                f"database is busy: {self._path}: a reader that started before this store's first write "
+                f"still read an older state of the database after the busy timeout ({busy_timeout:g} s). "
+                f"Before writing, a store gives the database file a mark of its own (it keeps the WAL of "
+                f"this copy of the file apart from any other copy's), which only a checkpoint that no "
+                f"reader holds back puts in the file; nothing was written: try again")
+        self.settled = True
 
     def _starts_over(self) -> bool:
         if self._fd is None:
@@ -170,6 +202,44 @@ class WalMarks:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def new_mark(conn: sqlite3.Connection, busy_timeout: float) -> bool:
+    """On ``conn`` (autocommit, outside a transaction): give an eventstore database a mark
+    of its own (see :class:`WalMarks`) and copy it into the file. Two transactions: the
+    first moves the mark on by one, so that when it starts a WAL generation that
+    generation's first transaction is the usual one (it names the file it was started
+    against); the second sets a fresh random mark. Then a ``RESTART`` checkpoint copies the
+    WAL into the file, waiting for readers of older states to leave, so that the next
+    writer starts the WAL over; it is tried again while another connection's checkpoint
+    holds SQLite's checkpoint lock (SQLite then says busy at once), for up to
+    ``busy_timeout`` seconds. Returns whether the checkpoint completed (True at once for a
+    database without marks: from before revision 0260, or not eventstore's). Raises
+    ``sqlite3.Error``."""
+    cur = conn.cursor()
+    try:
+        for fresh in (False, True):
+            cur.execute("BEGIN IMMEDIATE")
+            if cur.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                cur.execute("ROLLBACK")
+                return True
+            if fresh:
+                cur.execute(f"PRAGMA user_version = {1 + secrets.randbelow(MARK_MAX)}")
+            else:
+                move_mark(cur)
+            cur.execute("COMMIT")
+        deadline = time.monotonic() + busy_timeout
+        pause = 0.001
+        while cur.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
+        return True
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        cur.close()
 
 
 def move_mark(cur: sqlite3.Cursor) -> None:
@@ -436,6 +506,10 @@ def upgrade(conn: sqlite3.Connection, name: str, busy_timeout: float = DEFAULT_B
     from sqlalchemy import create_engine, event
     from sqlalchemy.pool import StaticPool
 
+    # A marked database gets a mark of its own before the migration writes (see WalMarks).
+    if current_revision(conn) is not None and not new_mark(conn, busy_timeout):
+        raise DatabaseError(f"cannot upgrade {name}: database is busy: a reader kept the file's new mark out of "
+                            f"it longer than the busy timeout ({busy_timeout:g} s); nothing was written: try again")
     cfg, script = _alembic()
     known = [s.revision for s in script.walk_revisions()]
     engine = create_engine("sqlite://", creator=lambda: _Borrowed(conn), poolclass=StaticPool)

@@ -39,18 +39,28 @@ WAL's frames, by transaction (the frames up to a commit frame):
 
 Before these rules, the marks (revision 0260 on): an eventstore database holds
 ``application_id`` :data:`APPLICATION_ID` and a *mark* in ``user_version`` (offsets 68 and
-60 of page 1), which starts at a random number and which eventstore moves on by one in the
-first transaction of every WAL generation it starts
-(:class:`eventstore.backends.sqlite_engine.WalMarks`). SQLite writes both in every page-1
-image. So, when the database file has a mark:
+60 of page 1), which names both the copy of the file and the WAL generation
+(:class:`eventstore.backends.sqlite_engine.WalMarks`). The first transaction of every WAL
+generation an eventstore writer starts moves it on by one; and before a store's first
+write, it gives the database a fresh random mark in a transaction of its own and
+checkpoints it into the file (``RESTART``: the next writer starts the WAL over), writing
+nothing else until the file holds it. So two copies of one file (``cp a.db b.db``, the
+same mark), each written to, hold marks of their own before either's WAL holds anything
+else, and no WAL with content of one is started against a state of the file the other
+copy holds too. SQLite writes both fields in every page-1 image. So, when the database
+file has a mark:
 
-- a page-1 image of the WAL without a mark (a plain SQLite file's), or with one far from
-  the file's (another database's: they start at random), refuses the WAL;
+- a page-1 image of the WAL without a mark (a plain SQLite file's) refuses the WAL, and so
+  does one far from the file's, the first transaction's, and every mark a transaction
+  writing page 1 alone set before it (another database's: marks are random);
 - a page-1 image equal to the file's page 1 (rule 2) confirms it;
 - a first transaction that moves the mark on from the file's, to the next, confirms it
-  (the WAL was started against the file as it is); to another one refuses it: it was
-  started against an older state of the database (the file is newer) or a newer one (the
-  file is an older copy).
+  (the WAL was started against the file as it is); to one far from it refuses it (another
+  database's WAL, or another copy's: a copy's WAL was started against a file holding that
+  copy's own mark); to one near it refuses it too: it was started against an older state
+  of the database (the file is newer) or a newer one (the file is an older copy). A store
+  that gives the database its new mark first moves the mark on by one in a transaction of
+  its own, so a new mark is never a generation's first transaction.
 
 A WAL whose first transaction leaves the mark alone (one not started by this eventstore:
 an older one, the ``sqlite3`` shell), or a database file without a mark, is left to the
@@ -186,35 +196,44 @@ def _distance(mark: int, base: int) -> int:
 
 
 def _marks(m, transactions, db_page1: bytes) -> tuple[str | None, bool | None]:
-    """The rule of marks: ``(why the WAL was written for another database or another state
-    of this one, None)``, ``(None, True)`` when its first transaction's mark proves it was
-    started against the database file, or ``(None, None)`` when the marks cannot tell (the
-    other rules decide then)."""
+    """The rule of marks: ``(why the WAL was written for another database, another copy of
+    this one or another state of it, None)``, ``(None, True)`` when its first transaction's
+    mark proves it was started against the database file, or ``(None, None)`` when the
+    marks cannot tell (the other rules decide then)."""
     db_mark = page_mark(db_page1)
     if db_mark is None:
         return None, None
     first_mark = None
-    for number, (_pages, _size, page1) in enumerate(transactions, 1):
+    known = {db_mark}  # marks a page 1 of the WAL may hold (near one of these)
+    for number, (pages, _size, page1) in enumerate(transactions, 1):
         for off in page1:
             mark = page_mark(m[off:off + 100])
-            if mark is None or abs(_distance(mark, db_mark)) > _LINEAGE:
-                holds = (f"the mark {mark}, far from the file's {db_mark}" if mark is not None
-                         else "no eventstore mark (another application's database)")
-                return (f"its transaction {number} writes a page 1 with {holds}: it was written for "
-                        f"another database"), None
+            if mark is None:
+                return (f"its transaction {number} writes a page 1 with no eventstore mark (another "
+                        f"application's database): it was written for another database"), None
             if number == 1 and first_mark is None:
                 first_mark = mark
+                known.add(mark)
             if m[off:off + len(db_page1)] == db_page1:
                 return None, first_mark is not None  # checkpointed up to there
+            if set(pages) == {1}:
+                known.add(mark)  # a transaction that writes page 1 alone: a store's new mark
+            elif all(abs(_distance(mark, k)) > _LINEAGE for k in known):
+                return (f"its transaction {number} writes a page 1 with the mark {mark}, far from the file's "
+                        f"{db_mark}: it was written for another database"), None
     if first_mark is None or first_mark == db_mark:
         return None, None  # not started by eventstore (or not since 0260): the marks cannot tell
     d = _distance(first_mark, db_mark)
     if d == 1:
         return None, True
+    if abs(d) > _LINEAGE:
+        return (f"its transaction 1 writes a page 1 with the mark {first_mark}, far from the file's {db_mark}: "
+                f"it was written for another database, or for another copy of this database (each copy gets "
+                f"a mark of its own before it is written to)"), None
     if d < 1:
-        return (f"it was started against an older state of this database (its first transaction moved "
-                f"the mark to {first_mark}; the file's is {db_mark}, past it): the database file is newer "
-                f"than the WAL"), None
+        return (f"it was started against an older state of this database (its first transaction moved the "
+                f"mark to {first_mark}; the file's is {db_mark}, past it): the database file is newer than "
+                f"the WAL"), None
     return (f"it was started against a newer state of this database (its first transaction moved the "
             f"mark to {first_mark}, from {first_mark - 1 or MARK_MAX}; the file's is {db_mark}): the "
             f"database file is an older copy"), None

@@ -25,7 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from eventstore.io.export import row_pages
-from eventstore.io.transcripts.common import current_meta
+from eventstore.io.transcripts.common import INFO, current_meta, effective_meta
 
 from .. import __version__
 from ..errors import EventStoreError, QueryError, SessionNotFound
@@ -65,6 +65,12 @@ MAX_ANSWER_BYTES = 16 << 20
 # Bytes of message text per /api/messages answer: the projection is one JSON array the page
 # takes whole, so a larger one is refused (413) before it is read, not built in memory.
 MAX_MESSAGES_BYTES = 32 << 20
+# Bytes of session/info payload one /api/session answer merges into the session's meta (its
+# own and, for a subagent's session, its parent's; a session holds a few small ones): they
+# are counted, INFO_PAGE events a read, before any is merged, and past this the answer is
+# 413, so the request's memory stays a few times this plus one such page.
+MAX_INFO_BYTES = 4 << 20
+INFO_PAGE = 8
 KEEPALIVE_S = 15.0
 
 
@@ -210,6 +216,22 @@ class EventPages:
         self.more = self.count >= self.limit and bool(self.backend.export_rows(self.session_id, self.last, 1))
 
 
+def info_bytes(backend, session_id: str, bound: int) -> int:
+    """The UTF-8 bytes of the payloads of the session's ``session/info`` events, read
+    :data:`INFO_PAGE` events at a time (one page in memory), counting stopped once past
+    ``bound`` (the result is then more than ``bound``, not the whole)."""
+    total, last = 0, -1
+    while total <= bound:
+        rows = backend.session_events(session_id, last, [INFO], INFO_PAGE)
+        total += sum(len(p.encode("utf-8", "surrogatepass")) if isinstance(p, str) else len(p)
+                     for *_, p in rows)
+        if len(rows) < INFO_PAGE:
+            break
+        last = rows[-1][0]
+        del rows
+    return total
+
+
 def _utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
@@ -301,6 +323,25 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
 
     def session_summary(request):
         s = session_or_404(request)
+        # The meta merges the session's session/info events (and its parent's, for a
+        # subagent): counted first, by bytes, so a session holding many is refused (413)
+        # instead of being read into memory.
+        size = info_bytes(backend, s.id, MAX_INFO_BYTES)
+        parent = None
+        holder = s.id  # the session whose events passed the limit
+        if size <= MAX_INFO_BYTES:
+            own = json.loads(backend.session_meta(s.id) or "{}")
+            own = effective_meta(own if isinstance(own, dict) else {},
+                                 ((e.type, e.payload) for e in s.events(types=INFO)))
+            parent = own.get("parent_session") if own.get("relation") == "subagent" else None
+            if isinstance(parent, str) and parent != s.id:
+                size += info_bytes(backend, parent, MAX_INFO_BYTES - size)
+                holder = parent
+        if size > MAX_INFO_BYTES:
+            whose = f"session {s.id!r}" + (f" and its parent {parent!r}" if isinstance(parent, str) else "")
+            return _error(413, f"the session/info events of {whose} hold more than {MAX_INFO_BYTES:,} bytes, more "
+                               f"than the viewer merges into one answer; `eventstore events {holder} --type "
+                               f"session/info` prints them")
         summary = hub.index.get(s.id) if hub.ready else None
         body = summary.to_dict() if summary is not None else {
             "id": s.id, "created_at": None, "events": 0, "messages": 0, "tool_calls": 0, "first_ts": None,
