@@ -14,7 +14,7 @@ from eventstore.live.tailview import CONTROL_OR_NEWLINE, escape_char
 
 from .base import TEXT
 from .common import DayCache, finite_seconds, open_store, out_bytes, printable
-from .table import print_table
+from .table import print_table, text_width
 
 
 @click.command()
@@ -23,7 +23,6 @@ from .table import print_table
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List stored sessions: id, events, created, last event (UTC), and token totals
     (input, output, cache read, cache write) of sessions whose source recorded them."""
-    from eventstore.io.transcripts.common import all_info
     from eventstore.search import UsageTotals, usage_totals
 
     store = open_store(ctx, readonly=True)
@@ -31,6 +30,8 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     tokens = usage_totals(store)
     none = UsageTotals(0, 0, 0, 0, 0)
     if as_json:  # info: what the session's session/info events say (facts an import learned later)
+        from eventstore.io.transcripts.common import all_info
+
         info = all_info(store)
         click.echo(json.dumps([{"id": i.id, "events": i.events, "created_at": i.created_at,
                                 "last_ts": i.last_ts, "input_tokens": tokens.get(i.id, none).input_tokens,
@@ -45,11 +46,9 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
         return
     # Streamed (a rich Table of 200,000 rows took a minute and 670 MB to lay out): the widest
     # id, count and token cells are known here, so no rows are held to lay the table out.
-    from rich.cells import cell_len
-
     ids = [CONTROL_OR_NEWLINE.sub(escape_char, printable(i.id)) for i in infos]
     header = ["SESSION", "EVENTS", "CREATED (UTC)", "LAST EVENT (UTC)"]
-    widths = [max(len(i) if i.isascii() else cell_len(i) for i in ids), len(str(max(i.events for i in infos))),
+    widths = [max(map(text_width, ids)), len(str(max(i.events for i in infos))),
               19, 19]
     token_cells = {sid: [f"{t.input_tokens:,}", f"{t.output_tokens:,}", f"{t.cache_read_tokens:,}",
                          f"{t.cache_creation_tokens:,}"] for sid, t in tokens.items()}

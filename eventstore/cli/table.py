@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 TABLE_LAYOUT_ROWS = 1000
 
 
-def _width(text: str) -> int:
+def text_width(text: str) -> int:
     """``text``'s width in terminal cells."""
     if text.isascii():
         return len(text)
@@ -45,7 +45,7 @@ def print_table(out, header: list[str], rows: Iterable[list[str | None]], *, rig
         _print_rich_table(header, first)
         return len(first)
     styled = terminal and not os.environ.get("NO_COLOR")
-    widths = [max(_width(line) for line in c.split("\n")) for c in header]
+    widths = [max(text_width(line) for line in c.split("\n")) for c in header]
     if min_widths is not None:
         widths = [max(w, m) for w, m in zip(widths, min_widths, strict=True)]
     for cells in first:
@@ -53,9 +53,9 @@ def print_table(out, header: list[str], rows: Iterable[list[str | None]], *, rig
             if text is None:
                 widths[i] = max(widths[i], 4)
             elif "\n" in text:
-                widths[i] = max(widths[i], *map(_width, text.split("\n")))
+                widths[i] = max(widths[i], *map(text_width, text.split("\n")))
             else:
-                widths[i] = max(widths[i], _width(text))
+                widths[i] = max(widths[i], text_width(text))
     null = "\x1b[2mNULL\x1b[0m" if styled else "NULL"
     right = frozenset(right)
 
@@ -66,10 +66,10 @@ def print_table(out, header: list[str], rows: Iterable[list[str | None]], *, rig
         """The row's line(s): each cell padded to its column's width, a wider one to its own;
         a cell of fewer lines than its neighbour's at the top (at the bottom: the header)."""
         if not any(text is not None and "\n" in text for text in cells):
-            line = "  ".join(pad(null, 4, w, i) if text is None else pad(text, _width(text), w, i)
+            line = "  ".join(pad(null, 4, w, i) if text is None else pad(text, text_width(text), w, i)
                              for i, (text, w) in enumerate(zip(cells, widths, strict=True)))
             return line.rstrip(" ") if strip else line
-        split = [[(null, 4)] if text is None else [(line, _width(line)) for line in text.split("\n")]
+        split = [[(null, 4)] if text is None else [(line, text_width(line)) for line in text.split("\n")]
                  for text in cells]
         height = max(map(len, split))
         blank = [("", 0)]
