@@ -138,3 +138,9 @@ def test_sessions_imports_only_what_it_needs(tmp_path):
     for heavy in ("eventstore.io.bulk", "eventstore.io.parse_worker", "eventstore.audit.verify",
                   "eventstore.io.transcripts.claude_code", "eventstore.web"):
         assert heavy not in loaded, heavy
+
+
+def test_a_mistyped_command_is_matched_against_every_command():
+    """The suggestion looks at every command, not only those imported so far."""
+    result = CliRunner().invoke(cli, ["sesions"])
+    assert result.exit_code == 2 and "No such command 'sesions'. Did you mean 'sessions'?" in result.output

@@ -77,6 +77,15 @@ class LazyGroup(click.Group):
         self.add_command(command, cmd_name)
         return command
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:  # "Did you mean": among every command, not only those loaded
+            name = getattr(e, "command_name", None)  # (click 8.4's NoSuchCommand)
+            if name is None:
+                raise
+            raise type(e)(name, possibilities=self.list_commands(ctx), ctx=ctx) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list of ``--help``, as click writes it, from :data:`COMMANDS`."""
         names = self.list_commands(ctx)
