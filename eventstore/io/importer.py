@@ -225,6 +225,11 @@ class ImportRun:
         from eventstore.io.transcripts.importer import import_transcript
 
         streamed = f in self.streams
+        try:
+            if quiet and not streamed and os.path.getsize(f) == 0:  # a --watch look at a file being created:
+                return  # its agent has not written yet; the look after it grows imports it
+        except OSError:
+            pass  # said below
         opened = None
         try:
             if streamed:  # opened once (a pipe has no second reading): detection's bytes are read again
