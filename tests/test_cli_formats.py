@@ -144,3 +144,9 @@ def test_a_mistyped_command_is_matched_against_every_command():
     """The suggestion looks at every command, not only those imported so far."""
     result = CliRunner().invoke(cli, ["sesions"])
     assert result.exit_code == 2 and "No such command 'sesions'. Did you mean 'sessions'?" in result.output
+
+
+def test_verify_help_says_how_many_findings_it_prints():
+    from eventstore.cli.auditing import VERIFY_SHOWN, verify
+
+    assert f"the first {VERIFY_SHOWN} unless --all" in " ".join(verify.help.split())

@@ -52,7 +52,7 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpo
     for a chat API; with --checkpoint, that the log still extends each kept checkpoint.
 
     Checks every session, or the SESSION_IDs given. Prints one line per finding (the session,
-    the seq, the kind, what is wrong), the first {VERIFY_SHOWN} unless --all, then how many of each
+    the seq, the kind, what is wrong), the first 100 unless --all, then how many of each
     kind, and exits 0 only when there is none. Reads only: the database is opened read-only.
     """
     from eventstore.audit import anchor, integrity
