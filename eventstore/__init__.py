@@ -13,9 +13,6 @@ See the README for the whole tour and ``shared/spec/session-log.md`` for the for
 
 from __future__ import annotations
 
-from eventstore.core.store import Event, EventStore, Session, SessionInfo
-from eventstore.io.bulk import Dropped, ImportReport
-
 from .errors import (
     AppendOnlyViolation,
     CheckpointError,
@@ -37,6 +34,8 @@ from .errors import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time, __getattr__ below
     from eventstore.core.aio import AsyncEventStore, AsyncSession
+    from eventstore.core.store import Event, EventStore, Session, SessionInfo
+    from eventstore.io.bulk import Dropped, ImportReport
 
 __all__ = [
     "EventStore",
@@ -66,9 +65,23 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> object:  # PEP 562: the asyncio API, imported on first use
-    if name in ("AsyncEventStore", "AsyncSession"):
-        from eventstore.core import aio
+# PEP 562: each name is imported on first use, so that a command (eventstore --help) loads
+# only what it needs.
+_LAZY = {"EventStore": "eventstore.core.store", "Session": "eventstore.core.store", "Event": "eventstore.core.store",
+         "SessionInfo": "eventstore.core.store", "ImportReport": "eventstore.io.bulk", "Dropped": "eventstore.io.bulk",
+         "AsyncEventStore": "eventstore.core.aio", "AsyncSession": "eventstore.core.aio"}
 
-        return getattr(aio, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import IO, Any
 
-from eventstore.audit.repair import repair as _repair
 from eventstore.backends import open_backend
 from eventstore.backends.base import PAGE, Backend
 from eventstore.errors import (
@@ -28,8 +27,6 @@ from eventstore.errors import (
     SessionExists,
     SessionNotFound,
 )
-from eventstore.io.bulk import import_jsonl as _import_jsonl
-from eventstore.io.export import export_session as _export_session
 from eventstore.live import follow as _follow
 from eventstore.log.codec import (
     dumps,
@@ -415,7 +412,9 @@ class Session:
         session is not running. See :func:`eventstore.audit.repair.repair`; raises
         :class:`SeqConflict` if other writers keep appending.
         """
-        return _repair(self)
+        from eventstore.audit.repair import repair  # (imported when used: eventstore's start-up)
+
+        return repair(self)
 
 
 class EventStore:
@@ -554,7 +553,9 @@ class EventStore:
         stored), :class:`ImportConflict` (stored with other events, or continued without
         ``append``), :class:`InvalidEvent`, :class:`DatabaseError`, ``OSError``.
         """
-        return _import_jsonl(self, source, name=name, session_id=session_id, append=append,
+        from eventstore.io.bulk import import_jsonl  # (imported when used: eventstore's start-up)
+
+        return import_jsonl(self, source, name=name, session_id=session_id, append=append,
                             salvage=salvage, created_at=created_at).session_id
 
     def export_jsonl(self, session_id: str, dest: str | os.PathLike | IO) -> int:
@@ -566,4 +567,6 @@ class EventStore:
         Raises :class:`SessionNotFound`, ``OSError`` (``IsADirectoryError`` for a folder, or a
         path ending in a slash).
         """
-        return _export_session(self, session_id, dest)
+        from eventstore.io.export import export_session  # (imported when used: eventstore's start-up)
+
+        return export_session(self, session_id, dest)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 
+from eventstore.io.transcripts import TranscriptFormat, register
 from eventstore.io.transcripts.common import Converted, parse_ts, without
 
 NOT_A_PROMPT = ("Caveat:", "<local-command-caveat>", "<local-command-stdout>", "<local-command-stderr>")
@@ -546,3 +547,17 @@ class _Converter:
 
 def _real_model(m: object) -> bool:
     return isinstance(m, str) and bool(m) and m != "<synthetic>"
+
+
+# --- registration (eventstore.io.transcripts) -----------------------------------------------
+
+_LINE_TYPES = {"user", "assistant", "system", "summary", "file-history-snapshot", "progress", "queue-operation"}
+
+
+def looks_like(d: dict) -> bool:
+    """Whether one parsed line of a file's head is a Claude Code transcript's: a line of its
+    types with ``sessionId``, ``uuid``, ``leafUuid`` or ``messageId``."""
+    return d.get("type") in _LINE_TYPES and any(k in d for k in ("sessionId", "uuid", "leafUuid", "messageId"))
+
+
+register(TranscriptFormat("claude-code", looks_like, convert))

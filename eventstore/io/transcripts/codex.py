@@ -51,6 +51,7 @@ import os
 import re
 
 from eventstore.errors import InvalidJSONL
+from eventstore.io.transcripts import TranscriptFormat, register
 from eventstore.io.transcripts.common import Converted, parse_ts, without
 
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
@@ -552,3 +553,17 @@ def convert(lines: list[tuple[int, dict]], path: str, stream: bool = False) -> l
     for no, d in lines:
         c.line(no, d)
     return [c.conv]
+
+
+# --- registration (eventstore.io.transcripts) -----------------------------------------------
+
+_LINE_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+
+
+def looks_like(d: dict) -> bool:
+    """Whether one parsed line of a file's head is a Codex rollout's: ``{timestamp, type,
+    payload}`` of its types."""
+    return d.get("type") in _LINE_TYPES and "payload" in d
+
+
+register(TranscriptFormat("codex", looks_like, convert))

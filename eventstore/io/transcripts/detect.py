@@ -7,22 +7,21 @@ import json
 from dataclasses import dataclass
 from typing import IO
 
-from eventstore.io.transcripts import FORMATS
+from eventstore.io.transcripts import formats, names
 
-CLAUDE_TYPES = {"user", "assistant", "system", "summary", "file-history-snapshot", "progress", "queue-operation"}
-CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 LOOK_AT = 20  # lines
 
 
 def detect(head: bytes) -> str | None:
-    """The format of a file whose first bytes are ``head``: ``"eventstore"``,
-    ``"claude-code"``, ``"codex"``, or None when the first lines that parse fit none.
+    """The name of the format of a file whose first bytes are ``head`` (``"eventstore"``,
+    ``"claude-code"``, ``"codex"``, or another registered one: :mod:`eventstore.io.transcripts`),
+    or None when the first lines that parse fit none.
 
-    An eventstore file has a ``session/meta`` line or events with ``type``, ``seq`` and
-    ``ts``; a Codex rollout has ``{timestamp, type, payload}`` lines of its types; a Claude
-    Code transcript has lines of its types with ``sessionId``, ``uuid``, ``leafUuid`` or
-    ``messageId``. Lines that do not parse (a truncated tail) are passed over.
+    Each line that parses as an object is shown to every format's ``looks_like``, in the
+    order they were registered (the store's own format first); the first that says yes
+    names the format. Lines that do not parse (a truncated tail) are passed over.
     """
+    registered = formats()
     seen = 0
     for raw in head.split(b"\n"):
         if not raw.strip():
@@ -34,13 +33,9 @@ def detect(head: bytes) -> str | None:
         if not isinstance(d, dict):
             continue
         seen += 1
-        t = d.get("type")
-        if t == "session/meta" or ("seq" in d and "ts" in d and isinstance(t, str)):
-            return "eventstore"
-        if t in CODEX_TYPES and "payload" in d:
-            return "codex"
-        if t in CLAUDE_TYPES and any(k in d for k in ("sessionId", "uuid", "leafUuid", "messageId")):
-            return "claude-code"
+        for fmt in registered:
+            if fmt.looks_like(d):
+                return fmt.name
         if seen >= LOOK_AT:
             break
     return None
@@ -108,7 +103,7 @@ def detect_file(path: str, limit: int = 64 << 20) -> str | None:
 
 def unknown_format_reason() -> str:
     """The sentence for a file in none of the formats."""
-    return (f"not in a known format (the formats are {', '.join(FORMATS)}; "
+    return (f"not in a known format (the formats are {', '.join(names())}; "
             "give one with --format if the first lines do not say)")
 
 

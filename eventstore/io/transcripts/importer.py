@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from eventstore.errors import ImportConflict, SessionExists, SessionNotFound
-from eventstore.io.transcripts import claude_code, codex
+from eventstore.io.transcripts import get
 from eventstore.io.transcripts.common import Converted, read_lines
 
 
@@ -59,28 +59,23 @@ class TranscriptReport:
         return "; ".join(f"{line} lines: {', '.join(v)}" for line, v in by_line.items())
 
 
-CONVERTERS = {"claude-code", "codex"}
-
-
 def convert_file(path: str, fmt: str, *, salvage: bool = False,
                  data: bytes | None = None, stream: IO[bytes] | None = None,
                  ) -> tuple[list[Converted], list[str], bool]:
     """Convert one transcript file without a database: ``(sessions, dropped, waiting)``.
 
-    ``fmt`` is ``claude-code`` or ``codex``; ``stream`` is a pipe or stdin to read (or
+    ``fmt`` names a registered transcript format (``claude-code``, ``codex``: see
+    :mod:`eventstore.io.transcripts`); ``stream`` is a pipe or stdin to read (or
     ``data`` its bytes, read already): then no ``source_file`` is recorded. Raises
     :class:`~eventstore.errors.InvalidJSONL` (``FILE:LINE: reason``) for a line that is not
     JSON, nested too deeply or too long (unless ``salvage``), ``OSError``, ``ValueError``
     for another ``fmt``.
     """
-    parsed = read_lines(path, data, salvage=salvage, stream=stream)
-    piped = data is not None or stream is not None
-    if fmt == "claude-code":
-        convs = claude_code.convert(parsed.lines, path, stream=piped)
-    elif fmt == "codex":
-        convs = codex.convert(parsed.lines, path, stream=piped)
-    else:
+    convert = get(fmt).convert
+    if convert is None:
         raise ValueError(f"no transcript converter for format {fmt!r}")
+    parsed = read_lines(path, data, salvage=salvage, stream=stream)
+    convs = convert(parsed.lines, path, stream=data is not None or stream is not None)
     return convs, parsed.dropped, parsed.waiting
 
 
@@ -158,7 +153,8 @@ def store_converted(store, conv: Converted, path: str) -> SessionResult:
 
 def import_transcript(store, path: str, fmt: str, *, salvage: bool = False,
                       data: bytes | None = None, stream: IO[bytes] | None = None) -> TranscriptReport:
-    """Import (or bring up to date) every session of one Claude Code or Codex file.
+    """Import (or bring up to date) every session of one transcript file (Claude Code, Codex,
+    or another registered format).
 
     ``stream`` is a binary stream to read (a pipe cannot be opened again) and ``data`` the
     file's bytes, already read; by default the file at ``path`` is read. ``path`` names the

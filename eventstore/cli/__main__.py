@@ -1,0 +1,5 @@
+"""``python -m eventstore.cli``: the ``eventstore`` command."""
+
+from eventstore.cli import main
+
+main()

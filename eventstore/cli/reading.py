@@ -1,0 +1,195 @@
+"""Reading sessions: ``sessions``, ``events``, ``messages``, ``context`` and ``tail``."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import click
+
+from eventstore.core.store import EventStore
+from eventstore.errors import SessionNotFound
+from eventstore.live.tailview import CONTROL_OR_NEWLINE, escape_char
+
+from .base import TEXT
+from .common import DayCache, finite_seconds, open_store, out_bytes, printable
+from .table import print_table, text_width
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="A JSON array instead of a table.")
+@click.pass_context
+def sessions(ctx: click.Context, as_json: bool) -> None:
+    """List stored sessions: id, events, created, last event (UTC), and token totals
+    (input, output, cache read, cache write) of sessions whose source recorded them."""
+    from eventstore.search import UsageTotals, usage_totals
+
+    store = open_store(ctx, readonly=True)
+    infos = store.sessions()
+    tokens = usage_totals(store)
+    none = UsageTotals(0, 0, 0, 0, 0)
+    if as_json:  # info: what the session's session/info events say (facts an import learned later)
+        from eventstore.io.transcripts.common import all_info
+
+        info = all_info(store)
+        click.echo(json.dumps([{"id": i.id, "events": i.events, "created_at": i.created_at,
+                                "last_ts": i.last_ts, "input_tokens": tokens.get(i.id, none).input_tokens,
+                                "output_tokens": tokens.get(i.id, none).output_tokens,
+                                "cache_read_tokens": tokens.get(i.id, none).cache_read_tokens,
+                                "cache_creation_tokens": tokens.get(i.id, none).cache_creation_tokens,
+                                "info": info.get(i.id, {})}
+                               for i in infos], ensure_ascii=False))
+        return
+    if not infos:
+        click.echo("no sessions")
+        return
+    # Streamed (a rich Table of 200,000 rows took a minute and 670 MB to lay out): the widest
+    # id, count and token cells are known here, so no rows are held to lay the table out.
+    ids = [CONTROL_OR_NEWLINE.sub(escape_char, printable(i.id)) for i in infos]
+    header = ["SESSION", "EVENTS", "CREATED (UTC)", "LAST EVENT (UTC)"]
+    widths = [max(map(text_width, ids)), len(str(max(i.events for i in infos))),
+              19, 19]
+    token_cells = {sid: [f"{t.input_tokens:,}", f"{t.output_tokens:,}", f"{t.cache_read_tokens:,}",
+                         f"{t.cache_creation_tokens:,}"] for sid, t in tokens.items()}
+    if tokens:  # the token columns only where some session recorded usage
+        header += ["IN TOKENS", "OUT TOKENS", "CACHE READ", "CACHE WRITE"]
+        widths += [max(len(c[k]) for c in token_cells.values()) for k in range(4)]
+    when = DayCache()
+    no_tokens = ["-"] * 4
+
+    def rows() -> Iterator[list[str]]:
+        for sid, i in zip(ids, infos, strict=True):
+            row = [sid, str(i.events), when(i.created_at), when(i.last_ts)]
+            yield row + token_cells.get(i.id, no_tokens) if tokens else row
+
+    out = out_bytes()
+    print_table(out, header, rows(), right={1, 4, 5, 6, 7}, strip=True, min_widths=widths, layout_rows=0)
+    out.flush()
+
+
+@click.command()
+@click.argument("session_id", type=TEXT)
+@click.option("--type", "types", multiple=True, metavar="TYPE", type=TEXT,
+              help="Only events of this type (repeatable).")
+@click.option("--after", "after_seq", type=int, metavar="SEQ", help="Only events with seq > SEQ.")
+@click.pass_context
+def events(ctx: click.Context, session_id: str, types: tuple[str, ...], after_seq: int | None) -> None:
+    """Print a session's events as JSONL lines, in seq order."""
+    s = open_store(ctx, readonly=True).session(session_id)
+    out = out_bytes()
+    for ev in s.events(after_seq=after_seq, types=types or None):
+        out.write((ev.to_jsonl() + "\n").encode("utf-8"))
+    out.flush()
+
+
+@click.command()
+@click.argument("session_id", type=TEXT)
+@click.option("--pretty", is_flag=True, help="Indent the JSON.")
+@click.pass_context
+def messages(ctx: click.Context, session_id: str, pretty: bool) -> None:
+    """Print the derived chat messages (the projection) as a JSON array."""
+    s = open_store(ctx, readonly=True).session(session_id)
+    text = s.messages_json()
+    if pretty:
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    out = out_bytes()
+    out.write(text.encode("utf-8") + b"\n")
+    out.flush()
+
+
+# --- live tailing ----------------------------------------------------------------------------
+
+_STYLES = {"user": {"fg": "cyan", "bold": True}, "assistant": {"fg": "green", "bold": True},
+           "tool": {"fg": "yellow"}, "dim": {"dim": True}}
+
+
+def _wait_for_session(store: EventStore, session_id: str, timeout: float | None):
+    """``tail -f`` of a session that is not stored yet: say so once, wait until another
+    process creates it (the followers' wait for commits), and return its handle; None on
+    Ctrl-C. Raises :class:`SessionNotFound` when ``timeout`` seconds pass first."""
+    from eventstore.live.follow import wait_for_session
+
+    try:
+        click.echo(f"waiting for session {printable(repr(session_id))} (Ctrl-C stops)", err=True)
+        if not wait_for_session(store.backend, session_id, timeout=timeout):
+            raise SessionNotFound(session_id)
+    except KeyboardInterrupt:
+        return None
+    return store.session(session_id)
+
+
+@click.command()
+@click.argument("session_id", required=False, type=TEXT)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are committed (Ctrl-C stops).")
+@click.option("-n", "--last", type=click.IntRange(min=0), metavar="N",
+              help="Start with the last N events (default: all).")
+@click.option("--timeout", type=click.FloatRange(min=0), metavar="SECONDS", callback=finite_seconds,
+              help="With --follow: stop after SECONDS without a new event.")
+@click.pass_context
+def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | None, timeout: float | None) -> None:
+    """Show a session (or, without SESSION_ID, every session) the way a chat UI does.
+
+    Streamed assistant/chunk deltas appear as they arrive; with --follow, new events from
+    any process are shown as they are committed. With --follow, a SESSION_ID not stored yet
+    is waited for (said once on stderr), then followed; --timeout bounds that wait too.
+    """
+    from eventstore.live.tailview import TailView
+
+    if timeout is not None and not follow:
+        raise click.UsageError("--timeout goes with --follow")
+    store = open_store(ctx, readonly=True)
+    out = out_bytes()
+    color = out.isatty() and not os.environ.get("NO_COLOR")
+
+    def write(text: str, style: str | None) -> None:
+        if color and style and text.strip():
+            text = click.style(text, **_STYLES[style])
+        out.write(text.encode("utf-8", "backslashreplace"))
+
+    if session_id is not None:
+        try:
+            s = store.session(session_id)
+        except SessionNotFound:
+            if not follow:
+                raise
+            s = _wait_for_session(store, session_id, timeout)
+            if s is None:  # Ctrl-C while waiting: the usual way to stop --follow
+                return
+        after = None if last is None else max(-1, s.next_seq() - last - 1)
+        events = s.follow(after, idle_timeout=timeout) if follow else s.events(after_seq=after)
+    else:
+        after = None if last is None else max(0, store.last_position() - last)
+        events = store.follow(after, idle_timeout=timeout if follow else 0)
+    view = TailView(write, show_session=session_id is None)
+    try:
+        for ev in events:
+            view.feed(ev)
+            if follow:
+                out.flush()
+    except KeyboardInterrupt:  # the usual way to stop --follow
+        pass
+    finally:
+        view.finish()
+        out.flush()
+
+
+@click.command()
+@click.argument("session_id", type=TEXT)
+@click.option("--at", "at_seq", type=click.IntRange(min=0), metavar="SEQ",
+              help="The request as it stood before the event at SEQ (default: the next request).")
+@click.option("--pretty", is_flag=True, help="Indent the JSON.")
+@click.pass_context
+def context(ctx: click.Context, session_id: str, at_seq: int | None, pretty: bool) -> None:
+    """Print what the model was sent: instructions, tools and messages, as one
+    chat-completions request (JSON), retractions honoured. With --at SEQ, the request
+    before the event at SEQ; for an assistant/message, the one that produced it."""
+    from eventstore.log.codec import dumps
+
+    request = open_store(ctx, readonly=True).session(session_id).context_at(at_seq)
+    text = json.dumps(request, indent=2, ensure_ascii=False) if pretty else dumps(request)
+    out = out_bytes()
+    out.write(printable(text).encode("utf-8") + b"\n")
+    out.flush()
+
+

@@ -1,0 +1,105 @@
+"""``eventstore search``: full-text search, hits as a table or JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+import click
+
+from eventstore.errors import DatabaseError
+from eventstore.live.tailview import CONTROL_OR_NEWLINE
+
+from .base import TEXT
+from .common import one_line, open_store, stderr_is_terminal
+
+
+@click.command()
+@click.argument("query", metavar="QUERY", type=TEXT)
+@click.option("--session", "session_id", metavar="ID", type=TEXT, help="Only hits in this session.")
+@click.option("--type", "type_", metavar="TYPE", type=TEXT,
+              help="Only events of this type (user/message, assistant/message, tool/result).")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True, help="At most N hits.")
+@click.option("--raw", is_flag=True, help="QUERY is the database's own syntax as it stands: FTS5 on SQLite "
+              '("a b" OR c*, NEAR(a b)), to_tsquery on PostgreSQL (a & (b | c:*)).')
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of hits (matches marked **like this**).")
+@click.pass_context
+def search(ctx: click.Context, query: str, session_id: str | None, type_: str | None, limit: int, raw: bool,
+           as_json: bool) -> None:
+    """Full-text search over message content, tool call arguments and tool results.
+
+    Every word of QUERY must occur (a word ending in * matches as a prefix). Hits come best
+    first (BM25 on SQLite, ts_rank on PostgreSQL, among the newest 2,000 matches), each
+    with its session, seq, type and a snippet around the match. The index is brought up to
+    date first: the events stored since the last search are indexed (with a progress line
+    when there are many); a reader that may not write it searches the rest unindexed.
+    """
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from eventstore.backends import is_postgres_url
+    from eventstore.search import MARK_END, MARK_START, RANK_WINDOW, catch_up, count
+    from eventstore.search import search as run_search
+
+    db = ctx.find_root().obj["db"]
+    # An SQLite file we may only read is searched as it is (search() scans what is not indexed).
+    readonly = not is_postgres_url(db) and not (os.path.isfile(db) and os.access(db, os.W_OK))
+    store = open_store(ctx, readonly=readonly)
+    if not raw and not query.split():
+        raise click.UsageError("QUERY is empty: give the words to look for")
+    if stderr_is_terminal():
+        def progress(done: int, total: int) -> None:
+            click.echo(f"\rindexing the events stored since the last search: {done:,}/{total:,}", err=True, nl=False)
+    else:
+        progress = None
+    try:
+        if catch_up(store, progress) and progress is not None:
+            click.echo("", err=True)
+    except DatabaseError:
+        pass  # a file we may only read: search() scans what is not indexed
+    hits = run_search(store, query, session_id=session_id, type=type_, limit=limit, raw=raw)
+    if len(hits) == limit and not as_json:
+        n = count(store, query, session_id=session_id, type=type_, raw=raw)
+        if n > limit:
+            click.echo(f"{n:,} matches; the best {limit} shown" + (f" (ranked among the newest {RANK_WINDOW:,})"
+                                                                    if n > RANK_WINDOW else ""), err=True)
+    if as_json:
+        click.echo(json.dumps([{"session_id": h.session_id, "seq": h.seq, "type": h.type, "ts": h.ts,
+                                "snippet": h.snippet.replace(MARK_START, "**").replace(MARK_END, "**"),
+                                "score": h.score} for h in hits], ensure_ascii=False))
+        return
+    if not hits:
+        click.echo("no match")
+        return
+    ids = [one_line(h.session_id) for h in hits]
+    snippets = []
+    for h in hits:
+        snippet = Text()
+        for k, part in enumerate(re.split(f"[{MARK_START}{MARK_END}]", h.snippet)):
+            snippet.append(CONTROL_OR_NEWLINE.sub(" ", part), style="bold reverse" if k % 2 else None)
+        snippets.append(snippet)
+    # on a terminal (or with $COLUMNS) the snippets wrap to its width; into a pipe or a file, each hit is one line
+    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    console = Console(soft_wrap=False, width=1_000_000 if wide else None)
+    fixed = max(map(len, ids)) + 2 + max(len(str(h.seq)) for h in hits) + 2 + max(len(h.type) for h in hits) + 2
+    if console.width - fixed < 40:  # too narrow for a snippet column: each snippet below its hit, indented
+        from rich.padding import Padding
+
+        for sid, h, snippet in zip(ids, hits, snippets, strict=True):
+            console.print(Text(f"{sid}  seq {h.seq}  {h.type}", style="bold"), soft_wrap=True)
+            console.print(Padding(snippet, (0, 0, 0, 4), expand=False))
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    # an id and a type are for copying: kept whole on one line; the snippet takes the room left
+    table.add_column("SESSION", no_wrap=True, min_width=max(map(len, ids)))
+    table.add_column("SEQ", justify="right", no_wrap=True)
+    table.add_column("TYPE", no_wrap=True, min_width=max(len(h.type) for h in hits))
+    table.add_column("SNIPPET", overflow="fold")
+    for sid, h, snippet in zip(ids, hits, snippets, strict=True):
+        table.add_row(Text(sid), str(h.seq), h.type, snippet)
+    console.print(table)
+
+
