@@ -1,0 +1,90 @@
+"""Concurrent writers: N processes, each appending single events to a session of its own."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+from .. import data
+from ..harness import ES, percentiles
+
+SUMMARY = "1 and 8 writer processes appending single events at once; eventstore against the raw driver"
+NAME = "Concurrent writers"
+
+
+def _writer(system: str, target: str, durability: str, index: int, count: int, barrier, results) -> None:
+    sid = f"w{index}-{time.time_ns()}"
+    if system == ES:
+        from eventstore import EventStore
+
+        store = EventStore.open(target, durability=durability, busy_timeout=60)
+        s = store.create_session(sid)
+        append, close = s.append, store.close
+    elif target.startswith("postgresql"):
+        from ..peers import raw_psycopg
+
+        conn = raw_psycopg.connect(target, durability)
+        append, close = raw_psycopg.Log(conn, sid).append, conn.close
+    else:
+        from ..peers import raw_sqlite
+
+        conn = raw_sqlite.connect(target)
+        append, close = raw_sqlite.Log(conn, sid).append, conn.close
+    append("assistant/chunk", data.chunk(0))  # connection made, head known
+    lat = []
+    barrier.wait()
+    t0 = time.perf_counter()
+    for i in range(count):
+        t = time.perf_counter()
+        append("assistant/chunk", data.chunk(i))
+        lat.append(time.perf_counter() - t)
+    results.put((t0, time.perf_counter(), lat))
+    close()
+
+
+def _once(system: str, target: str, durability: str, procs: int, count: int) -> tuple[float, list[float]]:
+    # fork: the children inherit the imports (a spawned interpreter takes ~0.5 s to start here)
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    barrier, results = ctx.Barrier(procs), ctx.Queue()
+    ps = [ctx.Process(target=_writer, args=(system, target, durability, i, count, barrier, results))
+          for i in range(procs)]
+    for p in ps:
+        p.start()
+    got = [results.get(timeout=600) for _ in ps]
+    for p in ps:
+        p.join()
+        if p.exitcode:
+            raise RuntimeError(f"a {system} writer failed ({p.exitcode})")
+    wall = max(g[1] for g in got) - min(g[0] for g in got)
+    return wall / (procs * count), [x for g in got for x in g[2]]
+
+
+def run(bench) -> None:
+    from eventstore import EventStore
+
+    from ._systems import raw_psycopg, raw_sqlite
+
+    count = bench.pick(100, 2000)
+    targets = {ES: bench.target("writers")}
+    EventStore.open(targets[ES]).close()
+    raw = raw_sqlite.NAME if bench.backend == "sqlite" else raw_psycopg.NAME
+    if bench.backend == "sqlite":
+        targets[raw] = bench.target("writers-raw")
+        raw_sqlite.connect(targets[raw]).close()
+    else:
+        targets[raw] = targets[ES]  # the same events table, its triggers and position lock
+    for procs in (1, 8):
+        case = f"{procs} writer{'s' if procs > 1 else ''} × {count:,} appends"
+        lat: dict[str, list[float]] = {ES: [], raw: []}
+
+        def block(system: str, procs=procs, lat=lat) -> float:
+            per, got = _once(system, targets[system], bench.durability, procs, count)
+            lat[system] += got
+            return per
+
+        figs = bench.measure(NAME, case, {ES: lambda: block(ES), raw: lambda: block(raw)}, "event",
+                             {ES: f"Session.append in each process, durability {bench.durability}",
+                              raw: "the same appends by the raw driver" + (" (busy handler)" if raw == raw_sqlite.NAME
+                                                                        else ", same table")})
+        for name, f in figs.items():
+            f.extra = percentiles(lat[name])
