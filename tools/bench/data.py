@@ -41,7 +41,8 @@ def agent_events(seed: int = 1):
                                   "function": {"name": "run_bash", "arguments": args}})
             yield "assistant/message", {"content": text, "tool_calls": calls}
             for c in calls:
-                yield "tool/result", {"tool_call_id": c["id"], "content": " ".join(rng.choices(WORDS, k=rng.randint(5, 200)))}
+                out = " ".join(rng.choices(WORDS, k=rng.randint(5, 200)))
+                yield "tool/result", {"tool_call_id": c["id"], "content": out}
             yield "step/end", {"step": step, "tool_calls": len(calls)}
         yield "turn/end", {}
         turn += 1
@@ -65,7 +66,7 @@ def chat(messages: int, chunks: int = 0):
         elif kind == 1:
             yield "assistant/message", {"content": f"let me look ({k})", "tool_calls": [
                 {"id": f"call_{k}", "type": "function",
-                 "function": {"name": "run_bash", "arguments": orjson.dumps({"command": f"pytest -k case{k}"}).decode()}}]}
+                 "function": {"name": "run_bash", "arguments": f'{{"command":"pytest -k case{k}"}}'}}]}
         elif kind == 2:
             yield "tool/result", {"tool_call_id": f"call_{k - 1}", "content": f"{k} passed, 0 failed"}
         else:

@@ -35,7 +35,8 @@ def session(session_id: str, path):
 def item(type_: str, payload: dict) -> dict:
     """An event as the item the SDK stores for it (the chat message; chunks have none)."""
     if type_ == "tool/result":
-        return {"type": "function_call_output", "call_id": payload.get("tool_call_id", "c"), "output": payload["content"]}
+        return {"type": "function_call_output", "call_id": payload.get("tool_call_id", "c"),
+                "output": payload["content"]}
     role = "user" if type_ == "user/message" else "assistant"
     content = payload.get("content") if "content" in payload else payload["delta"]["content"]
     return {"role": role, "content": content}

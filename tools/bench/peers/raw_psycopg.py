@@ -16,7 +16,8 @@ import orjson
 
 NAME = "raw psycopg"
 INSERT = "INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES (%s, %s, %s, %s, %s, %s)"
-INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) SELECT %s, %s + u.i - 1, u.t, u.ts, u.p, u.h "
+INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+               "SELECT %s, %s + u.i - 1, u.t, u.ts, u.p, u.h "
                "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[]) WITH ORDINALITY AS u(t, ts, p, h, i)")
 #: the commit of each store durability (normal and full are durable on PostgreSQL)
 SYNC = {"normal": "on", "full": "on", "may-lose-recent": "off"}

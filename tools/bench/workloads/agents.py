@@ -45,7 +45,8 @@ def run(bench) -> None:
     loop = asyncio.new_event_loop()
     store = EventStore.open(bench.target("agents"), durability=bench.durability)
     sdk_path = bench.folder("agents") / "sdk.db"
-    make = {ESS: lambda sid: EventStoreSession(sid, store), agents_sdk.NAME: lambda sid: agents_sdk.session(sid, sdk_path)}
+    make = {ESS: lambda sid: EventStoreSession(sid, store),
+            agents_sdk.NAME: lambda sid: agents_sdk.session(sid, sdk_path)}
     notes = {ESS: f"eventstore {bench.durability}: WAL, synchronous=NORMAL", agents_sdk.NAME: agents_sdk.SETTINGS}
     run_ = loop.run_until_complete
     counters = {name: iter(range(turns, 10**9)) for name in make}  # the same items for both

@@ -14,12 +14,12 @@ SUMMARY = "`eventstore sessions` (sessions of 5 events) and `--help` as commands
 NAME = "Sessions listing (commands)"
 QUERY = ("SELECT s.id, s.created_at, coalesce((SELECT max(seq) + 1 FROM events WHERE session_id = s.id), 0), "
          "(SELECT ts FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) FROM sessions AS s")
-SQLITE_SCRIPT = ("import sqlite3, sys, datetime\nconn = sqlite3.connect(sys.argv[1])\n"
-                 "for r in conn.execute(sys.argv[2]):\n"
-                 "    print(r[0], r[2], datetime.datetime.fromtimestamp(r[1]), r[3] and datetime.datetime.fromtimestamp(r[3]))")
-PG_SCRIPT = ("import psycopg, sys, datetime\nconn = psycopg.connect(sys.argv[1])\n"
-             "for r in conn.execute(sys.argv[2]):\n"
-             "    print(r[0], r[2], datetime.datetime.fromtimestamp(r[1]), r[3] and datetime.datetime.fromtimestamp(r[3]))")
+#: the plain script: the query, each row printed with its times as dates (DRIVER is filled in)
+SCRIPT = """import DRIVER, sys, datetime
+when = datetime.datetime.fromtimestamp
+for r in DRIVER.connect(sys.argv[1]).execute(sys.argv[2]):
+    print(r[0], r[2], when(r[1]), r[3] and when(r[3]))
+"""
 
 
 def run(bench) -> None:
@@ -28,7 +28,7 @@ def run(bench) -> None:
     with EventStore.open(db) as store:
         for k in range(count):
             store.create_session(f"s{k:06d}").append_many(data.take(data.agent_events(k), 5))
-    script = SQLITE_SCRIPT if bench.backend == "sqlite" else PG_SCRIPT
+    script = SCRIPT.replace("DRIVER", "sqlite3" if bench.backend == "sqlite" else "psycopg")
     plain = "plain Python script"
     bench.measure(NAME, f"sessions: {count:,} sessions of 5 events",
                   {ES: lambda: run_command(command("sessions", db=db)),
