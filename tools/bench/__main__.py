@@ -18,6 +18,14 @@ from .harness import Bench, load_average
 from .workloads import NAMES, load
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -49,14 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     try:
         for name in names:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _cpu()
             try:
                 load(name).run(bench)
             except Exception as e:  # one workload's failure is reported; the others still run
                 traceback.print_exc()
                 failed.append(name)
                 bench.check(f"{name} ran", False, f"{type(e).__name__}: {e}")
-            print(f"== {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+            print(f"== {name}: {time.perf_counter() - t0:.1f} s ({_cpu() - c0:.1f} s of CPU in this process and its "
+                  "children)", file=sys.stderr, flush=True)
     finally:
         bench.machine["load at end"] = load_average()
         bench.close()

@@ -33,9 +33,10 @@ def turn_items(i: int) -> list[dict]:
 
 
 def run(bench) -> None:
-    reason = agents_sdk.available() if bench.peers else "--no-peers"
     if bench.backend != "sqlite":
-        reason = reason or "SQLiteSession is SQLite only"
+        reason = "SQLiteSession is SQLite only"
+    else:
+        reason = agents_sdk.available() if bench.peers else "--no-peers"
     if reason:
         bench.skip(NAME, "every case", agents_sdk.NAME, reason)
         return
