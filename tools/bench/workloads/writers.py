@@ -43,8 +43,14 @@ def _writer(system: str, target: str, durability: str, index: int, count: int, b
 
 
 def _once(system: str, target: str, durability: str, procs: int, count: int) -> tuple[float, list[float]]:
-    # fork: the children inherit the imports (a spawned interpreter takes ~0.5 s to start here)
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    # forkserver: a clean process (no inherited connection or thread, as docs/concurrency.md asks)
+    # that has imported the writer's modules once; each writer is forked from it (a spawned
+    # interpreter takes ~0.5 s to start and import here)
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["eventstore", __name__])
+    else:
+        ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(procs), ctx.Queue()
     ps = [ctx.Process(target=_writer, args=(system, target, durability, i, count, barrier, results))
           for i in range(procs)]
