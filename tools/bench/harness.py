@@ -222,7 +222,8 @@ class Bench:
                     continue
                 extra = "; ".join(f"{k} {v}" for k, v in f.extra.items())
                 note = "; ".join(x for x in (f.note, extra) if x)
-                rate = f"{1 / f.median:,.{0 if f.median < 0.1 else 2}f} {f.unit}s/s" if f.median else "—"
+                units = f.unit[:-1] + "ies" if f.unit.endswith("y") else f.unit + "s"
+                rate = f"{1 / f.median:,.{0 if f.median < 0.1 else 2}f} {units}/s" if f.median else "—"
                 ratio = f"{f.ratio:.2f}x" if f.ratio is not None else "—"
                 lines.append(f"| {case} | {f.system} | {fmt_time(f.median)} | {fmt_time(min(f.times))} | "
                              f"{fmt_time(max(f.times))} | {rate} | {ratio} | {note} |")

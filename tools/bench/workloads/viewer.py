@@ -14,7 +14,7 @@ from eventstore import EventStore
 from .. import data
 from ..harness import ES, ROOT, Figure, command
 
-SUMMARY = "`eventstore serve`: start-up, a big session's first screen (/api/session + first /api/events page)"
+SUMMARY = "`eventstore serve`: start-up, a big session's first screen, the sessions index and its first page"
 NAME = "Viewer"
 
 
@@ -36,6 +36,7 @@ def run(bench) -> None:
             store.create_session(f"s{k:05d}").append_many(data.take(data.agent_events(k), 12))
     cases = {"start-up: process start to URL printed": [],
              f"first screen of a session of {chunks + 2:,} events": [],
+             f"sessions index of {small + 1:,} read from the log, from process start": [],
              f"sessions page: first 50 of {small + 1:,}": []}
     names = list(cases)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -54,15 +55,18 @@ def run(bench) -> None:
             _get(base + "/api/session?session=big-session")
             page = _get(base + "/api/events?session=big-session&after=-1&limit=500")
             cases[names[1]].append(time.perf_counter() - t)
+            while b'"loading":true' in _get(base + "/api/sessions?limit=1").replace(b" ", b""):
+                time.sleep(0.01)  # the viewer still reads the log (its page says so)
+            cases[names[2]].append(time.perf_counter() - t0)
             t = time.perf_counter()
             listing = _get(base + "/api/sessions?limit=50")
-            cases[names[2]].append(time.perf_counter() - t)
+            cases[names[3]].append(time.perf_counter() - t)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
     bench.check("viewer: the first page holds events", page.count(b'"seq"') >= 1, len(page))
     bench.check("viewer: the sessions page lists sessions", b"s000" in listing or b"big-session" in listing)
     notes = ["eventstore serve --port 0", "GET /api/session, then /api/events?after=-1&limit=500, right after start",
-             "GET /api/sessions?limit=50 (the index read from the log)"]
+             "polled until /api/sessions is no longer loading", "GET /api/sessions?limit=50, the first after ready"]
     for (case, times), note in zip(cases.items(), notes, strict=True):
         bench.add(Figure(NAME, case, ES, "request", times, note))
