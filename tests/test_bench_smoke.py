@@ -63,13 +63,6 @@ def test_every_workload_runs_on_sqlite(tmp_path: Path):
     assert "#### Concurrent writers" in stdout and "Load average" in stdout
 
 
-def test_no_peers_skips_them(tmp_path: Path):
-    """``--no-peers`` lists the peers as skipped and never imports them."""
-    result, _ = bench(tmp_path, "batch", "agents", "--no-peers")
-    assert measured(result) == {"Batched appends": {"eventstore", "raw sqlite3"}}
-    assert all(f["skipped"] == "--no-peers" for f in result["figures"] if not f["times"])
-
-
 def test_postgres_workloads_run(tmp_path: Path, pg_url: str):
     """Appends and import against raw psycopg on the fixtures' server (a database per case)."""
     result, _ = bench(tmp_path, "append", "import", "--backend", "postgres", "--pg-url", pg_url)

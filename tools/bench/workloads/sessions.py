@@ -35,6 +35,8 @@ def run(bench) -> None:
                    plain: lambda: run_command([sys.executable, "-c", script, db, QUERY])},
                   "command", {ES: "eventstore sessions (a table), stdout to /dev/null",
                               plain: "the same query, one print a row"})
+    if bench.quick:  # (the smoke test's time is mostly interpreters starting)
+        return
     bench.measure(NAME, "--help", {ES: lambda: run_command(command("--help", db=db)),
                                    plain: lambda: run_command([sys.executable, "-c", "import sqlite3"])},
                   "command", {ES: "eventstore --help", plain: "python -c 'import sqlite3'"})
