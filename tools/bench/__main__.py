@@ -27,6 +27,7 @@ def _cpu() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit status (1 when a workload failed or a check did not pass)."""
     ap = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="the workloads and what each measures")

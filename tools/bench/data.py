@@ -49,6 +49,7 @@ def agent_events(seed: int = 1):
 
 
 def take(gen, n: int) -> list:
+    """The next ``n`` items of ``gen``."""
     return [next(gen) for _ in range(n)]
 
 

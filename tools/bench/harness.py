@@ -46,6 +46,7 @@ class Figure:
 
     @property
     def median(self) -> float | None:
+        """The median over the rounds (None when the system did not run)."""
         return statistics.median(self.times) if self.times else None
 
 
@@ -113,6 +114,7 @@ class Bench:
         return quick if self.quick else full
 
     def folder(self, name: str) -> Path:
+        """A scratch folder ``name`` in the run's work folder."""
         path = self.workdir / name
         path.mkdir(parents=True, exist_ok=True)
         return path
@@ -168,10 +170,12 @@ class Bench:
         return figs
 
     def add(self, fig: Figure) -> Figure:
+        """Record a figure a workload took itself."""
         self.figures.append(fig)
         return fig
 
     def skip(self, workload: str, case: str, system: str, reason: str) -> None:
+        """Record that ``system`` did not run in ``case``, and why."""
         self.figures.append(Figure(workload, case, system, "", skipped=reason))
 
     def check(self, what: str, ok: bool, detail: str = "") -> None:
@@ -179,6 +183,7 @@ class Bench:
         self.checks.append({"check": what, "ok": bool(ok), "detail": str(detail)})
 
     def ratios(self) -> None:
+        """Set each figure's ratio: its median over eventstore's (else the case's first system's)."""
         base: dict[tuple, float] = {}  # eventstore's median, else the case's first system's
         for f in self.figures:
             if f.times and (f.system == ES or (f.workload, f.case) not in base):
@@ -190,12 +195,14 @@ class Bench:
     # -- output -------------------------------------------------------------------------------
 
     def as_json(self) -> dict:
+        """Every figure with its rounds, the machine and the checks, as a JSON-ready dict."""
         self.ratios()
         return {"machine": self.machine, "backend": self.backend, "quick": self.quick, "rounds": self.rounds,
                 "durability": self.durability, "figures": [asdict(f) | {"median": f.median} for f in self.figures],
                 "checks": self.checks}
 
     def markdown(self, command: str) -> str:
+        """The machine and one Markdown table per workload, headed by ``command``."""
         self.ratios()
         m = self.machine
         versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)

@@ -12,6 +12,7 @@ NAME = "eventsourcing SQLite recorder"
 
 
 def available() -> str:
+    """'' when the library imports, else why not."""
     try:
         import eventsourcing.sqlite  # noqa: F401
     except Exception as e:
@@ -47,15 +48,19 @@ class Recorder:
                                 state=orjson.dumps(payload))
 
     def append(self, type_: str, payload: dict) -> None:
+        """Store one event (one ``insert_events`` call)."""
         self.recorder.insert_events([self._stored(type_, payload)])
 
     def append_many(self, events) -> None:
+        """Store a batch in one ``insert_events`` call."""
         self.recorder.insert_events([self._stored(t, p) for t, p in events])
 
     def messages(self) -> list[dict]:
+        """The aggregate's chat messages: ``select_events``, orjson, mapped in Python."""
         from ..data import derive
 
         return derive({"type": s.topic, **orjson.loads(s.state)} for s in self.recorder.select_events(self.oid))
 
     def close(self) -> None:
+        """Close the recorder's connections."""
         self.datastore.close()

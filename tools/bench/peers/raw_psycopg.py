@@ -33,6 +33,7 @@ def available() -> str:
 
 
 def connect(url: str, durability: str = "normal"):
+    """An autocommit connection with the commit setting of ``durability``."""
     import psycopg
 
     conn = psycopg.connect(url, autocommit=True)
@@ -41,6 +42,7 @@ def connect(url: str, durability: str = "normal"):
 
 
 def create_session(conn, sid: str) -> None:
+    """The session row the events table's foreign key needs."""
     conn.execute("INSERT INTO sessions (id, created_at) VALUES (%s, %s)", (sid, time.time()))
 
 
@@ -63,9 +65,11 @@ class Log:
         return row
 
     def append(self, type_: str, payload: dict) -> None:
+        """One autocommit INSERT of the next event."""
         self.conn.execute(INSERT, self._row(type_, payload, time.time()))
 
     def append_many(self, events) -> None:
+        """One INSERT of the whole batch (``unnest``), autocommit."""
         seq0, now = self.seq, time.time()
         rows = [self._row(t, p, now) for t, p in events]
         self.conn.execute(INSERT_MANY, (self.sid, seq0, [r[2] for r in rows], [r[3] for r in rows],

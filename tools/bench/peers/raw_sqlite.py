@@ -58,12 +58,14 @@ class Log:
         return row
 
     def append(self, type_: str, payload: dict) -> None:
+        """One event in a transaction of its own."""
         row = self._row(type_, payload, time.time())
         self.conn.execute("BEGIN IMMEDIATE")
         self.conn.execute(INSERT, row)
         self.conn.execute("COMMIT")
 
     def append_many(self, events) -> None:
+        """A batch in one transaction (``executemany``)."""
         now = time.time()
         rows = [self._row(t, p, now) for t, p in events]
         self.conn.execute("BEGIN IMMEDIATE")

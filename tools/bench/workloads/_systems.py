@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-
 from ..peers import agents_sdk, eventsourcing_lib, raw_psycopg, raw_sqlite
 
 
@@ -28,7 +26,3 @@ def sqlite_peers(bench) -> dict[str, str]:
     if not bench.peers:
         return {agents_sdk.NAME: "--no-peers", eventsourcing_lib.NAME: "--no-peers"}
     return {agents_sdk.NAME: agents_sdk.available(), eventsourcing_lib.NAME: eventsourcing_lib.available()}
-
-
-def scratch() -> str:
-    return tempfile.mkdtemp(prefix="eventstore-bench-")

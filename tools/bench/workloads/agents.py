@@ -33,6 +33,7 @@ def turn_items(i: int) -> list[dict]:
 
 
 def run(bench) -> None:
+    """Time the adapter and the SDK's session on the same items (SQLite only)."""
     if bench.backend != "sqlite":
         reason = "SQLiteSession is SQLite only"
     else:

@@ -16,6 +16,7 @@ NAME = "Single appends"
 
 
 def run(bench) -> None:
+    """Time single appends at each size."""
     sizes = bench.pick([200], [1_000, 10_000, 100_000])
     block = bench.pick(100, 500)
     for size in sizes:

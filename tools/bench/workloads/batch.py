@@ -16,6 +16,7 @@ NAME = "Batched appends"
 
 
 def run(bench) -> None:
+    """Time batches of 100 by every system."""
     batches, size = bench.pick(10, 50), 100
     case = f"{batches} batches of {size}"
     gen = data.agent_events(7)

@@ -15,6 +15,7 @@ NAME = "Export"
 
 
 def run(bench) -> None:
+    """Import the corpus once, then time exporting every session."""
     files, per = bench.pick((4, 500), (20, 10_000))
     corpus = data.corpus(bench.workdir / "corpus" / f"{files}x{per}", files, per)
     n = files * per

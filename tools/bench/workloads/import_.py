@@ -13,6 +13,7 @@ NAME = "Import"
 
 
 def run(bench) -> None:
+    """Time importing the corpus into a fresh database each round."""
     files, per = bench.pick((4, 500), (20, 10_000))
     corpus = data.corpus(bench.workdir / "corpus" / f"{files}x{per}", files, per)
     n = files * per

@@ -18,6 +18,7 @@ NAME = "Read one session"
 
 
 def run(bench) -> None:
+    """Time reading one session at each size."""
     for size in bench.pick([1_000], [1_000, 10_000, 100_000]):
         _at(bench, size)
 

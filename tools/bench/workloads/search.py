@@ -14,6 +14,7 @@ QUERIES = ("session", "shell build", "function error")
 
 
 def run(bench) -> None:
+    """Import the corpus, then time the queries and the command."""
     files, per = bench.pick((4, 500), (50, 20_000))
     corpus = data.corpus(bench.workdir / "corpus" / f"{files}x{per}", files, per)
     db = bench.target("search")

@@ -23,6 +23,7 @@ for r in DRIVER.connect(sys.argv[1]).execute(sys.argv[2]):
 
 
 def run(bench) -> None:
+    """Time the listing and --help as commands against plain scripts."""
     count = bench.pick(200, 20_000)
     db = bench.target("sessions")
     with EventStore.open(db) as store:

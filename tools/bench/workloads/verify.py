@@ -28,6 +28,7 @@ sys.exit(bad != 0)
 
 
 def run(bench) -> None:
+    """Import the corpus, then time the verify command (and the plain script on SQLite)."""
     files, per = bench.pick((2, 250), (20, 10_000))
     corpus = data.corpus(bench.workdir / "corpus" / f"{files}x{per}", files, per)
     db = bench.target("verify")

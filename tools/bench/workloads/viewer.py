@@ -24,6 +24,7 @@ def _get(url: str) -> bytes:
 
 
 def run(bench) -> None:
+    """Start the viewer each round and time what its first screens ask for."""
     chunks, small = bench.pick((2_000, 50), (100_000, 1_000))
     db = bench.target("viewer")
     with EventStore.open(db) as store:

@@ -66,6 +66,7 @@ def _once(system: str, target: str, durability: str, procs: int, count: int) -> 
 
 
 def run(bench) -> None:
+    """Time 1 and 8 writer processes of eventstore and of the raw driver."""
     from eventstore import EventStore
 
     from ._systems import raw_psycopg, raw_sqlite
