@@ -280,5 +280,6 @@ def run_command(argv: list[str]) -> float:
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
     dt = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+        shown = " ".join(a if len(a) < 60 else a[:57].split("\n")[0] + "..." for a in argv)
+        raise RuntimeError(f"{shown} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
     return dt
