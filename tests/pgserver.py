@@ -11,7 +11,7 @@ to that user. The superuser of the cluster is the role ``postgres``; authenticat
 ``trust`` (only local connections reach it).
 
 Used by ``tests/conftest.py`` (fixtures ``pg_server`` and ``pg_url``) and by
-``tools/bench.py --backend postgres``.
+``python -m tools.bench run ... --backend postgres``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the child's, so a test process that just wrote a 100 MB file would count it.)
 
 The files are generated here, never committed. The one-million-event file takes the
 longest (half a minute or more on a busy machine): it is marked ``slow`` (run it with
-``pytest -m slow``; ``tools/bench_import.py --memory`` measures it too); the default run
+``pytest -m slow``); the default run
 keeps the 20 MB line and a 100 MB file of 100,000 larger events.
 """
 

@@ -6,7 +6,7 @@ functions take the :class:`SQLiteBackend` whose connection they use; see
 
 The index is derived from the log and not kept by a trigger on ``events``: FTS5 writes a
 segment per transaction, which made a single append of a message event about three times
-as slow (tools/bench_search.py); so appends and imports pay nothing, and the first search
+as slow (docs/benchmarks.md, "Investigations"); so appends and imports pay nothing, and the first search
 after many writes pays for indexing them.
 """
 

@@ -1,0 +1,1 @@
+"""Developer tools of the repository (not installed with the package): ``python -m tools.bench``."""

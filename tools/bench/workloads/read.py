@@ -1,0 +1,93 @@
+"""Reading one session: its chat messages (the projection), and all its events."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+
+from eventstore import EventStore
+
+from .. import data
+from ..harness import ES, timed
+from ..peers import agents_sdk, eventsourcing_lib, raw_psycopg, raw_sqlite
+from ._systems import sqlite_peers
+
+SUMMARY = "derive_messages and events() of one session of 1k/10k/100k messages; raw read, SDK get_items"
+NAME = "Read one session"
+
+
+def run(bench) -> None:
+    """Time reading one session at each size."""
+    for size in bench.pick([1_000], [1_000, 10_000, 100_000]):
+        _at(bench, size)
+
+
+def _at(bench, size: int) -> None:
+    events = list(data.chat(size))
+    reps = max(1, bench.pick(2, 100_000 // size))
+    target = bench.target(f"read-{size}")
+    store = EventStore.open(target)
+    s = store.create_session("bench")
+    for k in range(0, len(events), 5000):
+        s.append_many(events[k:k + 5000])
+    store.close()
+    store = EventStore.open(target)  # reopened: the reads start on a settled database
+    s = store.session("bench")
+    closers = [store.close]
+    if bench.backend == "sqlite":
+        conn = raw_sqlite.connect(bench.target(f"read-{size}-raw"))
+        raw_sqlite.Log(conn, "bench").append_many(events)
+        raw_name = raw_sqlite.NAME
+
+        def raw_messages():
+            return raw_sqlite.messages(conn, "bench")
+
+        def raw_events():
+            return [orjson.loads(p) for _t, _seq, _ts, p in conn.execute(
+                "SELECT type, seq, ts, payload FROM events WHERE session_id = ? ORDER BY seq", ("bench",))]
+    else:
+        conn = raw_psycopg.connect(target)
+        raw_name = raw_psycopg.NAME + ", same table"
+
+        def raw_messages():
+            rows = conn.execute("SELECT type, payload FROM events WHERE session_id = %s AND type IN "
+                                "('user/message', 'assistant/message', 'tool/result') ORDER BY seq", ("bench",))
+            return data.derive({"type": t, **orjson.loads(p)} for t, p in rows)
+
+        def raw_events():
+            return [orjson.loads(r[3]) for r in conn.execute(
+                "SELECT type, seq, ts, payload FROM events WHERE session_id = %s ORDER BY seq", ("bench",))]
+    closers.append(conn.close)
+    case = f"messages of a session of {size:,}"
+    systems = {ES: lambda: timed(lambda: [s.derive_messages() for _ in range(reps)], reps * size),
+               raw_name: lambda: timed(lambda: [raw_messages() for _ in range(reps)], reps * size)}
+    notes = {ES: "Session.derive_messages", raw_name: "SELECT the message rows, orjson, mapped in Python"}
+    peers = sqlite_peers(bench)
+    if peers.get(agents_sdk.NAME) == "":
+        loop = asyncio.new_event_loop()
+        sdk = agents_sdk.session("bench", bench.folder(f"read-{size}") / "sdk.db")
+        loop.run_until_complete(sdk.add_items([agents_sdk.item(t, p) for t, p in events]))
+        systems[agents_sdk.NAME] = lambda: timed(
+            lambda: [loop.run_until_complete(sdk.get_items()) for _ in range(reps)], reps * size)
+        notes[agents_sdk.NAME] = "get_items() of the same messages"
+        closers += [sdk.close, loop.close]
+    if peers.get(eventsourcing_lib.NAME) == "":
+        rec = eventsourcing_lib.Recorder(bench.folder(f"read-{size}") / "evsrc.db")
+        rec.append_many(events)
+        systems[eventsourcing_lib.NAME] = lambda: timed(lambda: [rec.messages() for _ in range(reps)], reps * size)
+        notes[eventsourcing_lib.NAME] = "select_events + the projection in Python"
+        closers.append(rec.close)
+    for name, reason in peers.items():
+        if reason:
+            bench.skip(NAME, case, name, reason)
+    bench.measure(NAME, case, systems, "message", notes)
+    bench.check(f"read {size}: eventstore derives {size} messages", len(s.derive_messages()) == size)
+    bench.check(f"read {size}: the raw read derives the same messages", raw_messages() == s.derive_messages())
+    case = f"events() of a session of {size:,}"
+    bench.measure(NAME, case, {ES: lambda: timed(lambda: [list(s.events()) for _ in range(reps)], reps * size),
+                               raw_name: lambda: timed(lambda: [raw_events() for _ in range(reps)], reps * size)},
+                  "event", {ES: "list(Session.events())", raw_name: "SELECT the rows, orjson each payload"})
+    for close in closers:
+        close()
+

@@ -1,0 +1,45 @@
+"""Verify: the whole database checked as a user runs it, against a plain script re-chaining
+every session's hashes (SQLite; on PostgreSQL eventstore alone)."""
+
+from __future__ import annotations
+
+import sys
+
+from eventstore import EventStore
+
+from .. import data
+from ..harness import ES, command, run_command
+
+SUMMARY = "`eventstore verify` of agent sessions as a command; a plain script re-chaining every hash"
+NAME = "Verify"
+#: the plain script: every event's line rebuilt and chained with sha256, session by session
+SCRIPT = """import hashlib, sqlite3, sys, orjson
+conn = sqlite3.connect(sys.argv[1])
+bad = 0
+for (sid,) in conn.execute("SELECT id FROM sessions").fetchall():
+    prev = hashlib.sha256(orjson.dumps({"type": "session/meta", "id": sid})).hexdigest()
+    for t, seq, ts, pj, h in conn.execute(
+            "SELECT type, seq, ts, payload, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,)):
+        head = orjson.dumps({"type": t, "seq": seq, "ts": ts}).decode()
+        prev = hashlib.sha256((prev + "\\n" + head[:-1] + ("}" if pj == "{}" else "," + pj[1:])).encode()).hexdigest()
+        bad += prev != h
+sys.exit(bad != 0)
+"""
+
+
+def run(bench) -> None:
+    """Import the corpus, then time the verify command (and the plain script on SQLite)."""
+    files, per = bench.pick((2, 250), (20, 10_000))
+    corpus = data.corpus(bench.workdir / "corpus" / f"{files}x{per}", files, per)
+    db = bench.target("verify")
+    with EventStore.open(db) as store:
+        for _sid, path in corpus:
+            store.import_jsonl(path)
+    n = files * per
+    systems = {ES: lambda: run_command(command("verify", db=db)) / n}
+    notes = {ES: "eventstore verify (file, chains, rules), stdout to /dev/null"}
+    if bench.backend == "sqlite":
+        plain = "plain Python script"
+        systems[plain] = lambda: run_command([sys.executable, "-c", SCRIPT, db]) / n
+        notes[plain] = "re-chain every session's hashes (sqlite3, orjson, hashlib)"
+    bench.measure(NAME, f"{n:,} events in {files} sessions", systems, "event", notes)
