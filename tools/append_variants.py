@@ -53,7 +53,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eventstore import EventStore  # noqa: E402
 from eventstore.backends import sqlite as _store  # noqa: E402
 from eventstore.log.chain import chain_hash, genesis_hash  # noqa: E402
-from eventstore.log.codec import event_line, payload_json  # noqa: E402
+from eventstore.log.codec import payload_json  # noqa: E402
+from eventstore.log.line import event_line  # noqa: E402
 
 VARIANTS = ("api", "sql", "values", "no-trigger", "no-fk", "no-check", "no-event-id-index",
             "no-messages-index", "raw")

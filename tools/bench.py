@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from eventstore import EventStore  # noqa: E402
-from eventstore.log.codec import event_line, meta_line  # noqa: E402
+from eventstore.log.line import event_line, meta_line  # noqa: E402
 
 
 def find_shared() -> Path:

@@ -41,7 +41,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eventstore import EventStore  # noqa: E402
-from eventstore.log.codec import dumps, event_line, meta_line  # noqa: E402
+from eventstore.log.codec import dumps  # noqa: E402
+from eventstore.log.line import event_line, meta_line  # noqa: E402
 
 WORDS = ("the of and to in is it that for on with as was be by this are or from at an not file line "
          "error value return function test import def class self print result output tool call run "

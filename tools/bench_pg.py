@@ -98,7 +98,8 @@ def _raw_conn(url: str, durability: str | None = None):
 def bench_append(url: str, n: int, rounds: int, durability: str, peers: bool) -> dict:
     from eventstore import EventStore
     from eventstore.log.chain import chain_hash, genesis_hash
-    from eventstore.log.codec import dumps, event_line
+    from eventstore.log.codec import dumps
+    from eventstore.log.line import event_line
 
     store = EventStore.open(url, durability=durability)
     s = store.create_session(f"append-es-{durability}")
@@ -208,7 +209,8 @@ def bench_batch(url: str, batches: int, rounds: int, durability: str, size: int 
 def bench_import(url: str, events: int, rounds: int, work: Path, durability: str) -> dict:
     from eventstore import EventStore
     from eventstore.log.chain import chain_hash, genesis_hash
-    from eventstore.log.codec import dumps, event_line
+    from eventstore.log.codec import dumps
+    from eventstore.log.line import event_line
 
     store = EventStore.open(url, durability=durability)
     raw = _raw_conn(url, durability)
@@ -544,7 +546,8 @@ def _raw_writer(url: str, index: int, count: int, mode: str, barrier, results, t
     under ``mode``'s commit (:data:`RAW_SETTING`), seq and hash kept by the caller."""
     from eventstore import EventStore
     from eventstore.log.chain import chain_hash, genesis_hash
-    from eventstore.log.codec import dumps, event_line
+    from eventstore.log.codec import dumps
+    from eventstore.log.line import event_line
 
     sid = f"raw-writer-{index}-{time.time_ns()}"
     if table == "events":

@@ -45,7 +45,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eventstore import EventStore  # noqa: E402
-from eventstore.log.codec import dumps, event_line, meta_line  # noqa: E402
+from eventstore.log.codec import dumps  # noqa: E402
+from eventstore.log.line import event_line, meta_line  # noqa: E402
 from eventstore.search import catch_up, count, search  # noqa: E402
 
 VOCAB = 50_000

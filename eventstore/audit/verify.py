@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from eventstore.errors import SessionNotFound
-from eventstore.log.chain import _SHA256, genesis_hash
-from eventstore.log.codec import event_line
+from eventstore.log.chain import chain_hash, genesis_hash
+from eventstore.log.line import event_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from eventstore.backends.base import Backend
@@ -234,7 +234,6 @@ def _verify_session(backend: Backend, sid: str, report: VerifyReport) -> None:
     walk = _Walk(sid)
     feed = walk.feed
     add = walk.findings.append
-    new_sha256 = _SHA256.copy  # quicker than hashlib.sha256() (see chain.chain_hash)
     genesis = genesis_hash(sid)
     prev_hash = genesis
     expected = 0
@@ -250,10 +249,8 @@ def _verify_session(backend: Backend, sid: str, report: VerifyReport) -> None:
             add(Finding("seq", sid, seq, f"position {position} is not after the previous event's "
                                          f"position {prev_position}: events out of commit order"))
         prev_position = position
-        try:  # chain_hash(prev_hash, event_line(...)), inlined
-            h = new_sha256()
-            h.update((prev_hash + "\n" + event_line(type_, seq, ts, payload)).encode())
-            want = h.hexdigest()
+        try:
+            want = chain_hash(prev_hash, event_line(type_, seq, ts, payload))
         except Exception as e:  # a value that the append path could never have written
             want = f"(no canonical line: {e})"
         if stored != want:

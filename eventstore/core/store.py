@@ -34,7 +34,6 @@ from eventstore.live import follow as _follow
 from eventstore.log.codec import (
     dumps,
     encodable,
-    event_line,
     good_event_id,
     loads,
     payload_json,
@@ -42,6 +41,7 @@ from eventstore.log.codec import (
     payload_jsons,
 )
 from eventstore.log.context import context_at as _context_at
+from eventstore.log.line import event_line
 from eventstore.log.projection import loads as _messages_loads
 from eventstore.log.validate import _check_seq, _check_session_id, _check_ts, _check_type
 
