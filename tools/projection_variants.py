@@ -50,7 +50,7 @@ import bench  # noqa: E402
 
 from eventstore import EventStore  # noqa: E402
 from eventstore.log import projection
-from eventstore.schema import MESSAGE_TYPES  # noqa: E402
+from eventstore.log.types import MESSAGE_TYPES  # noqa: E402
 
 _TYPES = "(" + ", ".join(f"'{t}'" for t in MESSAGE_TYPES) + ")"
 _PY_SELECT = f"SELECT type, payload FROM events WHERE session_id = ? AND type IN {_TYPES} ORDER BY seq"

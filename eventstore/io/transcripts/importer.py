@@ -59,9 +59,6 @@ class TranscriptReport:
         return "; ".join(f"{line} lines: {', '.join(v)}" for line, v in by_line.items())
 
 
-CONVERTERS = {"claude-code", "codex"}
-
-
 def convert_file(path: str, fmt: str, *, salvage: bool = False,
                  data: bytes | None = None, stream: IO[bytes] | None = None,
                  ) -> tuple[list[Converted], list[str], bool]:
