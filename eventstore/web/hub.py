@@ -156,6 +156,8 @@ class Hub:
                 if type_ == "assistant/message" or type_ == "tool/result" or type_ == "assistant/part":
                     p = json.loads(payload)
                     extra = p.get("tool_call_id") if type_ == "tool/result" else p.get("tool_calls")
+                    if type_ != "tool/result" and isinstance(extra, str):  # a str is JSON text to the index
+                        extra = json.dumps(extra)
                 self.index.apply(position, sid, seq, type_, ts, extra)
                 self.position = position
                 self._changed(sid)
