@@ -101,9 +101,9 @@ def _fast_line(raw: bytes) -> tuple[str, int, int | float, int] | None:
     except (ValueError, TypeError, KeyError):
         return None
     # raw is orjson's own text of obj: the keys' positions follow from the values' lengths
-    p = 8 + len(_orjson.dumps(t))
-    q = p + 7 + len(str(seq))
-    if raw[p:p + 7] != b',"seq":' or raw[q:q + 6] != b',"ts":' or _odd_numbers(raw) or _INDEX_KEY(raw):
+    head = line_head(t).encode()
+    q = len(head) + len(str(seq))
+    if not raw.startswith(head) or raw[q:q + 6] != b',"ts":' or _odd_numbers(raw) or _INDEX_KEY(raw):
         return None
     end = raw.find(b",", q + 6)  # a number holds no comma
     return t, seq, ts, len(raw) - 1 if end < 0 else end
