@@ -31,7 +31,7 @@ import orjson
 from eventstore.log.chain import chain_hash, chain_rows, genesis_hash, session_hash
 from eventstore.log.codec import dumps, encodable
 from eventstore.log.codec import js_float as _js_float
-from eventstore.log.line import event_line, meta_line
+from eventstore.log.line import event_line, line_head, meta_line
 
 from ..errors import (
     AppendOnlyViolation,
@@ -1367,7 +1367,7 @@ def _export_chunks(backend: SQLiteBackend, session_id: str, meta_json: str):
                         try:
                             head = heads[t]
                         except KeyError:
-                            head = heads[t] = '{"type":' + dumps(t) + ',"seq":'
+                            head = heads[t] = line_head(t)
                         r = repr(ts)  # JavaScript's text too, but for 1e+16, 5.0 and the like
                         if "e" in r or r[-2:] == ".0":
                             r = js_float(ts)

@@ -213,9 +213,9 @@ class JsonlReader:
     (:data:`MAX_LINE_BYTES`; None: no limit, for a stream eventstore wrote itself).
 
     :meth:`batches` yields lists of rows ``(seq, type, ts, payload, hash)``: ``payload`` is
-    the JSON object text of the event's other keys in canonical form and ``hash`` the
-    event's chained hash (:func:`chain_hash`, from :func:`genesis_hash` of the session id),
-    both as UTF-8 ``bytes`` or ``str``. Iterating the reader yields ``(seq, type, ts,
+    the JSON object text of the event's other keys in canonical form (UTF-8 ``bytes`` or
+    ``str``) and ``hash`` the event's chained hash (a ``str``: :func:`chain_hash` of the line,
+    from :func:`genesis_hash` of the session id). Iterating the reader yields ``(seq, type, ts,
     payload)`` with ``str`` payloads and raises the first error.
 
     Rules (the reference loader made strict; see docs/import-export.md): lines split on
