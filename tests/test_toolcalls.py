@@ -11,8 +11,9 @@ from conftest import db_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eventstore.log.codec import dumps
 from eventstore.log.toolcalls import ToolCallTracker
-from eventstore.web.index import SessionIndex
+from eventstore.web.index import SessionIndex, state_extra
 
 IDS = st.sampled_from(["a", "b", ""])
 CALL = st.one_of(
@@ -73,4 +74,11 @@ def test_the_tracker_says_what_the_views_say(store, events):
     assert (s.messages, s.tool_calls, s.dangling + s.waiting) == (tracker.messages, tracker.tool_calls, unanswered)
     last_turn = turns[-1] if turns else None
     assert s.complete == (not unanswered and (last_turn is None or bool(last_turn[2]) or s.answered))
+    # ... and so does it from the events as the live follower hands them over.
+    live = SessionIndex()
+    for ev in stored:
+        live.apply(ev.seq + 1, sid, ev.seq, ev.type, ev.ts, state_extra(ev.type, dumps(ev.payload)))
+    assert live.get(sid).to_dict() | {"created_at": 0.0} == s.to_dict() | {"created_at": 0.0, "events": len(stored),
+                                                                              "first_ts": stored[0].ts,
+                                                                              "last_ts": stored[-1].ts}
 

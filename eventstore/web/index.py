@@ -22,7 +22,7 @@ import orjson
 from eventstore.log.toolcalls import ToolCallTracker
 from eventstore.log.types import ASSISTANT_MESSAGE, ASSISTANT_PART, TOOL_RESULT
 
-__all__ = ["Summary", "SessionIndex", "SORT_KEYS"]
+__all__ = ["Summary", "SessionIndex", "SORT_KEYS", "state_extra"]
 
 _NO_PAYLOAD: dict = {}
 
@@ -34,6 +34,18 @@ def _loads(text: str):
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+def state_extra(type_: str, payload_json: str):
+    """What :meth:`Summary.state` takes of an event with the JSON text ``payload_json``: an
+    assistant message's or part's ``tool_calls`` (a str as JSON text, as the backend's
+    ``state_rows`` give it), a ``tool/result``'s ``tool_call_id``, None for any other event."""
+    if type_ == ASSISTANT_MESSAGE or type_ == ASSISTANT_PART:
+        calls = _loads(payload_json).get("tool_calls")
+        return json.dumps(calls) if isinstance(calls, str) else calls
+    if type_ == TOOL_RESULT:
+        return _loads(payload_json).get("tool_call_id")
+    return None
 
 
 class Summary(ToolCallTracker):
