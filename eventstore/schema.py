@@ -65,7 +65,3 @@ def outdated(name: str, revision: str, who: str = "") -> SchemaOutdated:
     return SchemaOutdated(f"{name} is at schema revision {revision!r}, older than this eventstore's "
                           f"{SCHEMA_REVISION!r}: open it once for writing ('eventstore init'{who}) to "
                           f"upgrade it", revision, SCHEMA_REVISION)
-
-
-#: Event types that the projection turns into chat messages.
-MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")

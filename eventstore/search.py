@@ -140,7 +140,7 @@ def _check(backend, query: str, raw: bool, session_id: str | None) -> None:
         raise SessionNotFound(session_id)
 
 
-_TOKEN = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer takes as a token (letters, digits)
+TOKEN = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer takes as a token (letters, digits)
 _FTS_OPERATORS = {"and", "or", "not", "near"}
 
 
@@ -150,7 +150,7 @@ def query_terms(query: str, raw: bool) -> list[tuple[str, bool]]:
     out = []
     for w in _WORD.findall(query):
         prefix = w.endswith("*")
-        tokens = [t.lower() for t in _TOKEN.findall(w)]
+        tokens = [t.lower() for t in TOKEN.findall(w)]
         if raw and len(tokens) == 1 and tokens[0] in _FTS_OPERATORS and w.isupper():
             continue
         out += [(t, prefix and k == len(tokens) - 1) for k, t in enumerate(tokens)]
@@ -164,7 +164,7 @@ def snippet(text: str, terms: list[tuple[str, bool]], context: int = 16) -> str:
     marker in the snippet is one this function put there."""
     if MARK_START in text or MARK_END in text:
         text = text.replace(MARK_START, "\ufffd").replace(MARK_END, "\ufffd")
-    tokens = list(_TOKEN.finditer(text))
+    tokens = list(TOKEN.finditer(text))
 
     def hit(tok: str) -> bool:
         tok = tok.lower()

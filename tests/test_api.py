@@ -22,7 +22,7 @@ from eventstore import (
     SessionNotFound,
 )
 from eventstore.log.chain import chain_hash, genesis_hash
-from eventstore.log.codec import event_line
+from eventstore.log.line import event_line
 
 
 def test_public_api_is_small_and_listed():

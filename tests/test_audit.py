@@ -22,7 +22,7 @@ from eventstore.backends import sqlite_sandbox as sandbox
 from eventstore.backends.sqlite_schema import GUARDS
 from eventstore.cli import cli
 from eventstore.log.chain import chain_hash, genesis_hash
-from eventstore.log.codec import event_line
+from eventstore.log.line import event_line
 from eventstore.schema import SCHEMA_REVISION
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "schema.md"

@@ -4,6 +4,7 @@ database driver."""
 from __future__ import annotations
 
 import ast
+import re
 import sqlite3
 import subprocess
 import sys
@@ -37,15 +38,54 @@ def test_postgresql_without_its_driver_says_which_install_fixes_it(url, monkeypa
         EventStore.open(url)
 
 
-def test_no_module_above_the_backends_imports_a_driver():
-    """validation, codec, chain, store, import/export, follow, verify, the CLI: database-neutral."""
+def _modules(below: Path = PACKAGE):
+    """Every module of the package below ``below`` (sub-packages included), parsed."""
+    for path in sorted(below.rglob("*.py")):
+        yield path.relative_to(PACKAGE.parent).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+
+
+def driver_imports(modules) -> list[str]:
+    """``module: driver`` for each import of a database driver in ``modules``."""
     offenders = []
-    for path in sorted(PACKAGE.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for name, tree in modules:
+        for node in ast.walk(tree):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
-            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in DRIVERS]
-    assert offenders == []
+            offenders += [f"{name}: {n}" for n in names if n.split(".")[0] in DRIVERS]
+    return offenders
+
+
+def private_imports(modules) -> list[str]:
+    """``module: from X import _name`` for each private name of the package imported by
+    another module (``from eventstore.x import _y``, ``from .x import _y``)."""
+    offenders = []
+    for name, tree in modules:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == "eventstore"):
+                offenders += [f"{name}: from {'.' * node.level}{node.module or ''} import {a.name}"
+                              for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return offenders
+
+
+def test_no_module_above_the_backends_imports_a_driver():
+    """validation, codec, chain, store, import/export, follow, verify, the CLI, the viewer,
+    the transcript importers, the integrations: database-neutral, in every sub-package."""
+    above = [(name, tree) for name, tree in _modules() if not name.startswith("eventstore/backends/")]
+    assert {name.split("/")[1] for name, _ in above} >= {"web", "io", "integrations", "log", "audit"}
+    assert driver_imports(above) == []
+
+
+def test_the_checks_see_into_sub_packages():
+    """The two checks above and below would fail on a sub-package's module that did it."""
+    bad = ast.parse("import sqlite3\nfrom eventstore.log.codec import _secret\nfrom .x import _y\n")
+    assert driver_imports([("eventstore/io/transcripts/x.py", bad)]) == ["eventstore/io/transcripts/x.py: sqlite3"]
+    assert len(private_imports([("eventstore/web/x.py", bad)])) == 2
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A name that starts with an underscore stays in its module: what another module needs
+    is public there (or lives where it is used)."""
+    assert private_imports(_modules()) == []
 
 
 def test_importing_the_package_loads_no_driver():
@@ -78,9 +118,14 @@ def test_sqlite_refusals_are_read_by_their_code_not_their_words(db_path):
 
 
 def test_every_code_is_documented():
+    """Every ES code a migration raises is in ``CODES`` and in docs/schema.md's table."""
+    raised = set()
+    for path in [*(PACKAGE.parent / "migrations").rglob("*.py"), *(PACKAGE / "backends").rglob("*.py")]:
+        raised |= set(re.findall(r"\bES0[0-9][0-9]\b", path.read_text(encoding="utf-8")))
+    assert raised and raised <= set(base.CODES), sorted(raised - set(base.CODES))
     schema_md = (PACKAGE.parent / "docs" / "schema.md").read_text(encoding="utf-8")
     for code in base.CODES:
-        assert f"`{code}`" in schema_md, code
+        assert f"| `{code}` |" in schema_md, code
 
 
 def test_session_payloads_are_the_columns_of_session_events_and_the_head(store):

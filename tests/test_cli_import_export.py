@@ -18,7 +18,8 @@ from conftest import DATA, FIXTURES, importing_sessions, interrupt_mid_import
 from eventstore import EventStore
 from eventstore.cli import cli
 from eventstore.io.jsonl import file_name_for
-from eventstore.log.codec import dumps, event_line
+from eventstore.log.codec import dumps
+from eventstore.log.line import event_line
 
 META = b'{"type":"session/meta","id":"s1"}'
 

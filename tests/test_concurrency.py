@@ -15,7 +15,7 @@ from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore
 from eventstore.log.chain import chain_hash, genesis_hash
-from eventstore.log.codec import event_line
+from eventstore.log.line import event_line
 
 DATA = Path(__file__).parent / "data"
 # Fresh processes that share nothing with the test process: "forkserver" starts them from a

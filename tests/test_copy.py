@@ -393,7 +393,8 @@ def _insert_raw(path: str, sid: str, created_at: float, events: list[tuple[str, 
     """Store a session with plain sqlite3, as an older eventstore could (its rows hashed as
     the store hashes them): what the API refuses now may be in an old store."""
     from eventstore.log.chain import chain_hash, genesis_hash, session_hash
-    from eventstore.log.codec import dumps, event_line
+    from eventstore.log.codec import dumps
+    from eventstore.log.line import event_line
 
     raw = sqlite3.connect(path)
     with raw:

@@ -7,6 +7,7 @@ must leave to the slow ones (non-canonical spellings, integer-valued and exponen
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 import math
@@ -22,7 +23,8 @@ from eventstore.io import jsonl as jsonl_mod
 from eventstore.io.bulk import import_jsonl
 from eventstore.log import chain as chain_mod
 from eventstore.log import codec as codec_mod
-from eventstore.log.codec import dumps, event_line, loads, meta_line
+from eventstore.log.codec import dumps, loads
+from eventstore.log.line import event_line, meta_line
 
 orjson = pytest.importorskip("orjson")
 _ids = itertools.count()
@@ -139,21 +141,21 @@ def test_the_batch_fast_path_takes_canonical_runs(stores, monkeypatch):
     (b'{"type":"a","seq":0,"ts":"1"}', "ts not a number"),
 ])
 def test_fast_rows_leaves_odd_lines_to_the_slow_path(line, why):
-    assert jsonl_mod._fast_rows([line], 0, b"x\n", {}) is None, why
+    assert jsonl_mod._fast_rows([line], 0, "x", {}) is None, why
 
 
 def test_fast_rows_matches_the_line_by_line_rows():
     lines = [b'{"type":"a","seq":%d,"ts":1764460800.%d5,"k":"v\\n%d"}' % (i, i, i) for i in range(5)]
     lines.append(b'{"type":"turn/end","seq":5,"ts":1764460801.5}')
-    got, prevnl = jsonl_mod._fast_rows(lines, 0, b"g\n", {})
-    h = b"g\n"
+    got, last = jsonl_mod._fast_rows(lines, 0, "g", {})
+    h = "g"
     for raw, (seq, t, ts, payload, hsh) in zip(lines, got, strict=True):
         obj = codec_mod.loads(raw.decode())
         assert (seq, t, ts) == (obj["seq"], obj["type"], obj["ts"])
         assert payload == dumps({k: v for k, v in obj.items() if k not in ("type", "seq", "ts")})
-        h = jsonl_mod.hashlib.sha256(h + raw).hexdigest().encode() + b"\n"
-        assert hsh.encode() + b"\n" == h
-    assert prevnl == h
+        h = hashlib.sha256(h.encode() + b"\n" + raw).hexdigest()
+        assert hsh == h
+    assert last == h
 
 
 @settings(max_examples=300, deadline=None)
@@ -269,12 +271,12 @@ def same_json(a, b) -> bool:
        | st.floats(min_value=1e-7, max_value=1e21)
        | st.integers(min_value=-2**53, max_value=2**53).map(lambda i: i / 2**20))
 def test_js_float_orjson_path_writes_what_the_javascript_algorithm_writes(f):
-    """_js_float() takes orjson's text for a ts where orjson writes a plain decimal with a
+    """js_float() takes orjson's text for a ts where orjson writes a plain decimal with a
     fraction; it must be the text of the Number.prototype.toString port it skips."""
-    class Subclass(float):  # not a float itself: _js_float takes the JavaScript algorithm for it
+    class Subclass(float):  # not a float itself: js_float takes the JavaScript algorithm for it
         pass
 
-    assert codec_mod._js_float(f) == codec_mod._js_float(Subclass(f))
+    assert codec_mod.js_float(f) == codec_mod.js_float(Subclass(f))
 
 
 @pytest.mark.parametrize("value", [

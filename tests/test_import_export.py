@@ -21,7 +21,8 @@ from eventstore.io.bulk import Dropped, import_jsonl
 from eventstore.io.export import export_session, export_sessions
 from eventstore.io.jsonl import file_name_for, session_id_from_file_name
 from eventstore.log.chain import chain_hash, genesis_hash
-from eventstore.log.codec import dumps, event_line
+from eventstore.log.codec import dumps
+from eventstore.log.line import event_line
 
 META = b'{"type":"session/meta","id":"s1"}'
 

@@ -20,7 +20,7 @@ from eventstore.audit import anchor, integrity
 from eventstore.backends.sqlite_schema import GUARDS
 from eventstore.cli import cli
 from eventstore.log.chain import chain_hash, genesis_hash
-from eventstore.log.codec import event_line
+from eventstore.log.line import event_line
 from eventstore.schema import SCHEMA_REVISION
 
 

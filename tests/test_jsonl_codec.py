@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from eventstore import InvalidEvent, InvalidJSONL
 from eventstore.io.jsonl import JsonlReader, file_name_for, session_id_from_file_name
-from eventstore.log.codec import dumps, event_line, js_number, meta_line
+from eventstore.log.codec import dumps, js_number
+from eventstore.log.line import event_line, meta_line
 
 
 @pytest.mark.parametrize("value, text", [

@@ -23,7 +23,8 @@ from conftest import export_bytes
 from eventstore import DatabaseError, EventStore, ImportConflict
 from eventstore.io import bulk as bulk_mod
 from eventstore.io import parse_worker
-from eventstore.log.codec import dumps, event_line
+from eventstore.log.codec import dumps
+from eventstore.log.line import event_line
 
 
 def write_session(path: Path, sid: str, n: int, *, start: int = 0, text: str = "x") -> Path:

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from eventstore.audit.verify import _Walk
 from eventstore.errors import SeqConflict
+from eventstore.log.codec import loads
+from eventstore.log.toolcalls import ToolCallTracker
+from eventstore.log.types import STEP_END, TOOL_RESULT, TURN_END
 
 if TYPE_CHECKING:  # pragma: no cover
     from eventstore.core.store import Event, Session
@@ -34,18 +36,23 @@ def repair_plan(events: Iterable[tuple[int, str, Any]]) -> list[tuple[str, dict]
     ``turn/end`` if a turn is open (``{"reason": "interrupted", "repair": true}``). Empty
     when the log needs nothing.
     """
-    walk = _Walk("")
+    calls = ToolCallTracker()
     for seq, type_, payload in events:
-        walk.feed(seq, type_, payload)
+        if isinstance(payload, str):
+            try:
+                payload = loads(payload)
+            except ValueError:
+                payload = {}
+        calls.feed(seq, type_, payload)
     plan: list[tuple[str, dict]] = [
-        ("tool/result", {"tool_call_id": cid, "content": INTERRUPTED, "repair": True}) for cid in walk.pending
+        (TOOL_RESULT, {"tool_call_id": cid, "content": INTERRUPTED, "repair": True}) for cid in calls.waiting_ids()
     ]
-    if walk.step_open is not None:
-        end: dict = {"step": walk.step_open["step"]} if "step" in walk.step_open else {}
-        end.update({"tool_calls": walk.step_calls, "repair": True})
-        plan.append(("step/end", end))
-    if walk.turn_open:
-        plan.append(("turn/end", {"reason": "interrupted", "repair": True}))
+    if calls.step_open is not None:
+        end: dict = {"step": calls.step_open["step"]} if "step" in calls.step_open else {}
+        end.update({"tool_calls": calls.step_calls, "repair": True})
+        plan.append((STEP_END, end))
+    if calls.open_turn:
+        plan.append((TURN_END, {"reason": "interrupted", "repair": True}))
     return plan
 
 

@@ -5,10 +5,8 @@ sql`` is the backend's, :meth:`~eventstore.backends.base.Backend.query_connectio
   streamed chunks against their message, and the projection's validity for a chat API.
   Each :class:`Finding` names the session and the seq.
 
-The rules shared by :func:`verify`, :func:`eventstore.audit.repair.repair` and the ``tool_calls`` view (see
-``docs/schema.md``): the calls of an ``assistant/message`` are the elements of its
-``tool_calls`` when that is a JSON array; the ``tool/result`` answering a call is the first
-one after it with the call's id, before the next ``user/message`` or ``assistant/message``.
+The tool-call rules are :mod:`eventstore.log.toolcalls`' (the ``tool_calls`` view's), shared
+with :func:`eventstore.audit.repair.repair` and the viewer's sessions index.
 """
 
 from __future__ import annotations
@@ -20,8 +18,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from eventstore.errors import SessionNotFound
-from eventstore.log.chain import _SHA256, genesis_hash
-from eventstore.log.codec import event_line
+from eventstore.log.chain import chain_hash, genesis_hash
+from eventstore.log.line import event_line
+from eventstore.log.toolcalls import Call, ToolCallTracker
+from eventstore.log.types import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    ASSISTANT_PART,
+    STEP_START,
+    TOOL_RESULT,
+    TURN_START,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from eventstore.backends.base import Backend
@@ -66,7 +73,7 @@ KINDS = (
     "checkpoint",    # the log does not extend a kept checkpoint (eventstore.audit.anchor)
 )
 
-_PARSED = frozenset({"assistant/message", "assistant/part", "assistant/chunk", "tool/result", "step/start"})
+_PARSED = frozenset({ASSISTANT_MESSAGE, ASSISTANT_PART, ASSISTANT_CHUNK, TOOL_RESULT, STEP_START})
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -78,83 +85,62 @@ def _js_string(s: str) -> str:
     return s
 
 
-def _truthy(v: Any) -> bool:
-    """JavaScript truthiness of a JSON value."""
-    return not (v is None or v is False or (v == 0 and not isinstance(v, bool)) or v == "")
+class _Walk(ToolCallTracker):
+    """One session read in seq order: the tool-call rules' problems and the streamed chunks
+    checked against their message, as findings."""
 
-
-class _Walk:
-    """The state of one session read in seq order: what verify reports, what repair needs."""
+    __slots__ = ("sid", "findings", "chunks", "chunk_seqs")
 
     def __init__(self, session_id: str):
+        super().__init__()
         self.sid = session_id
         self.findings: list[Finding] = []
-        self.pending: dict[Any, tuple[int, Any]] = {}  # call id -> (call seq, tool name), unanswered
-        self.answered: dict[Any, int] = {}  # call id -> result seq, since the last message
         self.chunks: list[str] = []
         self.chunk_seqs: list[int] = []
-        self.turn_open = False
-        self.step_open: dict | None = None  # the open step/start's payload
-        self.step_calls = 0
-        self.last_seq = -1
 
     def _add(self, kind: str, seq: int | None, message: str) -> None:
         self.findings.append(Finding(kind, self.sid, seq, message))
 
-    def _close_calls(self, at_seq: int | None, what: str) -> None:
-        for cid, (seq, name) in self.pending.items():
-            label = f"{cid!r}" + (f" ({name})" if isinstance(name, str) else "")
+    def on_dangling(self, calls: list[Call], at_seq: int | None, what: str) -> None:
+        seen = set()
+        for c in calls:
+            if not c.id or c.id in seen:  # reported as a tool_calls finding already
+                continue
+            seen.add(c.id)
+            label = f"{c.id!r}" + (f" ({c.name})" if isinstance(c.name, str) else "")
             where = f"before the next {what} at seq {at_seq}" if at_seq is not None else "(the log ends here)"
-            self._add("dangling_call", seq, f"tool call {label} has no tool/result {where}")
-        self.pending = {}
-        self.answered = {}
+            self._add("dangling_call", c.seq, f"tool call {label} has no tool/result {where}")
+
+    def on_orphan(self, seq: int, call_id: Any, answered_at: int | None) -> None:
+        if not isinstance(call_id, str):  # call ids are strings: nothing else answers a call
+            self._add("orphan_result", seq, f"tool/result has no tool_call_id string ({json.dumps(call_id)})")
+        elif answered_at is not None:
+            self._add("orphan_result", seq, f"tool/result for {call_id!r} repeats the answer already given "
+                                            f"at seq {answered_at}")
+        else:
+            self._add("orphan_result", seq, f"tool/result answers no call: no tool call {call_id!r} since the "
+                                            f"last user or assistant message")
+
+    def on_bad_calls(self, seq: int, problem: str) -> None:
+        self._add("tool_calls", seq, problem)
 
     def feed(self, seq: int, type_: str, payload: Any) -> None:
         """Take the next event; ``payload`` is the JSON text or the parsed dict."""
-        self.last_seq = seq
         if type_ in _PARSED and isinstance(payload, str):
             try:
                 payload = json.loads(payload)
             except ValueError:
                 payload = {}
-        if type_ == "assistant/chunk":
+        if type_ == ASSISTANT_CHUNK:
             delta = payload.get("delta")
             text = delta.get("content") if isinstance(delta, dict) else None
             self.chunks.append(text if isinstance(text, str) else "")
             self.chunk_seqs.append(seq)
-        elif type_ == "assistant/message":
+        elif type_ == ASSISTANT_MESSAGE:
             self._check_chunks(seq, payload)
-            self._close_calls(seq, "assistant/message")
-            self._take_calls(seq, payload)
-        elif type_ == "assistant/part":  # more calls of the same API message (an imported transcript's)
-            self._take_calls(seq, payload)
-        elif type_ == "user/message":
-            self._close_calls(seq, "user/message")
-        elif type_ == "tool/result":
-            cid = payload.get("tool_call_id")
-            if not isinstance(cid, str):  # call ids are strings: nothing else answers a call
-                self._add("orphan_result", seq, f"tool/result has no tool_call_id string ({json.dumps(cid)})")
-            elif cid in self.pending:
-                del self.pending[cid]
-                self.answered[cid] = seq
-            elif cid in self.answered:
-                self._add("orphan_result", seq, f"tool/result for {cid!r} repeats the answer already given "
-                                                f"at seq {self.answered[cid]}")
-            else:
-                self._add("orphan_result", seq, f"tool/result answers no call: no tool call {cid!r} since the "
-                                                f"last user or assistant message")
-        elif type_ == "step/start":
-            self.step_open = payload if isinstance(payload, dict) else {}
-            self.step_calls = 0
+        elif type_ == STEP_START or type_ == TURN_START:
             self._reset_chunks()
-        elif type_ == "step/end":
-            self.step_open = None
-        elif type_ == "turn/start":
-            self.turn_open = True
-            self._reset_chunks()
-        elif type_ == "turn/end":
-            self.turn_open = False
-            self.step_open = None
+        super().feed(seq, type_, payload)
 
     def _reset_chunks(self) -> None:
         self.chunks = []
@@ -179,28 +165,6 @@ class _Walk:
                 self._add("chunks", seq, f"content ({len(content)} characters) differs from the concatenation "
                                          f"of {span} ({len(streamed)} characters) at character {at}")
         self._reset_chunks()
-
-    def _take_calls(self, seq: int, payload: dict) -> None:
-        calls = payload.get("tool_calls")
-        if isinstance(calls, list):
-            for i, call in enumerate(calls):
-                cid = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(cid, str) or not cid:
-                    self._add("tool_calls", seq, f"tool call #{i} has no id (a string), so no result can answer it")
-                    continue
-                if cid in self.pending:
-                    self._add("tool_calls", seq, f"tool call id {cid!r} appears twice in this message")
-                    continue
-                fn = call.get("function")
-                self.pending[cid] = (seq, fn.get("name") if isinstance(fn, dict) else None)
-            self.step_calls += len(calls)
-        elif _truthy(calls):
-            self._add("tool_calls", seq, f"tool_calls is a JSON {type(calls).__name__}, not an array: "
-                                         f"the projection passes it on and a chat API rejects it")
-
-    def finish(self) -> None:
-        """The log ends: calls still waiting for a result are dangling."""
-        self._close_calls(None, "")
 
 
 # --- verify ---------------------------------------------------------------------------------
@@ -234,7 +198,6 @@ def _verify_session(backend: Backend, sid: str, report: VerifyReport) -> None:
     walk = _Walk(sid)
     feed = walk.feed
     add = walk.findings.append
-    new_sha256 = _SHA256.copy  # quicker than hashlib.sha256() (see chain.chain_hash)
     genesis = genesis_hash(sid)
     prev_hash = genesis
     expected = 0
@@ -250,10 +213,8 @@ def _verify_session(backend: Backend, sid: str, report: VerifyReport) -> None:
             add(Finding("seq", sid, seq, f"position {position} is not after the previous event's "
                                          f"position {prev_position}: events out of commit order"))
         prev_position = position
-        try:  # chain_hash(prev_hash, event_line(...)), inlined
-            h = new_sha256()
-            h.update((prev_hash + "\n" + event_line(type_, seq, ts, payload)).encode())
-            want = h.hexdigest()
+        try:
+            want = chain_hash(prev_hash, event_line(type_, seq, ts, payload))
         except Exception as e:  # a value that the append path could never have written
             want = f"(no canonical line: {e})"
         if stored != want:

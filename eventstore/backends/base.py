@@ -66,6 +66,8 @@ SESSION_ROW_INVALID = "ES010"  #: a sessions row with a bad created_at or rowid 
 #: an importing row for a session that already holds events, or whose first_position is not
 #: past every stored one: only an import that is creating the session may hide it
 IMPORTING_ROW_INVALID = "ES011"
+#: a write to the derived search tables that does not follow from the log (PostgreSQL)
+SEARCH_ROW_INVALID = "ES012"
 
 SESSIONS_PKEY = "sessions_pkey"  #: PostgreSQL: the primary key of sessions
 EVENT_ID_INDEX = "events_session_event_id"  #: PostgreSQL: unique (session_id, event_id)
@@ -82,6 +84,8 @@ CODES = {
     PAYLOAD_NOT_CANONICAL: "payload must be the text of a JSON object as JSON.stringify writes it",
     PAYLOAD_RESERVED_KEY: "payload holds a key of the line itself (type, seq, ts) or a non-string event_id",
     SESSION_ROW_INVALID: "invalid sessions row",
+    IMPORTING_ROW_INVALID: "only an import creating a session may hide it",
+    SEARCH_ROW_INVALID: "the search tables are derived from the log",
 }
 
 #: Rows per page of :meth:`Backend.session_events` when the caller gives no limit.

@@ -1936,7 +1936,6 @@ def roles_sql(writer: str = "eventstore_writer", auditor: str = "eventstore_audi
     return "\n".join(roles_statements(writer, auditor, database, schema)) + "\n"
 
 
-ROLES_SQL = roles_sql()
 
 
 def check_role_names(backend: PostgresBackend, writer: str, auditor: str) -> None:

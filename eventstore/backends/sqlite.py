@@ -29,7 +29,9 @@ from typing import Any
 import orjson
 
 from eventstore.log.chain import chain_hash, chain_rows, genesis_hash, session_hash
-from eventstore.log.codec import _js_float, dumps, encodable, event_line, meta_line
+from eventstore.log.codec import dumps, encodable
+from eventstore.log.codec import js_float as _js_float
+from eventstore.log.line import event_line, line_head, meta_line
 
 from ..errors import (
     AppendOnlyViolation,
@@ -900,7 +902,7 @@ class SQLiteBackend(Backend):
         # text is canonical JSON (valid UTF-8), so the C decoder reads it fastest; a page
         # holding text that is not UTF-8 (only a hand edit could put it there) is read again
         # with a tolerant decoder.
-        from .sqlite_sandbox import _decode_text
+        from .sqlite_sandbox import decode_text as _decode_text
 
         if self._file is None:
             yield from self._read(_VERIFY_ROWS, (session_id, -1, MAX_CURSOR))
@@ -1367,7 +1369,7 @@ def _export_chunks(backend: SQLiteBackend, session_id: str, meta_json: str):
                         try:
                             head = heads[t]
                         except KeyError:
-                            head = heads[t] = '{"type":' + dumps(t) + ',"seq":'
+                            head = heads[t] = line_head(t)
                         r = repr(ts)  # JavaScript's text too, but for 1e+16, 5.0 and the like
                         if "e" in r or r[-2:] == ".0":
                             r = js_float(ts)

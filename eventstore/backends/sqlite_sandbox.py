@@ -91,7 +91,7 @@ class _ReadOnlyGuard:
         return sqlite3.SQLITE_DENY
 
 
-def _decode_text(data: bytes) -> str:
+def decode_text(data: bytes) -> str:
     """Text from SQLite; tolerant of what SQLite's JSON functions make of a lone surrogate
     escape (its 3-byte CESU form, kept as the lone surrogate) and of other invalid UTF-8."""
     try:
@@ -136,7 +136,7 @@ def connect_readonly(target: str | os.PathLike, *, authorizer: bool = True,
     check_wal(path)
     try:
         conn = open_read_only(path, busy_timeout, isolation_level=None, factory=_ReadOnlyConnection)
-        conn.text_factory = _decode_text
+        conn.text_factory = decode_text
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA query_only = ON")
         if max_memory is not None:

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import DatabaseError, QueryError
-from ..search import _TOKEN, query_terms, query_words
+from ..search import TOKEN as _TOKEN
+from ..search import query_terms, query_words
 
 if TYPE_CHECKING:
     from .sqlite import SQLiteBackend

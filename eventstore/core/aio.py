@@ -39,9 +39,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from eventstore.backends.base import Follower
-from eventstore.core.store import Event, EventStore, Session, SessionInfo, _event_from_row
+from eventstore.core.store import Event, EventStore, Session, SessionInfo, event_from_row
 from eventstore.live import follow as _follow
-from eventstore.log.validate import _check_seq
+from eventstore.log.validate import check_seq as _check_seq
 
 __all__ = ["AsyncEventStore", "AsyncSession"]
 
@@ -224,7 +224,7 @@ class AsyncEventStore:
                 if rows:
                     after = rows[-1][cursor_column]
                     for row in rows:
-                        yield _event_from_row(row)
+                        yield event_from_row(row)
                     idle_since = loop.time()
                     if len(rows) == _follow.PAGE:  # a full page: look again at once
                         continue

@@ -31,7 +31,6 @@ from eventstore.live import follow as _follow
 from eventstore.log.codec import (
     dumps,
     encodable,
-    event_line,
     good_event_id,
     loads,
     payload_json,
@@ -39,8 +38,12 @@ from eventstore.log.codec import (
     payload_jsons,
 )
 from eventstore.log.context import context_at as _context_at
+from eventstore.log.line import event_line
 from eventstore.log.projection import loads as _messages_loads
-from eventstore.log.validate import _check_seq, _check_session_id, _check_ts, _check_type
+from eventstore.log.validate import check_seq as _check_seq
+from eventstore.log.validate import check_session_id as _check_session_id
+from eventstore.log.validate import check_ts as _check_ts
+from eventstore.log.validate import check_type as _check_type
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
 
@@ -112,7 +115,7 @@ def _new_events(session_id: str, seq0: int, position0: int, types: list[str], ts
     return events
 
 
-def _event_from_row(row: tuple) -> Event:
+def event_from_row(row: tuple) -> Event:
     """An :class:`Event` from an ``EventRow`` ``(position, session_id, seq, type, ts, payload)``."""
     position, session_id, seq, type_, ts, payload = row
     return _new_event(session_id, seq, position, type_, ts, json.loads(payload))
@@ -383,7 +386,7 @@ class Session:
         """
         after = -1 if after_seq is None else _check_seq(after_seq, "after_seq")
         return _follow.follow_session(self._store.backend, self.id, after, poll_interval=poll_interval,
-                                      idle_timeout=idle_timeout, make_event=_event_from_row)
+                                      idle_timeout=idle_timeout, make_event=event_from_row)
 
     def derive_messages(self) -> list[dict]:
         """The projection: the chat ``messages`` array (list of dicts) for this session,
@@ -483,7 +486,7 @@ class EventStore:
         """
         after = 0 if after_position is None else _check_seq(after_position, "after_position")
         return _follow.follow_store(self.backend, after, poll_interval=poll_interval, idle_timeout=idle_timeout,
-                                    make_event=_event_from_row)
+                                    make_event=event_from_row)
 
     def last_position(self) -> int:
         """The global position of the newest event (0 when the store is empty): pass it to

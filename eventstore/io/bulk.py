@@ -35,7 +35,7 @@ from eventstore.io import parse_worker
 from eventstore.io.jsonl import MAX_LINE_BYTES, JsonlReader
 from eventstore.io.parse_worker import WorkerReader
 from eventstore.log.codec import dumps, loads, meta_difference
-from eventstore.log.validate import _check_session_id
+from eventstore.log.validate import check_session_id as _check_session_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from eventstore.core.store import EventStore

@@ -19,7 +19,8 @@ from typing import IO, TYPE_CHECKING
 
 from eventstore.errors import DatabaseError, InvalidEvent, SessionNotFound
 from eventstore.io.jsonl import file_name_for
-from eventstore.log.codec import dumps, encodable, event_line, loads, meta_line
+from eventstore.log.codec import dumps, encodable, loads
+from eventstore.log.line import event_line, meta_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from eventstore.backends.base import Backend

@@ -21,8 +21,9 @@ from typing import IO, Any
 import orjson as _orjson
 
 from eventstore.errors import InvalidEvent, InvalidJSONL
-from eventstore.log.chain import _SHA256, genesis_hash
-from eventstore.log.codec import _DOT0, _SURROGATES, RESERVED_KEYS, _std_decoder, dumps, event_line, js_number
+from eventstore.log.chain import chain_hash, genesis_hash
+from eventstore.log.codec import RESERVED_KEYS, SURROGATES, dumps, js_number, loads
+from eventstore.log.line import event_line, line_head
 
 __all__ = [
     "JsonlReader",
@@ -53,7 +54,7 @@ def too_long(limit: int) -> str:
 # line and writes it back; when the two agree byte for byte, the line is canonical except
 # for a few number forms that orjson and JavaScript write differently (an integer-valued
 # float "5.0", exponents "1e+16", integers beyond 2**53), which _odd_numbers() detects.
-# Every other line (and every line when orjson is missing) takes the slow path: the
+# Every other line takes the slow path: the
 # standard library parses it and dumps() writes the canonical form; that path also gives
 # every error its message.
 
@@ -70,7 +71,7 @@ def _odd_numbers(raw: bytes) -> bool:
     """True if ``raw`` (orjson's own output) may hold a float that JavaScript writes otherwise:
     an integer-valued one (``5.0``) or one in exponent form (``1e+16``, ``1e-7``). False
     hits (``"v1.0,"`` or ``"re-3"`` inside a string) only send the line down the slow path."""
-    if _DOT0(raw) is not None:
+    if _DOT0_SEARCH(raw) is not None:
         return True
     m = _EXP(raw)
     while m is not None:
@@ -100,9 +101,9 @@ def _fast_line(raw: bytes) -> tuple[str, int, int | float, int] | None:
     except (ValueError, TypeError, KeyError):
         return None
     # raw is orjson's own text of obj: the keys' positions follow from the values' lengths
-    p = 8 + len(_orjson.dumps(t))
-    q = p + 7 + len(str(seq))
-    if raw[p:p + 7] != b',"seq":' or raw[q:q + 6] != b',"ts":' or _odd_numbers(raw) or _INDEX_KEY(raw):
+    head = line_head(t).encode()
+    q = len(head) + len(str(seq))
+    if not raw.startswith(head) or raw[q:q + 6] != b',"ts":' or _odd_numbers(raw) or _INDEX_KEY(raw):
         return None
     end = raw.find(b",", q + 6)  # a number holds no comma
     return t, seq, ts, len(raw) - 1 if end < 0 else end
@@ -130,13 +131,13 @@ def _odd_run(text: bytes) -> bool:
     return b'\x03"\x01' in t or (b"\x04" in t and _EXP_SEARCH(t) is not None)
 
 
-def _fast_rows(lines: list[bytes], expected: int, prevnl: bytes,
-               heads: dict[str, bytes]) -> tuple[list[tuple], bytes] | None:
+def _fast_rows(lines: list[bytes], expected: int, prev: str,
+               heads: dict[str, bytes]) -> tuple[list[tuple], str] | None:
     """The fast path for a run of event lines (no ``\\r``): the rows
-    ``(seq, type, ts, payload, hash)`` (payload and hash as ``str``) and the last hash +
-    ``"\\n"``, when every line is exactly what JSON.stringify writes for it, with the keys
-    ``type``, ``seq`` (= ``expected``, ``expected + 1``, ...), ``ts`` first; None as soon as
-    one line is not (the caller then takes the lines one by one, the slow path saying why).
+    ``(seq, type, ts, payload, hash)`` (payload and hash as ``str``) and the last hash,
+    when every line is exactly what JSON.stringify writes for it, with the keys ``type``,
+    ``seq`` (= ``expected``, ``expected + 1``, ...), ``ts`` first; None as soon as one line
+    is not (the caller then takes the lines one by one, the slow path saying why).
 
     A line is taken when orjson parses it and writes it back byte for byte, and no search
     of _odd_run (made once for the whole run) finds what orjson and JavaScript write
@@ -149,7 +150,6 @@ def _fast_rows(lines: list[bytes], expected: int, prevnl: bytes,
     strict = _STRICT
     rows = []
     append = rows.append
-    new_sha256 = _SHA256.copy
     seq = expected
     try:
         for raw in lines:
@@ -161,7 +161,7 @@ def _fast_rows(lines: list[bytes], expected: int, prevnl: bytes,
             if head is None:
                 if type(t) is not str or not t or t == "session/meta":
                     return None
-                head = heads[t] = b'{"type":' + dumps_(t) + b',"seq":'
+                head = heads[t] = line_head(t).encode()
             s = obj["seq"]
             if s != seq or type(s) is not int or not raw.startswith(head):
                 return None
@@ -169,18 +169,15 @@ def _fast_rows(lines: list[bytes], expected: int, prevnl: bytes,
             ts = obj["ts"]
             if raw[q:q + 6] != b',"ts":' or (type(ts) is not float and type(ts) is not int):
                 return None
-            hs = new_sha256()
-            hs.update(prevnl + raw)
-            h = hs.hexdigest()
-            prevnl = h.encode() + b"\n"
+            prev = chain_hash(prev, raw)
             end = raw.find(b",", q + 6)  # a number holds no comma
-            append((seq, t, ts, "{}" if end < 0 else "{" + raw[end + 1:].decode(), h))
+            append((seq, t, ts, "{}" if end < 0 else "{" + raw[end + 1:].decode(), prev))
             seq += 1
     except (ValueError, TypeError, KeyError):
         # invalid JSON, an integer beyond 2**53 (orjson's JSONEncodeError is a TypeError),
         # not an object, a key missing
         return None
-    return rows, prevnl
+    return rows, prev
 
 
 def parse_line(text: str | bytes) -> tuple[Any, str | None]:
@@ -196,7 +193,7 @@ def parse_line(text: str | bytes) -> tuple[Any, str | None]:
     fast = _fast_line(raw)
     if isinstance(text, bytes):
         text = raw.decode("utf-8")
-    value = _std_decoder.decode(text)
+    value = loads(text)
     if fast is None:
         return value, None
     end = fast[3]
@@ -216,9 +213,9 @@ class JsonlReader:
     (:data:`MAX_LINE_BYTES`; None: no limit, for a stream eventstore wrote itself).
 
     :meth:`batches` yields lists of rows ``(seq, type, ts, payload, hash)``: ``payload`` is
-    the JSON object text of the event's other keys in canonical form and ``hash`` the
-    event's chained hash (:func:`chain_hash`, from :func:`genesis_hash` of the session id),
-    both as UTF-8 ``bytes`` or ``str``. Iterating the reader yields ``(seq, type, ts,
+    the JSON object text of the event's other keys in canonical form (UTF-8 ``bytes`` or
+    ``str``) and ``hash`` the event's chained hash (a ``str``: :func:`chain_hash` of the line,
+    from :func:`genesis_hash` of the session id). Iterating the reader yields ``(seq, type, ts,
     payload)`` with ``str`` payloads and raises the first error.
 
     Rules (the reference loader made strict; see docs/import-export.md): lines split on
@@ -287,12 +284,11 @@ class JsonlReader:
         boffs = self.batch_offsets
         size = 0
         expected = 0 if self._start is None else self._start[0]
-        new_sha256 = _SHA256.copy
         fast = _fast_line
         fast_rows = _fast_rows
         heads: dict[str, bytes] = {}
         slow = self._slow
-        prevnl = self._genesis() if self.session_id is not None else None  # previous hash + "\n"
+        prev = self._genesis() if self.session_id is not None else None  # the previous event's hash
         unterminated = False
         max_line = self.max_line
         held = 0  # bytes in pending: the start of a line not ended yet
@@ -335,13 +331,12 @@ class JsonlReader:
             nparts = len(parts)
             while i < nparts:
                 # before the session id is known (the meta line), one line at a time
-                room = min(RUN_LINES, max_rows - len(batch)) if prevnl is not None else 1
+                room = min(RUN_LINES, max_rows - len(batch)) if prev is not None else 1
                 run = parts[i:i + room]
                 i += len(run)
-                got = (fast_rows(run, expected, prevnl, heads)
-                       if prevnl is not None and not cr and fast_rows is not None else None)
+                got = fast_rows(run, expected, prev, heads) if prev is not None and not cr else None
                 if got is not None:
-                    rows, prevnl = got
+                    rows, prev = got
                     n = len(rows)
                     batch += rows
                     blines.extend(range(lineno + 1, lineno + n + 1))
@@ -368,7 +363,7 @@ class JsonlReader:
                         raw = raw[:-1]
                     if not raw:
                         continue
-                    got = fast(raw) if prevnl is not None else None
+                    got = fast(raw) if prev is not None else None
                     if got is not None and got[1] == expected:
                         t, seq, ts, end = got
                         payload = b"{}" if end == len(raw) - 1 else b"{" + raw[end + 1:]
@@ -384,19 +379,12 @@ class JsonlReader:
                                 yield batch
                             return
                         if row is None:  # a blank or session/meta line
-                            if prevnl is None and self.session_id is not None:
-                                prevnl = self._genesis()
+                            if prev is None and self.session_id is not None:
+                                prev = self._genesis()
                             continue
                         seq, t, ts, payload, line = row
-                    hs = new_sha256()
-                    if len(line) < 65536:
-                        hs.update(prevnl + line)
-                    else:  # no copy of a long line
-                        hs.update(prevnl)
-                        hs.update(line)
-                    h = hs.hexdigest().encode()
-                    prevnl = h + b"\n"
-                    batch.append((seq, t, ts, payload, h))
+                    prev = chain_hash(prev, line)
+                    batch.append((seq, t, ts, payload, prev))
                     blines.append(lineno)
                     boffs.append(start)
                     expected += 1
@@ -423,11 +411,11 @@ class JsonlReader:
         if batch:
             yield batch
 
-    def _genesis(self) -> bytes:
-        """The hash the first event is chained to, and a newline."""
+    def _genesis(self) -> str:
+        """The hash the first event is chained to."""
         if self._start is not None:
-            return self._start[1].encode() + b"\n"
-        return genesis_hash(self.session_id).encode() + b"\n"
+            return self._start[1]
+        return genesis_hash(self.session_id)
 
     @property
     def bytes(self) -> int:
@@ -456,7 +444,7 @@ class JsonlReader:
         except UnicodeDecodeError as e:
             raise self._err(lineno, f"invalid UTF-8 at byte {e.start + 1} of the line") from None
         try:
-            obj = _std_decoder.decode(text)
+            obj = loads(text)
         except (ValueError, RecursionError) as e:
             if not text.strip(_JS_SPACE):
                 return None  # the reference skips lines that trim() to nothing
@@ -473,7 +461,7 @@ class JsonlReader:
         t = obj["type"]
         if type(t) is not str or not t:
             raise self._err(lineno, f"'type' must be a non-empty string, not {_json_kind(t)}")
-        if _SURROGATES.search(t):
+        if SURROGATES.search(t):
             raise self._err(lineno, f"'type' {dumps(t)} holds a lone UTF-16 surrogate")
         if t == "session/meta":
             self._meta(lineno, obj, expected - (0 if self._start is None else self._start[0]))
@@ -518,7 +506,7 @@ class JsonlReader:
         if type(sid) is not str or not sid:
             what = "it has none" if "id" not in obj else f"not {_json_kind(sid)}"
             raise self._err(lineno, f"session/meta needs a non-empty string 'id', {what}")
-        if _SURROGATES.search(sid):
+        if SURROGATES.search(sid):
             raise self._err(lineno, f"session id {dumps(sid)} holds a lone UTF-16 surrogate")
         if events:
             raise self._err(lineno, "session/meta after the first event")

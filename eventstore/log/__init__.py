@@ -1,1 +1,3 @@
-"""The rules of the log: the JSON codec, the line, the chain, validation and the projection."""
+"""The rules of the log, each in one place: the JSON codec (``codec``), the JSONL line
+(``line``), the hash chain (``chain``), the event types (``types``), the tool-call and turn
+rules (``toolcalls``), validation (``validate``), the projection and the context."""

@@ -14,7 +14,8 @@ The reference implementation (``shared/reference/session.mjs``) saves a session 
   ``1e-7``, ``1e+21``, ``-0`` as ``0``); an integer that a double cannot hold exactly is
   refused rather than rounded, and so are NaN and Infinity.
 
-The hash chain is in :mod:`eventstore.log.chain`, the JSONL reader in :mod:`eventstore.io.jsonl`.
+The JSONL line is spelled in :mod:`eventstore.log.line`, hashed in :mod:`eventstore.log.chain`;
+the JSONL reader is :mod:`eventstore.io.jsonl`.
 orjson (a required dependency, at a version that writes exponents with their sign as
 JavaScript does) writes and proves the common payloads; the pure-Python encoder decides
 every doubtful case and gives every error its message.
@@ -36,11 +37,12 @@ from eventstore.errors import InvalidEvent
 __all__ = [
     "dumps",
     "encodable",
-    "event_line",
     "good_event_id",
+    "fix_surrogates",
+    "js_float",
     "js_number",
+    "js_truthy",
     "loads",
-    "meta_line",
     "payload_json",
     "payload_json_stored",
     "payload_jsons",
@@ -49,20 +51,21 @@ __all__ = [
 MAX_SAFE_INTEGER = 2**53 - 1
 RESERVED_KEYS = ("type", "seq", "ts")
 
-_SURROGATES = re.compile("[\ud800-\udfff]+")
+SURROGATES = re.compile("[\ud800-\udfff]+")
 
 
 # --- numbers -------------------------------------------------------------------------
 
-def _js_float(f: float) -> str:
+def js_float(f: float) -> str:
+    """The text JavaScript writes for the double ``f``; raises :class:`InvalidEvent` for NaN
+    and Infinity."""
     if f != f or f in (math.inf, -math.inf):
         raise InvalidEvent(f"{f!r} is not a JSON number (NaN and Infinity are refused)")
     if type(f) is float:
         # orjson (Ryu) writes the same shortest round-trip digits as repr() and JavaScript;
         # where it writes plain decimal notation with a fraction, so do they (JavaScript's
-        # plain range, 1e-7 to 1e21, holds orjson's). A fifth of repr()'s cost: a ts is
-        # formatted on every single append.
-        r = _fast_float(f).decode()  # (substring tests on str cost a seventh of those on bytes)
+        # plain range, 1e-7 to 1e21, holds orjson's). A ts is formatted on every append.
+        r = _fast_float(f).decode()
         if "e" not in r and not r.endswith(".0"):
             return r
     if f == 0.0:
@@ -107,16 +110,16 @@ def js_number(x: int | float) -> str:
             return str(x)
         f = float(x) if abs(x) < 2**1024 else math.inf
         if f != math.inf and f != -math.inf:
-            text = _js_float(f)
+            text = js_float(f)
             if int(f) == x or text == str(x):
                 return text
         raise InvalidEvent(f"integer {x} cannot be stored exactly as a JSON number (IEEE double)")
-    return _js_float(float(x))
+    return js_float(float(x))
 
 
 # --- values --------------------------------------------------------------------------
 
-def _fix_surrogates(s: str) -> str:
+def fix_surrogates(s: str) -> str:
     """Pair adjacent high+low surrogates; escape lone ones as JSON.stringify does."""
 
     def repl(m: re.Match) -> str:
@@ -133,7 +136,7 @@ def _fix_surrogates(s: str) -> str:
                 i += 1
         return "".join(out)
 
-    return _SURROGATES.sub(repl, s)
+    return SURROGATES.sub(repl, s)
 
 
 def _is_index(key: str) -> bool:
@@ -218,9 +221,14 @@ def dumps(obj: Any) -> str:
     except RecursionError:
         raise InvalidEvent("value is nested too deeply (or contains itself)") from None
     s = "".join(out)
-    if not s.isascii() and _SURROGATES.search(s):
-        s = _fix_surrogates(s)
+    if not s.isascii() and SURROGATES.search(s):
+        s = fix_surrogates(s)
     return s
+
+
+def js_truthy(v: Any) -> bool:
+    """JavaScript truthiness of a JSON value."""
+    return not (v is None or v is False or (v == 0 and not isinstance(v, bool)) or v == "")
 
 
 def _reject_constant(name: str) -> Any:
@@ -239,19 +247,6 @@ def loads(text: str) -> Any:
     return _std_decoder.decode(text)
 
 
-# --- lines ---------------------------------------------------------------------------
-
-def meta_line(session_id: str, meta_json: str = "{}") -> str:
-    """The first line of an exported file: ``{"type":"session/meta","id":ID,...meta}``.
-
-    ``meta_json`` is the stored JSON object text of the meta line's other keys.
-    """
-    if meta_json[2:3].isdigit():  # index keys go before type and id in JavaScript
-        return dumps({"type": "session/meta", "id": session_id, **loads(meta_json)})
-    head = '{"type":"session/meta","id":' + dumps(session_id)
-    return head + ("}" if meta_json == "{}" else "," + meta_json[1:])
-
-
 _MISSING = object()
 
 
@@ -268,19 +263,6 @@ def meta_difference(a_json: str, b_json: str, a_name: str, b_name: str) -> str:
 
     parts = [f"{dumps(k)} ({shown(a, k)} {a_name}, {shown(b, k)} {b_name})" for k in keys[:3]]
     return "; ".join(parts) + (f"; and {len(keys) - 3} more" if len(keys) > 3 else "")
-
-
-def event_line(type_: str, seq: int, ts: float, payload_json: str) -> str:
-    """One exported event line (no trailing newline): ``{"type","seq","ts",...payload}``.
-
-    ``payload_json`` is the stored payload, a JSON object text already in canonical form.
-    """
-    if payload_json[2:3].isdigit():  # index keys go before type, seq and ts in JavaScript
-        return dumps({"type": type_, "seq": seq, "ts": ts, **loads(payload_json)})
-    head = '{"type":' + _c_encode_str(type_) + ',"seq":' + str(seq) + ',"ts":' + _js_float(ts)
-    if not head.isascii() and _SURROGATES.search(head):
-        head = _fix_surrogates(head)
-    return head + ("}" if payload_json == "{}" else "," + payload_json[1:])
 
 
 def encodable(text: Any) -> bool:
@@ -304,8 +286,7 @@ _fast_float = _orjson.dumps
 _EXP_AFTER_DIGIT = re.compile(rb"[0-9]e[-+]").search
 _DIGIT_AFTER_QUOTE = re.compile(rb'"[0-9]').search  # literal first: a quick scan
 # A digit after a quote: a key that may be an array index is one (so is a string that
-# starts with a digit: a false hit only costs _orjson_odd's exact look). A literal first
-# character lets the regex engine skip ahead; '[{,]"[0-9]' tried every position.
+# starts with a digit: a false hit only costs _orjson_odd's exact look).
 _QUOTE_DIGIT_TEXT = re.compile('"[0-9]').search
 
 
@@ -408,7 +389,6 @@ def _fast_dumps(obj: dict) -> tuple[str, Any] | None:
     except (TypeError, _orjson.JSONEncodeError):
         return None
     text = raw.decode("utf-8")
-    # Substring tests on str first: a few hundred instructions (on bytes, several times that).
     if (".0" in text or "e+" in text or "e-" in text or _QUOTE_DIGIT_TEXT(text) is not None) and _orjson_odd(raw):
         return None
     stored = _orjson.loads(raw)

@@ -34,35 +34,40 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eventstore.errors import InvalidEvent
+from eventstore.log.codec import js_truthy
+from eventstore.log.types import (
+    ASSISTANT_MESSAGE,
+    ASSISTANT_PART,
+    COMPACTION_BOUNDARY,
+    CONTEXT_RETRACT,
+    MESSAGE_TYPES,
+    MODEL_TOOLS,
+    SYSTEM_MESSAGE,
+    USER_MESSAGE,
+)
 
 if TYPE_CHECKING:
     from eventstore.core.store import Session
 
 __all__ = ["context_at", "SYSTEM", "TOOLS", "RETRACT", "MESSAGE_TYPES", "retraction"]
 
-SYSTEM = "system/message"
-TOOLS = "model/tools"
-RETRACT = "context/retract"
-COMPACT = "compaction/boundary"
-PART = "assistant/part"
-MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")
+SYSTEM = SYSTEM_MESSAGE
+TOOLS = MODEL_TOOLS
+RETRACT = CONTEXT_RETRACT
+COMPACT = COMPACTION_BOUNDARY
+PART = ASSISTANT_PART
 _READ = (*MESSAGE_TYPES, SYSTEM, TOOLS, RETRACT, COMPACT, PART)
-
-
-def _truthy(v: Any) -> bool:
-    """JavaScript truthiness of a JSON value (as the projection decides ``tool_calls``)."""
-    return not (v is None or v is False or (v == 0 and not isinstance(v, bool)) or v == "")
 
 
 def chat_message(type_: str, payload: dict) -> dict:
     """One message event as its chat message, exactly as the ``messages`` view maps it."""
-    if type_ == "user/message":
+    if type_ == USER_MESSAGE:
         return {"role": "user", **({"content": payload["content"]} if "content" in payload else {})}
-    if type_ == "assistant/message":
+    if type_ == ASSISTANT_MESSAGE:
         content = payload.get("content")
         message = {"role": "assistant", "content": "" if content is None else content}
         calls = payload.get("tool_calls")
-        if _truthy(calls) and calls != []:
+        if js_truthy(calls) and calls != []:
             message["tool_calls"] = calls
         return message
     message = {"role": "tool"}
@@ -145,7 +150,7 @@ def context_at(session: Session, seq: int | None = None) -> dict:
                     calls.pop(target, None)
                 else:
                     calls[target] = [(i, c) for i, c in calls[target] if i != index]
-                    if not calls[target] and not _truthy(messages[target].get("content")):
+                    if not calls[target] and not js_truthy(messages[target].get("content")):
                         del messages[target]
                         del calls[target]
         else:
@@ -153,7 +158,7 @@ def context_at(session: Session, seq: int | None = None) -> dict:
             if isinstance(message.get("tool_calls"), list):
                 calls[event.seq] = list(enumerate(message["tool_calls"]))
             messages[event.seq] = message
-            if event.type == "assistant/message":
+            if event.type == ASSISTANT_MESSAGE:
                 folding = {"seq": event.seq, "id": p.get("message_id"), "texts": [p.get("content")],
                            "calls": len(calls.get(event.seq, []))}
     out = []

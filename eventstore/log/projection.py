@@ -24,14 +24,12 @@ import json
 
 import orjson
 
-# orjson parses the array in about half the time of json.loads, and gives the same objects
-# except where it cannot: a lone surrogate escape (``"\ud83d"``) or a number beyond a
-# double (``1e400``) makes it raise, and an integer outside [-2**63, 2**64) comes back as a
-# float, silently. Such an integer has at least 19 digits in a row; so may a string or a
-# float with long digits, which json.loads then reads (slower, the same result). The digit
-# runs are found by mapping each byte of the UTF-8 text to '0' (a digit) or ' ' (anything
-# else) and looking for 19 zeros: a tenth of orjson's time (a regular expression took three
-# times orjson's). tests/test_projection_fast.py checks that loads() equals json.loads().
+# orjson gives the same objects as json.loads except where it cannot: a lone surrogate
+# escape (``"\ud83d"``) or a number beyond a double (``1e400``) makes it raise, and an
+# integer outside [-2**63, 2**64) comes back as a float, silently. Such an integer has at
+# least 19 digits in a row (so may a string or a float with long digits, which json.loads
+# then reads): the runs are found by mapping each byte to '0' (a digit) or ' ' and looking
+# for 19 zeros. tests/test_projection_fast.py checks that loads() equals json.loads().
 _DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _LONG_RUN = b"0" * 19
 

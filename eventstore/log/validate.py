@@ -10,10 +10,11 @@ from typing import Any
 
 from eventstore.errors import InvalidEvent
 
-__all__ = ["_check_seq", "_check_session_id", "_check_ts", "_check_type"]
+__all__ = ["check_seq", "check_session_id", "check_ts", "check_type"]
 
 
-def _check_type(type_: Any) -> None:
+def check_type(type_: Any) -> None:
+    """Refuse an event type that is not a plain non-empty str UTF-8 can hold, or ``session/meta``."""
     if type(type_) is not str or not type_:
         if isinstance(type_, str) and type_:  # a StrEnum member, say: stored types are plain text
             raise InvalidEvent(f"event type must be a plain str, not a {type(type_).__name__} "
@@ -28,7 +29,8 @@ def _check_type(type_: Any) -> None:
             raise InvalidEvent(f"event type {type_!r} holds a lone UTF-16 surrogate") from None
 
 
-def _check_ts(ts: Any) -> float:
+def check_ts(ts: Any) -> float:
+    """A finite number of seconds as the float stored (``-0.0`` as ``0.0``)."""
     try:  # an int past a double's range raises OverflowError in float() and isfinite()
         ok = not isinstance(ts, bool) and isinstance(ts, (int, float)) and math.isfinite(ts)
     except OverflowError:
@@ -38,13 +40,15 @@ def _check_ts(ts: Any) -> float:
     return float(ts) + 0.0  # -0.0 is stored (and read back) as 0.0
 
 
-def _check_seq(seq: Any, what: str = "expected_seq") -> int:
+def check_seq(seq: Any, what: str = "expected_seq") -> int:
+    """An integer >= 0 (not a bool); ``what`` names it in the error."""
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         raise InvalidEvent(f"{what} must be an integer >= 0, not {seq!r}")
     return seq
 
 
-def _check_session_id(session_id: Any) -> str:
+def check_session_id(session_id: Any) -> str:
+    """A non-empty str that UTF-8 can hold."""
     if type(session_id) is not str or not session_id:
         raise InvalidEvent(f"session id must be a non-empty string, not {session_id!r}")
     try:

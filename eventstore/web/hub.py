@@ -13,14 +13,13 @@ thousand chunks wakes it once, and nothing is missed or sent twice.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from eventstore.live.follow import DeadOwners
 
-from .index import SessionIndex
+from .index import SessionIndex, state_extra
 
 if TYPE_CHECKING:
     from eventstore.core.store import EventStore
@@ -152,11 +151,7 @@ class Hub:
         while not self._stop.is_set():
             rows = follower.events_after(self.position, FOLLOW_PAGE, self._dead(follower))
             for position, sid, seq, type_, ts, payload in rows:
-                extra = None
-                if type_ == "assistant/message" or type_ == "tool/result" or type_ == "assistant/part":
-                    p = json.loads(payload)
-                    extra = p.get("tool_call_id") if type_ == "tool/result" else p.get("tool_calls")
-                self.index.apply(position, sid, seq, type_, ts, extra)
+                self.index.apply(position, sid, seq, type_, ts, state_extra(type_, payload))
                 self.position = position
                 self._changed(sid)
             self.error = None

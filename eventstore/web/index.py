@@ -3,16 +3,12 @@
 Built once from the log (:meth:`SessionIndex.load`, from the backend's ``session_rows``,
 ``session_counts`` and ``state_rows``), then kept current event by event from a backend
 follower (see :mod:`eventstore.web.hub`), through the same
-:meth:`Summary.state` that followed the stored events' turns and calls:
-the sessions page sorts, filters and pages 100,000 sessions in memory in tens of
-milliseconds, where asking the database per request would cost a scan of the log.
+:meth:`Summary.state` that followed the stored events' turns and calls: the sessions page
+sorts, filters and pages in memory, where asking the database per request would cost a
+scan of the log.
 
-A session is *complete* when no tool call dangles (a call without its ``tool/result``) and
-its last turn is over: ended (a ``turn/end``), or answered (its last message is an
-assistant message without tool calls: an imported transcript's turn has no end line, see
-docs/import-export.md). The call rules are the ``tool_calls`` view's (docs/schema.md): the
-result answering a call comes after it, before the next ``user/message`` or
-``assistant/message``; an ``assistant/part`` adds calls to its message.
+Whether a session is *complete* (no tool call without its result, its last turn over) and
+its counts follow the rules of :mod:`eventstore.log.toolcalls`, the views' rules.
 """
 
 from __future__ import annotations
@@ -23,44 +19,49 @@ from collections.abc import Iterable
 
 import orjson
 
-__all__ = ["Summary", "SessionIndex", "SORT_KEYS"]
+from eventstore.log.toolcalls import ToolCallTracker
+from eventstore.log.types import ASSISTANT_MESSAGE, ASSISTANT_PART, TOOL_RESULT
 
-_MESSAGE_TYPES = frozenset(("user/message", "assistant/message", "tool/result"))
+__all__ = ["Summary", "SessionIndex", "SORT_KEYS", "state_extra"]
+
+_NO_PAYLOAD: dict = {}
 
 
 def _loads(text: str):
-    """JSON text to a value: orjson (3x json's speed), json where orjson refuses (a lone
-    surrogate escape, a number past a double)."""
+    """JSON text to a value: orjson, or json where orjson refuses (a lone surrogate escape,
+    a number past a double)."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
 
 
-class Summary:
-    """What the sessions page shows of one session. Times are seconds since the epoch."""
+def state_extra(type_: str, payload_json: str):
+    """What :meth:`Summary.state` takes of an event with the JSON text ``payload_json``: an
+    assistant message's or part's ``tool_calls`` (a str as JSON text, as the backend's
+    ``state_rows`` give it), a ``tool/result``'s ``tool_call_id``, None for any other event."""
+    if type_ == ASSISTANT_MESSAGE or type_ == ASSISTANT_PART:
+        calls = _loads(payload_json).get("tool_calls")
+        return json.dumps(calls) if isinstance(calls, str) else calls
+    if type_ == TOOL_RESULT:
+        return _loads(payload_json).get("tool_call_id")
+    return None
 
-    __slots__ = ("id", "created_at", "events", "messages", "tool_calls", "first_ts", "last_ts",
-                 "open_turn", "pending", "dangling", "last_position", "answered")
+
+class Summary(ToolCallTracker):
+    """What the sessions page shows of one session. Times are seconds since the epoch; the
+    turn and tool-call counts are the tracker's (:class:`~eventstore.log.toolcalls.ToolCallTracker`)."""
+
+    __slots__ = ("id", "created_at", "events", "first_ts", "last_ts", "last_position")
 
     def __init__(self, session_id: str, created_at: float):
+        super().__init__()
         self.id = session_id
         self.created_at = created_at
         self.events = 0
-        self.messages = 0
-        self.tool_calls = 0
         self.first_ts: float | None = None
         self.last_ts: float | None = None
-        self.open_turn = False
-        self.pending: list[str] = []  # ids of calls still waiting for their result
-        self.dangling = 0  # calls whose answering window closed without a result
         self.last_position = 0
-        self.answered = False  # the last message is an assistant message without tool calls
-
-    @property
-    def complete(self) -> bool:
-        """No dangling tool call, and the last turn ended or was answered."""
-        return (not self.open_turn or self.answered) and not self.pending and not self.dangling
 
     def count(self, position: int, seq: int, ts: float) -> None:
         """Count one event (every event, in order)."""
@@ -70,42 +71,23 @@ class Summary:
             self.first_ts = ts
         self.last_ts = ts
 
-    def state(self, type_: str, extra) -> None:
-        """Follow the turns and tool calls with one event (events of other types change
-        nothing). ``extra`` is, for an ``assistant/message``, its ``tool_calls`` (a list, or
-        JSON text of it; anything else counts as no calls); for a ``tool/result``, its
-        ``tool_call_id``."""
-        if type_ == "assistant/part":  # more of the last assistant message: its window stays open
-            calls = _loads(extra) if isinstance(extra, str) else extra
-            if isinstance(calls, list) and calls:
-                self.tool_calls += len(calls)
-                self.pending += [c.get("id") if isinstance(c, dict) else None for c in calls]
-                self.answered = False
-        elif type_ in _MESSAGE_TYPES:
-            self.messages += 1
-            self.answered = False
-            if type_ == "tool/result":
-                if extra in self.pending:
-                    self.pending.remove(extra)
-                return
-            self.dangling += len(self.pending)  # the window of the calls before closes
-            self.pending = []
-            if type_ == "assistant/message" and extra is not None:
-                calls = _loads(extra) if isinstance(extra, str) else extra
-                if isinstance(calls, list):
-                    self.tool_calls += len(calls)
-                    self.pending = [c.get("id") if isinstance(c, dict) else None for c in calls]
-            self.answered = type_ == "assistant/message" and not self.pending
-        elif type_ == "turn/start":
-            self.open_turn = True
-        elif type_ == "turn/end":
-            self.open_turn = False
+    def state(self, type_: str, extra, seq: int = -1) -> None:
+        """Follow the turns and tool calls with one event. ``extra`` is, for an
+        ``assistant/message`` or ``assistant/part``, its ``tool_calls`` (a value, or JSON text
+        of it); for a ``tool/result``, its ``tool_call_id``."""
+        if type_ == ASSISTANT_MESSAGE or type_ == ASSISTANT_PART:
+            payload = {"tool_calls": _loads(extra) if isinstance(extra, str) else extra}
+        elif type_ == TOOL_RESULT:
+            payload = {"tool_call_id": extra}
+        else:
+            payload = _NO_PAYLOAD
+        self.feed(seq, type_, payload)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "created_at": self.created_at, "events": self.events,
                 "messages": self.messages, "tool_calls": self.tool_calls, "first_ts": self.first_ts,
                 "last_ts": self.last_ts, "complete": self.complete, "open_turn": self.open_turn,
-                "dangling_calls": self.dangling + len(self.pending)}
+                "dangling_calls": self.dangling + self.waiting}
 
 
 def _key(attr: str, descending: bool):
@@ -163,7 +145,7 @@ class SessionIndex:
             if position <= s.last_position:
                 return False
             s.count(position, seq, ts)
-            s.state(type_, extra)
+            s.state(type_, extra, seq)
             self.version += 1
             return True
 
