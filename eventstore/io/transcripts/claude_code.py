@@ -21,7 +21,11 @@ The mapping (docs/import-export.md, "Agents' transcripts", has the table and the
 * a ``compact_boundary`` is followed by ``compaction/boundary``: the projection starts again
   there;
 * every other line (system notices, progress, snapshots, queue operations, titles, and
-  types this module does not know) is an event ``claude/<type>`` of its own;
+  types this module does not know) is an event ``claude/<type>`` of its own; the ``summary``
+  lines before any line naming a session are stored at once in a session of their own,
+  ``<file name>:titles`` (their titles reach the sessions they name when read);
+* a line's ``uuid`` is the ``event_id`` of one of its events, whatever the line (a title
+  names a line by it);
 * each event keeps what the mapping did not use of its source line in ``source``.
 
 The file is a tree (``parentUuid``). A prompt written under a node that already has a
@@ -35,6 +39,7 @@ progress) stay in the conversation. Subagents (inline ``isSidechain`` lines, or
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -151,6 +156,7 @@ class _Converter:
         self.meta_values: dict = {}
         self.side_ids: set[str] = set()  # the inline sidechains' sessions
         self.calls_by_prompt: dict[str, tuple[_Session, int, str]] = {}  # Task prompt -> (session, seq, id)
+        self.titles: _Session | None = None  # the summary lines before any line naming a session
 
     # --- sessions -------------------------------------------------------------------------
 
@@ -187,11 +193,32 @@ class _Converter:
 
     # --- the pass -------------------------------------------------------------------------
 
+    def _titles_session(self, d: dict) -> _Session:
+        """The session of the summary lines written before any line naming a session (Claude
+        Code writes earlier conversations' titles at the top of a file, and a file can hold
+        nothing else): ``<file name without .jsonl>:titles``, or for a pipe, named after
+        its first line. Its events have no time (the lines have none): ``ts`` 0."""
+        if self.titles is None:
+            if self.stream:
+                digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+                tid = f"claude-titles-{digest}:titles"
+                meta: dict = {"source": "claude-code", "relation": "titles"}
+            else:
+                stem = os.path.basename(self.path)
+                stem = stem[:-len(".jsonl")] if stem.endswith(".jsonl") else stem
+                tid = f"{stem}:titles"
+                meta = {"source": "claude-code", "source_file": os.path.abspath(self.path), "relation": "titles"}
+            self.titles = _Session(tid, meta)
+        return self.titles
+
     def run(self) -> list[Converted]:
         for i, (_no, d) in enumerate(self.lines):
             if self.base is None:
                 if not (isinstance(d.get("sessionId"), str) and d["sessionId"]):
-                    self.pending.append(i)  # (a title or a snapshot before any conversation line)
+                    if d.get("type") == "summary":  # stored now, in a session of their own
+                        self._other(self._titles_session(d), i, d, "summary")
+                    else:
+                        self.pending.append(i)  # (a snapshot before any conversation line)
                     continue
                 self._start(i, d)
                 self.sessions[0].ts = parse_ts(d.get("timestamp")) or 0.0  # (the lines before have none)
@@ -199,7 +226,7 @@ class _Converter:
                     self._line(j, self.lines[j][1])
                 self.pending = []
             self._line(i, d)
-        return [s.conv for s in self.sessions]
+        return [s.conv for s in ([self.titles] if self.titles is not None else []) + self.sessions]
 
     def _line(self, i: int, d: dict) -> None:
         uuid = d.get("uuid")
@@ -376,7 +403,8 @@ class _Converter:
                     src["block"] = extra_b
                 if src:
                     payload["source"] = src
-                payload["event_id"] = f"{key}:{tid}"
+                # (the line's first result is keyed by the line's uuid: a title may name it)
+                payload["event_id"] = key if first else f"{key}:{tid}"
                 self._emit(s, "tool/result", payload, i)
                 s.unanswered.pop(tid, None)
                 first = False
@@ -505,6 +533,7 @@ class _Converter:
             made.append(("text", {"texts": [], "calls": []}))  # (no block: the line still makes an event)
         if all(w == "thinking" for w, _p in made):
             made[-1][1]["source"] = {**made[-1][1].get("source", {}), "line": src}  # thinking only
+            made[0][1]["event_id"] = key  # (the line's uuid keys one of its events: a title may name it)
         first_text = True
         for k, (what, p) in enumerate(made):
             if what == "thinking":
