@@ -507,3 +507,65 @@ def test_a_file_of_summary_lines_only_is_stored_and_titles_any_kind_of_leaf(tmp_
         assert current_meta(store, "target-s")["title"] == "on the system"
         for f in (titles, target):  # again: nothing to add
             assert sum(r.events for r in import_transcript(store, str(f), "claude-code").sessions) == 0
+
+
+def _parallel_same_prompt() -> bytes:
+    """A 1.0 file: a WebFetch call whose prompt is the Task prompt, then two parallel Task calls
+    with the same prompt, their inline sidechains (interleaved) and the Task results."""
+    common = {"userType": "external", "cwd": "/w", "sessionId": "same-p", "version": "1.0.98"}
+    prompt = "Run the flaky test ten times and report"
+    out = []
+
+    def add(n, parent, type_, side=False, **kw):
+        out.append({**common, "parentUuid": parent, "isSidechain": side, "type": type_, **kw, "uuid": f"p-{n}",
+                    "timestamp": f"2026-03-09T08:00:{n:02d}.000Z"})
+
+    def call(tid, name, inp):
+        return {"type": "tool_use", "id": tid, "name": name, "input": inp}
+
+    def asst(mid, *blocks):
+        return {"id": mid, "role": "assistant", "model": "claude-sonnet-4-5", "stop_reason": None,
+                "content": list(blocks)}
+
+    def res(tid, text):
+        return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid, "content": text}]}
+
+    add(1, None, "user", message={"role": "user", "content": "check the flaky test"})
+    add(2, "p-1", "assistant", message=asst("m1", call("t-web", "WebFetch", {"url": "https://x", "prompt": prompt})))
+    add(3, "p-2", "user", message=res("t-web", "page"))
+    add(4, "p-3", "assistant", message=asst("m2", call("t-1", "Task", {"description": "a", "prompt": prompt})))
+    add(5, "p-4", "assistant", message=asst("m2", call("t-2", "Task", {"description": "b", "prompt": prompt})))
+    add(6, None, "user", side=True, message={"role": "user", "content": prompt})
+    add(7, None, "user", side=True, message={"role": "user", "content": prompt})
+    add(8, "p-7", "assistant", side=True, message=asst("m3", {"type": "text", "text": "Report two: 10/10 passed"}))
+    add(9, "p-6", "assistant", side=True, message=asst("m4", {"type": "text", "text": "Report one: 9/10 passed"}))
+    add(10, "p-5", "user", message=res("t-1", "Report one: 9/10 passed"))
+    add(11, "p-10", "user", message=res("t-2", "Report two: 10/10 passed"))
+    add(12, "p-11", "assistant", message=asst("m5", {"type": "text", "text": "One run failed once."}))
+    return b"".join(json.dumps(x).encode() + b"\n" for x in out)
+
+
+def test_parallel_tasks_with_one_prompt_link_each_sidechain_to_its_own_call(tmp_path):
+    # Each sidechain answers the first Task call of its prompt not answered yet (a WebFetch's
+    # prompt is no Task's), at every cut as in the whole file.
+    data = _parallel_same_prompt()
+    whole = converted(data)
+    (main, one, two) = whole.values()
+    assert (one.meta["tool_call_id"], two.meta["tool_call_id"]) == ("t-1", "t-2")
+    links = effective_meta(main.meta, main.events)
+    assert (links["subagent/t-1"], links["subagent/t-2"]) == (one.session_id, two.session_id)
+    for cut in line_cuts(data):
+        for sid, conv in converted(data[:cut]).items():
+            assert conv.events == whole[sid].events[:len(conv.events)] and conv.meta == whole[sid].meta, (cut, sid)
+    f = tmp_path / "s.jsonl"
+    f.write_bytes(data)
+    with EventStore.open(tmp_path / "once.db") as store:
+        import_transcript(store, str(f), "claude-code")
+        once = stored(store)
+    for k, cut in enumerate(line_cuts(data)):
+        f.write_bytes(data[:cut])
+        with EventStore.open(tmp_path / f"c{k}.db") as store:
+            import_transcript(store, str(f), "claude-code")
+            f.write_bytes(data)
+            import_transcript(store, str(f), "claude-code")
+            assert stored(store) == once, cut

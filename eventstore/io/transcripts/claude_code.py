@@ -54,6 +54,8 @@ META_KEYS = {"sessionId": "source_session_id", "cwd": "cwd", "gitBranch": "git_b
 PART = "assistant/part"
 COMPACT = "compaction/boundary"
 INFO = "session/info"
+#: The tools whose call starts a subagent (an inline sidechain whose root holds its prompt).
+SUBAGENT_TOOLS = ("Task", "Agent")
 
 
 def _text_of(content: object) -> str | None:
@@ -155,7 +157,8 @@ class _Converter:
         self.pending: list[int] = []  # lines before the session id is known
         self.meta_values: dict = {}
         self.side_ids: set[str] = set()  # the inline sidechains' sessions
-        self.calls_by_prompt: dict[str, tuple[_Session, int, str]] = {}  # Task prompt -> (session, seq, id)
+        # Task prompt -> the calls with it whose sidechain has not started: (session, seq, id)
+        self.calls_by_prompt: dict[str, list[tuple[_Session, int, str]]] = {}
         self.titles: _Session | None = None  # the summary lines before any line naming a session
 
     # --- sessions -------------------------------------------------------------------------
@@ -309,7 +312,10 @@ class _Converter:
         meta: dict = {"relation": "subagent", "parent_session": self.sessions[0].conv.session_id,
                       "parent_uuid": d["uuid"]}
         prompt = _text_of((d.get("message") or {}).get("content")) if isinstance(d.get("message"), dict) else None
-        found = self.calls_by_prompt.get(prompt) if prompt is not None else None
+        # (the first call of that prompt not yet answered by a sidechain: parallel Tasks may
+        # share a prompt, and their sidechains start in the order of their calls)
+        waiting = self.calls_by_prompt.get(prompt) if prompt is not None else None
+        found = waiting.pop(0) if waiting else None
         if found is not None:
             meta["parent_session"] = found[0].conv.session_id
             meta["parent_seq"] = found[1]
@@ -569,8 +575,10 @@ class _Converter:
             args = json.loads(call["function"]["arguments"])
         except (ValueError, KeyError, TypeError):
             return
+        if call["function"].get("name") not in SUBAGENT_TOOLS:  # (WebFetch has a prompt too)
+            return
         if isinstance(args, dict) and isinstance(args.get("prompt"), str) and isinstance(call.get("id"), str):
-            self.calls_by_prompt.setdefault(args["prompt"], (s, len(s.events), call["id"]))
+            self.calls_by_prompt.setdefault(args["prompt"], []).append((s, len(s.events), call["id"]))
 
 
 def _real_model(m: object) -> bool:
