@@ -253,10 +253,13 @@ def test_repair_of_an_imported_session_does_not_fail_the_next_import(tmp_path, s
     assert {r.status for r in import_transcript(store, str(f), "claude-code").sessions} == {"skipped"}
 
 
-def test_watch_on_a_file_written_line_by_line_ends_as_one_import(tmp_path):
-    # Claude Code 2.1's interleaved layout, written a line at a time with pauses while
-    # `import --watch` looks: no conflict, and the log equals one import of the whole file.
-    src = DATA / "claude-code/v2.1-interleaved-progress.jsonl"
+@pytest.mark.parametrize("rel", ["claude-code/v2.1-interleaved-progress.jsonl", "claude-code/v2.1-rewind-interrupt.jsonl",
+                                 "claude-code/v1.0-parallel-sidechains.jsonl"])
+def test_watch_on_a_file_written_line_by_line_ends_as_one_import(tmp_path, rel):
+    # Claude Code 2.1's interleaved layout (a /rewind after an interrupt too; 1.0's parallel
+    # sidechains), written a line at a time with pauses while `import --watch` looks: no
+    # conflict, and the log equals one import of the whole file.
+    src = DATA / rel
     lines = src.read_bytes().splitlines(keepends=True)
     folder = tmp_path / "projects"
     folder.mkdir()
@@ -277,12 +280,12 @@ def test_watch_on_a_file_written_line_by_line_ends_as_one_import(tmp_path):
 
     try:
         seen = 0
-        started = False  # (a title and a snapshot come before the first line naming the session)
+        started = False  # (a snapshot before the first line naming the session waits for it)
         for line in lines:
             with open(f, "ab") as out:
                 out.write(line)
             started = started or "sessionId" in json.loads(line)
-            if not started:
+            if not started and json.loads(line).get("type") != "summary":  # (a title is stored at once)
                 continue
             deadline = time.monotonic() + 20
             while count() <= seen and time.monotonic() < deadline:
