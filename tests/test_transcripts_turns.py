@@ -15,6 +15,7 @@ from eventstore.web.index import Summary
 
 DATA = Path(__file__).parent / "transcripts_data"
 SAMPLES = sorted(str(p.relative_to(DATA)) for p in (DATA / "claude-code").rglob("*.jsonl"))
+CODEX = sorted(str(p.relative_to(DATA)) for p in DATA.glob("codex*/*.jsonl"))
 
 
 def _rows(store, sql, params=()):
@@ -36,16 +37,16 @@ def _view_complete(store, sid: str) -> bool:
     return not open_turns and not dangling
 
 
-@pytest.mark.parametrize("rel", SAMPLES)
+@pytest.mark.parametrize("rel", SAMPLES + CODEX)
 def test_the_turns_view_agrees_with_the_session_at_every_line(rel, store, tmp_path):
     # The file grows a line at a time; after each import the views and the viewer's rule say
-    # the same of every session, and the whole file's sessions are complete.
+    # the same of every session, and the whole file's sessions are complete (Codex's too).
     data = (DATA / rel).read_bytes()
     f = tmp_path / Path(rel).name
     lines = data.splitlines(keepends=True)
     for n in range(1, len(lines) + 1):
         f.write_bytes(b"".join(lines[:n]))
-        import_transcript(store, str(f), "claude-code")
+        import_transcript(store, str(f), "codex" if rel.startswith("codex") else "claude-code")
         for info in store.sessions():
             assert _view_complete(store, info.id) == _summary(store, info.id).complete, (n, info.id)
     for info in store.sessions():
