@@ -24,8 +24,6 @@ The mapping (docs/import-export.md, "Agents' transcripts", has the table and the
   types this module does not know) is an event ``claude/<type>`` of its own; the ``summary``
   lines before any line naming a session are stored at once in a session of their own,
   ``<file name>:titles`` (their titles reach the sessions they name when read);
-* a line's ``uuid`` is the ``event_id`` of one of its events, whatever the line (a title
-  names a line by it);
 * each event keeps what the mapping did not use of its source line in ``source``.
 
 The file is a tree (``parentUuid``). A prompt written under a node that already has a
@@ -409,8 +407,7 @@ class _Converter:
                     src["block"] = extra_b
                 if src:
                     payload["source"] = src
-                # (the line's first result is keyed by the line's uuid: a title may name it)
-                payload["event_id"] = key if first else f"{key}:{tid}"
+                payload["event_id"] = f"{key}:{tid}"
                 self._emit(s, "tool/result", payload, i)
                 s.unanswered.pop(tid, None)
                 first = False
@@ -539,7 +536,6 @@ class _Converter:
             made.append(("text", {"texts": [], "calls": []}))  # (no block: the line still makes an event)
         if all(w == "thinking" for w, _p in made):
             made[-1][1]["source"] = {**made[-1][1].get("source", {}), "line": src}  # thinking only
-            made[0][1]["event_id"] = key  # (the line's uuid keys one of its events: a title may name it)
         first_text = True
         for k, (what, p) in enumerate(made):
             if what == "thinking":
