@@ -34,6 +34,11 @@ def convert(rel: str):
     return convert_file(path, EXPECTED[rel]["format"] if rel in EXPECTED else detect_file(path))[0]
 
 
+def conversation(convs) -> list:
+    """The converted sessions but the one of a file's leading summary lines (``:titles``)."""
+    return [c for c in convs if c.meta.get("relation") != "titles"]
+
+
 def counts(sessions) -> dict:
     """The facts.py numbers, counted on converted (or stored) sessions."""
     c = {"user_prompts": 0, "subagent_prompts": 0, "tool_call_ids": [], "results": set(), "errors": set(),
@@ -83,7 +88,9 @@ def test_counts_equal_expected_once_stored(rel, store):
     rep = import_transcript(store, str(DATA / rel), EXPECTED[rel]["format"])
     assert all(r.status == "imported" for r in rep.sessions)
     check_counts(counts(stored(store)), EXPECTED[rel])
-    assert store.sessions()[0].id.startswith(EXPECTED[rel]["session_ids"][0])
+    # (the summary lines before the conversation are a session of their own, listed first)
+    main = [i.id for i in store.sessions() if not i.id.endswith(":titles")]
+    assert main[0].startswith(EXPECTED[rel]["session_ids"][0])
 
 
 def test_main_with_its_subagent_file_equals_expected(store):
@@ -99,7 +106,9 @@ def test_every_event_has_a_unique_key_and_a_time(rel):
     for conv in convert(rel):
         keys = [p["event_id"] for _t, p, _ts in conv.events]
         assert len(keys) == len(set(keys))
-        assert all(ts > 1.7e9 for _t, _p, ts in conv.events)
+        # (a summary line has no time: the events of the leading ones have ts 0)
+        titles = conv.meta.get("relation") == "titles"
+        assert all(ts == 0 if titles else ts > 1.7e9 for _t, _p, ts in conv.events)
 
 
 def test_split_lines_of_one_api_message_are_one_message(store):
@@ -109,7 +118,7 @@ def test_split_lines_of_one_api_message_are_one_message(store):
     rel = "claude-code/v1.0-split-blocks.jsonl"
     lines = read_lines(str(DATA / rel)).lines
     ids = [d["message"]["id"] for _n, d in lines if d.get("type") == "assistant"]
-    (main,) = convert(rel)
+    (main,) = conversation(convert(rel))
     messages = [p for t, p, _ts in main.events if t == "assistant/message"]
     assert len(messages) == len(set(ids)) == EXPECTED[rel]["assistant_messages"]
     first = messages[0]
@@ -179,7 +188,7 @@ def test_side_branches_that_are_not_forks_stay_in_the_conversation():
 
 def test_compaction_continues_the_session_across_the_boundary():
     rel = "claude-code/v2.1-main.jsonl"
-    (main,) = convert(rel)
+    (main,) = conversation(convert(rel))
     types = [t for t, _p, _ts in main.events]
     systems = [p["source"].get("subtype") for t, p, _ts in main.events if t == "claude/system"]
     assert "compact_boundary" in systems
@@ -219,12 +228,12 @@ def test_meta_holds_cwd_branch_model_version():
     assert [p["info"] for t, p, _ts in conv.events if t == "session/info"][0] == {"model": "gpt-5.1-codex"}
     assert conv.meta["version"] == "0.66.0" and "model" not in conv.meta
     assert conv.meta["git_branch"] == "docs-links" and conv.meta["agent_source"] == "cli"
-    (conv,) = convert("claude-code/v1.0-split-blocks.jsonl")
+    (conv,) = conversation(convert("claude-code/v1.0-split-blocks.jsonl"))
     assert "git_branch" not in conv.meta  # 1.0.51 wrote none
 
 
 def test_each_event_keeps_what_the_mapping_did_not_use():
-    (conv,) = convert("claude-code/v1.0-split-blocks.jsonl")
+    (conv,) = conversation(convert("claude-code/v1.0-split-blocks.jsonl"))
     lines = {d.get("uuid"): d for _n, d in read_lines(str(DATA / "claude-code/v1.0-split-blocks.jsonl")).lines}
     failed = [p for t, p, _ts in conv.events if t == "tool/result" and p["is_error"] and not p.get("synthetic")][0]
     src_line = lines[failed["event_id"].split(":")[0]]
@@ -245,7 +254,7 @@ def test_each_event_keeps_what_the_mapping_did_not_use():
 
 
 def test_interrupted_tool_call_gets_the_result_claude_code_sends():
-    (conv,) = convert("claude-code/v1.0-split-blocks.jsonl")
+    (conv,) = conversation(convert("claude-code/v1.0-split-blocks.jsonl"))
     (missing,) = EXPECTED["claude-code/v1.0-split-blocks.jsonl"]["tool_calls_without_result"]
     (synthetic,) = [p for t, p, _ts in conv.events if t == "tool/result" and p.get("synthetic")]
     assert synthetic["tool_call_id"] == missing and synthetic["is_error"]
@@ -260,7 +269,7 @@ def test_unknown_line_types_become_events_of_their_own():
     assert {"codex/task_started", "codex/task_complete"} <= types
     lines = [d for _n, d in read_lines(str(DATA / "claude-code/v2.1-main.jsonl")).lines]
     lines.insert(3, {"type": "worktree-state", "sessionId": lines[2]["sessionId"], "state": {"x": 1}})
-    (conv,) = claude_code.convert(list(enumerate(lines, 1)), "x.jsonl")
+    (conv,) = conversation(claude_code.convert(list(enumerate(lines, 1)), "x.jsonl"))
     (ev,) = [p for t, p, _ts in conv.events if t == "claude/worktree-state"]
     assert ev["source"]["state"] == {"x": 1}
 
@@ -566,7 +575,7 @@ def test_a_repeated_line_is_kept_under_its_line_number(tmp_path, store):
     f = tmp_path / "s.jsonl"
     f.write_bytes(b"".join(src + [src[5]]))  # a resumed session can write a line again
     rep = import_transcript(store, str(f), "claude-code")
-    events = list(store.session(rep.sessions[0].session_id).events())
+    events = list(store.session(rep.sessions[1].session_id).events())  # ([0]: the leading title)
     assert events[-1].type == "tool/result" and events[-1].payload["event_id"].startswith(f"L{len(src) + 1}:")
     assert events[-1].payload["source"]["uuid"] == json.loads(src[5])["uuid"]
 
@@ -575,7 +584,7 @@ def test_a_parent_loop_loses_no_line():
     lines = [d for _n, d in read_lines(str(DATA / "claude-code/v1.0-split-blocks.jsonl")).lines]
     a, b = lines[3], lines[4]
     a["parentUuid"], b["parentUuid"] = b["uuid"], a["uuid"]
-    (conv,) = claude_code.convert(list(enumerate(lines, 1)), "x.jsonl")
+    (conv,) = conversation(claude_code.convert(list(enumerate(lines, 1)), "x.jsonl"))
     seen = set()
     for _t, p, _ts in conv.events:
         seen.add(p["event_id"].split(":")[0].split("#")[0])

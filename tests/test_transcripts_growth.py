@@ -27,6 +27,14 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(str(p.relative_to(DATA)) for p in (DATA / "claude-code").rglob("*.jsonl"))
 
 
+def talk(sessions) -> list:
+    """Sessions (converted, or ``SessionInfo``s, or ids) but the one of a file's leading
+    summary lines (``<file>:titles``)."""
+    def sid(x):
+        return x if isinstance(x, str) else getattr(x, "session_id", None) or x.id
+    return [x for x in sessions if not sid(x).endswith(":titles")]
+
+
 def line_cuts(data: bytes) -> list[int]:
     """Every line boundary of ``data`` (the byte offsets after each newline), and 0."""
     return [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
@@ -65,7 +73,7 @@ def test_each_line_is_stored_by_the_first_import_that_sees_it(rel):
         last = lines[n - 1][1]
         if isinstance(last.get("uuid"), str):
             assert last["uuid"] in keys, (n, last["type"])
-        elif last.get("type") == "summary" and n > 1:
+        elif last.get("type") == "summary":  # (a title before the conversation too)
             assert f"L{n}" in keys
 
 
@@ -120,7 +128,7 @@ def test_a_last_line_cut_inside_a_character_waits(tmp_path, store):
 def test_the_2_1_interleaved_message_is_one_assistant_message_in_source_order(store):
     rel = "claude-code/v2.1-interleaved-progress.jsonl"
     import_transcript(store, str(DATA / rel), "claude-code")
-    (info,) = store.sessions()
+    (info,) = talk(store.sessions())
     s = store.session(info.id)
     msgs = s.derive_messages()
     # (the task notification and the skill body are sent to the model: user messages with a kind)
@@ -144,12 +152,13 @@ def _rows(store, sql):
 
 
 def test_text_no_human_typed_has_a_kind_and_opens_no_turn():
-    (conv,) = converted((DATA / "claude-code/v2.1-interleaved-progress.jsonl").read_bytes()).values()
+    (conv,) = talk(converted((DATA / "claude-code/v2.1-interleaved-progress.jsonl").read_bytes()).values())
     users = [(p.get("kind"), p["content"] if isinstance(p["content"], str) else "")
              for t, p, _ts in conv.events if t == "user/message"]
     assert [k for k, _c in users] == [None, "task_notification", "meta"]
     assert [t for t, _p, _ts in conv.events].count("turn/start") == 1
-    (sub,) = converted((DATA / "claude-code/v2.1-agents/subagents/agent-acompact-9f8e7d.jsonl").read_bytes()).values()
+    compact = DATA / "claude-code/v2.1-agents/subagents/agent-acompact-9f8e7d.jsonl"
+    (sub,) = talk(converted(compact.read_bytes()).values())
     assert [p.get("kind") for t, p, _ts in sub.events if t == "user/message"] == ["compact_instruction"]
     assert "turn/start" not in [t for t, _p, _ts in sub.events]
 
@@ -157,7 +166,7 @@ def test_text_no_human_typed_has_a_kind_and_opens_no_turn():
 def test_a_compaction_starts_the_projection_again(store):
     rel = "claude-code/v2.1-agents.jsonl"
     import_transcript(store, str(DATA / rel), "claude-code")
-    s = store.session(store.sessions()[0].id)
+    s = store.session(talk(store.sessions())[0].id)
     msgs = s.derive_messages()
     assert msgs[0]["role"] == "user" and msgs[0]["content"].startswith("This session is being continued")
     assert [m["role"] for m in msgs] == ["user", "user", "assistant"]
@@ -172,17 +181,17 @@ def test_a_compaction_starts_the_projection_again(store):
 def test_late_facts_are_new_events_that_the_effective_meta_shows():
     # model: learned from the first reply; title: from a summary line whose leaf comes later;
     # rewind: the branch left behind names where the user went on.
-    (main, fork) = converted((DATA / "claude-code/v2.1-rewind.jsonl").read_bytes()).values()
+    (main, fork) = talk(converted((DATA / "claude-code/v2.1-rewind.jsonl").read_bytes()).values())
     assert "model" not in main.meta and effective_meta(main.meta, main.events)["model"] == "claude-opus-4-6"
     assert effective_meta(main.meta, main.events)["continued_in"] == fork.session_id
     assert effective_meta(fork.meta, fork.events)["title"] == "Rename the --dry flag"
     assert fork.meta["relation"] == "fork" and main.events[fork.meta["parent_seq"]][0] == "turn/end"
     # the Task call a subagent answers: inline sidechain (both directions), agent file (parent side)
-    (m, side) = converted((DATA / "claude-code/v1.0-sidechain-report-last.jsonl").read_bytes()).values()
+    (m, side) = talk(converted((DATA / "claude-code/v1.0-sidechain-report-last.jsonl").read_bytes()).values())
     assert side.meta["tool_call_id"] == "toolu_01Task"
     assert effective_meta(m.meta, m.events)["subagent/toolu_01Task"] == side.session_id
     assert side.events[-1][1]["content"].startswith("Report:")  # the report, the sidechain's last line
-    (a,) = converted((DATA / "claude-code/v2.1-agents.jsonl").read_bytes()).values()
+    (a,) = talk(converted((DATA / "claude-code/v2.1-agents.jsonl").read_bytes()).values())
     (sub,) = converted((DATA / "claude-code/v2.1-agents/subagents/agent-a1b2c3d4.jsonl").read_bytes(),
                        "agent-a1b2c3d4.jsonl").values()
     assert effective_meta(a.meta, a.events)["subagent/toolu_01Agent"] == sub.session_id
@@ -202,7 +211,7 @@ def test_after_a_rewind_the_moment_of_the_import_does_not_decide_the_branches(tm
             results.append({i.id: effective_meta({}, [(e.type, e.payload) for e in store.session(i.id).events()])
                             for i in store.sessions()})
     assert all(r == results[0] for r in results)
-    (main_id, fork_id) = results[0]
+    (main_id, fork_id) = talk(results[0])
     assert results[0][main_id]["continued_in"] == fork_id
 
 
@@ -236,18 +245,21 @@ def test_repair_of_an_imported_session_does_not_fail_the_next_import(tmp_path, s
     f = tmp_path / "s.jsonl"
     f.write_bytes(b"".join(lines[:6]))  # tool_use A written, no result yet
     import_transcript(store, str(f), "claude-code")
-    (info,) = store.sessions()
+    (info,) = talk(store.sessions())
     assert store.session(info.id).repair()
     f.write_bytes(data)
     rep = import_transcript(store, str(f), "claude-code")
-    assert rep.sessions[0].status == "appended"
-    assert import_transcript(store, str(f), "claude-code").sessions[0].status == "skipped"
+    assert talk(rep.sessions)[0].status == "appended"
+    assert {r.status for r in import_transcript(store, str(f), "claude-code").sessions} == {"skipped"}
 
 
-def test_watch_on_a_file_written_line_by_line_ends_as_one_import(tmp_path):
-    # Claude Code 2.1's interleaved layout, written a line at a time with pauses while
-    # `import --watch` looks: no conflict, and the log equals one import of the whole file.
-    src = DATA / "claude-code/v2.1-interleaved-progress.jsonl"
+@pytest.mark.parametrize("rel", ["claude-code/v2.1-interleaved-progress.jsonl", "claude-code/v2.1-rewind-interrupt.jsonl",
+                                 "claude-code/v1.0-parallel-sidechains.jsonl"])
+def test_watch_on_a_file_written_line_by_line_ends_as_one_import(tmp_path, rel):
+    # Claude Code 2.1's interleaved layout (a /rewind after an interrupt too; 1.0's parallel
+    # sidechains), written a line at a time with pauses while `import --watch` looks: no
+    # conflict, and the log equals one import of the whole file.
+    src = DATA / rel
     lines = src.read_bytes().splitlines(keepends=True)
     folder = tmp_path / "projects"
     folder.mkdir()
@@ -268,12 +280,12 @@ def test_watch_on_a_file_written_line_by_line_ends_as_one_import(tmp_path):
 
     try:
         seen = 0
-        started = False  # (a title and a snapshot come before the first line naming the session)
+        started = False  # (a snapshot before the first line naming the session waits for it)
         for line in lines:
             with open(f, "ab") as out:
                 out.write(line)
             started = started or "sessionId" in json.loads(line)
-            if not started:
+            if not started and json.loads(line).get("type") != "summary":  # (a title is stored at once)
                 continue
             deadline = time.monotonic() + 20
             while count() <= seen and time.monotonic() < deadline:
@@ -308,7 +320,7 @@ def test_cli_shows_the_latest_facts_and_where_the_lines_went(tmp_path):
     assert "where its lines went: assistant lines: 3 assistant/message" in went
     assert "summary lines: 1 claude/summary" in went and "user lines:" in went
     rows = {x["id"]: x["info"] for x in json.loads(run("sessions", "--json").stdout)}
-    (main_id, fork_id) = rows
+    (main_id, fork_id) = talk(rows)
     assert rows[main_id]["continued_in"] == fork_id and rows[main_id]["model"] == "claude-opus-4-6"
     assert rows[fork_id]["title"] == "Rename the --dry flag" and "relation" not in rows[fork_id]
 
@@ -320,7 +332,7 @@ def test_the_viewer_shows_the_latest_facts_and_a_finished_session_as_complete(tm
 
     with EventStore.open(tmp_path / "v.db") as store:
         import_transcript(store, str(DATA / "claude-code/v2.1-rewind.jsonl"), "claude-code")
-        (main_id, fork_id) = [i.id for i in store.sessions()]
+        (main_id, fork_id) = [i.id for i in talk(store.sessions())]
         with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
             deadline = time.monotonic() + 20
             while not client.get("/api/info").json()["ready"] and time.monotonic() < deadline:
@@ -336,7 +348,7 @@ def test_a_session_an_older_version_stored_is_a_clear_conflict(tmp_path):
     # The events of an earlier conversion (one merged assistant/message, no message_id):
     # importing the file again names the session and the seq, stores nothing, no traceback.
     src = DATA / "claude-code/v1.0-split-blocks.jsonl"
-    (conv,) = converted(src.read_bytes(), str(src)).values()
+    (conv,) = talk(converted(src.read_bytes(), str(src)).values())
     old = []
     for t, p, ts in conv.events:
         if t == "assistant/part":
@@ -375,7 +387,7 @@ def test_what_the_model_saw_before_each_request_is_the_same_in_the_viewer_and_co
     # The viewer asks the backend for the projection up to a seq (messages_json): before a
     # compaction it shows what came before it, after it only the summary and what follows.
     import_transcript(store, str(DATA / rel), "claude-code")
-    s = store.session(store.sessions()[0].id)
+    s = store.session(talk(store.sessions())[0].id)
     starts = [e.seq for e in s.events() if e.type in ("step/start", "turn/start", "compaction/boundary")]
     assert len(starts) >= 3
     for seq in starts + [s.next_seq()]:
@@ -423,9 +435,9 @@ def test_a_summary_in_another_file_titles_the_session_of_its_leaf_in_either_impo
         for f in order:  # again: nothing to add
             assert sum(r.events for r in import_transcript(store, str(f), "claude-code").sessions) == 0
         for f in order:  # each session holds exactly its own file's events
-            (conv,) = converted(f.read_bytes(), str(f)).values()
-            assert [(e.type, e.payload) for e in store.session(conv.session_id).events()] == \
-                [(t, p) for t, p, _ts in conv.events]
+            for conv in convert_file(str(f), "claude-code")[0]:
+                assert [(e.type, e.payload) for e in store.session(conv.session_id).events()] == \
+                    [(t, p) for t, p, _ts in conv.events]
         assert current_meta(store, "target-s")["title"] == "Fix the login bug"  # the latest summary
         assert current_meta(store, "own-s")["title"] == "Own"  # its own session/info wins
         assert "title" not in current_meta(store, "titles-s")  # ("Nowhere" names no stored line)
@@ -441,3 +453,124 @@ def test_a_summary_in_another_file_titles_the_session_of_its_leaf_in_either_impo
     rows = {x["id"]: x["info"] for x in json.loads(r.stdout)}
     assert rows["target-s"]["title"] == "Fix the login bug" and rows["own-s"]["title"] == "Own"
     assert "title" not in rows["titles-s"]
+
+
+def _leaf_kinds(sid: str) -> bytes:
+    """A Claude Code file whose lines are of every kind a summary's leafUuid can name: a
+    prompt (``k-1``), a thinking-only line (``k-2``), a tool_use line (``k-3``), a tool
+    result (``k-4``), an answer (``k-5``) and a system line (``k-6``)."""
+    common = {"isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": sid, "version": "2.1.39"}
+    msg = {"id": "msg_k1", "role": "assistant", "model": "claude-opus-4-6", "stop_reason": None}
+    lines = [
+        {"type": "user", "message": {"role": "user", "content": "list it"}},
+        {"type": "assistant", "message": {**msg, "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}]}},
+        {"type": "assistant", "message": {**msg, "content": [{"type": "tool_use", "id": "toolu_k", "name": "Bash",
+                                                               "input": {"command": "ls"}}]}},
+        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_k",
+                                                                   "content": "a b"}]}},
+        {"type": "assistant", "message": {**msg, "id": "msg_k2", "content": [{"type": "text", "text": "a and b"}]}},
+        {"type": "system", "subtype": "stop_hook_summary", "hookCount": 0},
+    ]
+    out = []
+    for n, x in enumerate(lines, 1):
+        out.append({**common, "parentUuid": f"k-{n - 1}" if n > 1 else None, **x, "uuid": f"k-{n}",
+                    "timestamp": f"2026-03-06T10:00:0{n}.000Z"})
+    return b"".join(json.dumps(x).encode() + b"\n" for x in out)
+
+
+@pytest.mark.parametrize("titles_first", [True, False], ids=["titles-file-first", "target-file-first"])
+def test_a_file_of_summary_lines_only_is_stored_and_titles_its_leaves(tmp_path, backend_url, titles_first):
+    # Claude Code writes files holding only summary lines (titles of earlier conversations):
+    # they are a session of their own (<file name>:titles), `import -v` counts them, and
+    # each title reaches the session holding its leaf line.
+    from eventstore.io.transcripts.common import current_meta
+
+    target = tmp_path / "target.jsonl"
+    target.write_bytes(_leaf_kinds("target-s"))
+    kinds = ["prompt", "thinking", "tool_use", "result", "answer", "system"]
+    titles = tmp_path / "4a1d2c3b-0000-4000-8000-00000000cafe.jsonl"
+    titles.write_bytes(b"".join(json.dumps({"type": "summary", "summary": f"on the {k}", "leafUuid": f"k-{n}"}).encode()
+                                + b"\n" for n, k in enumerate(kinds, 1)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    outs = []
+    for f in ([titles, target] if titles_first else [target, titles]):
+        r = subprocess.run([sys.executable, "-m", "eventstore", "--db", backend_url, "import", "-v", str(f)],
+                           capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout + r.stderr)
+    said = outs[0] if titles_first else outs[1]
+    assert "summary lines: 6 claude/summary" in said
+    with EventStore.open(backend_url) as store:
+        tid = "4a1d2c3b-0000-4000-8000-00000000cafe:titles"
+        evs = list(store.session(tid).events())
+        assert [e.type for e in evs] == ["claude/summary"] * 6 and {e.ts for e in evs} == {0}
+        assert current_meta(store, tid)["relation"] == "titles"
+        got = [t for _sid, t in store.backend.summary_titles("target-s")]
+        # A thinking-only line's and a tool-result line's events have suffixed keys (their
+        # event ids predate titles and stay as stored): a title naming them is not matched.
+        assert got == [f"on the {k}" for k in kinds if k not in ("thinking", "result")]
+        assert current_meta(store, "target-s")["title"] == "on the system"
+        for f in (titles, target):  # again: nothing to add
+            assert sum(r.events for r in import_transcript(store, str(f), "claude-code").sessions) == 0
+
+
+def _parallel_same_prompt() -> bytes:
+    """A 1.0 file: a WebFetch call whose prompt is the Task prompt, then two parallel Task calls
+    with the same prompt, their inline sidechains (interleaved) and the Task results."""
+    common = {"userType": "external", "cwd": "/w", "sessionId": "same-p", "version": "1.0.98"}
+    prompt = "Run the flaky test ten times and report"
+    out = []
+
+    def add(n, parent, type_, side=False, **kw):
+        out.append({**common, "parentUuid": parent, "isSidechain": side, "type": type_, **kw, "uuid": f"p-{n}",
+                    "timestamp": f"2026-03-09T08:00:{n:02d}.000Z"})
+
+    def call(tid, name, inp):
+        return {"type": "tool_use", "id": tid, "name": name, "input": inp}
+
+    def asst(mid, *blocks):
+        return {"id": mid, "role": "assistant", "model": "claude-sonnet-4-5", "stop_reason": None,
+                "content": list(blocks)}
+
+    def res(tid, text):
+        return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid, "content": text}]}
+
+    add(1, None, "user", message={"role": "user", "content": "check the flaky test"})
+    add(2, "p-1", "assistant", message=asst("m1", call("t-web", "WebFetch", {"url": "https://x", "prompt": prompt})))
+    add(3, "p-2", "user", message=res("t-web", "page"))
+    add(4, "p-3", "assistant", message=asst("m2", call("t-1", "Task", {"description": "a", "prompt": prompt})))
+    add(5, "p-4", "assistant", message=asst("m2", call("t-2", "Task", {"description": "b", "prompt": prompt})))
+    add(6, None, "user", side=True, message={"role": "user", "content": prompt})
+    add(7, None, "user", side=True, message={"role": "user", "content": prompt})
+    add(8, "p-7", "assistant", side=True, message=asst("m3", {"type": "text", "text": "Report two: 10/10 passed"}))
+    add(9, "p-6", "assistant", side=True, message=asst("m4", {"type": "text", "text": "Report one: 9/10 passed"}))
+    add(10, "p-5", "user", message=res("t-1", "Report one: 9/10 passed"))
+    add(11, "p-10", "user", message=res("t-2", "Report two: 10/10 passed"))
+    add(12, "p-11", "assistant", message=asst("m5", {"type": "text", "text": "One run failed once."}))
+    return b"".join(json.dumps(x).encode() + b"\n" for x in out)
+
+
+def test_parallel_tasks_with_one_prompt_link_each_sidechain_to_its_own_call(tmp_path):
+    # Each sidechain answers the first Task call of its prompt not answered yet (a WebFetch's
+    # prompt is no Task's), at every cut as in the whole file.
+    data = _parallel_same_prompt()
+    whole = converted(data)
+    (main, one, two) = whole.values()
+    assert (one.meta["tool_call_id"], two.meta["tool_call_id"]) == ("t-1", "t-2")
+    links = effective_meta(main.meta, main.events)
+    assert (links["subagent/t-1"], links["subagent/t-2"]) == (one.session_id, two.session_id)
+    for cut in line_cuts(data):
+        for sid, conv in converted(data[:cut]).items():
+            assert conv.events == whole[sid].events[:len(conv.events)] and conv.meta == whole[sid].meta, (cut, sid)
+    f = tmp_path / "s.jsonl"
+    f.write_bytes(data)
+    with EventStore.open(tmp_path / "once.db") as store:
+        import_transcript(store, str(f), "claude-code")
+        once = stored(store)
+    for k, cut in enumerate(line_cuts(data)):
+        f.write_bytes(data[:cut])
+        with EventStore.open(tmp_path / f"c{k}.db") as store:
+            import_transcript(store, str(f), "claude-code")
+            f.write_bytes(data)
+            import_transcript(store, str(f), "claude-code")
+            assert stored(store) == once, cut

@@ -21,7 +21,9 @@ The mapping (docs/import-export.md, "Agents' transcripts", has the table and the
 * a ``compact_boundary`` is followed by ``compaction/boundary``: the projection starts again
   there;
 * every other line (system notices, progress, snapshots, queue operations, titles, and
-  types this module does not know) is an event ``claude/<type>`` of its own;
+  types this module does not know) is an event ``claude/<type>`` of its own; the ``summary``
+  lines before any line naming a session are stored at once in a session of their own,
+  ``<file name>:titles`` (their titles reach the sessions they name when read);
 * each event keeps what the mapping did not use of its source line in ``source``.
 
 The file is a tree (``parentUuid``). A prompt written under a node that already has a
@@ -35,6 +37,7 @@ progress) stay in the conversation. Subagents (inline ``isSidechain`` lines, or
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -50,6 +53,8 @@ META_KEYS = {"sessionId": "source_session_id", "cwd": "cwd", "gitBranch": "git_b
 PART = "assistant/part"
 COMPACT = "compaction/boundary"
 INFO = "session/info"
+#: The tools whose call starts a subagent (an inline sidechain whose root holds its prompt).
+SUBAGENT_TOOLS = ("Task", "Agent")
 
 
 def _text_of(content: object) -> str | None:
@@ -151,7 +156,9 @@ class _Converter:
         self.pending: list[int] = []  # lines before the session id is known
         self.meta_values: dict = {}
         self.side_ids: set[str] = set()  # the inline sidechains' sessions
-        self.calls_by_prompt: dict[str, tuple[_Session, int, str]] = {}  # Task prompt -> (session, seq, id)
+        # Task prompt -> the calls with it whose sidechain has not started: (session, seq, id)
+        self.calls_by_prompt: dict[str, list[tuple[_Session, int, str]]] = {}
+        self.titles: _Session | None = None  # the summary lines before any line naming a session
 
     # --- sessions -------------------------------------------------------------------------
 
@@ -188,11 +195,32 @@ class _Converter:
 
     # --- the pass -------------------------------------------------------------------------
 
+    def _titles_session(self, d: dict) -> _Session:
+        """The session of the summary lines written before any line naming a session (Claude
+        Code writes earlier conversations' titles at the top of a file, and a file can hold
+        nothing else): ``<file name without .jsonl>:titles``, or for a pipe, named after
+        its first line. Its events have no time (the lines have none): ``ts`` 0."""
+        if self.titles is None:
+            if self.stream:
+                digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+                tid = f"claude-titles-{digest}:titles"
+                meta: dict = {"source": "claude-code", "relation": "titles"}
+            else:
+                stem = os.path.basename(self.path)
+                stem = stem[:-len(".jsonl")] if stem.endswith(".jsonl") else stem
+                tid = f"{stem}:titles"
+                meta = {"source": "claude-code", "source_file": os.path.abspath(self.path), "relation": "titles"}
+            self.titles = _Session(tid, meta)
+        return self.titles
+
     def run(self) -> list[Converted]:
         for i, (_no, d) in enumerate(self.lines):
             if self.base is None:
                 if not (isinstance(d.get("sessionId"), str) and d["sessionId"]):
-                    self.pending.append(i)  # (a title or a snapshot before any conversation line)
+                    if d.get("type") == "summary":  # stored now, in a session of their own
+                        self._other(self._titles_session(d), i, d, "summary")
+                    else:
+                        self.pending.append(i)  # (a snapshot before any conversation line)
                     continue
                 self._start(i, d)
                 self.sessions[0].ts = parse_ts(d.get("timestamp")) or 0.0  # (the lines before have none)
@@ -200,7 +228,7 @@ class _Converter:
                     self._line(j, self.lines[j][1])
                 self.pending = []
             self._line(i, d)
-        return [s.conv for s in self.sessions]
+        return [s.conv for s in ([self.titles] if self.titles is not None else []) + self.sessions]
 
     def _line(self, i: int, d: dict) -> None:
         uuid = d.get("uuid")
@@ -283,7 +311,10 @@ class _Converter:
         meta: dict = {"relation": "subagent", "parent_session": self.sessions[0].conv.session_id,
                       "parent_uuid": d["uuid"]}
         prompt = _text_of((d.get("message") or {}).get("content")) if isinstance(d.get("message"), dict) else None
-        found = self.calls_by_prompt.get(prompt) if prompt is not None else None
+        # (the first call of that prompt not yet answered by a sidechain: parallel Tasks may
+        # share a prompt, and their sidechains start in the order of their calls)
+        waiting = self.calls_by_prompt.get(prompt) if prompt is not None else None
+        found = waiting.pop(0) if waiting else None
         if found is not None:
             meta["parent_session"] = found[0].conv.session_id
             meta["parent_seq"] = found[1]
@@ -541,8 +572,10 @@ class _Converter:
             args = json.loads(call["function"]["arguments"])
         except (ValueError, KeyError, TypeError):
             return
+        if call["function"].get("name") not in SUBAGENT_TOOLS:  # (WebFetch has a prompt too)
+            return
         if isinstance(args, dict) and isinstance(args.get("prompt"), str) and isinstance(call.get("id"), str):
-            self.calls_by_prompt.setdefault(args["prompt"], (s, len(s.events), call["id"]))
+            self.calls_by_prompt.setdefault(args["prompt"], []).append((s, len(s.events), call["id"]))
 
 
 def _real_model(m: object) -> bool:
