@@ -105,7 +105,7 @@ def _db_shown(db: str, store: EventStore) -> str:
     """``db`` as a message shows it: a file as given, a URL without its password."""
     from .backends import is_postgres_url
 
-    return store.backend.display if is_postgres_url(db) else db
+    return store.display if is_postgres_url(db) else db
 
 
 def _lasting(db: str) -> str:
@@ -132,10 +132,10 @@ def _store(ctx: click.Context, readonly: bool = False) -> EventStore:
 
 def _say_if_upgraded(db: str, store: EventStore) -> None:
     """One line on stderr when opening ``db`` upgraded an older eventstore's database."""
-    if store.backend.upgraded_from is not None:
+    if store.upgraded_from is not None:
         from .schema import SCHEMA_REVISION
 
-        click.echo(f"{_db_shown(db, store)}: upgraded from schema revision {store.backend.upgraded_from} to "
+        click.echo(f"{_db_shown(db, store)}: upgraded from schema revision {store.upgraded_from} to "
                    f"{SCHEMA_REVISION} (an older eventstore wrote it)", err=True)
 
 
@@ -1069,6 +1069,7 @@ def repair(ctx: click.Context, session_id: str) -> None:
     appending cannot fix). Run it only when the session's agent is not running.
     """
     from eventstore.audit import verify as audit
+    from eventstore.backends.capabilities import AuditReads
 
     store = _store(ctx)
     s = store.session(session_id)
@@ -1078,7 +1079,7 @@ def repair(ctx: click.Context, session_id: str) -> None:
         click.echo(f"appended seq {ev.seq}: {ev.type}{_printable(what)}")
     if not appended:
         click.echo(f"session {_printable(session_id)}: nothing to repair")
-    report = audit.verify(store.backend, [session_id])
+    report = audit.verify(store.capability(AuditReads), [session_id])
     for f in report.findings:
         click.echo(_printable(str(f)), err=True)
     if not report.ok:
@@ -1101,11 +1102,9 @@ def _wait_for_session(store: EventStore, session_id: str, timeout: float | None)
     """``tail -f`` of a session that is not stored yet: say so once, wait until another
     process creates it (the followers' wait for commits), and return its handle; None on
     Ctrl-C. Raises :class:`SessionNotFound` when ``timeout`` seconds pass first."""
-    from eventstore.live.follow import wait_for_session
-
     try:
         click.echo(f"waiting for session {_printable(repr(session_id))} (Ctrl-C stops)", err=True)
-        if not wait_for_session(store.backend, session_id, timeout=timeout):
+        if not store.wait_for_session(session_id, timeout=timeout):
             raise SessionNotFound(session_id)
     except KeyboardInterrupt:
         return None
@@ -1311,7 +1310,7 @@ def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]
                    f"elsewhere from reading the log through a visitor's browser (DNS rebinding)", err=True)
 
     def ready() -> None:
-        click.echo(f"eventstore viewer of {store.backend.display} at {url}  (Ctrl-C stops)")
+        click.echo(f"eventstore viewer of {store.display} at {url}  (Ctrl-C stops)")
         sys.stdout.flush()
         if open_browser:
             import webbrowser
@@ -1319,7 +1318,7 @@ def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]
             webbrowser.open(url)
 
     # db_label: a URL without its password
-    web.serve(store, sock, db_label=store.backend.display, on_ready=ready, allow_hosts=allow_hosts)
+    web.serve(store, sock, db_label=store.display, on_ready=ready, allow_hosts=allow_hosts)
 
 
 # --- moving between databases, PostgreSQL roles ---------------------------------------------
@@ -1406,17 +1405,18 @@ def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> No
     db = ctx.find_root().obj["db"]
     if not is_postgres_url(db):
         _fail("roles: --db must be a postgresql:// URL (SQLite has no roles: use file permissions)")
-    from .backends.postgres import apply_roles, check_role_names, roles_sql
+    from .backends.capabilities import Roles
 
     store = _store(ctx)  # creates and migrates the schema first: the grants name its tables
-    check_role_names(store.backend, writer, auditor)
-    text = roles_sql(writer, auditor, store.backend.database_name(), store.backend.schema_name())
+    roles = store.capability(Roles)
+    roles.check_role_names(writer, auditor)
+    text = roles.roles_sql(writer, auditor)
     if print_only:
         click.echo(text, nl=False)
         return
-    for notice in apply_roles(store.backend, text):
+    for notice in roles.apply_roles(text):
         click.echo(f"note: {notice}", err=True)
-    click.echo(f"roles {writer} (INSERT, SELECT) and {auditor} (SELECT) are set up on {store.backend.display}")
+    click.echo(f"roles {writer} (INSERT, SELECT) and {auditor} (SELECT) are set up on {store.display}")
 
 
 # --- checkpoints: what the log held, to keep elsewhere (eventstore.audit.anchor) -----------------
@@ -1436,6 +1436,7 @@ def checkpoint(ctx: click.Context, output: str | None, key: str | None) -> None:
     import io
 
     from eventstore.audit import anchor
+    from eventstore.backends.capabilities import AuditReads
 
     store = _store(ctx, readonly=True)
     if output is not None and output != "-":
@@ -1445,7 +1446,7 @@ def checkpoint(ctx: click.Context, output: str | None, key: str | None) -> None:
             check_not_the_store(store, output, "the checkpoint")
         except OSError as e:
             _fail(f"{output}: {e.strerror}")
-    doc = anchor.make_checkpoint(store.backend, key)
+    doc = anchor.make_checkpoint(store.capability(AuditReads), key)
     if output is None or output == "-":
         out = _out()
         anchor.write_checkpoint(doc, out)

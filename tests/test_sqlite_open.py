@@ -51,10 +51,10 @@ def wal_of(db: Path, work: Callable[[EventStore], None]) -> bytes:
 def fill_past_a_restart(store: EventStore, session: str) -> None:
     """Append batches to a new ``session``, and more after a checkpoint that starts the WAL over."""
     fill(store, session, 5)
-    conn = sqlite3.connect(store.backend.files()[0])
+    conn = sqlite3.connect(store._backend.files()[0])
     assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
     conn.close()
-    assert os.path.getsize(store.backend.files()[1]) == 0
+    assert os.path.getsize(store._backend.files()[1]) == 0
     fill(store, session + "+", 5)
 
 

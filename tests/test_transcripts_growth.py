@@ -379,7 +379,7 @@ def test_what_the_model_saw_before_each_request_is_the_same_in_the_viewer_and_co
     starts = [e.seq for e in s.events() if e.type in ("step/start", "turn/start", "compaction/boundary")]
     assert len(starts) >= 3
     for seq in starts + [s.next_seq()]:
-        assert json.loads(store.backend.messages_json(s.id, seq - 1)) == s.context_at(seq)["messages"], seq
+        assert json.loads(store._backend.messages_json(s.id, seq - 1)) == s.context_at(seq)["messages"], seq
 
 
 def _claude_lines(sid: str, prefix: str, ts: str, summaries=()) -> bytes:

@@ -162,7 +162,7 @@ def hold_write_lock(db: str, ready: str) -> None:
             f.write(str(os.getpid()))
         time.sleep(600)
 
-    store.backend._transact(hold)
+    store._backend._transact(hold)
 
 
 def follower(db: str, session_id: str | None, total: int, barrier, results, tag, durability: str = "normal") -> None:

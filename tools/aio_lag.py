@@ -33,7 +33,7 @@ def hold(db: str, ready: str, seconds: float) -> None:
         Path(ready).write_text(str(os.getpid()))
         time.sleep(seconds)
 
-    store.backend._transact(body)  # (SQLite's write transaction: the write queue and the lock)
+    store._backend._transact(body)  # (SQLite's write transaction: the write queue and the lock)
     store.close()
 
 

@@ -82,8 +82,8 @@ class Variant:
             self.session = self.store.create_session(SID)
             if prefill:
                 self.session.append_many([("assistant/chunk", payload(-i)) for i in range(prefill)])
-            self.cur = self.store.backend._cur
-            self._degrade(self.store.backend._conn)
+            self.cur = self.store._backend._cur
+            self._degrade(self.store._backend._conn)
         self.seq, self.position, self.prev = self._head()
 
     def _open_raw(self, path: Path) -> None:

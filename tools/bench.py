@@ -1392,7 +1392,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    if a.backend == "postgres":
+    if a._backend == "postgres":
         import bench_pg
 
         return bench_pg.run(a)

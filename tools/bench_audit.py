@@ -98,7 +98,7 @@ def main() -> None:
 
     def run_verify() -> None:
         nonlocal report
-        report = audit.verify(ro.backend)
+        report = audit.verify(ro._backend)
 
     took = best(run_verify)
     assert report is not None and report.ok, report.findings[:5] if report else None

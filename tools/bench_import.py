@@ -144,7 +144,7 @@ def import_store(db: Path, files: list[Path], drop_guards: bool = False) -> None
     with EventStore.open(db) as store:
         if drop_guards:
             for name in ("events_guard_insert",):
-                store.backend._conn.execute(f"DROP TRIGGER {name}")
+                store._backend._conn.execute(f"DROP TRIGGER {name}")
         for path in files:
             store.import_jsonl(path)
 

@@ -505,7 +505,7 @@ def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> No
 
     with EventStore.open(url, busy_timeout=60, durability=LOSSY if mode in (IN_LOCK, APART) else mode) as store:
         s = store.create_session(f"writer-{index}-{time.time_ns()}")
-        conn = store.backend._conn("w")
+        conn = store._backend._conn("w")
         if mode == IN_LOCK:  # the commit flushes before it lets the position lock go
             conn.execute("SET synchronous_commit = on")
         s.append("tool/result", payload(0))  # (the head cached, the connection made)
@@ -516,7 +516,7 @@ def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> No
             t = time.perf_counter()
             s.append("tool/result", payload(i))
             if mode == APART:  # "full" with the flush statement in a round trip of its own
-                conn.execute(_FLUSH, (store.backend._sync_level,))
+                conn.execute(_FLUSH, (store._backend._sync_level,))
             lat.append(time.perf_counter() - t)
         results.put((index, t0, time.perf_counter(), lat))
 

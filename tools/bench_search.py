@@ -137,8 +137,8 @@ def timed(fn, repeat: int) -> tuple[float, float]:
 
 def bench_queries(db: Path, repeat: int) -> list[tuple]:
     store = EventStore.open(db, readonly=True)
-    n_events = store.backend._read("SELECT count(*) FROM events")[0][0]
-    indexed = store.backend._read("SELECT count(*) FROM events_search_text")[0][0]
+    n_events = store._backend._read("SELECT count(*) FROM events")[0][0]
+    indexed = store._backend._read("SELECT count(*) FROM events_search_text")[0][0]
     queries = ["w40000", "w5000", "w500", "w50", "w5", "w0", "w50 w500", "w5 w50 w500", "w123*"]
     rows = []
     for q in queries:
@@ -240,7 +240,7 @@ def bench_pg_appends(url: str, a: argparse.Namespace) -> tuple[dict, float, int]
         admin.execute(f'DROP DATABASE IF EXISTS "{appends_db}"')
         admin.execute(f'CREATE DATABASE "{appends_db}"')
     store = EventStore.open(f"{base}/{appends_db}")
-    conn = store.backend._conn("w")
+    conn = store._backend._conn("w")
     create, expression = _pg_search_objects()
     words = Words(random.Random(7))
     msgs = [("user/message", {"content": words.text(30)}),
@@ -280,15 +280,15 @@ def bench_pg_appends(url: str, a: argparse.Namespace) -> tuple[dict, float, int]
 def bench_postgres(url: str, work: Path, a: argparse.Namespace) -> None:
     """The run on PostgreSQL (see the module's docstring)."""
     store = EventStore.open(url)
-    n_events = store.backend._read("SELECT count(*) FROM events")[0][0]
+    n_events = store._backend._read("SELECT count(*) FROM events")[0][0]
     store.close()
     if n_events == 0:
         build(url, work, a.events, a.files)
     store = EventStore.open(url)
-    n_events = store.backend._read("SELECT count(*) FROM events")[0][0]
-    indexed = store.backend._read("SELECT count(*) FROM events_search")[0][0]
-    version = store.backend._read("SHOW server_version")[0][0]
-    store.backend._conn("w").execute("ANALYZE events_search")
+    n_events = store._backend._read("SELECT count(*) FROM events")[0][0]
+    indexed = store._backend._read("SELECT count(*) FROM events_search")[0][0]
+    version = store._backend._read("SHOW server_version")[0][0]
+    store._backend._conn("w").execute("ANALYZE events_search")
     said = f"events {n_events:,}, indexed {indexed:,}"
     indexing = work / f"search-{a.events}.indexing.txt"
     if indexing.exists():
@@ -300,7 +300,7 @@ def bench_postgres(url: str, work: Path, a: argparse.Namespace) -> None:
     for q in ["w40000", "w5000", "w500", "w50", "w5", "w0", "w50 w500", "w5 w50 w500", "w123*"]:
         med, best = timed(lambda q=q: search(store, q, limit=20), a.repeat)
         print(f"| `{q}` | {count(store, q):,} | {med * 1000:.1f} ms | {best * 1000:.1f} ms |")
-    sid = store.backend._read("SELECT id FROM sessions ORDER BY id LIMIT 1")[0][0]
+    sid = store._backend._read("SELECT id FROM sessions ORDER BY id LIMIT 1")[0][0]
     for q in ["w0", "w5000"]:
         med, best = timed(lambda q=q: search(store, q, session_id=sid, limit=20), a.repeat)
         print(f"| `{q}` in one session | {count(store, q, session_id=sid):,} | {med * 1000:.1f} ms "

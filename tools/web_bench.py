@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite",
                     help="postgres: build and serve a database on a throwaway PostgreSQL server")
     args = ap.parse_args()
-    if args.backend == "postgres":
+    if args._backend == "postgres":
         sys.path.insert(0, str(ROOT / "tests"))
         from pgserver import PgServer
 

@@ -68,13 +68,21 @@ from ..errors import (
 from ..schema import outdated
 from . import base
 from .base import (
-    MULTIPLE_STATEMENTS,
     Backend,
     Follower,
     ImportLock,
     ImportTransaction,
-    QueryConnection,
     Refusal,
+)
+from .capabilities import (
+    MULTIPLE_STATEMENTS,
+    AuditReads,
+    LogViews,
+    QueryConnection,
+    Roles,
+    SearchIndex,
+    SessionIndex,
+    SqlSandbox,
 )
 
 __all__ = ["PostgresBackend", "apply_roles", "conninfo", "LOCK_POSITIONS", "MIGRATION_LOCK", "roles_sql"]
@@ -299,7 +307,7 @@ def _refusal(e: psycopg.Error) -> Refusal:
 _inherited: list = []  # connections of a parent process: kept, never used or closed (see module doc)
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(Backend, SearchIndex, AuditReads, SessionIndex, LogViews, SqlSandbox, Roles):
     """One PostgreSQL database (see the module's docstring)."""
 
     name = "postgresql"
@@ -444,6 +452,17 @@ class PostgresBackend(Backend):
     def schema_name(self) -> str:
         """The schema the store's tables are in (the first of the connection's search_path)."""
         return self._one("SELECT current_schema()")[0]
+
+    # --- roles (the Roles capability; the functions below do the work) -----------------------
+
+    def check_role_names(self, writer: str, auditor: str) -> None:
+        check_role_names(self, writer, auditor)
+
+    def roles_sql(self, writer: str, auditor: str) -> str:
+        return roles_sql(writer, auditor, self.database_name(), self.schema_name())
+
+    def apply_roles(self, text: str) -> list[str]:
+        return apply_roles(self, text)
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -2025,7 +2044,7 @@ def _tsquery(query: str) -> str:
     ``*`` matches as a prefix (``:*``); punctuation separates words as in the index, and no
     character of the query is taken as an operator. Raises :class:`QueryError` for a query
     with no word."""
-    from ..search import query_words
+    from .search_terms import query_words
 
     parts = []
     for word, prefix in query_words(query):

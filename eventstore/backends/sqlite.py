@@ -43,6 +43,7 @@ from . import base
 from . import importlock as _importlock
 from . import sqlite_engine as _engine
 from .base import Backend, Follower, ImportLock, ImportTransaction, Refusal
+from .capabilities import AuditReads, LogViews, SearchIndex, SessionIndex, SqlSandbox
 from .sqlite_checkpoint import Checkpointer, checkpoint
 from .sqlite_walcheck import check_wal
 from .writelock import open_write_lock
@@ -198,7 +199,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class SQLiteBackend(Backend):
+class SQLiteBackend(Backend, SearchIndex, AuditReads, SessionIndex, LogViews, SqlSandbox):
     """An SQLite database file (or ``:memory:``), through one held connection.
 
     Shared by threads (calls are serialized by a lock); several processes may open the same
@@ -1320,7 +1321,7 @@ def _export_chunks(backend: SQLiteBackend, session_id: str, meta_json: str):
 
     Pages of EXPORT_PAGE events, each one short read transaction: _fast_page writes a page in
     one piece when it can, else the page goes row by row."""
-    from eventstore.io.export import rewritten_payload
+    from eventstore.log.lines_fast import rewritten_payload
 
     out: list = [(meta_line(session_id, meta_json) + "\n").encode("utf-8")]
     size = len(out[0])

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import DatabaseError, QueryError
-from .base import MULTIPLE_STATEMENTS, QueryConnection
+from .capabilities import MULTIPLE_STATEMENTS, QueryConnection
 from .sqlite_engine import database_path as _database_path
 from .sqlite_engine import no_database, open_read_only, refuse_hard_links
 from .sqlite_walcheck import check_wal

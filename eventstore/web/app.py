@@ -177,8 +177,8 @@ class EventPages:
     about a megabyte of payload each, cut by the database's read), so memory holds one
     page, not the answer: more than that only where one event is larger."""
 
-    def __init__(self, backend, session_id: str, after: int, limit: int, max_bytes: int = MAX_ANSWER_BYTES):
-        self.backend = backend
+    def __init__(self, store, session_id: str, after: int, limit: int, max_bytes: int = MAX_ANSWER_BYTES):
+        self.store = store
         self.session_id = session_id
         self.last = after
         self.limit = limit
@@ -188,7 +188,7 @@ class EventPages:
 
     def __iter__(self):
         size = 0
-        for rows in row_pages(self.backend, self.session_id, self.last, self.limit):
+        for rows in row_pages(self.store, self.session_id, self.last, self.limit):
             taken = []
             full = False
             for row in rows:
@@ -207,7 +207,7 @@ class EventPages:
             if full:
                 self.more = True
                 return
-        self.more = self.count >= self.limit and bool(self.backend.export_rows(self.session_id, self.last, 1))
+        self.more = self.count >= self.limit and bool(self.store.export_rows(self.session_id, self.last, 1))
 
 
 def _utf16_len(text: str) -> int:
@@ -240,7 +240,6 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
     names (besides ``localhost``) a request's ``Host`` may give (:class:`Guard`).
     """
     hub = Hub(store, poll_interval=poll_interval)
-    backend = store.backend  # reads the public API has no call for: the contract's own
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -312,7 +311,7 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
         s = session_or_404(request)
         after = _int(request, "after", -1, -1, 2**63 - 1)
         limit = _int(request, "limit", 10_000, 1, MAX_EVENTS)
-        pages = EventPages(backend, s.id, after, limit)
+        pages = EventPages(store, s.id, after, limit)
 
         def body():  # streamed a page at a time; "more" is known at the end
             yield b'{"session":' + json.dumps(s.id).encode() + b',"events":['
@@ -324,19 +323,16 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
     def messages(request):
         s = session_or_404(request)
         upto = _int(request, "upto", 2**63 - 1, -1, 2**63 - 1)
-        size = backend.messages_size(s.id, upto)
+        size = s.messages_size(upto)
         if size > MAX_MESSAGES_BYTES:
             return _error(413, f"the projection of session {s.id!r} up to seq {upto} holds {size:,} bytes of "
                                f"messages, more than the viewer answers at once ({MAX_MESSAGES_BYTES:,}); "
                                f"`eventstore messages` prints it")
-        return Response(backend.messages_json(s.id, upto), media_type="application/json")
+        return Response(s.messages_json(upto), media_type="application/json")
 
     def export(request):
         s = session_or_404(request)
-        meta = backend.session_meta(s.id)
-        if meta is None:
-            raise SessionNotFound(s.id)
-        chunks = backend.export_chunks(s.id, meta)
+        chunks = store.export_chunks(s.id)
         first = next(chunks)  # a payload export cannot write is an error before the answer starts
 
         def body():  # streamed: about EXPORT_BUFFER bytes at a time, whatever the session holds
@@ -363,7 +359,7 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
                 while True:
                     # one message of at most SSE_BATCH events (MAX_ANSWER_BYTES), sent a page at a
                     # time; its id (the last seq) comes after the data, once known
-                    pages = EventPages(backend, sid, last, SSE_BATCH)
+                    pages = EventPages(store, sid, last, SSE_BATCH)
                     it = iter(pages)
                     piece = await run_in_threadpool(next, it, None)
                     if piece is not None:
