@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore import AppendOnlyViolation, DatabaseError, EventStore, SessionNotFound
-from eventstore.backends.sqlite_schema import GUARDS
+from eventstore.backends.sqlite.schema import GUARDS
 from eventstore.schema import SCHEMA_REVISION
 
 
@@ -355,7 +355,7 @@ def test_schema_revision_is_the_alembic_head():
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from eventstore.backends.sqlite_engine import migrations_path
+    from eventstore.backends.sqlite.engine import migrations_path
 
     cfg = Config()
     cfg.set_main_option("script_location", migrations_path())
@@ -363,7 +363,7 @@ def test_schema_revision_is_the_alembic_head():
 
 
 def test_reopening_does_not_migrate_again(db_path, store):
-    from eventstore.backends.sqlite_engine import connect, upgrade
+    from eventstore.backends.sqlite.engine import connect, upgrade
 
     conn = connect(str(db_path), 5.0)
     assert upgrade(conn, str(db_path)) == (False, SCHEMA_REVISION)

@@ -16,7 +16,7 @@ import pytest
 from test_concurrency import check_session, integrity_ok
 
 from eventstore import EventStore, IdempotencyConflict, InvalidEvent, SeqConflict
-from eventstore.backends import sqlite_engine as _engine
+from eventstore.backends.sqlite import engine as _engine
 
 pytestmark = pytest.mark.sqlite_only  # the SQLite append path: head cache, write queue, checkpoints
 

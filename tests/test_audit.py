@@ -18,8 +18,8 @@ from conftest import DATA, FIXTURES
 from eventstore import AppendOnlyViolation, DatabaseError, EventStore, QueryError, SessionNotFound
 from eventstore.audit import repair as repair_mod
 from eventstore.audit import verify as audit
-from eventstore.backends import sqlite_sandbox as sandbox
-from eventstore.backends.sqlite_schema import GUARDS
+from eventstore.backends.sqlite import sandbox
+from eventstore.backends.sqlite.schema import GUARDS
 from eventstore.cli import cli
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import event_line

@@ -401,7 +401,7 @@ def test_wal_stays_bounded_while_a_follower_tails_heavy_writing(db_path):
     for p in procs:
         p.join(10)
     assert len(got["tail"]) == n_writers * count
-    from eventstore.backends import sqlite_engine as engine
+    from eventstore.backends.sqlite import engine
 
     frame = page_size + 24
     bound = 3 * engine.WAL_RESET_FRAMES * frame

@@ -21,8 +21,8 @@ from conftest import DATA
 
 from eventstore import DatabaseError, EventStore
 from eventstore.audit.integrity import verify_database
-from eventstore.backends import sqlite_walcheck as walcheck
-from eventstore.backends.sqlite_walcheck import WalMismatch, wal_mismatch
+from eventstore.backends.sqlite import walcheck
+from eventstore.backends.sqlite.walcheck import WalMismatch, wal_mismatch
 from eventstore.cli import cli
 from eventstore.io import export
 

@@ -539,7 +539,7 @@ def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path
 
 
 def test_export_streams_in_pages(store, monkeypatch):
-    from eventstore.backends import sqlite
+    from eventstore.backends.sqlite import export as sqlite
     from eventstore.log import lines_fast
 
     monkeypatch.setattr(lines_fast, "PAGE_ROWS", 3)  # the neutral pages

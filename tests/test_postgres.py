@@ -413,7 +413,7 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
         conn = backend._conn("w")
         assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
         assert backend._sync_level == "on"
-        from eventstore.backends import postgres
+        from eventstore.backends.postgres import backend as postgres
         assert conn.execute("SELECT current_setting('synchronous_commit') FROM set_config('synchronous_commit', %s, "
                             "true)", (backend._sync_level,)).fetchone()[0] == "on"  # as _FLUSH runs
         assert "set_config('synchronous_commit', %s, true)" in postgres._FLUSH
@@ -479,7 +479,7 @@ def test_durability_full_flush_refused_after_the_commit(pg_url, monkeypatch):
     """When the flush statement fails after the INSERT committed (a batch commits
     asynchronously, then flushes), the append raises DatabaseError saying it committed; the
     events are stored and the next append follows them."""
-    from eventstore.backends import postgres
+    from eventstore.backends.postgres import backend as postgres
     with EventStore.open(pg_url, durability="full") as store:
         s = store.create_session("s")
         s.append("x", {})

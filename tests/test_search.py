@@ -15,7 +15,7 @@ import pytest
 from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore, QueryError, SessionNotFound
-from eventstore.backends.sqlite_search import fts_query
+from eventstore.backends.sqlite.search import fts_query
 from eventstore.io.transcripts.importer import import_transcript
 from eventstore.search import MARK_END, MARK_START, catch_up, search, usage_totals
 from eventstore.search import count as es_count
@@ -148,8 +148,8 @@ def test_appends_cost_nothing_and_the_next_search_indexes_them(store):
 
 
 def test_catch_up_goes_in_batches_and_reports_progress(store, monkeypatch):
-    import eventstore.backends.postgres as pg
-    import eventstore.backends.sqlite_search as ss
+    import eventstore.backends.postgres.search as pg
+    import eventstore.backends.sqlite.search as ss
     monkeypatch.setattr(ss, "CATCH_UP_BATCH", 7)
     monkeypatch.setattr(pg, "CATCH_UP_BATCH", 7)
     s = store.create_session("s")
@@ -163,7 +163,7 @@ def test_catch_up_goes_in_batches_and_reports_progress(store, monkeypatch):
 _SEARCHER = """
 import sys, time, os
 sys.path.insert(0, {root!r})
-import eventstore.backends.postgres as pg, eventstore.backends.sqlite_search as ss
+import eventstore.backends.postgres.search as pg, eventstore.backends.sqlite.search as ss
 pg.CATCH_UP_BATCH = ss.CATCH_UP_BATCH = 50
 from eventstore import EventStore
 from eventstore.search import catch_up, search

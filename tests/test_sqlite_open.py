@@ -19,8 +19,8 @@ from conftest import DATA
 
 from eventstore import DatabaseError, EventStore, WalMismatch
 from eventstore.audit.integrity import verify_database
-from eventstore.backends import sqlite_engine as _engine
-from eventstore.backends.sqlite_walcheck import APPLICATION_ID, wal_verdict
+from eventstore.backends.sqlite import engine as _engine
+from eventstore.backends.sqlite.walcheck import APPLICATION_ID, wal_verdict
 from eventstore.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The write queue's lock (eventstore.backends.writelock): exclusion, the bounded wait, abandoned
+"""The write queue's lock (eventstore.backends.sqlite.writelock): exclusion, the bounded wait, abandoned
 waits, and closing. Each WriteLock is its own open file, so two of them in one process
 exclude each other exactly as two processes would."""
 
@@ -12,7 +12,7 @@ import time
 import pytest
 
 from eventstore import DatabaseError, EventStore
-from eventstore.backends.writelock import WriteLock, lock_path, open_write_lock
+from eventstore.backends.sqlite.writelock import WriteLock, lock_path, open_write_lock
 
 pytestmark = [pytest.mark.skipif(os.name != "posix", reason="flock is POSIX"), pytest.mark.sqlite_only]
 

@@ -87,7 +87,7 @@ def migrate(dbs: list[str], index: int, barrier, results) -> None:
     import alembic.command  # noqa: F401 - imported before the race, not during it
 
     from eventstore import EventStore
-    from eventstore.backends import sqlite_engine as _engine
+    from eventstore.backends.sqlite import engine as _engine
 
     def run():
         out = []

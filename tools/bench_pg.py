@@ -501,7 +501,7 @@ def peer_lines(res: dict, n: int, batches: int, reads: int, events: int) -> list
 
 def _writer(url: str, index: int, count: int, mode: str, barrier, results) -> None:
     from eventstore import EventStore
-    from eventstore.backends.postgres import _FLUSH
+    from eventstore.backends.postgres.statements import _FLUSH
 
     with EventStore.open(url, busy_timeout=60, durability=LOSSY if mode in (IN_LOCK, APART) else mode) as store:
         s = store.create_session(f"writer-{index}-{time.time_ns()}")

@@ -1,6 +1,6 @@
 """Log checkpoints: what the log held at one moment, written down to be kept elsewhere.
 
-(Not to be confused with :mod:`eventstore.backends.sqlite_checkpoint`, which copies SQLite's
+(Not to be confused with :mod:`eventstore.backends.sqlite.checkpoint`, which copies SQLite's
 WAL into the database file.)
 
 The hash chain proves that a session's events link up, but whoever can write the file can

@@ -460,7 +460,7 @@ class EventStore:
         its last ~600 ms, never corrupts or gaps).
         SQLite only: with ``write_queue`` (the default) writers
         wait for each other on a lock file beside the database (``FILE-lock``, see
-        :mod:`eventstore.backends.writelock`) instead of in SQLite's sleep-and-retry busy
+        :mod:`eventstore.backends.sqlite.writelock`) instead of in SQLite's sleep-and-retry busy
         handler. With ``readonly``, the database must exist at the latest schema and is
         opened read-only (for auditors, or a file the user may only read): appends raise
         :class:`DatabaseError`. Raises :class:`DatabaseError` (:class:`SchemaOutdated` when

@@ -41,7 +41,7 @@ Before these rules, the marks (revision 0260 on): an eventstore database holds
 ``application_id`` :data:`APPLICATION_ID` and a *mark* in ``user_version`` (offsets 68 and
 60 of page 1), which starts at a random number and which eventstore moves on by one in the
 first transaction of every WAL generation it starts
-(:class:`eventstore.backends.sqlite_engine.WalMarks`). SQLite writes both in every page-1
+(:class:`eventstore.backends.engine.WalMarks`). SQLite writes both in every page-1
 image. So, when the database file has a mark:
 
 - a page-1 image of the WAL without a mark (a plain SQLite file's), or with one far from
@@ -55,7 +55,7 @@ image. So, when the database file has a mark:
 A WAL whose first transaction leaves the mark alone (one not started by this eventstore:
 an older one, the ``sqlite3`` shell), or a database file without a mark, is left to the
 rules below and is not *confirmed*: a read-write open then checks the database read
-through it first (``sqlite_engine.check_unconfirmed_wal``: quick_check, and the file's last
+through it first (``engine.check_unconfirmed_wal``: quick_check, and the file's last
 events and sessions still there). What the marks cannot tell apart is a WAL cut from the
 same generation as the file's (a copy of a live WAL restored later, while the generation
 went on).
@@ -83,7 +83,7 @@ import mmap
 import os
 import struct
 
-from ..errors import WalMismatch
+from ...errors import WalMismatch
 
 __all__ = ["APPLICATION_ID", "MARK_MAX", "WalMismatch", "check_wal", "page_mark", "next_mark", "wal_commits",
            "wal_mismatch", "wal_verdict"]

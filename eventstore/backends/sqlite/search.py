@@ -16,10 +16,11 @@ import sqlite3
 import unicodedata
 from collections.abc import Callable
 
-from ..errors import DatabaseError, QueryError
-from .base import Backend  # (an SQLiteBackend: these read through its connection)
-from .search_terms import TOKEN as _TOKEN
-from .search_terms import query_terms, query_words
+from ...errors import DatabaseError, QueryError
+from ..base import Backend
+from ..capabilities import SearchIndex  # (an SQLiteBackend: these read through its connection)
+from ..search_terms import TOKEN as _TOKEN
+from ..search_terms import query_terms, query_words
 
 #: Positions indexed per write transaction of :func:`catch_up` (writers wait at most one).
 CATCH_UP_BATCH = 20_000
@@ -225,3 +226,17 @@ def usage_totals(backend: Backend) -> list[tuple[str, int, int, int, int, int]]:
                                    sum(cache_read_tokens), sum(cache_creation_tokens)
                             FROM usage GROUP BY session_id""")
     return [(r[0], *(int(v or 0) for v in r[1:])) for r in rows]
+
+
+class SQLiteSearch(SearchIndex):
+    """Full-text search of :class:`~.backend.SQLiteBackend` (the functions above)."""
+
+    def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        return catch_up(self, progress)
+
+    def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
+               rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
+        return search(self, query, raw, session_id, type_, limit, rank_window)
+
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
+        return count(self, query, raw, session_id, type_)

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
-from ..errors import DatabaseError, WalMismatch
-from ..schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION, outdated
-from .sqlite_walcheck import APPLICATION_ID, MARK_MAX, next_mark, wal_commits
+from ...errors import DatabaseError, WalMismatch
+from ...schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION, outdated
+from .walcheck import APPLICATION_ID, MARK_MAX, next_mark, wal_commits
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
-# WAL checkpoints with the write queue (see SQLiteBackend._wrote and sqlite_checkpoint):
+# WAL checkpoints with the write queue (see SQLiteBackend._wrote and .checkpoint):
 CHECKPOINT_FRAMES = 1000  # WAL frames (pages, estimated) one store writes between two checkpoints
 WAL_RESET_FRAMES = 4000  # WAL frames (pages) past which a checkpoint makes sure the WAL starts over
 RESTART_WAIT = 0.05  # seconds that checkpoint waits, holding the write lock, for readers to leave the WAL
@@ -133,7 +133,7 @@ _SHM_FRAMES = struct.Struct("=I76xI").unpack
 class WalMarks:
     """Moves an eventstore database's mark (``PRAGMA user_version``) on by one in the first
     transaction of each WAL generation, so that the WAL's first frames hold a page 1 that
-    names the database file it was started against (see :mod:`.sqlite_walcheck`).
+    names the database file it was started against (see :mod:`.walcheck`).
 
     A writer starts the WAL over (new salts, from its first frame) only when every frame of
     it was copied into the database file: the ``-shm`` index says so, its ``mxFrame``
@@ -246,7 +246,7 @@ def current_revision(conn: sqlite3.Connection) -> str | None:
 def migrations_path() -> str:
     """Where the Alembic scripts are: the installed ``eventstore/migrations`` (built from
     the repository's top-level ``migrations/``), or that folder in a source checkout."""
-    here = Path(__file__).resolve().parents[1]
+    here = Path(__file__).resolve().parents[2]  # eventstore/ (this file is backends/sqlite/engine.py)
     for candidate in (here / "migrations", here.parent / "migrations"):
         if (candidate / "env.py").is_file():
             return str(candidate)
@@ -317,7 +317,7 @@ def _file_alone(path: str) -> dict[str, list] | None:
 
 def check_unconfirmed_wal(conn: sqlite3.Connection, path: str) -> None:
     """Before a read-write open of ``path`` whose ``-wal`` fits the file but was not proved
-    to belong to it (:func:`.sqlite_walcheck.wal_verdict`: a WAL started by another program
+    to belong to it (:func:`.walcheck.wal_verdict`: a WAL started by another program
     than eventstore, or by one before revision 0260), on a read-only connection ``conn``:
     raise :class:`WalMismatch` unless the database read through the WAL passes SQLite's
     ``quick_check`` and still holds the last 1,000 events and sessions of the file alone,
