@@ -51,7 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eventstore import EventStore  # noqa: E402
-from eventstore.backends import sqlite as _store  # noqa: E402
+from eventstore.backends.sqlite import statements as _store  # noqa: E402
 from eventstore.log.chain import chain_hash, genesis_hash  # noqa: E402
 from eventstore.log.codec import event_line, payload_json  # noqa: E402
 
