@@ -8,16 +8,18 @@ names and arguments, tool results) and of every thinking event (``assistant/thin
 way, both derived from the log and brought up to date by whoever searches, never by the
 append (SQLite: an FTS5 table; PostgreSQL, revision 0200: a table of ``tsvector`` with a
 GIN index), behind
-:meth:`~eventstore.backends.base.Backend.search`; this module makes the query's terms, the
+:meth:`~eventstore.backends.capabilities.SearchIndex.search` (a backend without an index
+searches by scanning: :class:`~eventstore.backends.fallbacks.ScanSearch`); this module makes the query's terms, the
 snippets and the result types.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .backends.capabilities import LogViews, SearchIndex
+from .backends.search_terms import TOKEN, query_terms, query_words
 from .errors import DatabaseError, QueryError, SessionNotFound
 
 #: What :func:`search` puts around each matched term in a snippet.
@@ -33,7 +35,6 @@ MAX_QUERY_WORDS, MAX_QUERY_CHARS = 64, 2000
 #: (characters): a snippet stays a few kilobytes, whatever the event holds.
 SNIPPET_GAP, SNIPPET_TOKEN = 80, 80
 
-_WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +53,10 @@ class Hit:
     score: float
 
 
-def query_words(text: str) -> list[tuple[str, bool]]:
-    """A user's query as ``(word, is a prefix)`` pairs: whitespace separates words; a word
-    ending in ``*`` (and more than ``*``) matches as a prefix, written without the star."""
-    out = []
-    for w in _WORD.findall(text):
-        prefix = w.endswith("*") and len(w) > 1
-        out.append((w.rstrip("*") if prefix else w, prefix))
-    return out
-
-
-def _store_backend(store):
-    return getattr(store, "backend", store)
+def _index(store) -> SearchIndex:
+    """The store's search capability (its backend's index, or the scanning fallback), which
+    answers the core reads too."""
+    return store.capability(SearchIndex)
 
 
 def catch_up(store, progress: Callable[[int, int], None] | None = None) -> int:
@@ -75,7 +68,7 @@ def catch_up(store, progress: Callable[[int, int], None] | None = None) -> int:
     :class:`DatabaseError` when the store cannot write (read-only, locked past the busy
     timeout, a PostgreSQL role without INSERT on ``events_search``).
     """
-    return _store_backend(store).search_catch_up(progress)
+    return _index(store).search_catch_up(progress)
 
 
 def search(store, query: str, *, session_id: str | None = None, type: str | None = None,
@@ -98,7 +91,7 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
     index (older than revision 0100: open it for writing once to upgrade);
     :class:`SessionNotFound` when ``session_id`` names no session.
     """
-    backend = _store_backend(store)
+    backend = _index(store)
     _check(backend, query, raw, session_id)
     if update_index:
         try:
@@ -121,7 +114,7 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
 def count(store, query: str, *, session_id: str | None = None, type: str | None = None, raw: bool = False) -> int:
     """How many indexed events match ``query`` (with the filters of :func:`search`).
     Raises :class:`QueryError` and :class:`SessionNotFound` as :func:`search` does."""
-    backend = _store_backend(store)
+    backend = _index(store)
     _check(backend, query, raw, session_id)
     return backend.search_count(query, raw=raw, session_id=session_id, type_=type)
 
@@ -138,23 +131,6 @@ def _check(backend, query: str, raw: bool, session_id: str | None) -> None:
             raise QueryError(f"the search query {query!r} has no word to look for (words are letters and digits)")
     if session_id is not None and backend.session_meta(session_id) is None:
         raise SessionNotFound(session_id)
-
-
-TOKEN = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer takes as a token (letters, digits)
-_FTS_OPERATORS = {"and", "or", "not", "near"}
-
-
-def query_terms(query: str, raw: bool) -> list[tuple[str, bool]]:
-    """The query's tokens as ``(lower-case token, is a prefix)``, as the index matches them
-    (letters and digits; a raw query's upper-case operators AND, OR, NOT, NEAR left out)."""
-    out = []
-    for w in _WORD.findall(query):
-        prefix = w.endswith("*")
-        tokens = [t.lower() for t in TOKEN.findall(w)]
-        if raw and len(tokens) == 1 and tokens[0] in _FTS_OPERATORS and w.isupper():
-            continue
-        out += [(t, prefix and k == len(tokens) - 1) for k, t in enumerate(tokens)]
-    return out
 
 
 def snippet(text: str, terms: list[tuple[str, bool]], context: int = 16) -> str:
@@ -228,6 +204,5 @@ def usage_totals(store) -> dict[str, UsageTotals]:
     """``{session id: UsageTotals}`` for every session of ``store`` with recorded usage
     (empty for a database older than revision 0100, read as it is). Raises
     :class:`DatabaseError`."""
-    backend = _store_backend(store)
-    hidden = {r[0] for r in backend.imports()}  # unfinished imports (eventstore.io.bulk): not shown
-    return {r[0]: UsageTotals(*r[1:]) for r in backend.usage_totals() if r[0] not in hidden}
+    hidden = {r[0] for r in store.imports()}  # unfinished imports (eventstore.io.bulk): not shown
+    return {r[0]: UsageTotals(*r[1:]) for r in store.capability(LogViews).usage_totals() if r[0] not in hidden}

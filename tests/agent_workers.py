@@ -32,7 +32,7 @@ def hold_write_lock_until(db: str, ready: str, release: str) -> None:
     from eventstore import EventStore
 
     store = EventStore.open(db, busy_timeout=60)
-    store.backend._transact(hold)
+    store._backend._transact(hold)
     store.close()
 
 

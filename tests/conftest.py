@@ -72,11 +72,11 @@ def sqlite_store(db_path: Path):
 def db_rows(store: EventStore, sql: str, params: tuple = ()) -> list[tuple]:
     """Rows of a plain SQL read (``?`` placeholders) on ``store``'s own database, for tests
     that look at what is stored."""
-    if store.backend.name == "sqlite":
-        return store.backend._read(sql, params)
-    if store.backend.name == "postgresql":
-        return [tuple(r) for r in store.backend._read(sql.replace("?", "%s"), params)]
-    raise AssertionError(f"db_rows: no reader for backend {store.backend.name!r}")  # pragma: no cover
+    if store._backend.name == "sqlite":
+        return store._backend._read(sql, params)
+    if store._backend.name == "postgresql":
+        return [tuple(r) for r in store._backend._read(sql.replace("?", "%s"), params)]
+    raise AssertionError(f"db_rows: no reader for backend {store._backend.name!r}")  # pragma: no cover
 
 
 def pytest_collection_modifyitems(config, items):
@@ -95,7 +95,7 @@ def pytest_collection_modifyitems(config, items):
 def raw(db_path: Path, store):
     """A separate plain sqlite3 connection to the store's file (as an auditor would open it);
     a test that takes it is about SQLite, and skips with another backend's store."""
-    if store.backend.name != "sqlite":
+    if store._backend.name != "sqlite":
         pytest.skip("a plain sqlite3 connection: about SQLite itself")
     conn = sqlite3.connect(db_path, isolation_level=None)
     yield conn

@@ -221,7 +221,7 @@ def test_events_last_n(store):
 
 
 def test_events_last_n_reads_the_index_backwards(sqlite_store):
-    plan = sqlite_store.backend._read("EXPLAIN QUERY PLAN SELECT seq, position, type, ts, payload FROM events "
+    plan = sqlite_store._backend._read("EXPLAIN QUERY PLAN SELECT seq, position, type, ts, payload FROM events "
                        "WHERE session_id = ? AND seq > ? ORDER BY seq DESC LIMIT ?", ("x", -1, 3))
     detail = " ".join(str(r[-1]) for r in plan)
     assert "USING INDEX" in detail and "TEMP B-TREE" not in detail, detail

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore import AppendOnlyViolation, DatabaseError, EventStore, SessionNotFound
-from eventstore.backends.sqlite_schema import GUARDS
+from eventstore.backends.sqlite.schema import GUARDS
 from eventstore.schema import SCHEMA_REVISION
 
 
@@ -328,11 +328,11 @@ def assert_upgrade_keeps_the_events_and_installs_the_guards(raw: sqlite3.Connect
 def test_the_store_leaves_the_session_check_to_the_guard(store):
     """The store's connection does not enforce the foreign key (the guard checks the
     session on every connection); an append to an unknown session is still refused."""
-    assert store.backend._connection().execute("PRAGMA foreign_keys").fetchone() == (0,)
+    assert store._backend._connection().execute("PRAGMA foreign_keys").fetchone() == (0,)
     with pytest.raises(SessionNotFound):
         store.session("nope").append("x", {})
     with pytest.raises(AppendOnlyViolation, match="unknown session"):
-        store.backend._transact(lambda cur: cur.execute(f"INSERT INTO events (position, session_id, seq, type, ts, "
+        store._backend._transact(lambda cur: cur.execute(f"INSERT INTO events (position, session_id, seq, type, ts, "
                                                 f"payload, hash) VALUES (1, 'nope', 0, 'x', 1, '{{}}', '{H}')"))
 
 
@@ -340,7 +340,7 @@ def test_store_reports_a_refused_write_as_append_only_violation(store):
     s = store.create_session("a")
     s.append("x", {})
     with pytest.raises(AppendOnlyViolation):
-        store.backend._transact(lambda cur: cur.execute("DELETE FROM events"))
+        store._backend._transact(lambda cur: cur.execute("DELETE FROM events"))
     assert s.next_seq() == 1
 
 
@@ -355,7 +355,7 @@ def test_schema_revision_is_the_alembic_head():
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from eventstore.backends.sqlite_engine import migrations_path
+    from eventstore.backends.sqlite.engine import migrations_path
 
     cfg = Config()
     cfg.set_main_option("script_location", migrations_path())
@@ -363,7 +363,7 @@ def test_schema_revision_is_the_alembic_head():
 
 
 def test_reopening_does_not_migrate_again(db_path, store):
-    from eventstore.backends.sqlite_engine import connect, upgrade
+    from eventstore.backends.sqlite.engine import connect, upgrade
 
     conn = connect(str(db_path), 5.0)
     assert upgrade(conn, str(db_path)) == (False, SCHEMA_REVISION)

@@ -16,7 +16,7 @@ import pytest
 from test_concurrency import check_session, integrity_ok
 
 from eventstore import EventStore, IdempotencyConflict, InvalidEvent, SeqConflict
-from eventstore.backends import sqlite_engine as _engine
+from eventstore.backends.sqlite import engine as _engine
 
 pytestmark = pytest.mark.sqlite_only  # the SQLite append path: head cache, write queue, checkpoints
 
@@ -115,11 +115,11 @@ def test_checkpoints_run_on_a_background_thread_and_keep_the_wal_bounded(db_path
     s = store.create_session("s")
     for i in range(1000):
         s.append("assistant/chunk", {"delta": {"content": "x" * 200}})
-        if i % 50 == 49 and store.backend._checkpointer is not None:
+        if i % 50 == 49 and store._backend._checkpointer is not None:
             # Let each checkpoint finish before the next 50 appends: how far a writer gets
             # during one depends on this disk's fsync time, and the bound below should not.
-            assert store.backend._checkpointer.wait_idle(timeout=30)
-    checkpointer = store.backend._checkpointer
+            assert store._backend._checkpointer.wait_idle(timeout=30)
+    checkpointer = store._backend._checkpointer
     assert checkpointer is not None and checkpointer._thread is not None
     assert checkpointer._thread.name == "eventstore-checkpoint"
     assert checkpointer.wait_idle(timeout=30)
@@ -156,7 +156,7 @@ def test_a_store_dropped_without_close_stops_its_checkpointer(db_path, monkeypat
     monkeypatch.setattr(_engine, "CHECKPOINT_FRAMES", 3)  # every commit of a few events
     store = EventStore.open(db_path)
     store.create_session("s").append_many([("x", {})] * 20)
-    checkpointer = store.backend._checkpointer
+    checkpointer = store._backend._checkpointer
     assert checkpointer.wait_idle(timeout=30)
     thread = checkpointer._thread
     assert thread.is_alive()
@@ -205,7 +205,7 @@ def test_a_child_forked_while_another_thread_writes_is_refused_at_once(db_path):
     inside, go = threading.Event(), threading.Event()
 
     def writer():
-        store.backend._transact(lambda _cur: (inside.set(), go.wait()), "x")
+        store._backend._transact(lambda _cur: (inside.set(), go.wait()), "x")
 
     t = threading.Thread(target=writer)
     t.start()
@@ -265,7 +265,7 @@ def test_a_store_dropped_without_close_frees_its_lock_file(db_path):
 def test_a_checkpoint_asked_for_just_before_close_still_runs(db_path):
     store = EventStore.open(db_path)
     store.create_session("s").append("x", {})
-    checkpointer = store.backend._checkpointer
+    checkpointer = store._backend._checkpointer
     checkpointer.request()
     checkpointer.close()  # at once: the thread may not even have started
     assert checkpointer.done == 1

@@ -18,8 +18,8 @@ from conftest import DATA, FIXTURES
 from eventstore import AppendOnlyViolation, DatabaseError, EventStore, QueryError, SessionNotFound
 from eventstore.audit import repair as repair_mod
 from eventstore.audit import verify as audit
-from eventstore.backends import sqlite_sandbox as sandbox
-from eventstore.backends.sqlite_schema import GUARDS
+from eventstore.backends.sqlite import sandbox
+from eventstore.backends.sqlite.schema import GUARDS
 from eventstore.cli import cli
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.line import event_line
@@ -57,7 +57,7 @@ def run(db: Path, *args: str, input: str | None = None):
 
 def check(db: Path | str, session_ids=None) -> audit.VerifyReport:
     with EventStore.open(db, readonly=True) as store:
-        return audit.verify(store.backend, session_ids)
+        return audit.verify(store._backend, session_ids)
 
 
 # --- the views -----------------------------------------------------------------------------
@@ -221,7 +221,7 @@ def test_a_database_of_the_first_release_is_upgraded_with_its_views(tmp_path):
         assert [(i.id, i.events) for i in store.sessions()] == [("5a1b896f-beb", 15), ("second", 1)]
         store.session("second").append("user/message", {"content": "after the upgrade"})
         with pytest.raises(AppendOnlyViolation, match="^ES007: "):
-            store.backend._transact(lambda cur: cur.execute(
+            store._backend._transact(lambda cur: cur.execute(
                 "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
                 "(18, 'second', 2, 'x', 1, '{\"event_id\":\"k1\"}', ?)", ("0" * 64,)))
     installed = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall())
@@ -339,7 +339,7 @@ def test_cli_sql_formats(store, backend_url):
     assert r.exit_code == 0
     lines = r.stdout.splitlines()
     assert lines[0].split() == ["call_id", "result_seq", "n"] and lines[1].split() == ["call_a", "4", "NULL"]
-    if store.backend.name == "sqlite":  # (SQLite's JSON path syntax; PostgreSQL's text holds no lone surrogate)
+    if store._backend.name == "sqlite":  # (SQLite's JSON path syntax; PostgreSQL's text holds no lone surrogate)
         r = run(backend_url, "sql", "--json", "-", input="SELECT payload ->> '$.content' AS c FROM events "
                                                      "WHERE session_id = 'surr-0001' ORDER BY seq")
         assert json.loads(r.stdout) == [{"c": "show the first 3 code units"}, {"c": "ab\ud83d"},
@@ -361,7 +361,7 @@ def test_cli_sql_formats(store, backend_url):
     ("ALTER TABLE events RENAME TO e2", "error: refused: the database is open read-only (ALTER TABLE events is not allowed)\n"),
 ])
 def test_cli_sql_explains_a_query_it_cannot_run(store, backend_url, query, message):
-    if store.backend.name == "postgresql":  # PostgreSQL's own words
+    if store._backend.name == "postgresql":  # PostgreSQL's own words
         message = PG_MESSAGES.get(query, message)
     r = run(backend_url, "sql", query)
     assert (r.exit_code, r.stderr) == (1, message)
@@ -392,7 +392,7 @@ PG_MESSAGES = {
 
 def test_cli_sql_json_writes_infinity_as_null(store, backend_url):
     """JSON has no Infinity: a REAL that overflowed is null, as JSON.stringify writes it."""
-    inf = "'Infinity'::float8" if store.backend.name == "postgresql" else "1e400"
+    inf = "'Infinity'::float8" if store._backend.name == "postgresql" else "1e400"
     r = run(backend_url, "sql", "--json", f"SELECT {inf} AS a, -{inf} AS b, 1.5 AS c")
     assert r.exit_code == 0
     assert r.stdout == '[\n{"a": null, "b": null, "c": 1.5}\n]\n'
@@ -404,7 +404,7 @@ def test_cli_sql_refusal_is_one_line(store, backend_url):
     r = run(backend_url, "sql", "DELETE FROM events")
     assert r.exit_code == 1
     assert r.stderr == ("error: refused: the query writes, and eventstore sql only reads (cannot execute DELETE in "
-                        "a read-only transaction)\n" if store.backend.name == "postgresql" else
+                        "a read-only transaction)\n" if store._backend.name == "postgresql" else
                         "error: refused: the database is open read-only (DELETE events is not allowed)\n")
 
 
@@ -419,7 +419,7 @@ def test_cli_sql_refuses_a_write_inside_a_select(store, backend_url):
     r = run(backend_url, "sql", query)
     assert r.exit_code == 1
     assert r.stderr == ("error: refused: the query writes, and eventstore sql only reads (cannot execute SELECT in "
-                        "a read-only transaction)\n" if store.backend.name == "postgresql" else
+                        "a read-only transaction)\n" if store._backend.name == "postgresql" else
                         'error: near "DELETE": syntax error\n')
     assert run(backend_url, "sql", "--csv", count).stdout == before
 
@@ -699,12 +699,12 @@ def test_cli_repair_then_verify(store, backend_url):
 
 
 def test_every_sql_example_in_the_docs_runs_read_only(store, backend_url):
-    if store.backend.name != "sqlite":
+    if store._backend.name != "sqlite":
         pytest.skip("docs/schema.md's examples are SQLite SQL")
     imported(store, *FIXTURES)
     examples = re.findall(r"```sql\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
     assert len(examples) >= 8
-    conn = store.backend.query_connection(backend_url)
+    conn = store._backend.query_connection(backend_url)
     try:
         for sql in examples:
             columns, rows = conn.query(sql)
@@ -717,7 +717,7 @@ def test_every_sql_example_in_the_docs_runs_read_only(store, backend_url):
 def test_cli_sql_table_shows_bidirectional_controls_as_escapes(store, backend_url):
     """A table cell never carries U+202E to the terminal (it would reorder what is shown)."""
     text = ("chr(97) || chr(8238) || chr(98) || chr(1) || chr(155) || chr(8232) || chr(65279)"
-            if store.backend.name == "postgresql" else "char(97, 8238, 98, 1, 155, 8232, 65279)")
+            if store._backend.name == "postgresql" else "char(97, 8238, 98, 1, 155, 8232, 65279)")
     r = run(backend_url, "sql", f"SELECT {text} AS x")
     assert r.exit_code == 0 and "\u202e" not in r.stdout
     assert r.stdout.splitlines()[1].strip() == "a\\u202eb\\x01\\x9b\\u2028\\ufeff"

@@ -136,7 +136,7 @@ def test_session_payloads_are_the_columns_of_session_events_and_the_head(store):
         s.append("user/message" if i % 3 else "note/x", {"content": str(i), "n": i})
     store.create_session("other").append("user/message", {"content": "not mine"})
     store.create_session("empty")
-    b = store.backend
+    b = store._backend
     for types in (["user/message"], ["user/message", "note/x"], ["nothing/here"]):
         for limit, last in ((None, False), (100, False), (3, False), (3, True), (0, True)):
             got = b.session_payloads("p", types, limit, last)

@@ -267,14 +267,14 @@ def test_a_forked_child_gets_its_own_connection(db_path):
     with EventStore.open(db_path) as store:
         s = store.create_session("f")
         s.append("turn/start", {})
-        parent_conn = store.backend._conn
+        parent_conn = store._backend._conn
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # child: use the inherited store, report, and leave without cleanup
             code = 1
             try:
                 ev = s.append("user/message", {"content": "from the child"})
-                own = store.backend._conn is not parent_conn
+                own = store._backend._conn is not parent_conn
                 os.write(w, f"{ev.seq} {own} {len(list(s.events()))}".encode())
                 code = 0
             finally:
@@ -285,7 +285,7 @@ def test_a_forked_child_gets_its_own_connection(db_path):
         os.close(r)
         assert os.waitstatus_to_exitcode(status) == 0
         assert answer == "1 True 2"
-        assert store.backend._conn is parent_conn
+        assert store._backend._conn is parent_conn
         assert s.append("assistant/message", {"content": "parent again"}).seq == 2
     integrity_ok(db_path)
 
@@ -361,7 +361,7 @@ def test_follow_holds_no_read_transaction_between_polls(db_path):
         time.sleep(0.05)
         # (the append crossed position 500: the store's own checkpointer may be running, and
         # a second checkpoint meanwhile would be refused as busy; that is not a reader)
-        assert store.backend._checkpointer.wait_idle(timeout=30)
+        assert store._backend._checkpointer.wait_idle(timeout=30)
         # the writes may or may not have been seen yet; either way nothing holds the WAL
         assert auditor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone() == (0, 0, 0)
         assert os.path.getsize(str(db_path) + "-wal") == 0
@@ -401,7 +401,7 @@ def test_wal_stays_bounded_while_a_follower_tails_heavy_writing(db_path):
     for p in procs:
         p.join(10)
     assert len(got["tail"]) == n_writers * count
-    from eventstore.backends import sqlite_engine as engine
+    from eventstore.backends.sqlite import engine
 
     frame = page_size + 24
     bound = 3 * engine.WAL_RESET_FRAMES * frame

@@ -60,7 +60,7 @@ def display(url: str) -> str:
     if not url.startswith("postgresql://"):
         return url
     with EventStore.open(url, readonly=True) as store:
-        return store.backend.display
+        return store.display
 
 
 def rows(url: str) -> list[tuple]:
@@ -101,8 +101,8 @@ def test_copy_keeps_created_at_meta_hash_listing_and_a_checkpoint(src_kind, dst_
     ids = fill_source(src, tmp_path)
     assert findings(src) == []
     with EventStore.open(src, readonly=True) as store:
-        doc = anchor.make_checkpoint(store.backend)
-        first_positions = {sid: store.backend.session_events(sid, limit=1)[0][1] for sid in ids}
+        doc = anchor.make_checkpoint(store._backend)
+        first_positions = {sid: store._backend.session_events(sid, limit=1)[0][1] for sid in ids}
     assert first_positions["later"] < first_positions["early"]  # the old order would store "later" first
     with open(tmp_path / "cp.json", "wb") as f:
         anchor.write_checkpoint(doc, f)
@@ -147,7 +147,7 @@ def test_copy_of_a_long_session_goes_in_chunks_and_keeps_created_at(src_kind, ds
         store.import_jsonl(write_session(tmp_path / "big.jsonl", "big", n, {"owner": "ada"}), created_at=T0 + 0.5)
         store.create_session("small", meta={"k": 1})
     with EventStore.open(src, readonly=True) as store:
-        doc = anchor.make_checkpoint(store.backend)
+        doc = anchor.make_checkpoint(store._backend)
 
     chunked = []
     real = bulk._import_chunked
@@ -373,7 +373,7 @@ def test_a_copy_that_failed_for_one_session_succeeds_when_run_again_after_its_ca
         store.create_session("after").append("note", {})
     monkeypatch.setattr(bulk, "BATCH_ROWS", 2)  # "busy" goes in chunks, under its import lock
     with EventStore.open(dst) as other:  # another importer of "busy", still running
-        lock = other.backend.import_lock("busy")
+        lock = other._backend.import_lock("busy")
         assert lock is not None
         r = copy_cli(src, dst)
         lock.release(unlink=True)
@@ -471,7 +471,7 @@ def test_import_continues_a_stored_session_only_from_its_head_hash(store):
     s.append_many([("note", {"n": k}) for k in range(3)])
     rest = (b'{"type":"session/meta","id":"c","k":1}\n{"type":"note","seq":3,"ts":5,"n":3}\n'
             b'{"type":"note","seq":4,"ts":6,"n":4}\n')
-    hashes = [h for *_x, h in store.backend.verify_rows("c")]
+    hashes = [h for *_x, h in store._backend.verify_rows("c")]
 
     def attempt(data: bytes, seq: int, h: str):
         return bulk.import_jsonl(store, io.BytesIO(data), name="rest", continues=(seq, h))
@@ -502,7 +502,7 @@ def test_import_continues_a_stored_session_only_from_its_head_hash(store):
 def findings_of(store) -> list[str]:
     from eventstore.audit import verify as audit
 
-    return [str(f) for f in audit.verify(store.backend).findings]
+    return [str(f) for f in audit.verify(store._backend).findings]
 
 
 def test_ctrl_c_during_a_copy_says_that_running_again_completes_it(tmp_path):
@@ -542,7 +542,7 @@ def test_a_source_growing_during_the_copy_is_copied_as_far_as_it_was_read(src_ki
         monkeypatch.setattr(export, "export_session", export_after_an_append)
         [result] = copy_sessions(source, target)
         assert (result.status, result.events, result.error) == ("copied", 6, None)
-        assert result.head == target.backend.checkpoint_rows()["sessions"][0][4]
+        assert result.head == target._backend.checkpoint_rows()["sessions"][0][4]
         monkeypatch.setattr(export, "export_session", real)  # (export_jsonl below reads the module's)
         assert export_bytes(source, "live") == export_bytes(target, "live")
 

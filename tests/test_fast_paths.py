@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from eventstore import EventStore
-from eventstore.backends import sqlite as sqlite_mod
+from eventstore.backends.sqlite import export as sqlite_mod
 from eventstore.io import jsonl as jsonl_mod
 from eventstore.io.bulk import import_jsonl
 from eventstore.log import chain as chain_mod

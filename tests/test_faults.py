@@ -21,8 +21,8 @@ from conftest import DATA
 
 from eventstore import DatabaseError, EventStore
 from eventstore.audit.integrity import verify_database
-from eventstore.backends import sqlite_walcheck as walcheck
-from eventstore.backends.sqlite_walcheck import WalMismatch, wal_mismatch
+from eventstore.backends.sqlite import walcheck
+from eventstore.backends.sqlite.walcheck import WalMismatch, wal_mismatch
 from eventstore.cli import cli
 from eventstore.io import export
 
@@ -331,7 +331,7 @@ def test_durability_option_and_environment_reach_the_connection(demo_db, monkeyp
 
 def test_full_durability_sets_synchronous_full(demo_db):
     with EventStore.open(demo_db, durability="full") as store:
-        assert store.backend._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        assert store._backend._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
 
 
 # --- export: fsync, a full disk ---------------------------------------------------------------------
@@ -390,8 +390,8 @@ def test_export_to_a_full_device_names_it(demo_db):
 
 def test_append_on_a_full_database_names_the_file_and_session(demo_db):
     with EventStore.open(demo_db) as store:
-        pages = store.backend._conn.execute("PRAGMA page_count").fetchone()[0]
-        store.backend._conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "database or disk is full"
+        pages = store._backend._conn.execute("PRAGMA page_count").fetchone()[0]
+        store._backend._conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "database or disk is full"
         s = store.session("5a1b896f-beb")
         with pytest.raises(DatabaseError, match=f"^{demo_db}: session '5a1b896f-beb': database or disk is full"):
             for _ in range(100):

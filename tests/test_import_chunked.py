@@ -81,10 +81,10 @@ def test_other_writers_append_between_chunks_and_the_session_stays_hidden(store,
     events = list(store.follow(0, idle_timeout=0.05))
     assert [e.position for e in events] == list(range(1, N + 3))  # every event once, in order
     assert ev.position in [e.position for e in events if e.session_id == "w"]
-    assert store.backend.imports() == []
-    assert store.backend.name != "sqlite" or not list(Path(backend_url).parent.glob("*-import-*"))
+    assert store.imports() == []
+    assert store._backend.name != "sqlite" or not list(Path(backend_url).parent.glob("*-import-*"))
     from eventstore.audit.verify import verify
-    report = verify(store.backend)
+    report = verify(store._backend)
     assert report.ok and not report.notes, (report.findings, report.notes)
 
 
@@ -102,8 +102,8 @@ def test_sigkill_mid_import_leaves_nothing_visible_and_the_next_import_completes
     assert store.sessions() == []
     with pytest.raises(SessionNotFound):
         store.session("big")
-    [(sid, first, owner, _)] = store.backend.imports()
-    assert sid == "big" and not store.backend.import_owner_alive(owner)
+    [(sid, first, owner, _)] = store.imports()
+    assert sid == "big" and not store._backend.import_owner_alive(owner)
     # the dead import does not hold followers back: an append after it is seen
     w = store.create_session("w")
     ev = w.append("user/message", {"content": "after the crash"})
@@ -112,15 +112,15 @@ def test_sigkill_mid_import_leaves_nothing_visible_and_the_next_import_completes
     # verify: a finding (its importer is dead, so the session stays hidden), no other (the prefix chains)
     from eventstore.audit.integrity import verify_database
     from eventstore.audit.verify import verify
-    report = verify_database(store.backend)
+    report = verify_database(store._backend)
     assert [(f.kind, f.session_id) for f in report.findings] == [("session", "big")], report.findings
     assert "unfinished import" in report.findings[0].message and "importer is not running" in report.findings[0].message
     # the next import of the same file compares the stored prefix and completes it
     rep = store.import_jsonl(path)
     assert rep == "big"
     assert store.session("big").next_seq() == N
-    assert store.backend.imports() == []
-    assert verify(store.backend).ok
+    assert store.imports() == []
+    assert verify(store._backend).ok
 
 
 def test_a_bad_line_at_the_end_of_a_big_file(store, tmp_path):
@@ -134,7 +134,7 @@ def test_a_bad_line_at_the_end_of_a_big_file(store, tmp_path):
     rep = import_jsonl(store, path, salvage=True)
     assert rep.status == "imported" and rep.events == 12_001 and rep.dropped.lines == 1
     assert store.session("big").next_seq() == 12_001
-    assert store.backend.imports() == []
+    assert store.imports() == []
 
 
 def test_an_import_conflicting_with_an_unfinished_one_is_refused(store, tmp_path):
@@ -174,7 +174,7 @@ def test_two_imports_of_one_file_at_once(store, backend_url, tmp_path):
 
 def _raw_write(store, backend_url, sql: str) -> None:
     """Run ``sql`` through the driver, as a writer with plain SQL access would."""
-    if store.backend.name == "postgresql":
+    if store._backend.name == "postgresql":
         import psycopg
 
         with psycopg.connect(backend_url, autocommit=True) as conn:
@@ -196,13 +196,13 @@ def test_an_importing_row_cannot_hide_a_stored_session(store, backend_url):
     s = store.create_session("victim")
     s.append("user/message", {"content": "keep me visible"})
     store.create_session("empty")
-    last = store.backend.last_position()
+    last = store._backend.last_position()
     for sql in (f"INSERT INTO importing VALUES ('victim', {last + 1}, 'x', 0)",  # events stored
                 f"INSERT INTO importing VALUES ('empty', {last}, 'x', 0)"):  # not the next position
         with pytest.raises(Exception, match="ES011|only an import creating a session"):
             _raw_write(store, backend_url, sql)
     assert sorted(i.id for i in store.sessions()) == ["empty", "victim"]
-    assert store.backend.imports() == []
+    assert store.imports() == []
 
 
 def test_verify_notes_an_importing_row_it_did_not_write(store, backend_url, tmp_path):
@@ -211,8 +211,8 @@ def test_verify_notes_an_importing_row_it_did_not_write(store, backend_url, tmp_
     from eventstore.audit.verify import verify
 
     store.create_session("ghost")
-    _raw_write(store, backend_url, f"INSERT INTO importing VALUES ('ghost', {store.backend.last_position() + 1}, "
+    _raw_write(store, backend_url, f"INSERT INTO importing VALUES ('ghost', {store._backend.last_position() + 1}, "
                                    f"'nobody', 0)")
-    report = verify(store.backend)
+    report = verify(store._backend)
     assert "ghost" not in [i.id for i in store.sessions()]
     assert any("ghost" in str(n) for n in (*report.findings, *getattr(report, "notes", [])))

@@ -491,7 +491,7 @@ def test_export_folder_with_hostile_ids_stays_inside_and_maps_back(tmp_path):
 def test_a_session_id_starting_with_nul_round_trips(store, tmp_path):
     # SQLite's length() stops at NUL: the schema's not-empty CHECK compares with '' instead
     path = write(tmp_path, "nul.jsonl", lines(b'{"type":"session/meta","id":"\\u0000x"}', ev(0)))
-    if store.backend.name == "postgresql":  # PostgreSQL's text cannot hold U+0000
+    if store._backend.name == "postgresql":  # PostgreSQL's text cannot hold U+0000
         with pytest.raises(InvalidEvent, match="NUL"):
             store.import_jsonl(path)
         assert store.sessions() == []
@@ -532,7 +532,7 @@ def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path
     def boom(*_a, **_k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store.backend, "export_chunks", boom)
+    monkeypatch.setattr(store._backend, "export_chunks", boom)
     with pytest.raises(OSError):
         export_session(store, "a", target)
     assert target.read_bytes() == b"previous"
@@ -540,16 +540,16 @@ def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path
 
 
 def test_export_streams_in_pages(store, monkeypatch):
-    from eventstore.backends import sqlite
-    from eventstore.io import export
+    from eventstore.backends.sqlite import export as sqlite
+    from eventstore.log import lines_fast
 
-    monkeypatch.setattr(export, "PAGE_ROWS", 3)  # the neutral pages
-    for module in (export, sqlite):  # and SQLite's own
+    monkeypatch.setattr(lines_fast, "PAGE_ROWS", 3)  # the neutral pages
+    for module in (lines_fast, sqlite):  # and SQLite's own
         monkeypatch.setattr(module, "EXPORT_BUFFER", 50)
     monkeypatch.setattr(sqlite, "EXPORT_PAGE", 3)
     s = store.create_session("p")
     s.append_many([("t", {"i": i}, float(i)) for i in range(10)])
-    chunks = list(store.backend.export_chunks("p", "{}"))
+    chunks = list(store._backend.export_chunks("p", "{}"))
     assert len(chunks) > 4 and sum(n for _c, _b, n in chunks) == 10
     assert b"".join(b"".join(c) for c, _b, _n in chunks) == export_bytes(store, "p")
     assert export_session(store, "p", io.BytesIO()) == 10
@@ -564,22 +564,22 @@ def test_pages_of_rows_are_bounded_by_bytes(store):
     s = store.create_session("b")
     sizes = [10, 400_000, 10, 700_000, 2_000_000, 10, 10, 900_000, 300_000]
     s.append_many([("t", {"x": "é" * (n // 2)}, float(i)) for i, n in enumerate(sizes)])
-    rows = store.backend.export_rows("b", -1, 100)
+    rows = store._backend.export_rows("b", -1, 100)
     lens = [len(r[3].encode()) for r in rows]
     for after in range(-1, len(sizes) - 1):
         for bound in (1, 500_000, 1_200_000, 10**9):
-            got = store.backend.export_rows("b", after, 100, bound)
+            got = store._backend.export_rows("b", after, 100, bound)
             rest = lens[after + 1:]
             k = 1
             while k < len(rest) and sum(rest[:k]) < bound:
                 k += 1
             assert [r[1] for r in got] == list(range(after + 1, after + 1 + k)), (after, bound)
-    assert [r[1] for r in store.backend.export_rows("b", 2, 2, 10**9)] == [3, 4]
-    pages = list(row_pages(store.backend, "b"))
+    assert [r[1] for r in store._backend.export_rows("b", 2, 2, 10**9)] == [3, 4]
+    pages = list(row_pages(store._backend, "b"))
     assert [r for p in pages for r in p] == rows and len(pages) > 2
     assert all(sum(len(r[3].encode()) for r in p[:-1]) < PAGE_BYTES for p in pages)
-    assert [r[1] for p in row_pages(store.backend, "b", 1, limit=4) for r in p] == [2, 3, 4, 5]
-    assert b"".join(b"".join(c) for c, _b, _n in chunks_from_rows(store.backend, "b", "{}")) == export_bytes(store, "b")
+    assert [r[1] for p in row_pages(store._backend, "b", 1, limit=4) for r in p] == [2, 3, 4, 5]
+    assert b"".join(b"".join(c) for c, _b, _n in chunks_from_rows(store._backend, "b", "{}")) == export_bytes(store, "b")
 
 
 def test_stdin_like_stream_import(store):
@@ -593,7 +593,7 @@ def test_stdin_like_stream_import(store):
 def test_an_event_type_holding_nul_is_stored_or_refused_by_line(store, tmp_path):
     path = write(tmp_path, "nul-type.jsonl", lines(b'{"type":"session/meta","id":"nt"}',
                                                     b'{"type":"a\\u0000b","seq":0,"ts":1}'))
-    if store.backend.name == "postgresql":  # PostgreSQL's text cannot hold U+0000
+    if store._backend.name == "postgresql":  # PostgreSQL's text cannot hold U+0000
         with pytest.raises(InvalidEvent, match=r"nul-type\.jsonl:2: .*NUL"):
             store.import_jsonl(path)
         assert store.sessions() == []

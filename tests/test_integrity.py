@@ -17,7 +17,7 @@ from conftest import DATA, db_rows
 
 from eventstore import DatabaseError, EventStore, SchemaOutdated
 from eventstore.audit import anchor, integrity
-from eventstore.backends.sqlite_schema import GUARDS
+from eventstore.backends.sqlite.schema import GUARDS
 from eventstore.cli import cli
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.line import event_line
@@ -298,7 +298,7 @@ def at_revision(url: str, revision: str, *statements: str) -> None:
     from alembic.config import Config
     from sqlalchemy import create_engine
 
-    from eventstore.backends.sqlite_engine import migrations_path
+    from eventstore.backends.sqlite.engine import migrations_path
 
     url = url if is_pg(url) else f"sqlite:///{url}"
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))

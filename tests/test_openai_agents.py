@@ -112,7 +112,7 @@ def test_runner_with_eventstore_session_matches_sqlite_session(backend_url):
         assert types.count("system/message") == 1 and types.count("model/tools") == 1
         chunks = "".join(e.payload["delta"]["content"] for e in events if e.type == "assistant/chunk")
         assert chunks == "streamed: the answer is 42"
-        assert verify(store.backend).ok, verify(store.backend).findings
+        assert verify(store._backend).ok, verify(store._backend).findings
 
         # each item is one event (the two parallel calls one assistant/message), stored once
         first_turn = [e for e in events if e.seq < 12]
@@ -309,13 +309,13 @@ def test_a_whole_read_after_a_whole_read_reads_only_what_came_after(store, monke
     that head on; what another session object (another process) appended or retracted in
     between is in the next read, exactly as a fresh read gives it."""
     calls = []
-    real = type(store.backend).session_payloads
+    real = type(store._backend).session_payloads
 
     def spy(self, session_id, types, limit=None, last=False, from_seq=0):
         calls.append(from_seq)
         return real(self, session_id, types, limit, last, from_seq)
 
-    monkeypatch.setattr(type(store.backend), "session_payloads", spy)
+    monkeypatch.setattr(type(store._backend), "session_payloads", spy)
 
     async def main():
         ours, other, theirs = EventStoreSession("k", store), EventStoreSession("k", store), SQLiteSession("k")
@@ -647,7 +647,7 @@ def test_hooks_record_tool_time_turns_and_token_usage(store, how):
     # the SDK's input_tokens count the cached ones; the usage view counts them apart
     assert [(u["step"], u["input_tokens"], u["output_tokens"], u["cache_read_tokens"], u["reasoning_tokens"])
             for u in usage] == [(1, 99, 10, 1, 1), (2, 198, 20, 2, 2)] * 2
-    totals = {row[0]: row[1:] for row in store.backend.usage_totals()}
+    totals = {row[0]: row[1:] for row in store._backend.usage_totals()}
     assert tuple(totals[sid][:4]) == (4, 594, 60, 6)
     # nothing of this is in the items: get_items gives back exactly what the SDK stored
     assert all("usage" not in json.dumps(i) for i in items)

@@ -76,7 +76,7 @@ def test_small_files_stay_in_the_importing_process(store, tmp_path, monkeypatch)
 
 def test_worker_killed_mid_file_stores_nothing_and_the_next_import_works(store, tmp_path, always, monkeypatch):
     path = write_session(tmp_path / "s.jsonl", "s", 30_000)  # 2.5 MB: the worker is still writing
-    real_transaction = store.backend.import_transaction
+    real_transaction = store._backend.import_transaction
 
     def transaction_killing_the_worker(session_id, body):
         def wrapped(tx):
@@ -93,12 +93,12 @@ def test_worker_killed_mid_file_stores_nothing_and_the_next_import_works(store, 
 
         return real_transaction(session_id, wrapped)
 
-    monkeypatch.setattr(store.backend, "import_transaction", transaction_killing_the_worker)
+    monkeypatch.setattr(store._backend, "import_transaction", transaction_killing_the_worker)
     with pytest.raises(DatabaseError, match=r"the JSONL parse worker \(pid \d+\) ended unexpectedly while reading .*s\.jsonl; "
                                           r"nothing of the file is stored"):
         bulk_mod.import_jsonl(store, path)
     assert store.sessions() == []
-    monkeypatch.setattr(store.backend, "import_transaction", real_transaction)
+    monkeypatch.setattr(store._backend, "import_transaction", real_transaction)
     assert bulk_mod.import_jsonl(store, path).events == 30_000  # a new worker
     assert export_bytes(store, "s") == path.read_bytes()
 

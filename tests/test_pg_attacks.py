@@ -286,10 +286,10 @@ def test_durable_by_default(pg_url):
     """The default durability commits every append durably: the store's commit waits for
     the flush (synchronous_commit at the durable level) unless opted out by name."""
     with EventStore.open(pg_url) as store:
-        assert not store.backend.lossy
-        assert store.backend._full_level == "on"
+        assert not store._backend.lossy
+        assert store._backend._full_level == "on"
     with EventStore.open(pg_url, durability="may-lose-recent") as store:
-        assert store.backend.lossy and store.backend._full_level is None
+        assert store._backend.lossy and store._backend._full_level is None
 
 
 def test_a_store_in_a_schema_of_its_own(pg_server):

@@ -111,7 +111,7 @@ def test_a_url_that_connects_is_shown_without_its_password(pg_server, role, tmp_
     at_in_parameter = shown + "?password=Kw7@Hy5Tb8"
     for url in (encoded, question, shown + f"?password={quote(PASSWORD, safe='')}", at_in_parameter):
         with EventStore.open(url) as store:
-            assert store.backend.display == shown
+            assert store.display == shown
         p = run("copy", str(src), url, cwd=tmp_path)
         assert p.returncode == 0 and p.stderr.endswith(f"written to {shown}\n"), p.stderr
         p = run("--db", url, "sessions", cwd=tmp_path)

@@ -264,7 +264,7 @@ def test_verify_reports_a_disabled_statement_check(pg_url):
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("ALTER TABLE events DISABLE TRIGGER events_guard_check")
     with EventStore.open(pg_url, readonly=True) as ro:
-        report = audit.verify(ro.backend)
+        report = audit.verify(ro._backend)
     text = "\n".join(str(f) for f in report.findings if f.kind == "trigger")
     assert "events_guard_check on events is disabled" in text
 
@@ -380,7 +380,7 @@ def test_writers_and_a_follower_lose_nothing(pg_url, durability):
     for i in range(8):
         assert by_session[f"w{i}"] == list(range(count))
     with EventStore.open(pg_url, readonly=True) as store:  # (the writers' tool results answer no call)
-        assert [f for f in audit.verify(store.backend).findings if f.kind in ("hash", "seq", "trigger")] == []
+        assert [f for f in audit.verify(store._backend).findings if f.kind in ("hash", "seq", "trigger")] == []
 
 
 def test_durability_may_lose_recent_commits_asynchronously(pg_url):
@@ -389,10 +389,10 @@ def test_durability_may_lose_recent_commits_asynchronously(pg_url):
     flush of its own (with every durability the write connection's own setting is off: the
     durable ones raise it per transaction, see test_durability_full_waits_for_the_flush)."""
     with EventStore.open(pg_url, durability="may-lose-recent") as store:
-        assert store.backend._full_level is None
+        assert store._backend._full_level is None
         s = store.create_session("s")
         s.append("x", {})
-        conn = store.backend._conn("w")
+        conn = store._backend._conn("w")
         assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
         with psycopg.connect(pg_url) as other:  # another connection keeps the server's setting
             other.execute("SET synchronous_commit = on")
@@ -408,12 +408,12 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # the test server's
     with EventStore.open(pg_url, durability="full") as store:
-        backend = store.backend
+        backend = store._backend
         s = store.create_session("s")
         conn = backend._conn("w")
         assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
         assert backend._sync_level == "on"
-        from eventstore.backends import postgres
+        from eventstore.backends.postgres import backend as postgres
         assert conn.execute("SELECT current_setting('synchronous_commit') FROM set_config('synchronous_commit', %s, "
                             "true)", (backend._sync_level,)).fetchone()[0] == "on"  # as _FLUSH runs
         assert "set_config('synchronous_commit', %s, true)" in postgres._FLUSH
@@ -479,7 +479,7 @@ def test_durability_full_flush_refused_after_the_commit(pg_url, monkeypatch):
     """When the flush statement fails after the INSERT committed (a batch commits
     asynchronously, then flushes), the append raises DatabaseError saying it committed; the
     events are stored and the next append follows them."""
-    from eventstore.backends import postgres
+    from eventstore.backends.postgres import backend as postgres
     with EventStore.open(pg_url, durability="full") as store:
         s = store.create_session("s")
         s.append("x", {})
@@ -493,7 +493,7 @@ def test_durability_full_flush_refused_after_the_commit(pg_url, monkeypatch):
 
 def test_follower_wakes_on_notify(pg_url):
     store = filled(pg_url)
-    follower = store.backend.follower(poll_interval=60)
+    follower = store.follower(poll_interval=60)
     try:
         last = follower.events_after(0, 100)[-1][0]
         assert follower.wait_for_commit(0.2) is False  # nothing committed: the timeout
@@ -613,7 +613,7 @@ def test_a_follower_refuses_to_go_on_when_the_restarted_server_lost_what_it_read
     with EventStore.open(url) as store:
         s = store.create_session("s")
         s.append_many([("x", {"i": i}) for i in range(3)])
-        follower = store.backend.follower(poll_interval=60)
+        follower = store.follower(poll_interval=60)
         try:
             rows = follower.events_after(0, 100)
             assert [r[2] for r in rows] == [0, 1, 2]
@@ -678,7 +678,7 @@ def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_url):
 def test_verify_names_every_tampered_seq(pg_url):
     store = filled(pg_url)
     with EventStore.open(pg_url, readonly=True) as ro:
-        assert audit.verify(ro.backend).ok
+        assert audit.verify(ro._backend).ok
     with psycopg.connect(pg_url, autocommit=True) as conn:  # a superuser switches the triggers off
         conn.execute("SET session_replication_role = replica")
         conn.execute("UPDATE events SET payload = '{\"content\":\"bye\"}' WHERE session_id = 's' AND seq = 0")
@@ -689,7 +689,7 @@ def test_verify_names_every_tampered_seq(pg_url):
         conn.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                      "VALUES (101, 't', 2, 'user/message', 1, '{\"content\":\"forged\"}', repeat('0', 64))")
     with EventStore.open(pg_url, readonly=True) as ro:
-        report = audit.verify(ro.backend)
+        report = audit.verify(ro._backend)
     found = {(f.session_id, f.seq, f.kind) for f in report.findings}
     assert ("t", 2, "hash") in found  # an event added at the end
     assert ("s", 0, "hash") in found
@@ -705,7 +705,7 @@ def test_verify_reports_a_disabled_trigger(pg_url):
         conn.execute("ALTER TABLE events DISABLE TRIGGER events_guard_update")
         conn.execute("DROP TRIGGER sessions_guard_delete ON sessions")
     with EventStore.open(pg_url, readonly=True) as ro:
-        report = audit.verify(ro.backend)
+        report = audit.verify(ro._backend)
     text = "\n".join(str(f) for f in report.findings if f.kind == "trigger")
     assert "events_guard_update on events is disabled" in text
     assert "sessions_guard_delete on sessions is missing" in text
@@ -951,8 +951,8 @@ def test_copy_sqlite_to_postgres_and_back(pg_url, tmp_path):
         for sid in [*ids, "empty"]:
             assert export_bytes(a, sid) == export_bytes(p, sid) == export_bytes(b, sid)
         for store in (p, b):
-            report = audit.verify(store.backend)
-            src_report = audit.verify(a.backend)
+            report = audit.verify(store._backend)
+            src_report = audit.verify(a._backend)
             assert report.heads == src_report.heads
             assert {str(f) for f in report.findings} == {str(f) for f in src_report.findings}
     # again: everything is already there
@@ -1002,7 +1002,7 @@ def test_urls_in_both_forms_and_no_password_in_messages(pg_url, pg_server):
             EventStore.open(url)
         assert "cannot connect" in str(e.value) and "s3cret" not in str(e.value), str(e.value)
     with EventStore.open(pg_url + "?password=s3cret") as store:  # (the test server trusts local connections)
-        assert "s3cret" not in store.backend.display and store.backend.display == pg_url
+        assert "s3cret" not in store.display and store.display == pg_url
     r = CliRunner().invoke(cli, ["--db", pg_url + "?password=s3cret", "init"])
     assert r.exit_code == 0 and r.output == f"{pg_url}: ready (schema revision {SCHEMA_REVISION})\n", r.output
 

@@ -180,6 +180,6 @@ def test_every_edge_value_in_every_key(both, key):
 
 @pytest.mark.sqlite_only
 def test_the_store_keeps_a_chunky_sessions_message_pages_cached(store):
-    from eventstore.backends.sqlite_engine import CACHE_SIZE_KIB
+    from eventstore.backends.sqlite.engine import CACHE_SIZE_KIB
 
-    assert store.backend._connection().execute("PRAGMA cache_size").fetchone() == (-CACHE_SIZE_KIB,)
+    assert store._backend._connection().execute("PRAGMA cache_size").fetchone() == (-CACHE_SIZE_KIB,)

@@ -75,7 +75,7 @@ def test_runs_recorded_and_rebuilt_losslessly(store):
     # the failed tool is marked, in the log and in the audit view
     rows = db_rows(store, "SELECT name, is_error FROM tool_calls WHERE session_id = 'pai' ORDER BY call_seq, call_id")
     assert sorted(rows) == sorted([("add", 0), ("check", 1), ("add", 0)] * 2)
-    assert verify(store.backend).ok, verify(store.backend).findings
+    assert verify(store._backend).ok, verify(store._backend).findings
     ctx = s.context_at()
     assert ctx["messages"][0] == {"role": "system", "content": "You add."}
     assert [m["role"] for m in ctx["messages"]].count("tool") == 6
@@ -129,7 +129,7 @@ def test_tool_time_usage_and_turns_are_recorded(store):
     assert events[0].type == "turn/start" and events[-1].type == "turn/end"
     want_in = sum(r.usage.input_tokens for r in results)
     want_out = sum(r.usage.output_tokens for r in results)
-    totals = {row[0]: row[1:] for row in store.backend.usage_totals()}
+    totals = {row[0]: row[1:] for row in store._backend.usage_totals()}
     assert tuple(totals["timed"][:3]) == (4, want_in, want_out) and want_in > 0
     steps = [e.payload["usage"]["step"] for e in events if "usage" in e.payload]
     assert steps == [1, 2, 1, 2]

@@ -15,7 +15,7 @@ import pytest
 from conftest import db_rows
 
 from eventstore import DatabaseError, EventStore, QueryError, SessionNotFound
-from eventstore.backends.sqlite_search import fts_query
+from eventstore.backends.sqlite.search import fts_query
 from eventstore.io.transcripts.importer import import_transcript
 from eventstore.search import MARK_END, MARK_START, catch_up, search, usage_totals
 from eventstore.search import count as es_count
@@ -41,7 +41,7 @@ def indexed_through(store) -> int:
 def indexed_rows(store) -> int:
     """Documents in the index (SQLite: the FTS5 table's own row per document, its
     ``count(*)`` would read the external content view; PostgreSQL: events_search)."""
-    table = "events_search_docsize" if store.backend.name == "sqlite" else "events_search"
+    table = "events_search_docsize" if store._backend.name == "sqlite" else "events_search"
     return db_rows(store, f"SELECT count(*) FROM {table}")[0][0]
 
 
@@ -85,7 +85,7 @@ def test_every_word_must_occur_and_operators_are_text(loaded):
     with pytest.raises(QueryError):
         search(store, "  ")
     with pytest.raises(QueryError, match="^search '.*': (fts5: )?(syntax error|no operand)"):
-        search(store, "AND" if store.backend.name == "sqlite" else "a &", raw=True)
+        search(store, "AND" if store._backend.name == "sqlite" else "a &", raw=True)
 
 
 def test_a_users_words_as_an_fts5_query():
@@ -93,7 +93,7 @@ def test_a_users_words_as_an_fts5_query():
 
 
 def test_raw_queries_use_the_databases_syntax(loaded):
-    raw = '"LIMIT_FILE_SIZE" OR zzzznotthere' if loaded.backend.name == "sqlite" else "limit & (file | zzzz:*)"
+    raw = '"LIMIT_FILE_SIZE" OR zzzznotthere' if loaded._backend.name == "sqlite" else "limit & (file | zzzz:*)"
     assert search(loaded, raw, raw=True)
 
 
@@ -137,19 +137,19 @@ def test_appends_cost_nothing_and_the_next_search_indexes_them(store):
     s.append("user/message", {"content": "first words"})
     assert search(store, "first")[0].seq == 0
     through, rows = indexed_through(store), indexed_rows(store)
-    assert (through, rows) == (store.backend.last_position(), 1)
+    assert (through, rows) == (store._backend.last_position(), 1)
     s.append("tool/result", {"tool_call_id": "c", "content": "second words"})
     s.append("turn/end", {})
     assert (indexed_through(store), indexed_rows(store)) == (through, rows)  # the appends did not touch it
     assert sorted(h.seq for h in search(store, "words", update_index=False)) == [0, 1]  # (past the index)
     assert catch_up(store) == 1 and catch_up(store) == 0
-    assert (indexed_through(store), indexed_rows(store)) == (store.backend.last_position(), 2)
+    assert (indexed_through(store), indexed_rows(store)) == (store._backend.last_position(), 2)
     assert sorted(h.seq for h in search(store, "words")) == [0, 1]
 
 
 def test_catch_up_goes_in_batches_and_reports_progress(store, monkeypatch):
-    import eventstore.backends.postgres as pg
-    import eventstore.backends.sqlite_search as ss
+    import eventstore.backends.postgres.search as pg
+    import eventstore.backends.sqlite.search as ss
     monkeypatch.setattr(ss, "CATCH_UP_BATCH", 7)
     monkeypatch.setattr(pg, "CATCH_UP_BATCH", 7)
     s = store.create_session("s")
@@ -163,7 +163,7 @@ def test_catch_up_goes_in_batches_and_reports_progress(store, monkeypatch):
 _SEARCHER = """
 import sys, time, os
 sys.path.insert(0, {root!r})
-import eventstore.backends.postgres as pg, eventstore.backends.sqlite_search as ss
+import eventstore.backends.postgres.search as pg, eventstore.backends.sqlite.search as ss
 pg.CATCH_UP_BATCH = ss.CATCH_UP_BATCH = 50
 from eventstore import EventStore
 from eventstore.search import catch_up, search
@@ -303,7 +303,7 @@ def test_cli_search(loaded, backend_url):
     assert r.returncode == 0 and len(r.stdout.splitlines()) > 4  # the snippets wrap to $COLUMNS
     r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 4  # into a pipe: a hit a line
-    bad = "AND" if loaded.backend.name == "sqlite" else "a &"
+    bad = "AND" if loaded._backend.name == "sqlite" else "a &"
     r = subprocess.run([*cmd, bad, "--raw"], capture_output=True, text=True, env=env)
     assert r.returncode == 1 and r.stderr.startswith(f"error: search '{bad}'") and "Traceback" not in r.stderr
     r = subprocess.run([*cmd, "urlopen", "--session", "nope"], capture_output=True, text=True, env=env)
@@ -352,7 +352,7 @@ def test_search_and_totals_work_as_the_postgres_writer_role(pg_server, pg_url):
         assert indexed_through(store) == 0
         (hit,) = search(store, "urlopen", type="tool/result", limit=1)
         assert hit.session_id == CODEX
-        assert indexed_through(store) == store.backend.last_position() and indexed_rows(store) > 0
+        assert indexed_through(store) == store._backend.last_position() and indexed_rows(store) > 0
         assert usage_totals(store)[CODEX].output_tokens == 674
 
 
@@ -477,7 +477,7 @@ def test_thinking_is_searched(store):
         assert [h.type for h in hits] == ["assistant/thinking"]
         assert search(store, "Locating", type="assistant/message", update_index=update_index) == []
     assert es_count(store, "Locating") == 1 and es_count(store, "Locating", type="assistant/thinking") == 1
-    assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]
+    assert not [m for _kind, m in store._backend.integrity_findings(full=True) if "search index" in m]
 
 
 def test_the_parts_of_a_message_are_searched(store):
@@ -493,7 +493,7 @@ def test_the_parts_of_a_message_are_searched(store):
         (hit,) = search(store, "giraffe", update_index=update_index)
         assert hit.seq == 2 and f"{MARK_START}giraffe{MARK_END}" in hit.snippet and "look_up" in hit.snippet
     assert es_count(store, "look_up") == 1
-    assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]
+    assert not [m for _kind, m in store._backend.integrity_findings(full=True) if "search index" in m]
 
 
 def test_cli_search_escapes_control_characters_of_a_session_id(db_path):
@@ -522,16 +522,16 @@ def test_thinking_and_parts_are_indexed_as_they_come(store):
     s = store.create_session("q")
     _quokka_events(s)
     assert sorted(h.seq for h in search(store, "quokka")) == [1, 3]  # (indexes)
-    assert (indexed_through(store), indexed_rows(store)) == (store.backend.last_position(), 4)
+    assert (indexed_through(store), indexed_rows(store)) == (store._backend.last_position(), 4)
     s.append_many([("assistant/thinking", {"thinking": "the quokka again"}),
                    ("assistant/part", {"message_id": "m1", "tool_calls": [
                        {"id": "c", "type": "function", "function": {"name": "find_quokka", "arguments": "{}"}}]})])
     # (catches up, then reads the index; "_" separates words: find_quokka has quokka)
     assert sorted(h.seq for h in search(store, "quokka")) == [1, 3, 5, 6]
-    assert (indexed_through(store), indexed_rows(store)) == (store.backend.last_position(), 6)
+    assert (indexed_through(store), indexed_rows(store)) == (store._backend.last_position(), 6)
     assert es_count(store, "quokka") == 4 and es_count(store, "find_quokka") == 1
     assert es_count(store, "quokka", type="assistant/thinking") == 2
-    assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]
+    assert not [m for _kind, m in store._backend.integrity_findings(full=True) if "search index" in m]
 
 
 def _migration(name: str, database: str):
@@ -550,7 +550,7 @@ def test_a_store_indexed_at_0270_gets_its_thinking_and_parts_indexed_by_the_upgr
     that index left out): the upgrade indexes them, and a search finds them in the index."""
     with EventStore.open(backend_url) as store:
         _quokka_events(store.create_session("q"))
-        last = store.backend.last_position()
+        last = store._backend.last_position()
     messages = "('user/message', 'assistant/message', 'tool/result')"
     if backend_url.startswith("postgresql"):  # back to 0270 as it was, its index caught up
         import psycopg
@@ -579,4 +579,4 @@ def test_a_store_indexed_at_0270_gets_its_thinking_and_parts_indexed_by_the_upgr
         assert es_count(store, "quokka") == 2 and es_count(store, "pondering", type="assistant/thinking") == 1
         assert sorted((h.seq, h.type) for h in search(store, "quokka", update_index=False)) == [
             (1, "assistant/thinking"), (3, "assistant/part")]
-        assert not [m for _kind, m in store.backend.integrity_findings(full=True) if "search index" in m]
+        assert not [m for _kind, m in store._backend.integrity_findings(full=True) if "search index" in m]

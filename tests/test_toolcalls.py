@@ -69,7 +69,7 @@ def test_the_tracker_says_what_the_views_say(store, events):
 
     # The viewer's index follows the same tracker from what the backend hands it.
     index = SessionIndex()
-    index.load([(sid, 0.0)], [], [r for r in store.backend.state_rows(0, 2**62, 10**6) if r[1] == sid])
+    index.load([(sid, 0.0)], [], [r for r in store._backend.state_rows(0, 2**62, 10**6) if r[1] == sid])
     s = index.get(sid)
     assert (s.messages, s.tool_calls, s.dangling + s.waiting) == (tracker.messages, tracker.tool_calls, unanswered)
     last_turn = turns[-1] if turns else None

@@ -391,7 +391,7 @@ def test_what_the_model_saw_before_each_request_is_the_same_in_the_viewer_and_co
     starts = [e.seq for e in s.events() if e.type in ("step/start", "turn/start", "compaction/boundary")]
     assert len(starts) >= 3
     for seq in starts + [s.next_seq()]:
-        assert json.loads(store.backend.messages_json(s.id, seq - 1)) == s.context_at(seq)["messages"], seq
+        assert json.loads(store._backend.messages_json(s.id, seq - 1)) == s.context_at(seq)["messages"], seq
 
 
 def _claude_lines(sid: str, prefix: str, ts: str, summaries=()) -> bytes:
@@ -505,7 +505,7 @@ def test_a_file_of_summary_lines_only_is_stored_and_titles_its_leaves(tmp_path, 
         evs = list(store.session(tid).events())
         assert [e.type for e in evs] == ["claude/summary"] * 6 and {e.ts for e in evs} == {0}
         assert current_meta(store, tid)["relation"] == "titles"
-        got = [t for _sid, t in store.backend.summary_titles("target-s")]
+        got = [t for _sid, t in store._backend.summary_titles("target-s")]
         # A thinking-only line's and a tool-result line's events have suffixed keys (their
         # event ids predate titles and stay as stored): a title naming them is not matched.
         assert got == [f"on the {k}" for k in kinds if k not in ("thinking", "result")]

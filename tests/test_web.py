@@ -259,7 +259,7 @@ def test_the_index_agrees_with_the_views(db):
             live.apply(ev.position, ev.session_id, ev.seq, ev.type, ev.ts,
                        p.get("tool_calls") if ev.type == "assistant/message" else p.get("tool_call_id"))
     with EventStore.open(db, readonly=True) as st:
-        conn = type(st.backend).query_connection(str(db))
+        conn = type(st._backend).query_connection(str(db))
     try:
         _, cursor = conn.query("""SELECT s.session_id, s.events, s.messages, s.tool_calls, s.first_ts, s.last_ts,
             (SELECT count(*) FROM turns t WHERE t.session_id = s.session_id AND t.complete = 0),
@@ -674,7 +674,7 @@ def test_the_index_reads_of_the_contract(store):
     b = store.create_session("b")
     b.append("user/message", {"content": "later"}, ts=20.0)
     store.create_session("empty")
-    backend = store.backend
+    backend = store._backend
     assert [r[0] for r in backend.session_rows()] == ["a", "b", "empty"]
     assert sorted(tuple(r) for r in backend.session_counts(10)) == [("a", 5, 5, 10.0, 14.0), ("b", 1, 6, 20.0, 20.0)]
     assert [tuple(r) for r in backend.session_counts(3)] == [("a", 3, 3, 10.0, 12.0)]

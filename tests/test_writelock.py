@@ -1,4 +1,4 @@
-"""The write queue's lock (eventstore.backends.writelock): exclusion, the bounded wait, abandoned
+"""The write queue's lock (eventstore.backends.sqlite.writelock): exclusion, the bounded wait, abandoned
 waits, and closing. Each WriteLock is its own open file, so two of them in one process
 exclude each other exactly as two processes would."""
 
@@ -12,7 +12,7 @@ import time
 import pytest
 
 from eventstore import DatabaseError, EventStore
-from eventstore.backends.writelock import WriteLock, lock_path, open_write_lock
+from eventstore.backends.sqlite.writelock import WriteLock, lock_path, open_write_lock
 
 pytestmark = [pytest.mark.skipif(os.name != "posix", reason="flock is POSIX"), pytest.mark.sqlite_only]
 
@@ -108,14 +108,14 @@ def test_closing_while_a_wait_is_abandoned_releases_everything(path):
 def test_the_store_puts_its_lock_file_beside_the_database(db_path):
     with EventStore.open(db_path) as store:
         store.create_session("s").append("turn/start", {})
-        assert store.backend._wlock is not None and store.backend._wlock.path == lock_path(str(db_path))
+        assert store._backend._wlock is not None and store._backend._wlock.path == lock_path(str(db_path))
     assert os.path.exists(str(db_path) + "-lock")
 
 
 def test_without_the_write_queue_there_is_no_lock_file(db_path):
     with EventStore.open(db_path, write_queue=False) as store:
         store.create_session("s").append("turn/start", {})
-        assert store.backend._wlock is None
+        assert store._backend._wlock is None
     assert not os.path.exists(str(db_path) + "-lock")
 
 
@@ -125,7 +125,7 @@ def test_no_lock_file_where_none_can_be_made(tmp_path):
 
 def test_an_in_memory_store_needs_no_lock():
     with EventStore.open(":memory:") as store:
-        assert store.backend._wlock is None
+        assert store._backend._wlock is None
         assert store.create_session("s").append("turn/start", {}).seq == 0
 
 
@@ -159,12 +159,12 @@ def _nothing_left_held(store: EventStore, db: str) -> str | None:
     """What an interrupted write left held (None: nothing)."""
     import fcntl
 
-    if store.backend._lock._is_owned():
+    if store._backend._lock._is_owned():
         return "the store's thread lock"
-    if store.backend._conn.in_transaction:
+    if store._backend._conn.in_transaction:
         return "an open transaction"
-    if store.backend._checkpointer is not None:
-        store.backend._checkpointer.wait_idle(10)  # it takes the write queue's lock of its own
+    if store._backend._checkpointer is not None:
+        store._backend._checkpointer.wait_idle(10)  # it takes the write queue's lock of its own
     probe = os.open(lock_path(db), os.O_RDWR)
     try:
         fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -87,7 +87,7 @@ def migrate(dbs: list[str], index: int, barrier, results) -> None:
     import alembic.command  # noqa: F401 - imported before the race, not during it
 
     from eventstore import EventStore
-    from eventstore.backends import sqlite_engine as _engine
+    from eventstore.backends.sqlite import engine as _engine
 
     def run():
         out = []
@@ -162,7 +162,7 @@ def hold_write_lock(db: str, ready: str) -> None:
             f.write(str(os.getpid()))
         time.sleep(600)
 
-    store.backend._transact(hold)
+    store._backend._transact(hold)
 
 
 def follower(db: str, session_id: str | None, total: int, barrier, results, tag, durability: str = "normal") -> None:

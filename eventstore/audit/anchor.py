@@ -1,6 +1,6 @@
 """Log checkpoints: what the log held at one moment, written down to be kept elsewhere.
 
-(Not to be confused with :mod:`eventstore.backends.sqlite_checkpoint`, which copies SQLite's
+(Not to be confused with :mod:`eventstore.backends.sqlite.checkpoint`, which copies SQLite's
 WAL into the database file.)
 
 The hash chain proves that a session's events link up, but whoever can write the file can
@@ -49,13 +49,12 @@ import hashlib
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from eventstore.backends.capabilities import AuditReads
+from eventstore.backends.fallbacks import capability
 from eventstore.errors import CheckpointError
 from eventstore.log.chain import genesis_hash
-
-if TYPE_CHECKING:  # pragma: no cover
-    from eventstore.backends.base import Backend
 
 __all__ = ["CheckpointError", "check_checkpoint", "generate_key", "load_checkpoint", "make_checkpoint",
            "merkle_root", "session_row_hash", "write_checkpoint"]
@@ -184,14 +183,14 @@ def generate_key(path: str | os.PathLike) -> tuple[str, str]:
 
 # --- making a checkpoint ----------------------------------------------------------------------
 
-def make_checkpoint(backend: Backend, key_path: str | os.PathLike | None = None) -> dict:
+def make_checkpoint(backend: AuditReads, key_path: str | os.PathLike | None = None) -> dict:
     """Read the log of ``backend`` in one snapshot (:meth:`Backend.checkpoint_rows`) and
     return its checkpoint document (see the module docstring); signed with the Ed25519
     private key in the PEM file ``key_path`` when given. Raises :class:`CheckpointError`
     for a bad key, :class:`DatabaseError` when the database cannot be read."""
     key = None if key_path is None else _load_private_key(key_path)
     created_at = time.time()  # before the snapshot: a session it does not see was stored later
-    snap = backend.checkpoint_rows()
+    snap = capability(backend, AuditReads).checkpoint_rows()
     position = snap["position"]
     entries = [{"id": sid, "events": n, "head": genesis_hash(sid) if head is None else head,
                 "row": session_row_hash(sid, created, meta)} for sid, created, meta, n, head in snap["sessions"]]
@@ -246,7 +245,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
 
 # --- checking the log against a checkpoint --------------------------------------------------
 
-def check_checkpoint(backend: Backend, doc: dict, *, name: str = "checkpoint",
+def check_checkpoint(backend: AuditReads, doc: dict, *, name: str = "checkpoint",
                      trusted_key: str | None = None) -> list[tuple[str | None, int | None, str]]:
     """Check that the log of ``backend`` extends the checkpoint ``doc``; return problems as
     ``(session id or None, seq or None, message)``, none when it does.
@@ -289,6 +288,7 @@ def check_checkpoint(backend: Backend, doc: dict, *, name: str = "checkpoint",
                             f"{trusted_key[:16]}…")
             return problems
     position = doc["position"]
+    backend = capability(backend, AuditReads)
     snap = backend.checkpoint_rows({e["id"]: e["events"] - 1 for e in entries if e["events"] > 0}, position)
     last = snap["position"]
     if last < position:

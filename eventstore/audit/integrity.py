@@ -29,6 +29,8 @@ from eventstore.audit.anchor import check_checkpoint
 from eventstore.audit.verify import Finding, VerifyReport, verify
 from eventstore.backends import backend_class, open_backend
 from eventstore.backends.base import Backend
+from eventstore.backends.capabilities import AuditReads
+from eventstore.backends.fallbacks import capability
 from eventstore.errors import DatabaseError, SchemaOutdated, SessionNotFound, WalMismatch
 from eventstore.log.chain import session_hash_changes
 
@@ -49,7 +51,7 @@ def duration_text(s: float) -> str:
     return f"{s:.3g} s"
 
 
-def _check_sessions(backend: Backend) -> list[Finding]:
+def _check_sessions(backend: AuditReads) -> list[Finding]:
     out = []
     latest = None  # (created_at, id) of the latest-dated session stored so far
     for sid, created, meta, meta_hash in backend.sessions_in_storage_order():
@@ -72,7 +74,7 @@ def _check_sessions(backend: Backend) -> list[Finding]:
     return out
 
 
-def _walk(backend: Backend, session_ids: list[str] | None, report: VerifyReport) -> None:
+def _walk(backend: AuditReads, session_ids: list[str] | None, report: VerifyReport) -> None:
     """audit.verify, and where the database is too damaged for it, session by session."""
     try:
         report_all = verify(backend, session_ids)
@@ -103,7 +105,7 @@ def _walk(backend: Backend, session_ids: list[str] | None, report: VerifyReport)
         report.heads.update(one.heads)
 
 
-def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[str] | None = None, *,
+def verify_database(target: str | os.PathLike | Backend | AuditReads, session_ids: Iterable[str] | None = None, *,
                     full: bool = False, checkpoints: Iterable[tuple[str, dict]] = (),
                     trusted_key: str | None = None) -> VerifyReport:
     """Verify the database ``target`` (an SQLite path, ``sqlite:///`` or ``postgresql://``
@@ -120,7 +122,7 @@ def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[s
     """
     report = VerifyReport()
     add = report.findings.append
-    if isinstance(target, Backend):
+    if isinstance(target, (Backend, AuditReads)):
         backend, owned = target, False
     else:
         try:
@@ -137,6 +139,7 @@ def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[s
                 for kind, message in cls.unopened_findings(os.fspath(target), full):
                     add(Finding(kind, None, None, message))
             return report
+    owner, backend = backend, capability(backend, AuditReads)  # a bare core backend gets the generic reads
     try:
         for kind, message in backend.integrity_findings(full):
             if kind == "note":
@@ -162,5 +165,5 @@ def verify_database(target: str | os.PathLike | Backend, session_ids: Iterable[s
             report.findings.extend(Finding("checkpoint", sid, seq, msg) for sid, seq, msg in problems)
     finally:
         if owned:
-            backend.close()
+            owner.close()
     return report

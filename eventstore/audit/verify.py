@@ -15,8 +15,10 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from eventstore.backends.capabilities import AuditReads
+from eventstore.backends.fallbacks import capability
 from eventstore.errors import SessionNotFound
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.line import event_line
@@ -29,9 +31,6 @@ from eventstore.log.types import (
     TOOL_RESULT,
     TURN_START,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from eventstore.backends.base import Backend
 
 __all__ = ["Finding", "VerifyReport", "verify"]
 
@@ -194,7 +193,7 @@ class VerifyReport:
         return not self.findings
 
 
-def _verify_session(backend: Backend, sid: str, report: VerifyReport) -> None:
+def _verify_session(backend: AuditReads, sid: str, report: VerifyReport) -> None:
     walk = _Walk(sid)
     feed = walk.feed
     add = walk.findings.append
@@ -228,7 +227,7 @@ def _verify_session(backend: Backend, sid: str, report: VerifyReport) -> None:
     report.heads[sid] = (n, prev_hash if n else genesis)
 
 
-def verify(backend: Backend, session_ids: Iterable[str] | None = None) -> VerifyReport:
+def verify(backend: AuditReads, session_ids: Iterable[str] | None = None) -> VerifyReport:
     """Check the database behind ``backend`` (opened read-only is enough) and return a
     :class:`VerifyReport`.
 
@@ -255,6 +254,7 @@ def verify(backend: Backend, session_ids: Iterable[str] | None = None) -> Verify
     :class:`DatabaseError` when the database cannot be read.
     """
     report = VerifyReport()
+    backend = capability(backend, AuditReads)  # a bare core backend gets the generic reads
     report.findings.extend(Finding("trigger", None, None, problem) for problem in backend.guard_problems())
     if session_ids is None:
         ids = [row[0] for row in backend.sessions()]
@@ -274,7 +274,7 @@ def verify(backend: Backend, session_ids: Iterable[str] | None = None) -> Verify
     return report
 
 
-def _unfinished_imports(backend: Backend, report: VerifyReport) -> None:
+def _unfinished_imports(backend: AuditReads, report: VerifyReport) -> None:
     """For each unfinished import (an ``importing`` row: its session is hidden from readers;
     see eventstore.io.bulk): a note while its importer runs, else a finding (nobody will finish
     it, so a stored session stays hidden: an importer that stopped, or a row made to hide a

@@ -1,4 +1,6 @@
-"""Database backends: the contract (:mod:`.base`) and one class per database.
+"""Database backends: the core contract (:mod:`.base`), the optional capabilities
+(:mod:`.capabilities`) with their generic fallbacks (:mod:`.fallbacks`), and one package per
+database (:mod:`.sqlite`, :mod:`.postgres`); docs/backends.md draws the whole.
 
 :func:`backend_class` picks the class from what the user gave as ``--db``,
 ``$EVENTSTORE_DB`` or ``EventStore.open(target)``:

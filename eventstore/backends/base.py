@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 __all__ = [
     "Backend",
@@ -39,7 +39,6 @@ __all__ = [
     "Follower",
     "ImportLock",
     "ImportTransaction",
-    "QueryConnection",
     "Refusal",
     "CODES",
 ]
@@ -187,13 +186,23 @@ class Refusal:
 
 
 class Backend(ABC):
-    """One open database. Thread-safe (calls may come from several threads; a backend
-    serializes them as it must). Every method raises :class:`~eventstore.errors.DatabaseError`
-    when the database cannot be reached or stays locked past the busy timeout, besides the
-    errors it names.
+    """One open database: the core contract every backend implements.
+
+    Sixteen abstract methods: :meth:`open`, :meth:`close`, :meth:`create_session`,
+    :meth:`session_meta`, :meth:`sessions`, :meth:`append`, :meth:`event_by_id`,
+    :meth:`session_events`, :meth:`events_after`, :meth:`last_position`, :meth:`follower`,
+    :meth:`import_transaction`, :meth:`import_lock`, :meth:`import_owner_alive`,
+    :meth:`imports`, :meth:`messages_json`. The other methods here have defaults built on
+    those (a backend overrides them for speed), and the optional capabilities
+    (:mod:`.capabilities`: search, auditing reads, the viewer's index, the log's views, the
+    SQL sandbox, roles) have generic fallbacks on the core (:mod:`.fallbacks`).
+
+    Thread-safe (calls may come from several threads; a backend serializes them as it
+    must). Every method raises :class:`~eventstore.errors.DatabaseError` when the database
+    cannot be reached or stays locked past the busy timeout, besides the errors it names.
     """
 
-    #: ``"sqlite"`` or ``"postgresql"``.
+    #: ``"sqlite"``, ``"postgresql"``, or another backend's name.
     name: ClassVar[str]
     #: What messages call the database: a file path, ``:memory:``, or the URL without password.
     display: str
@@ -201,7 +210,7 @@ class Backend(ABC):
     #: database); None when the database was current, new, or opened read-only.
     upgraded_from: str | None = None
 
-    # --- open, migrate, close ------------------------------------------------------------
+    # --- open, close ---------------------------------------------------------------------
 
     @classmethod
     @abstractmethod
@@ -278,9 +287,11 @@ class Backend(ABC):
 
     # --- reads ------------------------------------------------------------------------------
 
-    @abstractmethod
     def next_seq(self, session_id: str) -> int:
-        """The seq the session's next event gets (its number of events; 0 when not stored)."""
+        """The seq the session's next event gets (its number of events; 0 when not stored).
+        The default reads the last event."""
+        rows = self.session_events(session_id, -1, None, 1, last=True)
+        return rows[0][0] + 1 if rows else 0
 
     @abstractmethod
     def session_events(self, session_id: str, after_seq: int = -1, types: list[str] | None = None,
@@ -318,11 +329,18 @@ class Backend(ABC):
         stored one, or the position before the first unfinished import whose owner is not
         in ``dead_owners``."""
 
-    # --- unfinished imports (revision 0220; see eventstore.io.bulk) ------------------------------
+    @abstractmethod
+    def follower(self, poll_interval: float) -> Follower:
+        """A reader on a connection of its own, for following commits (see :class:`Follower`);
+        ``poll_interval`` (seconds) is how often a polling backend looks."""
+
+    # --- imports (revision 0220; see eventstore.io.bulk) -----------------------------------
 
     @abstractmethod
-    def imports(self) -> list[tuple[str, int, str, float]]:
-        """``(session_id, first_position, owner, started_at)`` of every unfinished import."""
+    def import_transaction(self, session_id: str, body: Callable[[ImportTransaction], T]) -> T:
+        """Call ``body(tx)`` inside one write transaction for the import of ``session_id``
+        and commit what it did, or roll everything back when it raises (the exception goes
+        on, translated when it is the database's). Returns what ``body`` returns."""
 
     @abstractmethod
     def import_lock(self, session_id: str) -> ImportLock | None:
@@ -336,9 +354,8 @@ class Backend(ABC):
         """Whether the import lock named ``owner`` (an :attr:`ImportLock.owner`) is still held."""
 
     @abstractmethod
-    def follower(self, poll_interval: float) -> Follower:
-        """A reader on a connection of its own, for following commits (see :class:`Follower`);
-        ``poll_interval`` (seconds) is how often a polling backend looks."""
+    def imports(self) -> list[tuple[str, int, str, float]]:
+        """``(session_id, first_position, owner, started_at)`` of every unfinished import."""
 
     # --- the projection ---------------------------------------------------------------------
 
@@ -355,35 +372,8 @@ class Backend(ABC):
         refuses a projection past its byte limit before reading it. The default reads them."""
         return len(self.messages_json(session_id, upto_seq).encode("utf-8", "surrogatepass"))
 
-    # --- the viewer's index (eventstore serve) --------------------------------------------------
-    # The sessions page keeps every session's counts and state in memory; these three reads
-    # build it as of one position (then the viewer follows new events). Each is one query
-    # over the tables, no per-session look-ups (100,000 sessions load in about a second).
+    # --- export -----------------------------------------------------------------------------
 
-    @abstractmethod
-    def session_rows(self) -> list[tuple[str, float]]:
-        """``(id, created_at)`` of every session, oldest first (by created_at, id): the
-        registry without :meth:`sessions`' per-session look-ups."""
-
-    @abstractmethod
-    def session_counts(self, upto_position: int) -> list[tuple[str, int, int, float, float]]:
-        """For every session with events at positions ``<= upto_position``:
-        ``(session_id, events, last_position, first_ts, last_ts)``, where ``first_ts`` is the
-        ts of seq 0 and ``last_ts`` that of its last event up to that position. Any order."""
-
-    @abstractmethod
-    def state_rows(self, after_position: int, upto_position: int, limit: int) -> list[tuple[int, str, str, Any]]:
-        """The events that decide a session's state and message counts (types
-        ``turn/start``, ``turn/end``, ``user/message``, ``assistant/message``,
-        ``tool/result``) with ``after_position < position <= upto_position``, in position
-        order, at most ``limit``, as ``(position, session_id, type, extra)``: ``extra`` is
-        the payload's ``tool_calls`` value as JSON text for an ``assistant/message`` (None
-        when absent), the ``tool_call_id`` string for a ``tool/result``, None otherwise. The
-        payloads themselves are not read."""
-
-    # --- export and import ------------------------------------------------------------------
-
-    @abstractmethod
     def export_rows(self, session_id: str, after_seq: int, limit: int,
                     max_bytes: int | None = None) -> list[tuple[str, int, float, str]]:
         """``(type, seq, ts, payload)`` of the session's events with ``seq > after_seq``, in
@@ -391,147 +381,26 @@ class Backend(ABC):
         that is not valid UTF-8 may come as ``bytes``). One short read each.
 
         With ``max_bytes``, a row comes only while the payload bytes of the rows before it
-        are under ``max_bytes`` (the first always): a page bounded by bytes, not rows, counted
-        by the database so that no more than the page is ever in memory. Fewer than ``limit``
-        rows whose payloads add up to less than ``max_bytes`` means the session ends there."""
+        are under ``max_bytes`` (the first always): a page bounded by bytes, not rows.
+        Fewer than ``limit`` rows whose payloads add up to less than ``max_bytes`` means the
+        session ends there. The default reads :meth:`session_events` and cuts the page."""
+        out, size = [], 0
+        for seq, _position, type_, ts, payload in self.session_events(session_id, after_seq, None, limit):
+            if max_bytes is not None and out and size >= max_bytes:
+                break
+            out.append((type_, seq, ts, payload))
+            size += len(payload.encode("utf-8", "surrogatepass")) if isinstance(payload, str) else len(payload)
+        return out
 
     def export_chunks(self, session_id: str, meta_json: str) -> Iterator[tuple[list, int, int]]:
         """The session as JSONL, ``(pieces, bytes, events)`` at a time: ``pieces`` a list of
         ``bytes`` (or memoryviews) to write in order, ``bytes`` their length (about),
         ``events`` the events in them. The default formats :meth:`export_rows` pages with
-        :func:`eventstore.io.export.chunks_from_rows`; a backend may build pages in SQL (SQLite
-        does).
-        Raises :class:`DatabaseError` for a stored payload export cannot write."""
-        from eventstore.io.export import chunks_from_rows
+        :func:`eventstore.log.lines_fast.chunks_from_rows`; a backend may build pages in SQL
+        (SQLite does). Raises :class:`DatabaseError` for a stored payload export cannot write."""
+        from eventstore.log.lines_fast import chunks_from_rows
 
         return chunks_from_rows(self, session_id, meta_json)
-
-    @abstractmethod
-    def import_transaction(self, session_id: str, body: Callable[[ImportTransaction], T]) -> T:
-        """Call ``body(tx)`` inside one write transaction for the import of ``session_id``
-        and commit what it did, or roll everything back when it raises (the exception goes
-        on, translated when it is the database's). Returns what ``body`` returns."""
-
-    # --- search and usage (revision 0100) ------------------------------------------------------
-
-    @abstractmethod
-    def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Bring the full-text index up to date with the stored message events and return
-        how many it indexed now (0 for a backend whose index is kept current on insert).
-        ``progress(done, total)`` (positions) may be called between batches. Raises
-        :class:`QueryError` when the database has no index (older than revision 0100),
-        :class:`DatabaseError` when the store cannot write."""
-
-    @abstractmethod
-    def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
-               rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
-        """The message, part and thinking events whose text matches ``query``, best first, at
-        most ``limit``: ``(session_id, seq, type, ts, text, score)`` with ``text`` the
-        searchable text of the event (the ``events_search_text`` view: content, tool call
-        names and arguments, tool results; a thinking event's ``thinking``) and ``score`` lower for a
-        better match (0.0 for a hit found without the index).
-
-        ``query`` is the user's words, all of which must occur (a word ending in ``*``
-        matches as a prefix; punctuation separates words); with ``raw`` it is the database's
-        own query syntax (SQLite: FTS5; PostgreSQL: ``to_tsquery``). Hits are ranked among
-        the newest ``rank_window`` matches. Uses the index as it stands (see
-        :meth:`search_catch_up`); a backend whose index may lag scans the rest. Raises
-        :class:`QueryError` (empty or malformed query, no index)."""
-
-    @abstractmethod
-    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
-        """How many indexed message events match ``query`` (as :meth:`search`)."""
-
-    @abstractmethod
-    def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
-        """Token totals per session from the ``usage`` view: ``(session_id, responses,
-        input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens)`` for every
-        session with recorded usage; empty for a database older than revision 0100."""
-
-    def info_rows(self) -> list[tuple[str, str]]:
-        """``(session_id, payload JSON text)`` of every ``session/info`` event (facts an
-        import learned after creating the session), by session and seq: one read through
-        the partial index ``events_info`` (revision 0270)."""
-        return []
-
-    def summary_titles(self, session_id: str | None = None) -> list[tuple[str, str]]:
-        """``(session_id, title)`` of every stored ``claude/summary`` event whose ``leafUuid``
-        is the ``event_id`` of an event of that session (the key of its line's first event,
-        without ``:``, ``#`` or ``@``), in the summaries' (ts, position) order, so the last one of
-        a session is its latest; only ``session_id``'s if given. One look-up per summary
-        through the indexes ``events_summaries`` and ``events_by_event_id`` (revision 0290)."""
-        return []
-
-    # --- audit --------------------------------------------------------------------------------
-
-    @classmethod
-    @abstractmethod
-    def query_connection(cls, url: str, *, busy_timeout: float = 5.0, timeout: float | None = 30.0,
-                         max_memory: int | None = None) -> QueryConnection:
-        """A sandboxed read-only connection for ``eventstore sql``: nothing that writes,
-        creates or changes a setting gets through (SQLite: ``mode=ro``, ``query_only`` and an
-        authorizer; PostgreSQL: a read-only transaction, as the auditor role).
-
-        ``timeout`` (seconds; None or 0: no limit) stops each query that runs longer
-        (SQLite: a progress handler; PostgreSQL: ``statement_timeout``); ``max_memory``
-        (bytes) bounds its memory (SQLite: ``hard_heap_limit``; PostgreSQL: ``work_mem``,
-        per sort or hash, lowered to it, never raised). A query stopped by either raises
-        :class:`QueryError` naming the limit. Raises :class:`DatabaseError` (no such
-        database)."""
-
-    @abstractmethod
-    def guard_problems(self) -> list[str]:
-        """For ``verify``: one sentence per append-only guard (trigger) that is missing,
-        disabled or differs from its definition; empty when all are in place."""
-
-    @abstractmethod
-    def orphan_session_ids(self) -> list[str]:
-        """For ``verify``: ids of sessions that have events but no ``sessions`` row, sorted."""
-
-    @abstractmethod
-    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any]]:
-        """For ``verify``: ``(seq, position, type, ts, payload, hash)`` of every stored row
-        of ``session_id`` in seq order, read in one snapshot, as stored (a payload or hash
-        edited by hand may be any value: text that is not UTF-8, a number, NULL)."""
-
-    @abstractmethod
-    def integrity_findings(self, full: bool = False) -> list[tuple[str, str]]:
-        """For ``verify``: what is wrong with the database beyond the rows, as ``(kind,
-        message)`` with kind ``"storage"`` or ``"schema"``; empty when nothing is.
-
-        ``schema``: every table, index, trigger, view (and on PostgreSQL function) compared
-        by name and normalised definition with a scratch database (SQLite: in memory;
-        PostgreSQL: a schema created and rolled back in one transaction) migrated with the
-        same Alembic history: each object extra, missing or changed is one message naming
-        it (the append-only guards are :meth:`guard_problems`'s). ``storage``: SQLite runs
-        ``PRAGMA quick_check`` (``integrity_check`` with ``full``); PostgreSQL runs
-        amcheck's ``bt_index_check`` on the indexes of events and sessions when the
-        extension is installed (``heapallindexed`` with ``full``). A check that cannot run
-        for lack of a privilege is ``("note", why)``, not a finding. Never raises for a
-        damaged database: what cannot be read is a finding."""
-
-    @classmethod
-    def unopened_findings(cls, url: str, full: bool = False) -> list[tuple[str, str]]:
-        """For ``verify``, when :meth:`open` (read-only) refused ``url``: what
-        :meth:`integrity_findings` can still say of it (SQLite: the storage check and the
-        schema of a damaged, foreign or renamed file); none by default."""
-        return []
-
-    @abstractmethod
-    def sessions_in_storage_order(self) -> list[tuple[str, Any]]:
-        """For ``verify``: ``(id, created_at, meta, meta_hash)`` of every session in the order the rows were
-        stored (SQLite: rowid; PostgreSQL: the heap order, ctid, which an append-only table
-        keeps), so that a session added later with a past date shows."""
-
-    @abstractmethod
-    def checkpoint_rows(self, at: dict[str, int] | None = None, position: int = 0) -> dict:
-        """For checkpoints (:mod:`eventstore.audit.anchor`), read in ONE snapshot (SQLite: one
-        read transaction; PostgreSQL: REPEATABLE READ):
-
-        ``{"position": the largest stored position (0: none),
-        "sessions": [(id, created_at, meta, next_seq, last hash or None), ...] (every session),
-        "at": {id: (hash, position)} of the event at seq ``at[id]`` of each session in ``at``
-        that has it, "counted": the number of events at positions <= ``position``}``."""
 
 
 class ImportLock(ABC):
@@ -629,23 +498,3 @@ class ImportTransaction(ABC):
     @abstractmethod
     def event_id_seq(self, event_id: str) -> int | None:
         """The seq of the session's event stored under ``event_id``, or None."""
-
-
-#: The :class:`~eventstore.errors.QueryError` of a query of more than one statement (every
-#: backend runs one at a time).
-MULTIPLE_STATEMENTS = "the query holds more than one SQL statement: run them one at a time"
-
-
-class QueryConnection(ABC):
-    """A read-only SQL connection (:meth:`Backend.query_connection`)."""
-
-    @abstractmethod
-    def query(self, sql: str, params: Iterable[Any] = ()) -> tuple[list[str], Iterator[tuple]]:
-        """Run one statement: ``(column names, row iterator)`` (DB-API cursor rows). Raises
-        :class:`QueryError`: ``refused: ...`` for anything that is not a read, the database's
-        message for other errors, ``interrupted ...`` after Ctrl-C; while preparing or while
-        the rows are iterated."""
-
-    @abstractmethod
-    def close(self) -> None:
-        """Close the connection."""

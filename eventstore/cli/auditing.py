@@ -112,7 +112,9 @@ def repair(ctx: click.Context, session_id: str) -> None:
         click.echo(f"appended seq {ev.seq}: {ev.type}{printable(what)}")
     if not appended:
         click.echo(f"session {printable(session_id)}: nothing to repair")
-    report = audit.verify(store.backend, [session_id])
+    from eventstore.backends.capabilities import AuditReads
+
+    report = audit.verify(store.capability(AuditReads), [session_id])
     for f in report.findings:
         click.echo(printable(str(f)), err=True)
     if not report.ok:
@@ -145,7 +147,9 @@ def checkpoint(ctx: click.Context, output: str | None, key: str | None) -> None:
             check_not_the_store(store, output, "the checkpoint")
         except OSError as e:
             fail(f"{output}: {e.strerror}")
-    doc = anchor.make_checkpoint(store.backend, key)
+    from eventstore.backends.capabilities import AuditReads
+
+    doc = anchor.make_checkpoint(store.capability(AuditReads), key)
     if output is None or output == "-":
         out = out_bytes()
         anchor.write_checkpoint(doc, out)

@@ -25,7 +25,7 @@ def db_shown(db: str, store: EventStore) -> str:
     """``db`` as a message shows it: a file as given, a URL without its password."""
     from eventstore.backends import is_postgres_url
 
-    return store.backend.display if is_postgres_url(db) else db
+    return store.display if is_postgres_url(db) else db
 
 
 def open_store(ctx: click.Context, readonly: bool = False) -> EventStore:
@@ -41,10 +41,10 @@ def open_store(ctx: click.Context, readonly: bool = False) -> EventStore:
 
 def say_if_upgraded(db: str, store: EventStore) -> None:
     """One line on stderr when opening ``db`` upgraded an older eventstore's database."""
-    if store.backend.upgraded_from is not None:
+    if store.upgraded_from is not None:
         from eventstore.schema import SCHEMA_REVISION
 
-        click.echo(f"{db_shown(db, store)}: upgraded from schema revision {store.backend.upgraded_from} to "
+        click.echo(f"{db_shown(db, store)}: upgraded from schema revision {store.upgraded_from} to "
                    f"{SCHEMA_REVISION} (an older eventstore wrote it)", err=True)
 
 

@@ -108,11 +108,9 @@ def _wait_for_session(store: EventStore, session_id: str, timeout: float | None)
     """``tail -f`` of a session that is not stored yet: say so once, wait until another
     process creates it (the followers' wait for commits), and return its handle; None on
     Ctrl-C. Raises :class:`SessionNotFound` when ``timeout`` seconds pass first."""
-    from eventstore.live.follow import wait_for_session
-
     try:
         click.echo(f"waiting for session {printable(repr(session_id))} (Ctrl-C stops)", err=True)
-        if not wait_for_session(store.backend, session_id, timeout=timeout):
+        if not store.wait_for_session(session_id, timeout=timeout):
             raise SessionNotFound(session_id)
     except KeyboardInterrupt:
         return None

@@ -48,7 +48,7 @@ def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]
                    f"elsewhere from reading the log through a visitor's browser (DNS rebinding)", err=True)
 
     def ready() -> None:
-        click.echo(f"eventstore viewer of {store.backend.display} at {url}  (Ctrl-C stops)")
+        click.echo(f"eventstore viewer of {store.display} at {url}  (Ctrl-C stops)")
         sys.stdout.flush()
         if open_browser:
             import webbrowser
@@ -56,6 +56,6 @@ def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]
             webbrowser.open(url)
 
     # db_label: a URL without its password
-    web.serve(store, sock, db_label=store.backend.display, on_ready=ready, allow_hosts=allow_hosts)
+    web.serve(store, sock, db_label=store.display, on_ready=ready, allow_hosts=allow_hosts)
 
 

@@ -62,16 +62,17 @@ def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> No
     db = ctx.find_root().obj["db"]
     if not is_postgres_url(db):
         fail("roles: --db must be a postgresql:// URL (SQLite has no roles: use file permissions)")
-    from eventstore.backends.postgres import apply_roles, check_role_names, roles_sql
+    from eventstore.backends.capabilities import Roles
 
     store = open_store(ctx)  # creates and migrates the schema first: the grants name its tables
-    check_role_names(store.backend, writer, auditor)
-    text = roles_sql(writer, auditor, store.backend.database_name(), store.backend.schema_name())
+    roles = store.capability(Roles)
+    roles.check_role_names(writer, auditor)
+    text = roles.roles_sql(writer, auditor)
     if print_only:
         click.echo(text, nl=False)
         return
-    for notice in apply_roles(store.backend, text):
+    for notice in roles.apply_roles(text):
         click.echo(f"note: {notice}", err=True)
-    click.echo(f"roles {writer} (INSERT, SELECT) and {auditor} (SELECT) are set up on {store.backend.display}")
+    click.echo(f"roles {writer} (INSERT, SELECT) and {auditor} (SELECT) are set up on {store.display}")
 
 

@@ -150,7 +150,7 @@ class AsyncEventStore:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="eventstore-aio")
 
     def __repr__(self) -> str:
-        return f"AsyncEventStore({self.sync.backend.display!r})"
+        return f"AsyncEventStore({self.sync.display!r})"
 
     @classmethod
     def open(cls, target: str | os.PathLike = "eventstore.db", *, max_workers: int = 4,
@@ -210,7 +210,7 @@ class AsyncEventStore:
         poll_interval = _follow._check_interval(poll_interval, "poll_interval")
         idle_timeout = _follow._check_interval(idle_timeout, "idle_timeout")
         loop = asyncio.get_running_loop()
-        pending = self._pool.submit(self.sync.backend.follower, poll_interval)
+        pending = self._pool.submit(self.sync.follower, poll_interval)
         try:
             follower = await asyncio.wrap_future(pending)
         except asyncio.CancelledError:  # the follower may still be made: close it then
@@ -262,7 +262,7 @@ class AsyncEventStore:
         """:meth:`eventstore.EventStore.follow` as an async iterator: every event of every
         session with ``position > after_position``, then each new one as committed."""
         after = 0 if after_position is None else _check_seq(after_position, "after_position")
-        dead = _follow.DeadOwners(self.sync.backend)
+        dead = _follow.DeadOwners(self.sync)
         return self._poll(lambda f, a: f.events_after(a, _follow.PAGE, dead(f)), after, 0, poll_interval,
                           idle_timeout)
 

@@ -12,13 +12,14 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import repeat
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from eventstore.backends import open_backend
-from eventstore.backends.base import PAGE, Backend
+from eventstore.backends.base import PAGE, Backend, Follower, ImportLock, ImportTransaction
+from eventstore.backends.fallbacks import capability as _capability
 from eventstore.errors import (
     AppendOnlyViolation,
     IdempotencyConflict,
@@ -48,6 +49,7 @@ from eventstore.log.validate import check_type as _check_type
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
+_C = TypeVar("_C")
 _MAX_LIMIT = 2**62  # events(last=N): any N past this is "all" (a bound every database binds)
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +251,7 @@ class Session:
         if expected_seq is not None:
             _check_seq(expected_seq)
         try:
-            seq, position, _hash = self._store.backend.append_one(self.id, type, ts, pj, expected_seq)
+            seq, position, _hash = self._store._backend.append_one(self.id, type, ts, pj, expected_seq)
         except (SeqConflict, AppendOnlyViolation):
             # A retry of an append that did land (its answer was lost) meets its own event.
             key = (payload or {}).get("event_id")
@@ -262,7 +264,7 @@ class Session:
     def _stored_for_key(self, key: Any, type_: str, pj: str) -> Event | None:
         """The event stored under idempotency key ``key`` (None if there is none).
         Raises :class:`IdempotencyConflict` if it holds another type or payload."""
-        row = self._store.backend.event_by_id(self.id, key)
+        row = self._store._backend.event_by_id(self.id, key)
         if row is None:
             return None
         seq, position, stored_type, ts, stored_pj = row
@@ -302,7 +304,7 @@ class Session:
         else:  # encoded item by item as an iterable yielded them
             stored = [loads(pj) for pj in pjs]
         try:
-            seq0, pos0, _last_hash = self._store.backend.append(self.id, types, tss, pjs, expected_seq)
+            seq0, pos0, _last_hash = self._store._backend.append(self.id, types, tss, pjs, expected_seq)
         except (SeqConflict, AppendOnlyViolation):
             found = self._stored_batch(list(zip(types, tss, pjs, strict=True)), stored)
             if found is None:
@@ -335,7 +337,7 @@ class Session:
 
     def next_seq(self) -> int:
         """The seq the next appended event will get (= the number of events stored)."""
-        return self._store.backend.next_seq(self.id)
+        return self._store._backend.next_seq(self.id)
 
     def events(self, after_seq: int | None = None, types: Iterable[str] | str | None = None, *,
                last: int | None = None) -> Iterator[Event]:
@@ -357,14 +359,14 @@ class Session:
         after = -1 if after_seq is None else max(-1, after_seq)
         if last is not None:
             n = min(_check_seq(last, "last"), _MAX_LIMIT)
-            rows = self._store.backend.session_events(self.id, after, types, n, last=True) if n else []
+            rows = self._store._backend.session_events(self.id, after, types, n, last=True) if n else []
             return iter([_new_event(self.id, seq, position, type_, ts, _messages_loads(payload))
                          for seq, position, type_, ts, payload in rows])
         return self._events(after, types)
 
     def _events(self, last: int, types: list[str] | None) -> Iterator[Event]:
         sid = self.id
-        read = self._store.backend.session_events
+        read = self._store._backend.session_events
         loads = _messages_loads  # json.loads's result, through orjson where that gives the same
         while True:
             rows = read(sid, last, types, PAGE)
@@ -385,17 +387,23 @@ class Session:
         Raises :class:`DatabaseError` when the database cannot be read.
         """
         after = -1 if after_seq is None else _check_seq(after_seq, "after_seq")
-        return _follow.follow_session(self._store.backend, self.id, after, poll_interval=poll_interval,
+        return _follow.follow_session(self._store._backend, self.id, after, poll_interval=poll_interval,
                                       idle_timeout=idle_timeout, make_event=event_from_row)
 
     def derive_messages(self) -> list[dict]:
         """The projection: the chat ``messages`` array (list of dicts) for this session,
         read from the ``messages`` view (see :mod:`eventstore.log.projection`)."""
-        return _messages_loads(self._store.backend.messages_json(self.id))
+        return _messages_loads(self._store._backend.messages_json(self.id))
 
-    def messages_json(self) -> str:
-        """The projection as JSON array text, as ``JSON.stringify`` would write it."""
-        return self._store.backend.messages_json(self.id)
+    def messages_json(self, upto_seq: int | None = None) -> str:
+        """The projection as JSON array text, as ``JSON.stringify`` would write it; with
+        ``upto_seq``, of the events up to that seq only (what the model was sent then)."""
+        return self._store._backend.messages_json(self.id, upto_seq)
+
+    def messages_size(self, upto_seq: int | None = None) -> int:
+        """The UTF-8 bytes of the messages :meth:`messages_json` would join, counted without
+        reading them (the viewer refuses a projection past its limit before reading it)."""
+        return self._store._backend.messages_size(self.id, upto_seq)
 
     def context_at(self, seq: int | None = None) -> dict:
         """What the model was sent just before the event at ``seq`` (at the head when None):
@@ -424,15 +432,17 @@ class EventStore:
     """An append-only store of agent sessions in one database: an SQLite file (the default)
     or a PostgreSQL database.
 
-    Open with :meth:`open`. One ``EventStore`` holds one backend (:attr:`backend`, see
-    :mod:`eventstore.backends`); it may be shared by threads (calls are serialized where the
+    Open with :meth:`open`. One ``EventStore`` holds one backend (see
+    :mod:`eventstore.backends`), private: the store's methods are the reads and writes, and
+    :meth:`capability` hands out an optional capability (search, auditing reads, the
+    viewer's index, ...) explicitly. It may be shared by threads (calls are serialized where the
     database needs it). Several processes may open the same database at once (see
     docs/concurrency.md). After ``os.fork()`` the child does not share the parent's
     connection: its first call opens a connection of its own.
     """
 
     def __init__(self, backend: Backend):
-        self.backend = backend
+        self._backend = backend  # the core contract; capabilities through capability()
 
     @classmethod
     def open(cls, target: str | os.PathLike = "eventstore.db", *,
@@ -452,7 +462,7 @@ class EventStore:
         its last ~600 ms, never corrupts or gaps).
         SQLite only: with ``write_queue`` (the default) writers
         wait for each other on a lock file beside the database (``FILE-lock``, see
-        :mod:`eventstore.backends.writelock`) instead of in SQLite's sleep-and-retry busy
+        :mod:`eventstore.backends.sqlite.writelock`) instead of in SQLite's sleep-and-retry busy
         handler. With ``readonly``, the database must exist at the latest schema and is
         opened read-only (for auditors, or a file the user may only read): appends raise
         :class:`DatabaseError`. Raises :class:`DatabaseError` (:class:`SchemaOutdated` when
@@ -463,7 +473,34 @@ class EventStore:
 
     def close(self) -> None:
         """Close the connection. The store cannot be used afterwards."""
-        self.backend.close()
+        self._backend.close()
+
+    @property
+    def display(self) -> str:
+        """What messages call the database: a file path, ``:memory:``, or the URL without
+        its password."""
+        return self._backend.display
+
+    @property
+    def upgraded_from(self) -> str | None:
+        """The schema revision :meth:`open` upgraded from (an older eventstore's database);
+        None when the database was current, new, or opened read-only."""
+        return self._backend.upgraded_from
+
+    def database_files(self) -> list[str]:
+        """The real paths of the database's own files (none for a server or ``:memory:``):
+        what an export must not overwrite."""
+        return self._backend.files()
+
+    def capability(self, kind: type[_C]) -> _C:
+        """The optional capability ``kind`` of the backend (one of
+        :data:`eventstore.backends.capabilities.CAPABILITIES`: ``SearchIndex``,
+        ``AuditReads``, ``SessionIndex``, ``LogViews``, ``SqlSandbox``, ``Roles``): its own
+        when it has one, else the generic fallback over the core contract
+        (:mod:`eventstore.backends.fallbacks`). What it returns also answers the core
+        contract's reads (``imports``, ``session_meta``, ...), for the code that receives it
+        (``verify``, search, the viewer's index)."""
+        return _capability(self._backend, kind)
 
     def __enter__(self) -> EventStore:
         return self
@@ -485,14 +522,35 @@ class EventStore:
         Raises :class:`DatabaseError` when the database cannot be read.
         """
         after = 0 if after_position is None else _check_seq(after_position, "after_position")
-        return _follow.follow_store(self.backend, after, poll_interval=poll_interval, idle_timeout=idle_timeout,
+        return _follow.follow_store(self._backend, after, poll_interval=poll_interval, idle_timeout=idle_timeout,
                                     make_event=event_from_row)
 
     def last_position(self) -> int:
         """The global position of the newest event (0 when the store is empty): pass it to
         :meth:`follow` to see only events committed from now on. While a large import
         runs, that is the position before its first event (see :mod:`eventstore.live.follow`)."""
-        return self.backend.last_position(_follow.DeadOwners(self.backend)())
+        return self._backend.last_position(_follow.DeadOwners(self._backend)())
+
+    def follower(self, poll_interval: float = _follow.DEFAULT_POLL_INTERVAL) -> Follower:
+        """A reader on a connection of its own that waits for commits (see
+        :class:`eventstore.backends.base.Follower`): for a loop that follows the log itself
+        (the viewer, the async store). Close it when done."""
+        return self._backend.follower(poll_interval)
+
+    def imports(self) -> list[tuple[str, int, str, float]]:
+        """``(session_id, first_position, owner, started_at)`` of every unfinished import
+        (hidden sessions: see :mod:`eventstore.io.bulk`)."""
+        return self._backend.imports()
+
+    def import_owner_alive(self, owner: str) -> bool:
+        """Whether the importer ``owner`` (of :meth:`imports`) still holds its import lock."""
+        return self._backend.import_owner_alive(owner)
+
+    def wait_for_session(self, session_id: str, *, timeout: float | None = None,
+                         poll_interval: float = _follow.DEFAULT_POLL_INTERVAL) -> bool:
+        """Block until ``session_id`` is stored (by any process) and return True, or False
+        after ``timeout`` seconds (None: no limit). See :func:`eventstore.live.follow.wait_for_session`."""
+        return _follow.wait_for_session(self._backend, session_id, timeout=timeout, poll_interval=poll_interval)
 
     # --- sessions ----------------------------------------------------------------------
 
@@ -510,7 +568,7 @@ class EventStore:
             if not isinstance(meta, dict) or "type" in meta or "id" in meta:
                 raise InvalidEvent("meta must be a dict without the keys 'type' and 'id'")
             meta_json = dumps(meta)
-        self.backend.create_session(sid, time.time(), meta_json)
+        self._backend.create_session(sid, time.time(), meta_json)
         return Session(self, sid)
 
     def session(self, session_id: str, *, create: bool = False) -> Session:
@@ -522,19 +580,33 @@ class EventStore:
         the winner's session. Raises :class:`InvalidEvent` for an id that cannot be stored.
         A session whose import is unfinished (see :mod:`eventstore.io.bulk`) is not there for
         either: :class:`SessionNotFound`."""
-        if not encodable(session_id) or self.backend.session_meta(session_id) is None:
+        if not encodable(session_id) or self._backend.session_meta(session_id) is None:
             if not create:
                 raise SessionNotFound(session_id)
             try:
                 return self.create_session(session_id)
             except SessionExists:  # another process created it between the look and the insert
-                if self.backend.session_meta(session_id) is None:  # ... or is importing it
+                if self._backend.session_meta(session_id) is None:  # ... or is importing it
                     raise SessionNotFound(session_id) from None
         return Session(self, session_id)
 
     def sessions(self) -> list[SessionInfo]:
         """The registry: every stored session, oldest first."""
-        return [SessionInfo(*r) for r in self.backend.sessions()]
+        return [SessionInfo(*r) for r in self._backend.sessions()]
+
+    def session_meta_json(self, session_id: str) -> str | None:
+        """The stored meta JSON object text of ``session_id`` (the keys of its
+        ``session/meta`` line besides type and id), or None when it is not stored (or its
+        import is unfinished)."""
+        return self._backend.session_meta(session_id) if encodable(session_id) else None
+
+    def session_payloads(self, session_id: str, types: list[str], limit: int | None = None,
+                         last: bool = False, from_seq: int = 0) -> tuple[int, list[tuple[int, str, str]]]:
+        """``(head, rows)``: the session's next seq and ``(seq, type, payload JSON text)`` of
+        its events of ``types`` with ``seq >= from_seq``, all or at most ``limit`` (the first
+        ones, or with ``last`` the last ones), read together: what a reader of items needs
+        (the Agents SDK session)."""
+        return self._backend.session_payloads(session_id, types, limit, last, from_seq)
 
     # --- JSONL ---------------------------------------------------------------------------
 
@@ -560,6 +632,33 @@ class EventStore:
 
         return import_jsonl(self, source, name=name, session_id=session_id, append=append,
                             salvage=salvage, created_at=created_at).session_id
+
+    def export_rows(self, session_id: str, after_seq: int, limit: int,
+                    max_bytes: int | None = None) -> list[tuple[str, int, float, str]]:
+        """``(type, seq, ts, payload JSON text)`` of the session's events past ``after_seq``,
+        at most ``limit`` and, past the first, about ``max_bytes`` of payload (a page for
+        :func:`eventstore.log.lines_fast.row_pages`)."""
+        return self._backend.export_rows(session_id, after_seq, limit, max_bytes)
+
+    def export_chunks(self, session_id: str) -> Iterator[tuple[list, int, int]]:
+        """The session's JSONL, ``(pieces, bytes, events)`` at a time (see
+        :meth:`eventstore.backends.base.Backend.export_chunks`). Raises
+        :class:`SessionNotFound`; a payload export cannot write raises
+        :class:`DatabaseError` as its page is read."""
+        meta_json = self.session_meta_json(session_id)
+        if meta_json is None:
+            raise SessionNotFound(session_id)
+        return self._backend.export_chunks(session_id, meta_json)
+
+    def import_transaction(self, session_id: str, body: Callable[[ImportTransaction], _C]) -> _C:
+        """For the importer (:mod:`eventstore.io.bulk`): ``body(tx)`` inside one write
+        transaction of the import of ``session_id``, committed when it returns."""
+        return self._backend.import_transaction(session_id, body)
+
+    def import_lock(self, session_id: str) -> ImportLock | None:
+        """For the importer: the import lock of ``session_id``, or None when another
+        importer holds it (see :meth:`eventstore.backends.base.Backend.import_lock`)."""
+        return self._backend.import_lock(session_id)
 
     def export_jsonl(self, session_id: str, dest: str | os.PathLike | IO) -> int:
         """Write one session as JSONL, byte-identical to what the reference ``save()``

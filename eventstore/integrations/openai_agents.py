@@ -64,7 +64,6 @@ from eventstore.core.store import Event, EventStore, Session
 from eventstore.log.context import RETRACT, SYSTEM, TOOLS, retraction
 from eventstore.log.projection import loads as _loads
 
-from ..backends.base import Backend
 from ..errors import SeqConflict
 
 __all__ = ["EventStoreSession", "item_events", "event_items"]
@@ -284,7 +283,7 @@ def _live(rows: list[tuple], want: int | None, keyed: bool = True) -> tuple[list
     return found, False
 
 
-def _session_items(backend: Backend, session_id: str,
+def _session_items(store: EventStore, session_id: str,
                    known: tuple[int, bytes] | None) -> tuple[list[dict], int, tuple[int, bytes] | None]:
     """``(every live item oldest first, head, known)`` of the session: the item-bearing
     events' rows and the head in one read (see :meth:`EventStoreSession._read_live`).
@@ -294,7 +293,7 @@ def _session_items(backend: Backend, session_id: str,
     items are the known ones plus theirs; a retraction (it may take back anything) or items
     that JSON cannot carry exactly (orjson refuses them) make it a whole read."""
     if known is not None:
-        head, rows = backend.session_payloads(session_id, _ITEM_TYPES, from_seq=known[0])
+        head, rows = store.session_payloads(session_id, _ITEM_TYPES, from_seq=known[0])
         if not any(row[1] == RETRACT for row in rows):
             text = known[1]
             if rows:
@@ -310,7 +309,7 @@ def _session_items(backend: Backend, session_id: str,
                     text = more if len(text) == 2 else text[:-1] + b"," + more[1:]
             if known is not None:
                 return orjson.loads(text), head, (head, text)
-    head, rows = backend.session_payloads(session_id, _ITEM_TYPES)
+    head, rows = store.session_payloads(session_id, _ITEM_TYPES)
     items = _live(rows, None, keyed=False)[0]
     items.reverse()
     try:
@@ -319,7 +318,7 @@ def _session_items(backend: Backend, session_id: str,
         return items, head, None
 
 
-def _live_items(backend: Backend, session_id: str,
+def _live_items(store: EventStore, session_id: str,
                 want: int) -> tuple[list[tuple[int, int | None, dict]], int]:
     """``(at least the newest want live items, newest first, head)`` of the session (see
     :meth:`EventStoreSession._read_live`): reads backwards from the head (the last-N
@@ -327,7 +326,7 @@ def _live_items(backend: Backend, session_id: str,
     session."""
     window = want + 2  # an event holds one item or more; room for a retraction and its target
     while True:
-        head, rows = backend.session_payloads(session_id, _ITEM_TYPES, window, last=True)
+        head, rows = store.session_payloads(session_id, _ITEM_TYPES, window, last=True)
         found, cleared = _live(rows, want)
         if len(found) >= want or cleared or len(rows) < window:
             return found, head
@@ -498,13 +497,13 @@ class EventStoreSession:
         """At least the newest ``want`` live items (fewer when the session has fewer), newest
         first, as ``(seq, index, item)``; notes the head read with them (one snapshot: a
         writer that comes after it makes the next write fail)."""
-        found, head = _live_items(self._store.sync.backend, s.id, want)
+        found, head = _live_items(self._store.sync, s.id, want)
         self._head = head
         return found
 
     def _all_locked(self, s: Session) -> list[dict]:
         """Every live item, oldest first (noting the head, as :meth:`_live_locked`)."""
-        items, head, self._known = _session_items(self._store.sync.backend, s.id, self._known)
+        items, head, self._known = _session_items(self._store.sync, s.id, self._known)
         self._head = head
         return items
 

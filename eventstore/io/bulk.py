@@ -271,7 +271,7 @@ def _import_one(store: EventStore, reader: JsonlReader | WorkerReader, batches: 
                                         progress, None)
         return stored, head, added, dropped
 
-    stored, head, added, dropped = store.backend.import_transaction(sid, in_transaction)
+    stored, head, added, dropped = store.import_transaction(sid, in_transaction)
     return _report(reader, name, sid, "imported" if stored is None else None, head, added, dropped)
 
 
@@ -286,8 +286,7 @@ def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batch
     import that fails in its first transaction stores nothing; one that fails or dies later
     leaves its rows stored and hidden, and the next import of the file resumes it (its
     stored events are compared with the file's, as for any stored session)."""
-    backend = store.backend
-    lock = backend.import_lock(sid)
+    lock = store.import_lock(sid)
     if lock is None:
         raise ImportConflict(name, reader.meta_line or 1, f"session {dumps(sid)} is being imported by another "
                              f"process right now", sid)
@@ -329,7 +328,7 @@ def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batch
         added = 0
         try:
             while True:
-                result = backend.import_transaction(sid, chunk)
+                result = store.import_transaction(sid, chunk)
                 if result is None:
                     return None
                 unfinished = True

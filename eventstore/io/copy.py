@@ -44,6 +44,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from eventstore.backends.capabilities import AuditReads
 from eventstore.core.store import EventStore
 from eventstore.errors import EventStoreError, InvalidJSONL, SessionNotFound
 from eventstore.log.chain import genesis_hash
@@ -130,18 +131,19 @@ def copy_sessions(src: EventStore, dst: EventStore, session_ids: Iterable[str] |
     from eventstore.audit.integrity import CLOCK_SLACK, duration_text
 
     ids = _ordered_ids(src, session_ids)
-    rows = {row[0]: row for row in src.backend.sessions_in_storage_order()}
+    src_audit, dst_audit = src.capability(AuditReads), dst.capability(AuditReads)
+    rows = {row[0]: row for row in src_audit.sessions_in_storage_order()}
     # rows the target held before (a skipped session, or an unfinished import this copy completes)
-    already = {row[0]: row[1] for row in dst.backend.sessions_in_storage_order()}
+    already = {row[0]: row[1] for row in dst_audit.sessions_in_storage_order()}
     newest = max(((float(c), i) for i, c in already.items() if isinstance(c, (int, float))), default=None)
     # what the target holds of each session: (meta, events, head hash); an unfinished
     # import is resumed by the import of the whole session, which compares what it stored
-    unfinished = {row[0] for row in dst.backend.imports()}
-    held = {sid: (meta, n, h) for sid, _c, meta, n, h in dst.backend.checkpoint_rows()["sessions"]
+    unfinished = {row[0] for row in dst.imports()}
+    held = {sid: (meta, n, h) for sid, _c, meta, n, h in dst_audit.checkpoint_rows()["sessions"]
             if sid not in unfinished and sid in rows}
     # the source's hash at the target's last seq of each session the target holds events of
     at = {sid: n - 1 for sid, (_m, n, _h) in held.items() if n > 0}
-    src_at = src.backend.checkpoint_rows(at)["at"] if at else {}
+    src_at = src_audit.checkpoint_rows(at)["at"] if at else {}
 
     results = []
     for sid in ids:
@@ -176,14 +178,16 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
     InvalidJSONL, EventStoreError."""
     from eventstore.audit import verify as audit
     from eventstore.io.bulk import import_jsonl
-    from eventstore.io.export import chunks_from_rows, export_session
+    from eventstore.io.export import export_session
     from eventstore.log.chain import session_hash_changes
+    from eventstore.log.lines_fast import chunks_from_rows
 
     changed = session_hash_changes(*row)
     if changed:
         raise CopyError(sid, f"its sessions row does not verify ({' and '.join(changed)} changed since it "
                              f"was created, or its meta_hash is missing); run eventstore verify")
-    before = audit.verify(src.backend, [sid])
+    src_audit = src.capability(AuditReads)
+    before = audit.verify(src_audit, [sid])
     broken = [f for f in before.findings if f.kind in ("hash", "seq")]
     if broken:
         raise CopyError(sid, f"its stored events do not verify ({broken[0]}); run eventstore verify")
@@ -209,17 +213,17 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
         added = 0
         if n < events:  # the rest, chained to the target's head
             with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as buf:
-                for pieces, _size, _n in chunks_from_rows(src.backend, sid, row[2], after_seq=n - 1):
+                for pieces, _size, _n in chunks_from_rows(src, sid, row[2], after_seq=n - 1):
                     buf.writelines(pieces)
                 buf.seek(0)
                 added = import_jsonl(dst, buf, name=f"session {sid!r}", continues=(n, h) if n else
                                      (0, genesis_hash(sid)), max_line=None).events
         status = "added" if added else "skipped"
-    after = audit.verify(dst.backend, [sid]).heads[sid]
+    after = audit.verify(dst.capability(AuditReads), [sid]).heads[sid]
     if after != (events, head):
         # An agent appended to the source after its check: the copy holds more, and is
         # right when its last hash is the source's at that seq (the chain vouches for the rest).
-        grown = after[0] > events and src.backend.checkpoint_rows({sid: after[0] - 1})["at"].get(sid, (None,))[0] \
+        grown = after[0] > events and src_audit.checkpoint_rows({sid: after[0] - 1})["at"].get(sid, (None,))[0] \
             == after[1]
         if not grown:
             raise CopyError(sid, f"after the copy the target's last event (of {after[0]}) does not match the "

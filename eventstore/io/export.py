@@ -3,8 +3,7 @@
 :func:`export_session` and :func:`export_sessions` write files (atomically, beside the
 target) or file objects; the lines come from the backend
 (:meth:`~eventstore.backends.base.Backend.export_chunks`), page by page, so memory does not
-grow with the session. :func:`chunks_from_rows` formats raw rows for a backend that does not
-build pages itself.
+grow with the session (:mod:`eventstore.log.lines_fast` builds the lines from stored rows).
 """
 
 from __future__ import annotations
@@ -13,96 +12,30 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from eventstore.errors import DatabaseError, InvalidEvent, SessionNotFound
+from eventstore.errors import InvalidEvent, SessionNotFound
 from eventstore.io.jsonl import file_name_for
-from eventstore.log.codec import dumps, encodable, loads
-from eventstore.log.line import event_line, meta_line
+from eventstore.log.lines_fast import (  # noqa: F401  (re-exported: the export's pages and lines)
+    EXPORT_BUFFER,
+    PAGE_BYTES,
+    PAGE_ROWS,
+    chunks_from_rows,
+    rewritten_payload,
+    row_pages,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from eventstore.backends.base import Backend
     from eventstore.core.store import EventStore
 
 __all__ = ["check_not_the_store", "chunks_from_rows", "export_session", "export_sessions", "rewritten_payload"]
 
-EXPORT_BUFFER = 1 << 20  # bytes gathered before each write
-PAGE_ROWS = 5_000  # events per read of rows, at most (one short read each) ...
-PAGE_BYTES = 1 << 20  # ... and about this many payload bytes (one larger event comes alone)
 
 Progress = Callable[[int, int], None]
 """``progress(bytes, events)``: called as an export goes, with the bytes and events written
 since the previous call."""
-
-
-def row_pages(backend: Backend, session_id: str, after_seq: int = -1,
-              limit: int | None = None) -> Iterator[list[tuple[str, int, float, str]]]:
-    """The session's :meth:`~eventstore.backends.base.Backend.export_rows` after
-    ``after_seq`` (at most ``limit`` in all), a page at a time: each page at most
-    :data:`PAGE_ROWS` events and, past its first event, under :data:`PAGE_BYTES` of payload,
-    cut by the backend's read, so a reader holds about a megabyte whatever the events hold
-    (the export, the viewer's answers and ``copy`` all page so)."""
-    last, left = after_seq, limit
-    while left is None or left > 0:
-        want = PAGE_ROWS if left is None else min(PAGE_ROWS, left)
-        rows = backend.export_rows(session_id, last, want, PAGE_BYTES)
-        if not rows:
-            return
-        yield rows
-        last = rows[-1][1]
-        if left is not None:
-            left -= len(rows)
-
-
-def chunks_from_rows(backend: Backend, session_id: str, meta_json: str,
-                     after_seq: int = -1) -> Iterator[tuple[list, int, int]]:
-    """The session's JSONL as ``(pieces, bytes, events)`` (see
-    :meth:`~eventstore.backends.base.Backend.export_chunks`), built from
-    :func:`row_pages` (bounded by bytes), about :data:`EXPORT_BUFFER` bytes a chunk. With ``after_seq``, the meta line
-    and only the events past that seq (what :func:`eventstore.io.bulk.import_jsonl` reads with
-    ``continues``)."""
-    out: list = [(meta_line(session_id, meta_json) + "\n").encode("utf-8")]
-    size = len(out[0])
-    pending = 0
-    for rows in row_pages(backend, session_id, after_seq):
-        for type_, seq, ts, payload in rows:
-            text = payload if type(payload) is str and _canonical_start(payload) else None
-            if text is None or "\n" in text or "\r" in text:
-                raw = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else bytes(payload)
-                text = rewritten_payload(raw, session_id, seq)
-            line = (event_line(type_, seq, ts, text) + "\n").encode("utf-8")
-            out.append(line)
-            size += len(line)
-            pending += 1
-            if size >= EXPORT_BUFFER:
-                yield out, size, pending
-                out = []
-                size = pending = 0
-    yield out, size, pending
-
-
-def _canonical_start(payload: str) -> bool:
-    """Whether ``payload`` starts as JSON.stringify starts an object (``{"`` or exactly ``{}``)."""
-    return payload.startswith('{"') or payload == "{}"
-
-
-def rewritten_payload(raw: bytes, session_id: str, seq: int) -> str:
-    """The canonical text of a stored payload (UTF-8 ``raw``) that export cannot write as
-    it stands: a line break, whitespace before or just after the ``{``, or a BLOB, which
-    plain SQL could store (the last two only before revision 0006). Raises
-    :class:`DatabaseError` naming the event if it is not a JSON object after all."""
-    try:
-        payload = loads(raw.decode("utf-8"))
-    except ValueError as e:  # UnicodeDecodeError too
-        payload = e
-    if not isinstance(payload, dict):
-        raise DatabaseError(f"session {session_id!r} seq {seq}: the stored payload is not a JSON object "
-                            f"that export can write ({str(payload)[:80] or type(payload).__name__})")
-    return dumps(payload)
-
-
 
 
 def _create_beside(path: Path) -> tuple[int, str]:
@@ -131,7 +64,7 @@ def check_not_the_store(store: EventStore, text: str, what: str = "export") -> N
     path, a link included): writing ``what`` there would replace the database (or its WAL,
     its lock) with another file."""
     real = os.path.realpath(text)
-    for f in store.backend.files():
+    for f in store.database_files():
         if real == f or (os.path.exists(f) and os.path.exists(text) and os.path.samefile(text, f)):
             raise OSError(errno.EINVAL, f"is this store's own database file ({what} would overwrite it)", text)
 
@@ -157,7 +90,7 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
     before anything is created).
     """
     if isinstance(dest, (str, os.PathLike)):
-        if not encodable(session_id) or store.backend.session_meta(session_id) is None:
+        if store.session_meta_json(session_id) is None:
             raise SessionNotFound(session_id)  # before creating anything
         text = os.fspath(dest)
         if not text:  # Path("") is the current folder; open("") fails so, as the reference save("") does
@@ -212,10 +145,7 @@ def export_session(store: EventStore, session_id: str, dest: str | os.PathLike |
     binary = not hasattr(dest, "encoding")
     write = dest.write
     n = 0
-    meta_json = store.backend.session_meta(session_id) if encodable(session_id) else None
-    if meta_json is None:
-        raise SessionNotFound(session_id)
-    for pieces, nbytes, events in store.backend.export_chunks(session_id, meta_json):
+    for pieces, nbytes, events in store.export_chunks(session_id):
         chunk = b"".join(pieces)
         write(chunk if binary else chunk.decode("utf-8"))
         n += events
@@ -256,7 +186,7 @@ def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: I
     base = Path(folder)
     ids = [i.id for i in store.sessions()] if session_ids is None else list(dict.fromkeys(session_ids))
     for sid in ids:
-        if not encodable(sid) or store.backend.session_meta(sid) is None:
+        if store.session_meta_json(sid) is None:
             raise SessionNotFound(sid)
     base.mkdir(parents=True, exist_ok=True)
     taken: dict[str, str] = {}

@@ -53,7 +53,7 @@ class DeadOwners:
     asked once. The owners are tested *before* the caller's read, so an import that
     completes between the two is never taken for dead while its rows are still hidden."""
 
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Backend):  # or an EventStore: both have imports and import_owner_alive
         self.backend = backend
         self.dead: set[str] = set()
 

@@ -183,8 +183,8 @@ class EventPages:
     about a megabyte of payload each, cut by the database's read), so memory holds one
     page, not the answer: more than that only where one event is larger."""
 
-    def __init__(self, backend, session_id: str, after: int, limit: int, max_bytes: int = MAX_ANSWER_BYTES):
-        self.backend = backend
+    def __init__(self, store, session_id: str, after: int, limit: int, max_bytes: int = MAX_ANSWER_BYTES):
+        self.store = store
         self.session_id = session_id
         self.last = after
         self.limit = limit
@@ -194,7 +194,7 @@ class EventPages:
 
     def __iter__(self):
         size = 0
-        for rows in row_pages(self.backend, self.session_id, self.last, self.limit):
+        for rows in row_pages(self.store, self.session_id, self.last, self.limit):
             taken = []
             full = False
             for row in rows:
@@ -213,16 +213,16 @@ class EventPages:
             if full:
                 self.more = True
                 return
-        self.more = self.count >= self.limit and bool(self.backend.export_rows(self.session_id, self.last, 1))
+        self.more = self.count >= self.limit and bool(self.store.export_rows(self.session_id, self.last, 1))
 
 
-def info_bytes(backend, session_id: str, bound: int) -> int:
+def info_bytes(store, session_id: str, bound: int) -> int:
     """The UTF-8 bytes of the payloads of the session's ``session/info`` events, read
     :data:`INFO_PAGE` events at a time (one page in memory), counting stopped once past
     ``bound`` (the result is then more than ``bound``, not the whole)."""
     total, last = 0, -1
     while total <= bound:
-        rows = backend.session_events(session_id, last, [INFO], INFO_PAGE)
+        _head, rows = store.session_payloads(session_id, [INFO], INFO_PAGE, from_seq=last + 1)
         total += sum(len(p.encode("utf-8", "surrogatepass")) if isinstance(p, str) else len(p)
                      for *_, p in rows)
         if len(rows) < INFO_PAGE:
@@ -262,7 +262,6 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
     names (besides ``localhost``) a request's ``Host`` may give (:class:`Guard`).
     """
     hub = Hub(store, poll_interval=poll_interval)
-    backend = store.backend  # reads the public API has no call for: the contract's own
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -326,16 +325,16 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
         # The meta merges the session's session/info events (and its parent's, for a
         # subagent): counted first, by bytes, so a session holding many is refused (413)
         # instead of being read into memory.
-        size = info_bytes(backend, s.id, MAX_INFO_BYTES)
+        size = info_bytes(store, s.id, MAX_INFO_BYTES)
         parent = None
         holder = s.id  # the session whose events passed the limit
         if size <= MAX_INFO_BYTES:
-            own = json.loads(backend.session_meta(s.id) or "{}")
+            own = json.loads(store.session_meta_json(s.id) or "{}")
             own = effective_meta(own if isinstance(own, dict) else {},
                                  ((e.type, e.payload) for e in s.events(types=INFO)))
             parent = own.get("parent_session") if own.get("relation") == "subagent" else None
             if isinstance(parent, str) and parent != s.id:
-                size += info_bytes(backend, parent, MAX_INFO_BYTES - size)
+                size += info_bytes(store, parent, MAX_INFO_BYTES - size)
                 holder = parent
         if size > MAX_INFO_BYTES:
             whose = f"session {s.id!r}" + (f" and its parent {parent!r}" if isinstance(parent, str) else "")
@@ -353,7 +352,7 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
         s = session_or_404(request)
         after = _int(request, "after", -1, -1, 2**63 - 1)
         limit = _int(request, "limit", 10_000, 1, MAX_EVENTS)
-        pages = EventPages(backend, s.id, after, limit)
+        pages = EventPages(store, s.id, after, limit)
 
         def body():  # streamed a page at a time; "more" is known at the end
             yield b'{"session":' + json.dumps(s.id).encode() + b',"events":['
@@ -365,19 +364,16 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
     def messages(request):
         s = session_or_404(request)
         upto = _int(request, "upto", 2**63 - 1, -1, 2**63 - 1)
-        size = backend.messages_size(s.id, upto)
+        size = s.messages_size(upto)
         if size > MAX_MESSAGES_BYTES:
             return _error(413, f"the projection of session {s.id!r} up to seq {upto} holds {size:,} bytes of "
                                f"messages, more than the viewer answers at once ({MAX_MESSAGES_BYTES:,}); "
                                f"`eventstore messages` prints it")
-        return Response(backend.messages_json(s.id, upto), media_type="application/json")
+        return Response(s.messages_json(upto), media_type="application/json")
 
     def export(request):
         s = session_or_404(request)
-        meta = backend.session_meta(s.id)
-        if meta is None:
-            raise SessionNotFound(s.id)
-        chunks = backend.export_chunks(s.id, meta)
+        chunks = store.export_chunks(s.id)
         first = next(chunks)  # a payload export cannot write is an error before the answer starts
 
         def body():  # streamed: about EXPORT_BUFFER bytes at a time, whatever the session holds
@@ -404,7 +400,7 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
                 while True:
                     # one message of at most SSE_BATCH events (MAX_ANSWER_BYTES), sent a page at a
                     # time; its id (the last seq) comes after the data, once known
-                    pages = EventPages(backend, sid, last, SSE_BATCH)
+                    pages = EventPages(store, sid, last, SSE_BATCH)
                     it = iter(pages)
                     piece = await run_in_threadpool(next, it, None)
                     if piece is not None:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from eventstore.backends.capabilities import SessionIndex as IndexReads
 from eventstore.live.follow import DeadOwners
 
 from .index import SessionIndex, state_extra
@@ -79,21 +80,22 @@ class Hub:
         self.error: str | None = None
         self.closing = False
         self.ready = False
-        self._dead = DeadOwners(store.backend)  # unfinished imports: wait for the live ones
+        self._reads = store.capability(IndexReads)  # the viewer's index reads (and the core's)
+        self._dead = DeadOwners(self._reads)  # unfinished imports: wait for the live ones
 
     def build(self) -> None:
         """Read the log into the index (once, before :meth:`start`; seconds per million
         events). Until it returns, :attr:`ready` is False."""
-        backend = self.store.backend
-        position = backend.last_position(self._dead(backend))
-        self.index.load(backend.session_rows(), backend.session_counts(position), self._states(position))
+        reads = self._reads
+        position = reads.last_position(self._dead(reads))
+        self.index.load(reads.session_rows(), reads.session_counts(position), self._states(position))
         self.position = position
         self.ready = True
 
     def _states(self, upto_position: int) -> Iterator[tuple]:
         after = 0
         while True:
-            rows = self.store.backend.state_rows(after, upto_position, PAGE)
+            rows = self._reads.state_rows(after, upto_position, PAGE)
             yield from rows
             if len(rows) < PAGE:
                 return
@@ -133,7 +135,7 @@ class Hub:
                 self._stop.wait(1.0)
         while not self._stop.is_set():
             try:
-                follower = self.store.backend.follower(self.poll_interval)
+                follower = self.store.follower(self.poll_interval)
             except Exception as e:  # the database went away, say: tell the pages, try again
                 self.error = str(e)
                 self._stop.wait(1.0)

@@ -34,9 +34,8 @@ def at_revision(path, revision):
     """Migrate the empty database ``path`` (a file, or an SQLAlchemy URL) to ``revision``."""
     from alembic import command
     from alembic.config import Config
-    from sqlalchemy import create_engine
-
     from eventstore.backends.sqlite_engine import migrations_path
+    from sqlalchemy import create_engine
 
     engine = create_engine(path if "://" in str(path) else f"sqlite:///{path}")
     with engine.begin() as conn:

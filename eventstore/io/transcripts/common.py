@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO
 
+from eventstore.backends.capabilities import LogViews
 from eventstore.errors import InvalidJSONL
 from eventstore.io.jsonl import MAX_LINE_BYTES, too_long
 
@@ -170,12 +171,12 @@ def current_meta(store, session_id: str) -> dict:
     session that is not stored. Its ``title`` is also the latest stored ``claude/summary``
     event's whose ``leafUuid`` is one of this session's lines (a summary line of any file,
     imported before or after this one), unless a ``session/info`` of its own sets one."""
-    text = store.backend.session_meta(session_id)
+    text = store.session_meta_json(session_id)
     if text is None:
         return {}
     meta = json.loads(text)
     out = meta if isinstance(meta, dict) else {}
-    titles = store.backend.summary_titles(session_id)
+    titles = store.capability(LogViews).summary_titles(session_id)
     if titles:  # a summary line naming one of its lines, in any file; below its own session/info title
         out["title"] = titles[-1][1]
     out = effective_meta(out, ((e.type, e.payload) for e in store.session(session_id).events(types=INFO)))
@@ -195,7 +196,8 @@ def all_info(store) -> dict[str, dict]:
     :func:`effective_meta` merges them; sessions without any are left out), in one read,
     over the ``title`` of the latest Claude ``summary`` line naming one of the session's
     lines from any file (see :func:`current_meta`)."""
-    out: dict[str, dict] = {sid: {"title": title} for sid, title in store.backend.summary_titles()}
-    for sid, payload in store.backend.info_rows():
+    views = store.capability(LogViews)
+    out: dict[str, dict] = {sid: {"title": title} for sid, title in views.summary_titles()}
+    for sid, payload in views.info_rows():
         out[sid] = effective_meta(out.get(sid, {}), [(INFO, json.loads(payload))])
     return out

@@ -34,7 +34,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: SQLite's busy handler only
     fcntl = None
 
-from ..errors import DatabaseError
+from ...errors import DatabaseError
 
 __all__ = ["WriteLock", "lock_path", "open_write_lock"]
 

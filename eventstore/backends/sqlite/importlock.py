@@ -22,8 +22,8 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None
 
-from ..errors import DatabaseError
-from .base import ImportLock
+from ...errors import DatabaseError
+from ..base import ImportLock
 
 __all__ = ["FileImportLock", "MemoryImportLock", "file_lock", "file_owner_alive", "memory_lock"]
 

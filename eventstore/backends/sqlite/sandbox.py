@@ -16,11 +16,11 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..errors import DatabaseError, QueryError
-from .base import MULTIPLE_STATEMENTS, QueryConnection
-from .sqlite_engine import database_path as _database_path
-from .sqlite_engine import no_database, open_read_only, refuse_hard_links
-from .sqlite_walcheck import check_wal
+from ...errors import DatabaseError, QueryError
+from ..capabilities import MULTIPLE_STATEMENTS, QueryConnection, SqlSandbox
+from .engine import database_path as _database_path
+from .engine import no_database, open_read_only, refuse_hard_links
+from .walcheck import check_wal
 
 __all__ = ["SQLiteQueryConnection", "connect_readonly", "database_path", "query"]
 
@@ -293,3 +293,12 @@ class SQLiteQueryConnection(QueryConnection):
 
     def close(self) -> None:
         self.connection.close()
+
+
+class SQLiteSandbox(SqlSandbox):
+    """The ``eventstore sql`` connection of :class:`~.backend.SQLiteBackend`."""
+
+    @classmethod
+    def query_connection(cls, url: str, *, busy_timeout: float = 5.0, timeout: float | None = 30.0,
+                         max_memory: int | None = None):
+        return SQLiteQueryConnection(url, busy_timeout, timeout, max_memory)

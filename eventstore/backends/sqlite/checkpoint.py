@@ -21,8 +21,8 @@ import sqlite3
 import threading
 from collections.abc import Callable
 
-from ..errors import DatabaseError
-from . import sqlite_engine as _engine
+from ...errors import DatabaseError
+from . import engine as _engine
 from .writelock import WriteLock, open_write_lock
 
 __all__ = ["Checkpointer", "checkpoint"]

@@ -40,7 +40,7 @@ WAL's frames, by transaction (the frames up to a commit frame):
 Before these rules, the marks (revision 0260 on): an eventstore database holds
 ``application_id`` :data:`APPLICATION_ID` and a *mark* in ``user_version`` (offsets 68 and
 60 of page 1), which names both the copy of the file and the WAL generation
-(:class:`eventstore.backends.sqlite_engine.WalMarks`). The first transaction of every WAL
+(:class:`eventstore.backends.sqlite.engine.WalMarks`). The first transaction of every WAL
 generation an eventstore writer starts moves it on by one; and before a store's first
 write, it gives the database a fresh random mark in a transaction of its own and
 checkpoints it into the file (``RESTART``: the next writer starts the WAL over), writing
@@ -65,7 +65,7 @@ file has a mark:
 A WAL whose first transaction leaves the mark alone (one not started by this eventstore:
 an older one, the ``sqlite3`` shell), or a database file without a mark, is left to the
 rules below and is not *confirmed*: a read-write open then checks the database read
-through it first (``sqlite_engine.check_unconfirmed_wal``: quick_check, and the file's last
+through it first (``engine.check_unconfirmed_wal``: quick_check, and the file's last
 events and sessions still there). What the marks cannot tell apart is a WAL cut from the
 same generation as the file's (a copy of a live WAL restored later, while the generation
 went on).
@@ -93,7 +93,7 @@ import mmap
 import os
 import struct
 
-from ..errors import WalMismatch
+from ...errors import WalMismatch
 
 __all__ = ["APPLICATION_ID", "MARK_MAX", "WalMismatch", "check_wal", "page_mark", "next_mark", "wal_commits",
            "wal_mismatch", "wal_verdict"]

@@ -15,14 +15,12 @@ from __future__ import annotations
 import sqlite3
 import unicodedata
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from ..errors import DatabaseError, QueryError
-from ..search import TOKEN as _TOKEN
-from ..search import query_terms, query_words
-
-if TYPE_CHECKING:
-    from .sqlite import SQLiteBackend
+from ...errors import DatabaseError, QueryError
+from ..base import Backend
+from ..capabilities import SearchIndex  # (an SQLiteBackend: these read through its connection)
+from ..search_terms import TOKEN as _TOKEN
+from ..search_terms import query_terms, query_words
 
 #: Positions indexed per write transaction of :func:`catch_up` (writers wait at most one).
 CATCH_UP_BATCH = 20_000
@@ -54,17 +52,17 @@ def _valid(raw: bytes) -> bool:
         return False
 
 
-def _require_index(backend: SQLiteBackend) -> None:
+def _require_index(backend: Backend) -> None:
     if not backend._read("SELECT 1 FROM sqlite_master WHERE name = 'events_search_state'"):
         raise QueryError("this database has no search index yet (schema older than revision 0100): "
                          "open it for writing once (eventstore init) to upgrade it")
 
 
-def _indexed_through(backend: SQLiteBackend) -> int:
+def _indexed_through(backend: Backend) -> int:
     return backend._read("SELECT indexed_through FROM events_search_state")[0][0]
 
 
-def catch_up(backend: SQLiteBackend, progress: Callable[[int, int], None] | None = None) -> int:
+def catch_up(backend: Backend, progress: Callable[[int, int], None] | None = None) -> int:
     """Index the searchable events (``events_search_text``) stored since the last call, in write transactions of
     :data:`CATCH_UP_BATCH` positions; safe from several processes at once (each batch reads
     the state inside its transaction)."""
@@ -107,7 +105,7 @@ def _filters(session_id: str | None, type_: str | None) -> tuple[str, str, list]
     return "JOIN events AS e ON e.position = events_search.rowid", "AND " + " AND ".join(where), params
 
 
-def search(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None, type_: str | None,
+def search(backend: Backend, query: str, raw: bool, session_id: str | None, type_: str | None,
            limit: int, rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
     """BM25 among the newest ``rank_window`` indexed matches, then (for a store that could
     not catch up) the newest matches past the index, found by scanning."""
@@ -136,7 +134,7 @@ def search(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None
     return hits
 
 
-def count(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None, type_: str | None) -> int:
+def count(backend: Backend, query: str, raw: bool, session_id: str | None, type_: str | None) -> int:
     match = query if raw else fts_query(query)
     _require_index(backend)
     join, where, params = _filters(session_id, type_)
@@ -185,7 +183,7 @@ def _matches(text: str, phrases: list[tuple[list[str], bool]]) -> bool:
     return True
 
 
-def _scan_tail(backend: SQLiteBackend, query: str, raw: bool, session_id: str | None, type_: str | None,
+def _scan_tail(backend: Backend, query: str, raw: bool, session_id: str | None, type_: str | None,
                limit: int) -> list[tuple[str, int, str, float, str, float]]:
     """Matches among the message, part and thinking events past the index, newest first:
     every word of ``query`` as a whole word, as the index matches it (a raw FTS5 query: its
@@ -221,10 +219,24 @@ def _scan_tail(backend: SQLiteBackend, query: str, raw: bool, session_id: str | 
     return hits
 
 
-def usage_totals(backend: SQLiteBackend) -> list[tuple[str, int, int, int, int, int]]:
+def usage_totals(backend: Backend) -> list[tuple[str, int, int, int, int, int]]:
     if not backend._read("SELECT 1 FROM sqlite_master WHERE name = 'usage'"):
         return []
     rows = backend._read("""SELECT session_id, count(*), sum(input_tokens), sum(output_tokens),
                                    sum(cache_read_tokens), sum(cache_creation_tokens)
                             FROM usage GROUP BY session_id""")
     return [(r[0], *(int(v or 0) for v in r[1:])) for r in rows]
+
+
+class SQLiteSearch(SearchIndex):
+    """Full-text search of :class:`~.backend.SQLiteBackend` (the functions above)."""
+
+    def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        return catch_up(self, progress)
+
+    def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
+               rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
+        return search(self, query, raw, session_id, type_, limit, rank_window)
+
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
+        return count(self, query, raw, session_id, type_)

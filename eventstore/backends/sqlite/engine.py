@@ -10,7 +10,7 @@ Defaults (documented in the README and docs/concurrency.md): WAL journal,
 ``synchronous=NORMAL`` (an acknowledged append survives a crash of the process;
 ``durability="full"`` also survives power loss), ``journal_size_limit`` 64 MiB, busy
 timeout 5 seconds. A store also queues its writers on a lock file and checkpoints the WAL
-itself (see :mod:`eventstore.backends.writelock` and the constants below).
+itself (see :mod:`eventstore.backends.sqlite.writelock` and the constants below).
 """
 
 from __future__ import annotations
@@ -25,14 +25,17 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
-from ..errors import DatabaseError, WalMismatch
-from ..schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION, outdated
-from ..schema import migrations_path as schema_migrations_path
-from .sqlite_walcheck import APPLICATION_ID, MARK_MAX, next_mark, wal_commits
+from ...errors import DatabaseError, WalMismatch
+from ...schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION, outdated
+from ...schema import migrations_path as schema_migrations_path
+from .walcheck import APPLICATION_ID, MARK_MAX, next_mark, wal_commits
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
+#: How long a store's first write waits for readers to let its new mark into the file
+#: (:class:`WalMarks`), in seconds: other writers wait as long.
+SETTLE_WAIT = 0.2
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
-# WAL checkpoints with the write queue (see SQLiteBackend._wrote and sqlite_checkpoint):
+# WAL checkpoints with the write queue (see SQLiteBackend._wrote and .checkpoint):
 CHECKPOINT_FRAMES = 1000  # WAL frames (pages, estimated) one store writes between two checkpoints
 WAL_RESET_FRAMES = 4000  # WAL frames (pages) past which a checkpoint makes sure the WAL starts over
 RESTART_WAIT = 0.05  # seconds that checkpoint waits, holding the write lock, for readers to leave the WAL
@@ -135,7 +138,7 @@ _SHM_FRAMES = struct.Struct("=I76xI").unpack
 class WalMarks:
     """Keeps an eventstore database's mark (``PRAGMA user_version``) naming both the copy of
     the file and the WAL generation, so that a WAL's page-1 images name the database file it
-    was started against (see :mod:`.sqlite_walcheck`).
+    was started against (see :mod:`.walcheck`).
 
     *The copy*: before a store's first write, :meth:`settle` gives the database a fresh
     random mark in a transaction of its own and checkpoints it into the file, with a
@@ -143,11 +146,13 @@ class WalMarks:
     copies of one file (``cp a.db b.db``) hold the same mark; every store that writes to
     either gives it a mark of its own first, so no WAL holding content of one copy is ever
     started against a state of the file that the other copy holds too, and the other
-    copy's file refuses it (:mod:`.sqlite_walcheck`). Until the new mark is in the file
+    copy's file refuses it (:mod:`.walcheck`). Until the new mark is in the file
     the store writes nothing else: a WAL cut off before (its writer killed) holds only
-    mark changes, which change nothing else whatever file they are applied to. When
-    readers of an older state keep the checkpoint from completing for longer than the busy
-    timeout, the write fails, as a busy lock does, and the next one tries again.
+    mark changes, which change nothing else whatever file they are applied to. The
+    checkpoint waits at most :data:`SETTLE_WAIT` for readers of older states (while it waits,
+    other writers wait too): past that the store writes anyway, its fresh mark in the WAL
+    but not yet in the file, and that WAL generation is told from another copy's only by
+    its pages, as a database from before this rule is.
 
     *The generation*: the first transaction of each WAL generation moves the mark on by
     one. A writer starts the WAL over (new salts, from its first frame) only when every
@@ -167,19 +172,11 @@ class WalMarks:
 
     def settle(self, conn: sqlite3.Connection, busy_timeout: float) -> None:
         """Before this store's first write (outside a transaction, the write queue held):
-        give the database a fresh mark and checkpoint it into the file (:func:`new_mark`).
-        Raises :class:`DatabaseError` when readers kept it out of the file past
-        ``busy_timeout`` (the next write tries again), ``sqlite3.Error``."""
-        if self.settled:
-            return
-        if not new_mark(conn, busy_timeout):
-            raise DatabaseError(
-                f"database is busy: {self._path}: a reader that started before this store's first write "
-                f"still read an older state of the database after the busy timeout ({busy_timeout:g} s). "
-                f"Before writing, a store gives the database file a mark of its own (it keeps the WAL of "
-                f"this copy of the file apart from any other copy's), which only a checkpoint that no "
-                f"reader holds back puts in the file; nothing was written: try again")
-        self.settled = True
+        give the database a fresh mark and checkpoint it into the file (:func:`new_mark`),
+        once per store. Raises ``sqlite3.Error``."""
+        if not self.settled:
+            new_mark(conn, busy_timeout)
+            self.settled = True
 
     def _starts_over(self) -> bool:
         if self._fd is None:
@@ -210,12 +207,11 @@ def new_mark(conn: sqlite3.Connection, busy_timeout: float) -> bool:
     first moves the mark on by one, so that when it starts a WAL generation that
     generation's first transaction is the usual one (it names the file it was started
     against); the second sets a fresh random mark. Then a ``RESTART`` checkpoint copies the
-    WAL into the file, waiting for readers of older states to leave, so that the next
-    writer starts the WAL over; it is tried again while another connection's checkpoint
-    holds SQLite's checkpoint lock (SQLite then says busy at once), for up to
-    ``busy_timeout`` seconds. Returns whether the checkpoint completed (True at once for a
-    database without marks: from before revision 0260, or not eventstore's). Raises
-    ``sqlite3.Error``."""
+    WAL into the file so that the next writer starts the WAL over; it is tried again while
+    readers of older states hold it back or another connection checkpoints, for at most
+    :data:`SETTLE_WAIT` seconds (each try returns at once: other writers wait for it).
+    Returns whether the checkpoint completed (True at once for a database without marks:
+    from before revision 0260, or not eventstore's). Raises ``sqlite3.Error``."""
     cur = conn.cursor()
     try:
         for fresh in (False, True):
@@ -228,14 +224,18 @@ def new_mark(conn: sqlite3.Connection, busy_timeout: float) -> bool:
             else:
                 move_mark(cur)
             cur.execute("COMMIT")
-        deadline = time.monotonic() + busy_timeout
+        deadline = time.monotonic() + min(SETTLE_WAIT, busy_timeout)
         pause = 0.001
-        while cur.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(pause)
-            pause = min(2 * pause, 0.05)
-        return True
+        cur.execute("PRAGMA busy_timeout = 0")
+        try:
+            while cur.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(pause)
+                pause = min(2 * pause, 0.02)
+            return True
+        finally:
+            cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -383,7 +383,7 @@ def _file_alone(path: str) -> dict[str, list] | None:
 
 def check_unconfirmed_wal(conn: sqlite3.Connection, path: str) -> None:
     """Before a read-write open of ``path`` whose ``-wal`` fits the file but was not proved
-    to belong to it (:func:`.sqlite_walcheck.wal_verdict`: a WAL started by another program
+    to belong to it (:func:`.walcheck.wal_verdict`: a WAL started by another program
     than eventstore, or by one before revision 0260), on a read-only connection ``conn``:
     raise :class:`WalMismatch` unless the database read through the WAL passes SQLite's
     ``quick_check`` and still holds the last 1,000 events and sessions of the file alone,
@@ -507,9 +507,8 @@ def upgrade(conn: sqlite3.Connection, name: str, busy_timeout: float = DEFAULT_B
     from sqlalchemy.pool import StaticPool
 
     # A marked database gets a mark of its own before the migration writes (see WalMarks).
-    if current_revision(conn) is not None and not new_mark(conn, busy_timeout):
-        raise DatabaseError(f"cannot upgrade {name}: database is busy: a reader kept the file's new mark out of "
-                            f"it longer than the busy timeout ({busy_timeout:g} s); nothing was written: try again")
+    if current_revision(conn) is not None:
+        new_mark(conn, busy_timeout)
     cfg, script = _alembic()
     known = [s.revision for s in script.walk_revisions()]
     engine = create_engine("sqlite://", creator=lambda: _Borrowed(conn), poolclass=StaticPool)

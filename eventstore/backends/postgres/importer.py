@@ -1,0 +1,149 @@
+"""The import transaction (``COPY``) and the import lock (a session advisory lock).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+
+from eventstore.log.chain import session_hash
+
+from ..base import ImportLock, ImportTransaction, Refusal
+from .statements import _NEXT_SEQ, _refusal
+
+
+class _PgImportLock(ImportLock):
+    """An import lock: a session advisory lock held by a connection of its own; the owner
+    names the server process holding it (``pg:PID#TAG``), which pg_locks shows while it
+    lives."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self._conn = conn
+        self.owner = f"pg:{conn.info.backend_pid}#{uuid.uuid4().hex[:12]}"
+
+    def release(self, unlink: bool) -> None:
+        if not self._conn.closed:
+            self._conn.close()  # ends the session: the lock goes with it
+
+
+class _PgImport(ImportTransaction):
+    """An import's work inside its transaction (see :meth:`PostgresBackend.import_transaction`)."""
+
+    def __init__(self, conn: psycopg.Connection, session_id: str):
+        self._conn = conn
+        self._sid = session_id
+
+    def session_meta(self) -> str | None:
+        row = self._conn.execute("SELECT meta FROM sessions WHERE id = %s", (self._sid,)).fetchone()
+        return row[0] if row else None
+
+    def importing(self) -> tuple[int, str] | None:
+        row = self._conn.execute("SELECT first_position, owner FROM importing WHERE session_id = %s",
+                                 (self._sid,)).fetchone()
+        return tuple(row) if row else None
+
+    def begin_import(self, first_position: int, owner: str, started_at: float) -> None:
+        self._conn.execute("INSERT INTO importing (session_id, first_position, owner, started_at) "
+                           "VALUES (%s, %s, %s, %s)", (self._sid, first_position, owner, started_at))
+
+    def take_over(self, owner: str) -> None:
+        self._conn.execute("UPDATE importing SET owner = %s WHERE session_id = %s", (owner, self._sid))
+
+    def end_import(self) -> None:
+        self._conn.execute("DELETE FROM importing WHERE session_id = %s", (self._sid,))
+
+    def create_session(self, created_at: float, meta_json: str) -> Refusal | None:
+        try:
+            with self._conn.transaction():  # a savepoint: a refusal leaves the transaction usable
+                self._conn.execute("INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES (%s, %s, %s, %s)",
+                                   (self._sid, created_at, meta_json,
+                                    session_hash(self._sid, created_at, meta_json)))
+        except psycopg.Error as e:
+            return _refusal(e)
+        return None
+
+    def next_seq(self) -> int:
+        return self._conn.execute(_NEXT_SEQ, (self._sid,)).fetchone()[0]
+
+    def next_position(self) -> int:
+        return self._conn.execute("SELECT coalesce(max(position), 0) + 1 FROM events").fetchone()[0]
+
+    def stored(self, first_seq: int, last_seq: int) -> list[tuple[int, str, float, str, str]]:
+        return [tuple(r) for r in self._conn.execute(
+            "SELECT seq, type, ts, payload, hash FROM events WHERE session_id = %s AND seq BETWEEN %s AND %s "
+            "ORDER BY seq", (self._sid, first_seq, last_seq)).fetchall()]
+
+    def insert(self, rows: list[tuple], position0: int) -> tuple[int, Refusal] | None:
+        if not rows:
+            return None
+        try:
+            with self._conn.transaction():
+                if self._copy(rows, position0) != len(rows):  # a BEFORE INSERT trigger returning NULL drops
+                    raise _Dropped                            # rows silently: roll back, find the first below
+            return None
+        except (psycopg.Error, _Dropped):
+            pass
+        # COPY is all or nothing: find the first row the database refuses or drops, one
+        # INSERT at a time, and keep the rows before it.
+        for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
+            try:
+                with self._conn.transaction():
+                    cur = self._conn.execute(
+                        "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        (position0 + seq, self._sid, seq, type_, ts, _text(payload), _text(hash_)))
+                if cur.rowcount != 1:  # a BEFORE INSERT trigger returning NULL dropped it
+                    return i, Refusal(None, "the database reported the insert done but stored nothing (a trigger "
+                                            "ignores it: run eventstore verify); nothing was imported")
+            except psycopg.Error as e:
+                return i, _refusal(e)
+            except (UnicodeError, ValueError) as e:
+                return i, Refusal(None, f"text PostgreSQL cannot hold: {e}")
+        return None
+
+    def _copy(self, rows: list[tuple], position0: int) -> int:
+        """COPY ``rows`` in; the number of rows the server stored."""
+        sid = _copy_field(self._sid.encode())
+        cur = self._conn.cursor()
+        with cur.copy(
+                "COPY events (position, session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
+            out: list[bytes] = []
+            size = 0
+            for seq, type_, ts, payload, hash_ in rows:
+                line = b"%d\t%s\t%d\t%s\t%s\t%s\t%s\n" % (
+                    position0 + seq, sid, seq, _copy_field(type_.encode()), repr(float(ts)).encode(),
+                    _copy_field(payload if isinstance(payload, bytes) else payload.encode()),
+                    hash_ if isinstance(hash_, bytes) else hash_.encode())
+                out.append(line)
+                size += len(line)
+                if size > 1 << 20:
+                    copy.write(b"".join(out))
+                    out.clear()
+                    size = 0
+            if out:
+                copy.write(b"".join(out))
+        return cur.rowcount
+
+    def event_id_seq(self, event_id: str) -> int | None:
+        row = self._conn.execute("SELECT seq FROM events WHERE session_id = %s AND event_id = %s",
+                                 (self._sid, event_id)).fetchone()
+        return row[0] if row else None
+
+
+class _Dropped(Exception):
+    """COPY stored fewer rows than it was given (rolled back)."""
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _copy_field(data: bytes) -> bytes:
+    """``data`` escaped for COPY's text format (backslash, tab, newline, carriage return)."""
+    if b"\\" in data:
+        data = data.replace(b"\\", b"\\\\")
+    if b"\t" in data or b"\n" in data or b"\r" in data:
+        data = data.replace(b"\t", b"\\t").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
+    return data

@@ -1,0 +1,173 @@
+"""Full-text search (:class:`~eventstore.backends.capabilities.SearchIndex`): a table of
+``tsvector`` with a GIN index, caught up by whoever searches.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from eventstore.errors import (
+    DatabaseError,
+    QueryError,
+)
+
+from ..capabilities import (
+    SearchIndex,
+)
+from .connection import _first_line
+from .statements import _CATCH_UP, _PAST_BOUND, _SEARCH_TEXT, _SEARCH_VECTOR
+
+
+class PgSearch(SearchIndex):
+    """Full-text search of :class:`~.backend.PostgresBackend`."""
+
+    # --- search and usage (revisions 0100, 0200) --------------------------------------------
+    # The vectors live in events_search, derived from the log and caught up by whoever
+    # searches (as on SQLite): appends pay nothing. A search reads the table up to
+    # events_search_state.indexed_through and computes the vectors of the message events
+    # past it on the fly (a role or a store that may not write the table still finds them).
+
+    def _may_index(self) -> bool:
+        """Whether this store may write the search index (not read-only; the role has
+        INSERT on events_search and UPDATE on its state), asked once."""
+        if self.readonly:
+            return False
+        if self._index_writable is None:
+            self._index_writable = bool(self._one(
+                "SELECT has_table_privilege('events_search', 'INSERT') "
+                "AND has_table_privilege('events_search_state', 'UPDATE')")[0])
+        return self._index_writable
+
+    def search_catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Index the searchable events stored since the last catch-up, in transactions of
+        :data:`CATCH_UP_BATCH` positions, each holding the row lock of ``events_search_state``
+        (concurrent searchers wait for each other's batch, then find it done; the insert
+        also skips rows already there). Raises :class:`DatabaseError` when the store may
+        not write the index (read-only, or a role without the grants: search scans then)."""
+        if not self._may_index():
+            raise DatabaseError(f"{self.display}: this store may not write the search index "
+                                f"({'opened read-only' if self.readonly else 'no INSERT on events_search'})")
+        done, total = 0, None
+        with self._rlock:
+            conn = self._conn("r")
+            while True:
+                try:
+                    with conn.transaction():
+                        # (a row lock: a role that may not UPDATE the state cannot take it)
+                        start = conn.execute("SELECT indexed_through FROM events_search_state FOR UPDATE"
+                                             ).fetchone()[0]
+                        last = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0]
+                        n, end = 0, start
+                        if last > start:
+                            end = min(last, start + CATCH_UP_BATCH)
+                            n = conn.execute(_CATCH_UP, (start, end)).rowcount
+                            conn.execute("UPDATE events_search_state SET indexed_through = %s", (end,))
+                except psycopg.Error as e:
+                    raise self._error(e) from None
+                done += n
+                if total is None:
+                    total = last
+                if progress is not None and end < total:
+                    progress(end, total)
+                if end >= last:
+                    return done
+
+    def _search_read(self, query: str, raw: bool, sql: str, params: dict) -> list:
+        """Rows of ``sql`` with the query as ``%(q)s`` (a ``to_tsquery`` text) and ``params``."""
+        tsquery = query if raw else _tsquery(query)
+        with self._rlock:
+            conn = self._conn("r")
+            try:
+                # Never prepared: a prepared statement may get a generic plan, blind to how
+                # common the words are (a bitmap scan of every match of a common word,
+                # 1 s, where walking back from the newest position takes 2 ms).
+                return conn.execute(sql, {**params, "q": tsquery}, prepare=False).fetchall()
+            except pg_errors.SyntaxError as e:  # a malformed raw query
+                raise QueryError(f"search {tsquery!r}: {_first_line(e)}") from None
+            except psycopg.Error as e:
+                raise self._error(e) from None
+
+    def _indexed_through(self) -> int:
+        return self._one("SELECT indexed_through FROM events_search_state")[0]
+
+    def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
+               rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
+        if limit < 1:
+            return []
+        where_s, params = _search_filters("s", session_id, type_)
+        where_e, _ = _search_filters("e", session_id, type_)
+        # The newest matches (indexed, and past the index), ranked; the text (for the
+        # snippet) of the best only. The tsquery and the index's bound are constants the
+        # planner sees (it then knows how short the unindexed tail is); both parts are cut
+        # at the bound read first, so a catch-up that commits in between changes nothing.
+        rows = self._search_read(query, raw, f"""
+            WITH window_ AS (
+              SELECT position, tsv FROM (
+                (SELECT s.position, s.tsv FROM events_search AS s
+                  WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
+                  ORDER BY s.position DESC LIMIT %(window)s)
+                UNION ALL
+                (SELECT e.position, {_SEARCH_VECTOR} FROM {_PAST_BOUND}
+                    AND {_SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e}
+                  ORDER BY e.position DESC LIMIT %(window)s)) AS m
+              ORDER BY position DESC LIMIT %(window)s),
+            best AS (
+              SELECT w.position, -ts_rank(w.tsv, to_tsquery('simple', %(q)s)) AS score
+                FROM window_ AS w ORDER BY score, w.position DESC LIMIT %(limit)s)
+            SELECT e.session_id, e.seq, e.type, e.ts, {_SEARCH_TEXT}, b.score
+              FROM best AS b JOIN events AS e ON e.position = b.position
+             ORDER BY b.score, b.position DESC""",
+                                 {**params, "window": rank_window, "limit": limit, "through": self._indexed_through()})
+        return [(sid, seq, t, ts, text, float(score)) for sid, seq, t, ts, text, score in rows]
+
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
+        where_s, params = _search_filters("s", session_id, type_)
+        where_e, _ = _search_filters("e", session_id, type_)
+        return self._search_read(query, raw, f"""
+            SELECT (SELECT count(*) FROM events_search AS s
+                     WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s})
+                 + (SELECT count(*) FROM {_PAST_BOUND}
+                       AND {_SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e})""",
+                                 {**params, "through": self._indexed_through()})[0][0]
+
+
+# --- search -----------------------------------------------------------------------------------
+
+#: Positions indexed per transaction of :meth:`PostgresBackend.search_catch_up`.
+CATCH_UP_BATCH = 10_000
+# What separates words in the indexed text (es_search_vector): whitespace and ASCII
+# punctuation, "_" included.
+_SEARCH_SPLIT = re.compile(r"[\s!-/:-@\[-`{-~]+")
+
+
+def _tsquery(query: str) -> str:
+    """A user's words as a ``to_tsquery`` text: every word must occur; a word ending in
+    ``*`` matches as a prefix (``:*``); punctuation separates words as in the index, and no
+    character of the query is taken as an operator. Raises :class:`QueryError` for a query
+    with no word."""
+    from ..search_terms import query_words
+
+    parts = []
+    for word, prefix in query_words(query):
+        tokens = [t for t in _SEARCH_SPLIT.split(word) if t]
+        for k, t in enumerate(tokens):
+            parts.append("'" + t.replace("\\", "\\\\").replace("'", "''") + "'"
+                         + (":*" if prefix and k == len(tokens) - 1 else ""))
+    if not parts:
+        raise QueryError("the search query has no word to look for")
+    return " & ".join(parts)
+
+
+def _search_filters(alias: str, session_id: str | None, type_: str | None) -> tuple[str, dict]:
+    where, params = "", {}
+    if session_id is not None:
+        where += f" AND {alias}.session_id = %(session)s"
+        params["session"] = session_id
+    if type_ is not None:
+        where += f" AND {alias}.type = %(type)s"
+        params["type"] = type_
+    return where, params

@@ -1,0 +1,48 @@
+"""The log's derived views (:class:`~eventstore.backends.capabilities.LogViews`).
+"""
+
+from __future__ import annotations
+
+from ..capabilities import (
+    LogViews,
+)
+
+
+class PgViews(LogViews):
+    """The view reads of :class:`~.backend.PostgresBackend`."""
+
+    def summary_titles(self, session_id: str | None = None) -> list[tuple[str, str]]:
+        summaries = """(SELECT ts, position, es_json(payload) -> 'source' ->> 'leafUuid' AS leaf,
+                                 es_json(payload) -> 'source' ->> 'summary' AS title
+                            FROM events
+                           WHERE type = 'claude/summary'
+                             AND json_typeof(es_json(payload) -> 'source' -> 'summary') = 'string'
+                             AND json_typeof(es_json(payload) -> 'source' -> 'leafUuid') = 'string'
+                             AND session_id NOT IN (SELECT session_id FROM importing)) AS sm"""
+        # (a line's uuid is the key of its first event; keys with ':', '#' or '@' are its others')
+        if session_id is None:  # each summary's line, by the index on event_id alone
+            return [tuple(r) for r in self._read(f"""
+                SELECT t.session_id, sm.title FROM {summaries}
+                  JOIN events AS t ON t.event_id = sm.leaf AND t.event_id !~ '[:#@]'
+                 WHERE t.session_id NOT IN (SELECT session_id FROM importing)
+                 ORDER BY sm.ts, sm.position, t.session_id""")]
+        # One session: a probe of (session_id, event_id) per summary, never a pass over its events.
+        rows = self._read(f"""
+            SELECT sm.title FROM {summaries}
+             WHERE EXISTS (SELECT 1 FROM events AS t
+                            WHERE t.session_id = %s AND t.event_id = sm.leaf
+                              AND t.event_id !~ '[:#@]')
+               AND %s NOT IN (SELECT session_id FROM importing)
+             ORDER BY sm.ts, sm.position""", (session_id, session_id))
+        return [(session_id, r[0]) for r in rows]
+
+    def info_rows(self) -> list[tuple[str, str]]:
+        return [tuple(r) for r in self._read(
+            "SELECT session_id, payload FROM events WHERE type = 'session/info' "
+            "AND session_id NOT IN (SELECT session_id FROM importing) ORDER BY session_id, seq")]
+
+    def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
+        rows = self._read("""SELECT session_id, count(*), sum(input_tokens), sum(output_tokens),
+                                    sum(cache_read_tokens), sum(cache_creation_tokens)
+                             FROM usage GROUP BY session_id""")
+        return [(r[0], *(int(v or 0) for v in r[1:])) for r in rows]
