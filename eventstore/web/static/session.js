@@ -5,10 +5,20 @@
   const $ = (id) => document.getElementById(id);
   const sid = new URLSearchParams(location.search).get("id");
   const targetSeq = parseInt(new URLSearchParams(location.search).get("seq") ?? "", 10); // ?seq=N: show that event
+  const targetCall = new URLSearchParams(location.search).get("call"); // ?call=ID: show that tool call
+  const rawView = new URLSearchParams(location.search).get("view") === "raw";
   const q = (extra) => "session=" + encodeURIComponent(sid) + (extra || "");
   const events = []; // every event known, by seq
-  const chat = new Chat();
+  const chat = new Chat(!rawView);
   const ctx = {
+    conversation: !rawView,
+    relayout: () => list.schedule(),
+    // The session id of the subagent a tool call started (the importer's session/info
+    // "subagent/<call id>"), or null.
+    subagent: (callId) => {
+      const v = summary && summary.meta && summary.meta["subagent/" + callId];
+      return typeof v === "string" ? v : null;
+    },
     // Whether an open turn or call may still end: replaying before the end of the log, or
     // live with the last event under two minutes old.
     active: () => (replay && replay.k < events.length) ||
@@ -37,6 +47,52 @@
       stat("events", ES.num(n)), stat("messages", ES.num(s.messages)), stat("tool calls", ES.num(s.tool_calls)),
       n ? ES.el("span", { title: `${ES.when(first)} → ${ES.when(last)}` }, ES.el("b", null, ES.dur(last - first) || "0 ms"), " long") : null);
     if (summary) $("badge").replaceChildren(ES.badge(summary));
+    renderRelations();
+    renderHidden();
+  };
+
+  // The title, and the links to this session's parent (a subagent's Task call, a fork's
+  // fork point) or to the session it continued in.
+  const renderRelations = () => {
+    const meta = (summary && summary.meta) || {};
+    const title = typeof meta.title === "string" && meta.title ? meta.title : null;
+    $("title").textContent = title ? ES.plain(title) : "";
+    if (title) document.title = ES.plain(title).slice(0, 60) + " · eventstore";
+    const links = [];
+    const parent = typeof meta.parent_session === "string" ? meta.parent_session : null;
+    if (parent) {
+      const at = typeof meta.tool_call_id === "string" ? "&call=" + encodeURIComponent(meta.tool_call_id)
+        : Number.isInteger(meta.parent_seq) ? "&seq=" + meta.parent_seq : "";
+      const label = meta.relation === "subagent" ? "↑ parent session, at the call that started this subagent"
+        : meta.relation === "fork" ? `↑ forked from its parent${Number.isInteger(meta.parent_seq) ? " at seq " + meta.parent_seq : ""}` : "↑ parent session";
+      links.push(ES.el("a", { id: "parentlink", href: "/session?id=" + encodeURIComponent(parent) + at, title: ES.plain(parent) }, label));
+    }
+    if (typeof meta.continued_in === "string")
+      links.push(ES.el("a", { href: "/session?id=" + encodeURIComponent(meta.continued_in), title: ES.plain(meta.continued_in) }, "continued in a fork →"));
+    $("relations").replaceChildren(...links);
+  };
+
+  // "212 hidden: 180 claude/progress, ..." and the view toggle.
+  const renderHidden = () => {
+    const el = $("hiddeninfo");
+    if (!chat.conversation) { el.textContent = "raw view: every event"; return; }
+    if (!chat.hiddenTotal) { el.textContent = ""; return; }
+    const top = [...chat.hidden].sort((a, b) => b[1] - a[1]);
+    const what = top.slice(0, 3).map(([t, n]) => `${ES.num(n)} ${t.replace(/^(claude|codex)\//, "")}`).join(", ");
+    el.textContent = `${ES.num(chat.hiddenTotal)} bookkeeping events hidden (${what}${top.length > 3 ? ", …" : ""})`;
+    el.title = top.map(([t, n]) => `${n} ${t}`).join("\n");
+  };
+  const setView = (conversation) => {
+    chat.conversation = ctx.conversation = conversation;
+    $("viewmode").textContent = conversation ? "Show all events" : "Conversation view";
+    $("viewmode").setAttribute("aria-pressed", String(!conversation));
+    document.body.dataset.view = conversation ? "conversation" : "raw";
+    const p = new URLSearchParams(location.search);
+    if (conversation) p.delete("view"); else p.set("view", "raw");
+    history.replaceState(null, "", "?" + p);
+    if (replay) replay.seek(replay.now());
+    else { chat.reset(); for (const ev of events) chat.apply(ev); list.setItems(chat.blocks); }
+    renderHidden();
   };
   let summaryTimer = null;
   const refreshSummary = () => {
@@ -131,7 +187,8 @@
       $("notice").hidden = events.length > 0;
       if (!events.length) $("notice").textContent = "No events yet: they appear here as they are committed.";
       $("replay").disabled = false;
-      if (targetSeq >= 0) showEvent(targetSeq);
+      if (targetCall) showCall(targetCall);
+      else if (targetSeq >= 0) showEvent(targetSeq);
       performance.mark("eventstore:loaded");
       document.body.dataset.loaded = "1";
     });
@@ -140,13 +197,18 @@
   // ?seq=N: scroll to the block that holds event N (a tool result: its call's block;
   // an event no block holds alone, such as a chunk: the block it belongs to) and mark it.
   const holds = (b, n) => b.seq === n || (b.msg && b.msg.seq === n) ||
-    (b.calls && b.calls.some((c) => c.result && c.result.seq === n));
+    (b.calls && b.calls.some((c) => c.result && c.result.seq === n)) || (b.evs && b.evs.some((e) => e.seq === n));
   const showEvent = (n) => {
     const blocks = chat.blocks;
     let i = blocks.findIndex((b) => holds(b, n));
     if (i < 0) for (let k = 0; k < blocks.length && blocks[k].seq <= n; k++) i = k;
     if (i < 0) return;
+    if (blocks[i].kind === "hidden" && !blocks[i].open) { blocks[i].open = true; blocks[i].sv++; blocks[i].v++; }
     list.reveal(i);
+  };
+  const showCall = (id) => {
+    const i = chat.blocks.findIndex((b) => b.calls && b.calls.some((c) => c.id === id));
+    if (i >= 0) list.reveal(i);
   };
 
   // A first small page shows the top at once; the stream brings the rest.
@@ -168,9 +230,13 @@
 
   // --- replay -------------------------------------------------------------------------------
   const IDLE_CAP_MS = 500;
+  // The replay clock: m:ss.s, h:mm:ss past an hour, "N d hh:mm:ss" past a day.
   const fmt = (ms) => {
     const s = ms / 1000;
-    return `${Math.floor(s / 60)}:${(s % 60).toFixed(1).padStart(4, "0")}`;
+    if (s < 3600) return `${Math.floor(s / 60)}:${(s % 60).toFixed(1).padStart(4, "0")}`;
+    const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60), sec = Math.floor(s % 60);
+    const hms = `${ES.pad2(h)}:${ES.pad2(m)}:${ES.pad2(sec)}`;
+    return d ? `${d} d ${hms}` : `${h}:${ES.pad2(m)}:${ES.pad2(sec)}`;
   };
 
   class Replay {
@@ -276,6 +342,9 @@
     for (const ev of events) chat.apply(ev);
     list.setItems(chat.blocks);
   };
+  $("viewmode").addEventListener("click", () => setView(!chat.conversation));
+  document.body.dataset.view = chat.conversation ? "conversation" : "raw";
+  if (!chat.conversation) $("viewmode").textContent = "Conversation view";
   $("replay").addEventListener("click", startReplay);
   $("exitreplay").addEventListener("click", exitReplay);
   $("playpause").addEventListener("click", () => { if (!replay) return; if (replay.playing) replay.pause(); else replay.play(); });
