@@ -826,3 +826,134 @@ def test_hostile_content_in_a_snippet_stays_inert(page, searchable):
     assert hit.locator("mark").all_inner_texts() == ["quokkahostile"]
     assert page.locator("#hits img, #hits script, #hits svg").count() == 0
     assert page.evaluate("window.__pwned") is None
+
+
+# --- imported transcripts: the conversation view (issue #34) -------------------------------
+
+TRANSCRIPTS = Path(__file__).parent / "transcripts_data"
+CLAUDE_MAIN = "e2c84b1f-6d3a-4a07-b5e9-93f1c0a7d258"  # v2.1-main: a Task call and its subagent
+CLAUDE_SUB = CLAUDE_MAIN + ":agent:0a1b2c3"
+CLAUDE_TASK = "toolu_014PQ1EfIalQLVQlmj6GUitA"
+CLAUDE_EDIT = "3f0c9a52-7d1e-4b8a-9c33-51e2a7d40b6f"  # Edit calls
+CODEX = "019aeb31-58f2-7a44-b1c9-d03e6f7a8b92"  # rollout-0.66: apply_patch calls
+HOSTILE_MD = (
+    "# Heading\n\nSome **bold** and `<code>` and *it*.\n\n"
+    "[run](javascript:window.__pwned=6) [run2](JaVaScRiPt:window.__pwned=7) [data](data:text/html,<script>x</script>)\n"
+    "<javascript:window.__pwned=8> <img src=x onerror=\"window.__pwned=9\"> <script>window.__pwned=10</script>\n\n"
+    "- item **<svg onload=\"window.__pwned=11\">**\n- [fine](https://example.org/ok \"t\")\n\n"
+    "```html\n<iframe src=\"javascript:window.__pwned=12\"></iframe>\n```\n\n"
+    "| a | b |\n|---|---|\n| <b onclick=\"window.__pwned=13\">x</b> | [q](vbscript:x) |\n"
+)
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """A server over Claude Code and Codex samples imported by the CLI, plus a session whose
+    messages are hostile Markdown and a thinking event with only encrypted content."""
+    path = tmp_path_factory.mktemp("imported") / "imported.db"
+    env = {k: v for k, v in os.environ.items() if k != "EVENTSTORE_DB"}
+    subprocess.run([sys.executable, "-m", "eventstore", "--db", str(path), "import",
+                    str(TRANSCRIPTS / "claude-code"), str(TRANSCRIPTS / "codex")], check=True, env=env,
+                   capture_output=True)
+    with EventStore.open(path) as st:
+        st.create_session("hostile-md").append_many([
+            ("turn/start", {}), ("user/message", {"content": HOSTILE_MD}),
+            ("assistant/thinking", {"thinking": "", "source": {"encrypted_content": "gAAAA" + "x" * 995}}),
+            ("assistant/message", {"content": HOSTILE_MD}), ("turn/end", {})])
+    srv = Server(path)
+    srv.wait_ready()
+    yield srv
+    srv.stop()
+
+
+def test_bookkeeping_is_hidden_and_counted_and_shown_by_the_toggle(page, imported):
+    open_session(page, imported, CLAUDE_MAIN)
+    canvas = page.locator("#canvas")
+    assert page.locator("#canvas .item[data-kind=other]").count() == 0  # no JSON block in the way
+    info = page.inner_text("#hiddeninfo")
+    assert "bookkeeping events hidden" in info and "progress" in info
+    assert page.locator("#canvas pre.json", has_text="progress").count() == 0
+    assert "add a --dry-run flag" in canvas.inner_text()
+    # a run of hidden events opens inline
+    run = page.locator(".hidden-toggle", has_text="claude/progress").first
+    run.click()
+    page.wait_for_function("() => document.querySelector('.hidden-run .msg.other') !== null")
+    # the toggle: every event as stored
+    page.click("#viewmode")
+    page.wait_for_function("() => document.body.dataset.view === 'raw'")
+    page.wait_for_function("() => [...document.querySelectorAll('#canvas .item[data-kind=other] .role')].some(r => r.textContent === 'claude/progress')")
+    assert "view=raw" in page.url
+    page.click("#viewmode")
+    page.wait_for_function("() => document.body.dataset.view === 'conversation'")
+    assert page.locator("#canvas .item[data-kind=other]").count() == 0
+
+
+def test_thinking_is_readable_never_a_signature(page, imported):
+    open_session(page, imported, CLAUDE_MAIN)
+    thinking = page.locator("details.thinking").first
+    assert "I need the sync command's structure" in thinking.inner_text()
+    thinking.locator("summary").click()
+    assert thinking.get_attribute("open") is not None
+    text = page.inner_text("#canvas")
+    assert "signature" not in text and "vkSOC0ZW79Dki5c1Ew1FGGz9" not in text
+    # Codex: its reasoning summary once, never the encrypted content
+    open_session(page, imported, CODEX)
+    text = page.inner_text("#canvas")
+    assert page.locator("details.thinking", has_text="Reproducing the crash").count() == 1
+    assert "gAAAA" not in text and "encrypted_content" not in text
+    # only encrypted content: its size
+    open_session(page, imported, "hostile-md")
+    assert page.inner_text("details.thinking summary").startswith("encrypted reasoning, 1,000 bytes")
+
+
+def test_a_subagent_link_is_followed_both_ways(page, imported):
+    open_session(page, imported, CLAUDE_MAIN)
+    call = page.locator(".call", has=page.locator(".name", has_text="Task")).first
+    call.locator("a.sublink").click()
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_SUB
+    assert page.locator("#canvas .item[data-kind=user]").count() >= 1
+    page.click("#parentlink")
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_MAIN
+    assert page.evaluate("new URLSearchParams(location.search).get('call')") == CLAUDE_TASK
+    # the parent opens at the Task call, marked
+    page.wait_for_function("""() => { const t = document.querySelector('.item.target');
+                                     return t && t.querySelector('.call .name')?.textContent === 'Task'; }""")
+
+
+def test_edits_and_patches_are_diffs(page, imported):
+    open_session(page, imported, CODEX)
+    patch = page.locator("pre.diff").first
+    assert patch.locator(".file", has_text="*** Update File: scripts/check_links.py").count() == 1
+    assert patch.locator(".dl.del", has_text="urlopen(href)").count() == 1
+    assert patch.locator(".dl.add", has_text='if "://" not in href:').count() == 1
+    page.goto(session_url(imported, CLAUDE_EDIT) + "&seq=16")  # the Edit call, scrolled to
+    page.wait_for_selector("body[data-loaded='1']")
+    edit = page.locator(".item.target .call", has=page.locator(".name", has_text="Edit")).first.locator("pre.diff")
+    assert edit.locator(".dl.file").inner_text().strip() == "/home/dev/src/tidepool/tidepool/net.py"
+    assert edit.locator(".dl.del").count() >= 1 and edit.locator(".dl.add").count() >= 1
+
+
+def test_hostile_markdown_stays_inert(page, imported):
+    open_session(page, imported, "hostile-md")
+    canvas = page.locator("#canvas")
+    # rendered as Markdown...
+    assert canvas.locator(".md h3", has_text="Heading").count() == 2
+    assert canvas.locator(".md strong", has_text="bold").count() == 2
+    assert canvas.locator(".md table td").count() >= 4
+    assert canvas.locator(".md a[href='https://example.org/ok']").count() == 2
+    # ...and inert: the HTML is text, no other link, no handler attribute, nothing ran
+    text = canvas.inner_text()
+    assert '<img src=x onerror="window.__pwned=9">' in text and "<script>window.__pwned=10</script>" in text
+    assert canvas.locator("script, img, svg, iframe, b").count() == 0
+    hrefs = page.eval_on_selector_all("#canvas a[href]", "as => as.map(a => a.href)")
+    assert hrefs == ["https://example.org/ok", "https://example.org/ok"], hrefs
+    handlers = page.evaluate("""() => [...document.querySelectorAll('#canvas *')].flatMap(e =>
+        [...e.attributes].map(a => a.name).filter(n => n.startsWith('on')))""")
+    assert handlers == []
+    for a in canvas.locator("a[href^='javascript'], a[href^='JaVa']").all():
+        a.click()
+    page.click("#replay")
+    page.wait_for_selector("body[data-replay=ended]", timeout=10000)
+    assert page.evaluate("window.__pwned") is None

@@ -38,7 +38,9 @@ const thinkingBytes = (p) => {
 class Chat {
   // conversation: the conversation view (bookkeeping hidden, thinking and parts folded);
   // false: the raw view, one block per event not part of a message.
-  constructor(conversation = true) { this.conversation = conversation; this.reset(); }
+  // showSteps: step dividers in the conversation view too (a session this library wrote;
+  // an imported transcript has a step per API call, bookkeeping there).
+  constructor(conversation = true) { this.conversation = conversation; this.showSteps = true; this.reset(); }
 
   reset() {
     this.hidden = new Map(); // type -> events hidden (conversation view)
@@ -82,7 +84,9 @@ class Chat {
   apply(ev) {
     const p = ev.payload && typeof ev.payload === "object" ? ev.payload : {};
     const { seq, ts } = ev;
-    if (this.conversation && !CONVERSATION.has(ev.type)) { this.hide(ev); this.count = seq + 1; return; }
+    if (this.conversation && !CONVERSATION.has(ev.type) && !(this.showSteps && (ev.type === "step/start" || ev.type === "step/end"))) {
+      this.hide(ev); this.count = seq + 1; return;
+    }
     switch (this.conversation ? ev.type : ev.type === "assistant/part" || ev.type === "assistant/thinking" || ev.type === "compaction/boundary" ? "" : ev.type) {
       case "assistant/thinking":
         this.push({ kind: "thinking", seq, ts, text: thinkingText(p), bytes: thinkingBytes(p), open: false });

@@ -13,9 +13,9 @@ MD.safeHref = (url) => {
   return ["http:", "https:", "mailto:"].includes(u.protocol) ? u.href : null;
 };
 
-// Inline Markdown: `code`, **bold**, __bold__, *italic*, [text](url), <https://autolink>.
+// Inline Markdown: `code`, **bold**, __bold__ (not inside a word: window.__x__y), *italic*, [text](url), <https://autolink>.
 // (_italic_ is left alone: it would mangle snake_case names.)
-const INLINE = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)|\*\*(?=\S)([\s\S]*?\S)\*\*|__(?=\S)([\s\S]*?\S)__|\*(?=[^\s*])([^*]*?[^\s*])\*|\[([^\]\n]+)\]\(([^()\s]+)(?:\s+"[^"\n]*")?\)|<((?:https?|mailto):[^>\s]+)>/g;
+const INLINE = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)|\*\*(?=\S)([\s\S]*?\S)\*\*|(?<!\w)__(?=\S)([\s\S]*?\S)__(?!\w)|\*(?=[^\s*])([^*]*?[^\s*])\*|\[([^\]\n]+)\]\(([^()\s]+)(?:\s+"[^"\n]*")?\)|<((?:https?|mailto):[^>\s]+)>/g;
 
 MD.inline = (into, text) => {
   let at = 0, m;

@@ -221,6 +221,7 @@
       document.body.dataset.loaded = "error";
       return;
     }
+    chat.showSteps = !(summary.meta && typeof summary.meta.source === "string"); // imported: steps are bookkeeping
     renderStats();
     accept((await first).events);
     performance.mark("eventstore:first-page");
