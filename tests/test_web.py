@@ -347,21 +347,21 @@ def test_without_the_extra_it_says_what_to_install(tmp_path):
 def test_sessions_page(page, server):
     page.goto(server.url + "/")
     page.wait_for_selector("body[data-loaded='1']")
-    ids = page.locator("#rows td.sid a")
+    ids = page.locator("#rows td.sid a.sid-link")
     assert ids.count() == 7
     # sort by events, most first: the unicode fixture's session has the most
     page.click("th[data-sort=events]")
-    page.wait_for_function("""() => { const n = [...document.querySelectorAll('#rows td.num:nth-child(2)')].map(t => +t.textContent.replace(/,/g, ''));
+    page.wait_for_function("""() => { const n = [...document.querySelectorAll('#rows td.num:nth-child(5)')].map(t => +t.textContent.replace(/,/g, ''));
                                      return n.length === 7 && n.every((x, i) => i === 0 || n[i - 1] >= x); }""")
     assert page.locator("th[data-sort=events]").get_attribute("class") == "num sorted desc"
     # the filter box
     page.fill("#filter", "crash")
     page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 1")
     row = page.locator("#rows tr")
-    assert row.locator("td.sid").inner_text() == "crash-0001"
+    assert row.locator("td.sid a.sid-link").inner_text() == "crash-0001"
     assert row.locator(".badge").inner_text() == "interrupted"
-    assert "1 of 7 sessions match" in page.inner_text("#count")
-    row.locator("a").click()
+    assert "1 of 7 sessions by title, project, model or id" in page.inner_text("#count")
+    row.locator("a.sid-link").click()
     page.wait_for_selector("body[data-loaded='1']")
     assert page.url.endswith("/session?id=crash-0001")
 
@@ -417,7 +417,7 @@ def test_live_append_appears_without_reload(page, server, writer):
     page.wait_for_selector("#live.on")
     # a new session appears in the list
     writer.create_session("live-2").append("user/message", {"content": "x"})
-    page.wait_for_function("() => [...document.querySelectorAll('#rows td.sid a')].some(a => a.textContent === 'live-2')", timeout=5000)
+    page.wait_for_function("() => [...document.querySelectorAll('#rows td.sid a.sid-link')].some(a => a.textContent === 'live-2')", timeout=5000)
     open_session(page, server, "live-1")
     page.evaluate("window.__same = 1")
     page.wait_for_selector("#live.on")
@@ -512,7 +512,7 @@ def test_replay_pause_resume_and_scrub(page, server):
 def test_hostile_content_stays_inert(page, server):
     page.goto(server.url + "/")
     page.wait_for_selector("body[data-loaded='1']")
-    link = page.locator("#rows a", has_text="<img")
+    link = page.locator("#rows a.sid-link", has_text="<img")
     assert link.inner_text() == HOSTILE_ID
     link.click()
     page.wait_for_selector("body[data-loaded='1']")
@@ -610,7 +610,7 @@ def many(tmp_path_factory):
 def test_sessions_page_pages(page, many):
     page.goto(many.url + "/?sort=id&order=asc")
     page.wait_for_selector("body[data-loaded='1']")
-    first = lambda: page.locator("#rows td.sid a").first.inner_text()  # noqa: E731
+    first = lambda: page.locator("#rows td.sid a.sid-link").first.inner_text()  # noqa: E731
     assert page.locator("#rows tr").count() == 50 and first() == "chatty"
     assert page.inner_text("#pageinfo") == "1–50 of 121"
     page.click("#next")
@@ -775,11 +775,15 @@ def test_the_filter_box_searches_content(page, searchable):
     assert hit.locator("mark").all_inner_texts() == ["zanzibarite"]
     assert "tool/result" in hit.locator("a.where").inner_text()
     page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 0")  # no id contains it
+    # the count says what matched where: none by title or id, one session by its content
+    page.wait_for_function("() => document.getElementById('count').textContent.includes('by content')")
+    assert page.inner_text("#count") == "0 of 3 sessions by title, project, model or id · 1 by content (below)"
+    assert "sessions whose content matches are below" in page.inner_text("#empty")
     # the id filter still works beside it
     page.fill("#filter", "beta")
     page.wait_for_selector("body[data-searched='beta']")
     page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 1")
-    assert page.locator("#rows td.sid").inner_text() == "beta-2"
+    assert page.locator("#rows td.sid a.sid-link").inner_text() == "beta-2"
     assert page.locator("#hitlist .hitsession").count() == 0
     # clearing the box hides the results
     page.fill("#filter", "")
@@ -957,3 +961,33 @@ def test_hostile_markdown_stays_inert(page, imported):
     page.click("#replay")
     page.wait_for_selector("body[data-replay=ended]", timeout=10000)
     assert page.evaluate("window.__pwned") is None
+
+
+def test_the_sessions_list_of_imported_sessions(page, imported):
+    page.goto(imported.url + "/?sort=tokens")
+    page.wait_for_selector("body[data-loaded='1']")
+    rows = page.locator("#rows tr")
+    assert rows.count() == 19
+    # titles: the summary's, else the first prompt; project, model, tokens
+    fork = page.locator("#rows tr", has=page.locator("a.title", has_text="Rename the --dry flag"))
+    assert fork.locator(".rel.fork").count() == 1
+    assert fork.locator("td.proj").inner_text() == "pebble" and fork.locator("td.model").inner_text() == "claude-opus-4-6"
+    codex = page.locator("#rows tr", has=page.locator("a.sid-link", has_text=CODEX))
+    assert codex.locator("a.title.prompt").inner_text().startswith("scripts/check_links.py crashes")
+    assert codex.locator("td.model").inner_text() == "gpt-5.1-codex"
+    tokens = page.eval_on_selector_all("#rows td.num:nth-child(4)", "ts => ts.map(t => +t.textContent.replace(/,/g, '') || 0)")
+    assert tokens == sorted(tokens, reverse=True) and tokens[0] > 200_000
+    # filter by project: the count is the rows'
+    page.fill("#filter", "pebble")
+    page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 8")
+    assert page.inner_text("#count").startswith("8 of 19 sessions by title, project, model or id")
+    # subagents: marked, each linked to its parent
+    page.fill("#filter", "")
+    page.select_option("#state", "subagent")
+    page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 5")
+    assert page.locator("#rows .rel.subagent").count() == 5 and page.locator("#rows a.parent").count() == 5
+    assert page.inner_text("#count").startswith("5 of 19 sessions by state")
+    sub = page.locator("#rows tr", has=page.locator("a.sid-link", has_text=CLAUDE_SUB))
+    sub.locator("a.parent").click()
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_MAIN

@@ -1,0 +1,183 @@
+"""What the sessions page shows besides the index's counts: each session's title, project
+(``cwd``), agent, model, tokens and relation to a parent (a subagent, a fork), read in bulk
+from the session registry's meta, the ``session/info`` events (with the Claude summary
+titles) and the ``usage`` view, and re-read at most every :data:`REFRESH_S` seconds while
+the log changes. A session with no title is called by its first prompt, read for the
+sessions shown (a page at a time) and kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from eventstore.io.transcripts.common import all_info
+
+from ..search import usage_totals
+
+if TYPE_CHECKING:
+    from .index import SessionIndex, Summary
+
+__all__ = ["SessionFacts", "FACT_KEYS", "STATES"]
+
+REFRESH_S = 2.0
+#: Sort keys besides :data:`eventstore.web.index.SORT_KEYS`.
+FACT_KEYS = ("title", "cwd", "agent", "model", "tokens", "duration", "state")
+#: The values of the ``state`` filter.
+STATES = ("complete", "interrupted", "subagent", "fork", "top")
+_EMPTY: dict = {}
+_COMMAND = re.compile(r"<command-name>(.*?)</command-name>", re.S)
+_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+
+
+def _facts(meta: dict, info: dict, usage) -> dict:
+    m = {**meta, **info}
+    out = {}
+    for key, name in (("title", "title"), ("cwd", "cwd"), ("model", "model"), ("agent", "source"),
+                      ("relation", "relation"), ("parent", "parent_session"), ("ended", "ended")):
+        v = m.get(name)
+        if isinstance(v, str) and v:
+            out[key] = v
+    if isinstance(m.get("parent_seq"), int):
+        out["parent_seq"] = m["parent_seq"]
+    if isinstance(m.get("tool_call_id"), str):
+        out["tool_call_id"] = m["tool_call_id"]
+    if usage is not None:
+        out["input_tokens"] = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
+        out["output_tokens"] = usage.output_tokens
+    return out
+
+
+class SessionFacts:
+    """Per-session facts over a :class:`SessionIndex`, and its sorted, filtered pages."""
+
+    def __init__(self, store, index: SessionIndex):
+        self.store = store
+        self.index = index
+        self._lock = threading.Lock()
+        self._facts: dict[str, dict] = {}
+        self._prompts: dict[str, str | None] = {}
+        self._read_at = -1.0
+        self._read_version = -1
+        self.version = 0
+        self._sorted: dict[tuple, tuple[tuple, list]] = {}
+
+    def refresh(self) -> None:
+        """Re-read the facts if the index changed since, at most every REFRESH_S seconds."""
+        now = time.monotonic()
+        if self.index.version == self._read_version or now - self._read_at < REFRESH_S:
+            return
+        version = self.index.version
+        backend = self.store.backend
+        metas = {}
+        for sid, _created, meta, *_ in backend.sessions_in_storage_order():
+            try:
+                v = json.loads(meta) if isinstance(meta, str) else meta
+            except ValueError:
+                v = None
+            metas[sid] = v if isinstance(v, dict) else _EMPTY
+        infos = all_info(self.store)
+        tokens = usage_totals(self.store)
+        facts = {sid: _facts(m, infos.get(sid, _EMPTY), tokens.get(sid)) for sid, m in metas.items()}
+        with self._lock:
+            self._facts = facts
+            self._read_at, self._read_version = now, version
+            self.version += 1
+
+    def get(self, sid: str) -> dict:
+        return self._facts.get(sid, _EMPTY)
+
+    def first_prompt(self, sid: str) -> str | None:
+        """The session's first user message a person typed (no ``kind``), cut to 200 characters."""
+        if sid in self._prompts:
+            return self._prompts[sid]
+        text = None
+        for ev in self.store.session(sid).events(types=["user/message"]):
+            p = ev.payload
+            if isinstance(p, dict) and p.get("kind") in (None, "command"):
+                c = p.get("content")
+                if isinstance(c, list):
+                    c = " ".join(x.get("text", "") for x in c if isinstance(x, dict) and isinstance(x.get("text"), str))
+                if isinstance(c, str) and "<command-name>" in c:  # a slash command: its name and arguments
+                    name, args = _COMMAND.search(c), _ARGS.search(c)
+                    c = (name.group(1) if name else "") + (" " + args.group(1) if args else "")
+                if isinstance(c, str) and c.strip():
+                    text = " ".join(c.split())[:200]
+                    break
+        if len(self._prompts) > 100_000:
+            self._prompts.clear()
+        self._prompts[sid] = text
+        return text
+
+    def state(self, s: Summary) -> str:
+        ended = self.get(s.id).get("ended")
+        if ended in ("complete", "interrupted"):
+            return ended
+        return "complete" if s.complete else "interrupted"
+
+    def row(self, s: Summary) -> dict:
+        """The index's row of ``s`` with its facts (``title`` falls back to the first prompt,
+        ``title_from`` saying which)."""
+        d = s.to_dict()
+        f = self.get(s.id)
+        d.update(f)
+        if "title" in f:
+            d["title_from"] = "title"
+        else:
+            prompt = self.first_prompt(s.id)
+            if prompt:
+                d["title"], d["title_from"] = prompt, "prompt"
+        if f.get("ended") in ("complete", "interrupted"):
+            d["complete"] = f["ended"] == "complete"
+        d["duration"] = None if s.first_ts is None or s.last_ts is None else s.last_ts - s.first_ts
+        return d
+
+    def _key(self, sort: str):
+        facts = self.get
+        if sort in ("title", "cwd", "agent", "model"):
+            return lambda s: ((facts(s.id).get(sort) or "\uffff").casefold(), s.id)
+        if sort == "tokens":
+            return lambda s: (facts(s.id).get("input_tokens", -1) + facts(s.id).get("output_tokens", 0), s.id)
+        if sort == "duration":
+            return lambda s: (-1 if s.first_ts is None else s.last_ts - s.first_ts, s.id)
+        return lambda s: (self.state(s), s.id)
+
+    def page(self, *, sort: str, descending: bool, query: str, state: str, offset: int,
+             limit: int) -> tuple[int, list[dict]]:
+        """``(matching, rows)`` as :meth:`SessionIndex.page`, over the fact columns too:
+        ``query`` matches the id, title, project, agent or model (any case); ``state`` one
+        of :data:`STATES` or empty."""
+        from .index import SORT_KEYS, _key
+
+        self.refresh()
+        items = self.index.summaries()
+        cache_key = (sort, descending, query, state)
+        stamp = (self.index.version, self.version)
+        with self._lock:
+            cached = self._sorted.get(cache_key)
+            if cached is not None and cached[0] == stamp:
+                ordered = cached[1]
+            else:
+                if query:
+                    q = query.casefold()
+                    items = [s for s in items if q in s.id.casefold() or any(
+                        isinstance(v, str) and q in v.casefold()
+                        for k, v in self.get(s.id).items() if k in ("title", "cwd", "agent", "model"))]
+                if state in ("complete", "interrupted"):
+                    items = [s for s in items if self.state(s) == state]
+                elif state in ("subagent", "fork"):
+                    items = [s for s in items if self.get(s.id).get("relation") == state]
+                elif state == "top":
+                    items = [s for s in items if "parent" not in self.get(s.id)]
+                if sort in SORT_KEYS:
+                    key = (lambda s: s.id) if sort == "id" else _key(sort, descending)
+                else:
+                    key = self._key(sort)
+                ordered = sorted(items, key=key, reverse=descending)
+                if len(self._sorted) > 16:
+                    self._sorted.clear()
+                self._sorted[cache_key] = (stamp, ordered)
+        return len(ordered), [self.row(s) for s in ordered[offset:offset + limit]]
