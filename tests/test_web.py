@@ -865,6 +865,7 @@ def imported(tmp_path_factory):
             ("assistant/thinking", {"thinking": "", "source": {"encrypted_content": "gAAAA" + "x" * 995}}),
             ("assistant/message", {"content": HOSTILE_MD}), ("turn/end", {})])
     srv = Server(path)
+    srv.db = path
     srv.wait_ready()
     yield srv
     srv.stop()
@@ -991,3 +992,61 @@ def test_the_sessions_list_of_imported_sessions(page, imported):
     sub.locator("a.parent").click()
     page.wait_for_selector("body[data-loaded='1']")
     assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_MAIN
+
+
+def test_find_in_a_session_and_keys(page, imported):
+    open_session(page, imported, CODEX)
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "find"
+    page.keyboard.type("relative")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => /^1 \\/ \\d+/.test(document.getElementById('findcount').textContent)")
+    n = int(page.inner_text("#findcount").split("/ ")[1].rstrip("+"))
+    assert n >= 2
+    assert "relative" in page.locator(".item.target").inner_text().lower()
+    first = page.locator(".item.target").get_attribute("data-seq")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.getElementById('findcount').textContent.startsWith('2 / ')")
+    assert page.locator(".item.target").get_attribute("data-seq") != first
+    page.fill("#find", "zzzqqqnotthere")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.getElementById('findcount').textContent === 'no match'")
+    # j/k: from message to message
+    page.locator("#find").blur()
+    page.click("#log", position={"x": 5, "y": 5})
+    page.keyboard.press("j")
+    page.wait_for_function("() => document.querySelector('.item.target') !== null")
+    a = page.locator(".item.target").get_attribute("data-seq")
+    page.keyboard.press("j")
+    page.wait_for_function(f"() => document.querySelector('.item.target')?.dataset.seq !== '{a}'")
+    kind = page.locator(".item.target").get_attribute("data-kind")
+    assert kind in ("user", "assistant")
+    page.keyboard.press("k")
+    page.wait_for_function(f"() => document.querySelector('.item.target')?.dataset.seq === '{a}'")
+
+
+def test_a_missing_session_says_so_without_a_script_error(page, imported):
+    page.goto(session_url(imported, "no-such-session"))
+    page.wait_for_selector("body[data-loaded='error']")
+    assert "not found" in page.inner_text("#notice")
+    page.wait_for_timeout(300)  # a rejected promise nobody awaits would be reported by now
+    assert [e for e in page.errors if "Failed to load resource" not in e] == []
+    page.errors.clear()  # the console's own line for each 404 answer
+
+
+def test_the_replay_clock_says_days_and_skips_long_gaps(page, imported):
+    with EventStore.open(imported.db) as st:
+        t0 = 1764460800.0
+        st.create_session("a-year").append_many([("turn/start", {}, t0), ("user/message", {"content": "hi"}, t0 + 1),
+                                                 ("assistant/message", {"content": "later"}, t0 + 1 + 400 * 86400),
+                                                 ("turn/end", {}, t0 + 2 + 400 * 86400)])
+    open_session(page, imported, "a-year")
+    page.click("#replay")
+    assert page.is_checked("#skipidle")
+    page.wait_for_selector("body[data-replay=ended]", timeout=10000)
+    page.uncheck("#skipidle")
+    assert page.inner_text("#clock").endswith("/ 400 d 00:00:02")
+    # scrubbing after the end: no longer "end of the log"
+    page.eval_on_selector("#scrub", "el => { el.value = 100; el.dispatchEvent(new Event('input')); }")
+    page.wait_for_function("() => document.body.dataset.replay === 'paused'")
+    assert "end of the log" not in page.inner_text("#replaystate")

@@ -214,6 +214,7 @@
   // A first small page shows the top at once; the stream brings the rest.
   const load = async () => {
     const first = ES.getJSON("/api/events?" + q("&after=-1&limit=500"));
+    first.catch(() => {}); // a missing session: the summary's error below says so
     try {
       summary = await ES.getJSON("/api/session?" + q());
     } catch (e) {
@@ -293,7 +294,7 @@
       list.setItems(chat.blocks);
       list.stick = true;
       this.v = this.v0 = v; this.w0 = performance.now();
-      if (this.playing) { clearTimeout(this.timer); this.tick(); }
+      if (this.playing) { clearTimeout(this.timer); this.tick(); } else this.controls(); // no longer "ended"
       this.clock();
     }
     tick() {
@@ -326,6 +327,12 @@
 
   const startReplay = () => {
     if (replay) replay.stop();
+    // A gap of an hour or more (a session resumed the next day): skip idle gaps, unless chosen otherwise.
+    if (!skipChosen) {
+      let gap = 0;
+      for (let i = 1; i < events.length; i++) gap = Math.max(gap, events[i].ts - events[i - 1].ts);
+      $("skipidle").checked = gap >= 3600;
+    }
     replay = new Replay();
     $("replaybar").hidden = false;
     $("replay").textContent = "↺ Restart";
@@ -350,7 +357,8 @@
   $("exitreplay").addEventListener("click", exitReplay);
   $("playpause").addEventListener("click", () => { if (!replay) return; if (replay.playing) replay.pause(); else replay.play(); });
   $("speed").addEventListener("change", () => replay && replay.setSpeed(parseFloat($("speed").value)));
-  $("skipidle").addEventListener("change", () => replay && replay.setSkip($("skipidle").checked));
+  let skipChosen = false;
+  $("skipidle").addEventListener("change", () => { skipChosen = true; if (replay) replay.setSkip($("skipidle").checked); });
   const scrub = $("scrub");
   scrub.addEventListener("pointerdown", () => { if (replay) replay.dragging = true; });
   scrub.addEventListener("pointerup", () => { if (replay) replay.dragging = false; });
@@ -360,10 +368,57 @@
     seekTo = scrub.value / 1000;
     if (!seekFrame) seekFrame = requestAnimationFrame(() => { seekFrame = 0; if (replay) replay.seek(replay.total * seekTo); });
   });
+  // Keys: j/k the next/previous message, / find, space pause or resume a replay.
+  const MESSAGE_KINDS = new Set(["user", "assistant"]);
+  const stepMessage = (dir) => {
+    const blocks = chat.blocks;
+    let i = list.target >= 0 && list.target < blocks.length ? list.target : list.find(list.scroller.scrollTop) - (dir > 0 ? 1 : 0);
+    for (i += dir; i >= 0 && i < blocks.length; i += dir) if (MESSAGE_KINDS.has(blocks[i].kind)) { list.reveal(i); return; }
+  };
   document.addEventListener("keydown", (e) => {
-    if (!replay || e.target.tagName === "INPUT" || e.target.tagName === "SELECT") return;
-    if (e.key === " ") { e.preventDefault(); $("playpause").click(); }
+    if (e.target.tagName === "INPUT" || e.target.tagName === "SELECT" || e.target.tagName === "TEXTAREA" ||
+        e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.key === "/") { e.preventDefault(); $("find").focus(); $("find").select(); }
+    else if (e.key === "j") stepMessage(1);
+    else if (e.key === "k") stepMessage(-1);
+    else if (e.key === " " && replay) { e.preventDefault(); $("playpause").click(); }
   });
+
+  // --- find in the session: the search API's hits for this session, one at a time ------------
+  let found = { q: "", seqs: [], at: -1 };
+  const showFound = () => {
+    const n = found.seqs.length;
+    $("findcount").textContent = !found.q ? "" : n ? `${found.at + 1} / ${n}${n >= 200 ? "+" : ""}` : "no match";
+    if (n && found.at >= 0) {
+      const seq = found.seqs[found.at];
+      if (seq < events.length) showEvent(seq);
+    }
+  };
+  const find = async (dir) => {
+    const text = $("find").value.trim();
+    if (!text) { found = { q: "", seqs: [], at: -1 }; showFound(); return; }
+    if (text !== found.q) {
+      try {
+        const r = await ES.getJSON("/api/search?" + new URLSearchParams({ q: text, session: sid, limit: 200 }));
+        if ($("find").value.trim() !== text) return; // typed on meanwhile
+        found = { q: text, seqs: [...new Set(r.hits.map((h) => h.seq))].sort((a, b) => a - b), at: -1 };
+      } catch (e) {
+        found = { q: "", seqs: [], at: -1 };
+        $("findcount").textContent = e.message;
+        return;
+      }
+    }
+    const n = found.seqs.length;
+    if (n) found.at = found.at < 0 ? (dir > 0 ? 0 : n - 1) : (found.at + dir + n) % n;
+    document.body.dataset.found = String(n);
+    showFound();
+  };
+  $("find").addEventListener("keydown", (e) => {
+    if (e.key === "Enter") { e.preventDefault(); find(e.shiftKey ? -1 : 1); }
+    else if (e.key === "Escape") { $("find").blur(); }
+  });
+  $("findnext").addEventListener("click", () => find(1));
+  $("findprev").addEventListener("click", () => find(-1));
 
   ES.info();
   load();
