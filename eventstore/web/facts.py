@@ -59,7 +59,7 @@ class SessionFacts:
         self.index = index
         self._lock = threading.Lock()
         self._facts: dict[str, dict] = {}
-        self._prompts: dict[str, str | None] = {}
+        self._prompts: dict[str, tuple[int, str | None]] = {}
         self._read_at = -1.0
         self._read_version = -1
         self.version = 0
@@ -90,10 +90,13 @@ class SessionFacts:
     def get(self, sid: str) -> dict:
         return self._facts.get(sid, _EMPTY)
 
-    def first_prompt(self, sid: str) -> str | None:
-        """The session's first user message a person typed (no ``kind``), cut to 200 characters."""
-        if sid in self._prompts:
-            return self._prompts[sid]
+    def first_prompt(self, sid: str, events: int = 0) -> str | None:
+        """The session's first user message a person typed (no ``kind``), cut to 200
+        characters; kept, or while there is none, looked for again when the session's
+        ``events`` count changed."""
+        known = self._prompts.get(sid)
+        if known is not None and (known[1] is not None or known[0] == events):
+            return known[1]
         text = None
         for ev in self.store.session(sid).events(types=["user/message"]):
             p = ev.payload
@@ -109,7 +112,7 @@ class SessionFacts:
                     break
         if len(self._prompts) > 100_000:
             self._prompts.clear()
-        self._prompts[sid] = text
+        self._prompts[sid] = (events, text)
         return text
 
     def state(self, s: Summary) -> str:
@@ -127,7 +130,7 @@ class SessionFacts:
         if "title" in f:
             d["title_from"] = "title"
         else:
-            prompt = self.first_prompt(s.id)
+            prompt = self.first_prompt(s.id, s.events)
             if prompt:
                 d["title"], d["title_from"] = prompt, "prompt"
         if f.get("ended") in ("complete", "interrupted"):
