@@ -906,6 +906,8 @@ def test_thinking_is_readable_never_a_signature(page, imported):
     text = page.inner_text("#canvas")
     assert page.locator("details.thinking", has_text="Reproducing the crash").count() == 1
     assert "gAAAA" not in text and "encrypted_content" not in text
+    # the model and tokens of an answer, from the token count after it
+    assert page.locator(".msg.assistant .usage").first.inner_text() == "gpt-5.1-codex · 420 in · 96 out"
     # only encrypted content: its size
     open_session(page, imported, "hostile-md")
     assert page.inner_text("details.thinking summary").startswith("encrypted reasoning, 1,000 bytes")

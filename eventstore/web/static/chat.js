@@ -65,6 +65,9 @@ class Chat {
 
   // One hidden event: counted, and added to the "hidden" block right before it (a run).
   hide(ev) {
+    const u = ev.payload && ev.payload.usage; // Codex's token count: the usage of the answer before it
+    const a = this.asst;
+    if (u && typeof u === "object" && a && a.final && !a.usage) { a.usage = u; this.touch(a); }
     this.hidden.set(ev.type, (this.hidden.get(ev.type) || 0) + 1);
     this.hiddenTotal++;
     const last = this.blocks[this.blocks.length - 1];
