@@ -907,7 +907,7 @@ def test_thinking_is_readable_never_a_signature(page, imported):
     assert page.locator("details.thinking", has_text="Reproducing the crash").count() == 1
     assert "gAAAA" not in text and "encrypted_content" not in text
     # the model and tokens of an answer, from the token count after it
-    assert page.locator(".msg.assistant .usage").first.inner_text() == "gpt-5.1-codex · 420 in · 96 out"
+    assert page.locator(".msg.assistant .usage").first.inner_text() == "gpt-5.1-codex · 3,620 in · 96 out"
     # only encrypted content: its size
     open_session(page, imported, "hostile-md")
     assert page.inner_text("details.thinking summary").startswith("encrypted reasoning, 1,000 bytes")
@@ -915,6 +915,7 @@ def test_thinking_is_readable_never_a_signature(page, imported):
 
 def test_a_subagent_link_is_followed_both_ways(page, imported):
     open_session(page, imported, CLAUDE_MAIN)
+    assert page.inner_text("#title").startswith("add a --dry-run flag to `driftwood sync`")  # no title: the first prompt
     call = page.locator(".call", has=page.locator(".name", has_text="Task")).first
     call.locator("a.sublink").click()
     page.wait_for_selector("body[data-loaded='1']")

@@ -311,6 +311,7 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
             "id": s.id, "created_at": None, "events": 0, "messages": 0, "tool_calls": 0, "first_ts": None,
             "last_ts": None, "complete": True, "open_turn": False, "dangling_calls": 0, "loading": not hub.ready}
         body["meta"] = current_meta(store, s.id)  # with what session/info events learned later
+        body["first_prompt"] = facts.first_prompt(s.id, body["events"])  # the page's title where meta has none
         return JSONResponse(body)
 
     def events(request):

@@ -286,7 +286,9 @@ const usageNote = (u) => {
   const bits = [];
   if (typeof u.model === "string") bits.push(u.model);
   const n = (k) => (typeof u[k] === "number" ? u[k] : null);
-  const inp = n("input_tokens") ?? n("prompt_tokens"), out = n("output_tokens") ?? n("completion_tokens");
+  // input counts the cached prompt too (read from or written to the cache)
+  const base = n("input_tokens") ?? n("prompt_tokens"), out = n("output_tokens") ?? n("completion_tokens");
+  const inp = base == null ? null : base + (n("cache_read_tokens") || 0) + (n("cache_creation_tokens") || 0);
   if (inp != null) bits.push(ES.num(inp) + " in");
   if (out != null) bits.push(ES.num(out) + " out");
   return bits.join(" · ");

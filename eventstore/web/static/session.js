@@ -55,8 +55,11 @@
   // fork point) or to the session it continued in.
   const renderRelations = () => {
     const meta = (summary && summary.meta) || {};
-    const title = typeof meta.title === "string" && meta.title ? meta.title : null;
+    const own = typeof meta.title === "string" && meta.title ? meta.title : null;
+    const title = own || (summary && typeof summary.first_prompt === "string" ? summary.first_prompt : null);
     $("title").textContent = title ? ES.plain(title) : "";
+    $("title").classList.toggle("prompt", !own);
+    $("title").title = own ? "title" : "the first prompt (no title recorded)";
     if (title) document.title = ES.plain(title).slice(0, 60) + " · eventstore";
     const links = [];
     const parent = typeof meta.parent_session === "string" ? meta.parent_session : null;
