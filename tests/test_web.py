@@ -376,7 +376,7 @@ def test_session_page(page, server, db):
     first = calls.nth(0)
     assert first.locator(".name").inner_text() == "run_bash"
     assert first.locator(".lat").inner_text() == "120 ms"  # result ts - call ts
-    assert '"command": "ls"' in first.locator("pre.json").inner_text()
+    assert first.locator("pre.args").inner_text() == "command: ls\n"  # flat arguments: name and text
     assert "README.md" in first.locator(".result").inner_text()
     assert page.locator(".divider.turn").count() == 2
     assert page.locator(".divider.turn").first.locator(".dur").inner_text() == "556 ms"
@@ -941,6 +941,10 @@ def test_edits_and_patches_are_diffs(page, imported):
     edit = page.locator(".item.target .call", has=page.locator(".name", has_text="Edit")).first.locator("pre.diff")
     assert edit.locator(".dl.file").inner_text().strip() == "/home/dev/src/tidepool/tidepool/net.py"
     assert edit.locator(".dl.del").count() >= 1 and edit.locator(".dl.add").count() >= 1
+    # a Task's prompt is text, not an escaped JSON string
+    open_session(page, imported, CLAUDE_MAIN)
+    task = page.locator(".call", has=page.locator(".name", has_text="Task")).first
+    assert "prompt: Find where `driftwood sync` is implemented" in task.locator("pre.args").inner_text()
 
 
 def test_hostile_markdown_stays_inert(page, imported):

@@ -254,7 +254,7 @@ const parseArgs = (args) => {
 
 // Arguments as the model wrote them: an edit or a patch as a diff; else pretty JSON when
 // they parse, else the text.
-const argsNode = (args, name) => {
+const argsNode = (args, name, ctxConversation = false) => {
   const v = parseArgs(args);
   if (v && typeof v === "object" && !Array.isArray(v)) {
     if (typeof v.old_string === "string" && typeof v.new_string === "string")
@@ -266,6 +266,16 @@ const argsNode = (args, name) => {
     if (patch) return MD.patch(patch);
   }
   if (typeof args === "string" && name === "apply_patch" && MD.findPatch(args)) return MD.patch(MD.findPatch(args));
+  if (ctxConversation && v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length &&
+      Object.values(v).every((x) => x === null || typeof x !== "object")) {
+    // flat arguments (a Task's prompt, a Bash command): each as "name: value", strings as text
+    const pre = ES.el("pre", { className: "out args" });
+    for (const [k, x] of Object.entries(v)) {
+      pre.appendChild(ES.el("span", { className: "j-key" }, k + ": "));
+      ES.appendText(pre, (typeof x === "string" ? x : JSON.stringify(x)) + "\n");
+    }
+    return pre;
+  }
   if (v && typeof v === "object") return ES.jsonPre(v);
   if (typeof args === "string") return ES.el("pre", { className: "out" }, args);
   return args === undefined ? ES.el("span", { className: "note" }, "none") : ES.jsonPre(args);
@@ -312,7 +322,7 @@ function renderCall(ctx, call, live) {
       ES.el("span", { className: "note mono" }, call.id == null ? "" : String(call.id)),
       call.error ? ES.el("span", { className: "badge interrupted" }, "error") : null,
       state),
-    ES.el("div", { className: "call-sec" }, ES.el("div", { className: "label" }, "Arguments"), argsNode(call.args, call.name)));
+    ES.el("div", { className: "call-sec" }, ES.el("div", { className: "label" }, "Arguments"), argsNode(call.args, call.name, ctx.conversation)));
   const sub = ctx.subagent && call.id != null ? ctx.subagent(call.id) : null;
   if (sub) el.querySelector(".call-head").appendChild(ES.el("a", { className: "sublink", href: "/session?id=" + encodeURIComponent(sub),
     title: ES.plain(sub) }, "subagent session →"));
