@@ -347,21 +347,21 @@ def test_without_the_extra_it_says_what_to_install(tmp_path):
 def test_sessions_page(page, server):
     page.goto(server.url + "/")
     page.wait_for_selector("body[data-loaded='1']")
-    ids = page.locator("#rows td.sid a")
+    ids = page.locator("#rows td.sid a.sid-link")
     assert ids.count() == 7
     # sort by events, most first: the unicode fixture's session has the most
     page.click("th[data-sort=events]")
-    page.wait_for_function("""() => { const n = [...document.querySelectorAll('#rows td.num:nth-child(2)')].map(t => +t.textContent.replace(/,/g, ''));
+    page.wait_for_function("""() => { const n = [...document.querySelectorAll('#rows td.num:nth-child(5)')].map(t => +t.textContent.replace(/,/g, ''));
                                      return n.length === 7 && n.every((x, i) => i === 0 || n[i - 1] >= x); }""")
     assert page.locator("th[data-sort=events]").get_attribute("class") == "num sorted desc"
     # the filter box
     page.fill("#filter", "crash")
     page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 1")
     row = page.locator("#rows tr")
-    assert row.locator("td.sid").inner_text() == "crash-0001"
+    assert row.locator("td.sid a.sid-link").inner_text() == "crash-0001"
     assert row.locator(".badge").inner_text() == "interrupted"
-    assert "1 of 7 sessions match" in page.inner_text("#count")
-    row.locator("a").click()
+    assert "1 of 7 sessions by title, project, model or id" in page.inner_text("#count")
+    row.locator("a.sid-link").click()
     page.wait_for_selector("body[data-loaded='1']")
     assert page.url.endswith("/session?id=crash-0001")
 
@@ -376,7 +376,7 @@ def test_session_page(page, server, db):
     first = calls.nth(0)
     assert first.locator(".name").inner_text() == "run_bash"
     assert first.locator(".lat").inner_text() == "120 ms"  # result ts - call ts
-    assert '"command": "ls"' in first.locator("pre.json").inner_text()
+    assert first.locator("pre.args").inner_text() == "command: ls\n"  # flat arguments: name and text
     assert "README.md" in first.locator(".result").inner_text()
     assert page.locator(".divider.turn").count() == 2
     assert page.locator(".divider.turn").first.locator(".dur").inner_text() == "556 ms"
@@ -417,7 +417,7 @@ def test_live_append_appears_without_reload(page, server, writer):
     page.wait_for_selector("#live.on")
     # a new session appears in the list
     writer.create_session("live-2").append("user/message", {"content": "x"})
-    page.wait_for_function("() => [...document.querySelectorAll('#rows td.sid a')].some(a => a.textContent === 'live-2')", timeout=5000)
+    page.wait_for_function("() => [...document.querySelectorAll('#rows td.sid a.sid-link')].some(a => a.textContent === 'live-2')", timeout=5000)
     open_session(page, server, "live-1")
     page.evaluate("window.__same = 1")
     page.wait_for_selector("#live.on")
@@ -512,7 +512,7 @@ def test_replay_pause_resume_and_scrub(page, server):
 def test_hostile_content_stays_inert(page, server):
     page.goto(server.url + "/")
     page.wait_for_selector("body[data-loaded='1']")
-    link = page.locator("#rows a", has_text="<img")
+    link = page.locator("#rows a.sid-link", has_text="<img")
     assert link.inner_text() == HOSTILE_ID
     link.click()
     page.wait_for_selector("body[data-loaded='1']")
@@ -610,7 +610,7 @@ def many(tmp_path_factory):
 def test_sessions_page_pages(page, many):
     page.goto(many.url + "/?sort=id&order=asc")
     page.wait_for_selector("body[data-loaded='1']")
-    first = lambda: page.locator("#rows td.sid a").first.inner_text()  # noqa: E731
+    first = lambda: page.locator("#rows td.sid a.sid-link").first.inner_text()  # noqa: E731
     assert page.locator("#rows tr").count() == 50 and first() == "chatty"
     assert page.inner_text("#pageinfo") == "1–50 of 121"
     page.click("#next")
@@ -775,11 +775,15 @@ def test_the_filter_box_searches_content(page, searchable):
     assert hit.locator("mark").all_inner_texts() == ["zanzibarite"]
     assert "tool/result" in hit.locator("a.where").inner_text()
     page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 0")  # no id contains it
+    # the count says what matched where: none by title or id, one session by its content
+    page.wait_for_function("() => document.getElementById('count').textContent.includes('by content')")
+    assert page.inner_text("#count") == "0 of 3 sessions by title, project, model or id · 1 by content (below)"
+    assert "sessions whose content matches are below" in page.inner_text("#empty")
     # the id filter still works beside it
     page.fill("#filter", "beta")
     page.wait_for_selector("body[data-searched='beta']")
     page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 1")
-    assert page.locator("#rows td.sid").inner_text() == "beta-2"
+    assert page.locator("#rows td.sid a.sid-link").inner_text() == "beta-2"
     assert page.locator("#hitlist .hitsession").count() == 0
     # clearing the box hides the results
     page.fill("#filter", "")
@@ -826,3 +830,230 @@ def test_hostile_content_in_a_snippet_stays_inert(page, searchable):
     assert hit.locator("mark").all_inner_texts() == ["quokkahostile"]
     assert page.locator("#hits img, #hits script, #hits svg").count() == 0
     assert page.evaluate("window.__pwned") is None
+
+
+# --- imported transcripts: the conversation view (issue #34) -------------------------------
+
+TRANSCRIPTS = Path(__file__).parent / "transcripts_data"
+CLAUDE_MAIN = "e2c84b1f-6d3a-4a07-b5e9-93f1c0a7d258"  # v2.1-main: a Task call and its subagent
+CLAUDE_SUB = CLAUDE_MAIN + ":agent:0a1b2c3"
+CLAUDE_TASK = "toolu_014PQ1EfIalQLVQlmj6GUitA"
+CLAUDE_EDIT = "3f0c9a52-7d1e-4b8a-9c33-51e2a7d40b6f"  # Edit calls
+CODEX = "019aeb31-58f2-7a44-b1c9-d03e6f7a8b92"  # rollout-0.66: apply_patch calls
+HOSTILE_MD = (
+    "# Heading\n\nSome **bold** and `<code>` and *it*.\n\n"
+    "[run](javascript:window.__pwned=6) [run2](JaVaScRiPt:window.__pwned=7) [data](data:text/html,<script>x</script>)\n"
+    "<javascript:window.__pwned=8> <img src=x onerror=\"window.__pwned=9\"> <script>window.__pwned=10</script>\n\n"
+    "- item **<svg onload=\"window.__pwned=11\">**\n- [fine](https://example.org/ok \"t\")\n\n"
+    "```html\n<iframe src=\"javascript:window.__pwned=12\"></iframe>\n```\n\n"
+    "| a | b |\n|---|---|\n| <b onclick=\"window.__pwned=13\">x</b> | [q](vbscript:x) |\n"
+)
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """A server over Claude Code and Codex samples imported by the CLI, plus a session whose
+    messages are hostile Markdown and a thinking event with only encrypted content."""
+    path = tmp_path_factory.mktemp("imported") / "imported.db"
+    env = {k: v for k, v in os.environ.items() if k != "EVENTSTORE_DB"}
+    subprocess.run([sys.executable, "-m", "eventstore", "--db", str(path), "import",
+                    str(TRANSCRIPTS / "claude-code"), str(TRANSCRIPTS / "codex")], check=True, env=env,
+                   capture_output=True)
+    with EventStore.open(path) as st:
+        st.create_session("hostile-md").append_many([
+            ("turn/start", {}), ("user/message", {"content": HOSTILE_MD}),
+            ("assistant/thinking", {"thinking": "", "source": {"encrypted_content": "gAAAA" + "x" * 995}}),
+            ("assistant/message", {"content": HOSTILE_MD}), ("turn/end", {})])
+    srv = Server(path)
+    srv.db = path
+    srv.wait_ready()
+    yield srv
+    srv.stop()
+
+
+def test_bookkeeping_is_hidden_and_counted_and_shown_by_the_toggle(page, imported):
+    open_session(page, imported, CLAUDE_MAIN)
+    canvas = page.locator("#canvas")
+    assert page.locator("#canvas .item[data-kind=other]").count() == 0  # no JSON block in the way
+    info = page.inner_text("#hiddeninfo")
+    assert "bookkeeping events hidden" in info and "progress" in info
+    assert page.locator("#canvas pre.json", has_text="progress").count() == 0
+    assert "add a --dry-run flag" in canvas.inner_text()
+    # a run of hidden events opens inline
+    run = page.locator(".hidden-toggle", has_text="claude/progress").first
+    run.click()
+    page.wait_for_function("() => document.querySelector('.hidden-run .msg.other') !== null")
+    # the toggle: every event as stored
+    page.click("#viewmode")
+    page.wait_for_function("() => document.body.dataset.view === 'raw'")
+    page.wait_for_function("() => [...document.querySelectorAll('#canvas .item[data-kind=other] .role')].some(r => r.textContent === 'claude/progress')")
+    assert "view=raw" in page.url
+    page.click("#viewmode")
+    page.wait_for_function("() => document.body.dataset.view === 'conversation'")
+    assert page.locator("#canvas .item[data-kind=other]").count() == 0
+
+
+def test_thinking_is_readable_never_a_signature(page, imported):
+    open_session(page, imported, CLAUDE_MAIN)
+    thinking = page.locator("details.thinking").first
+    assert "I need the sync command's structure" in thinking.inner_text()
+    thinking.locator("summary").click()
+    assert thinking.get_attribute("open") is not None
+    text = page.inner_text("#canvas")
+    assert "signature" not in text and "vkSOC0ZW79Dki5c1Ew1FGGz9" not in text
+    # Codex: its reasoning summary once, never the encrypted content
+    open_session(page, imported, CODEX)
+    text = page.inner_text("#canvas")
+    assert page.locator("details.thinking", has_text="Reproducing the crash").count() == 1
+    assert "gAAAA" not in text and "encrypted_content" not in text
+    # the model and tokens of an answer, from the token count after it
+    assert page.locator(".msg.assistant .usage").first.inner_text() == "gpt-5.1-codex · 3,620 in · 96 out"
+    # only encrypted content: its size
+    open_session(page, imported, "hostile-md")
+    assert page.inner_text("details.thinking summary").startswith("encrypted reasoning, 1,000 bytes")
+
+
+def test_a_subagent_link_is_followed_both_ways(page, imported):
+    open_session(page, imported, CLAUDE_MAIN)
+    assert page.inner_text("#title").startswith("add a --dry-run flag to `driftwood sync`")  # no title: the first prompt
+    call = page.locator(".call", has=page.locator(".name", has_text="Task")).first
+    call.locator("a.sublink").click()
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_SUB
+    assert page.locator("#canvas .item[data-kind=user]").count() >= 1
+    page.click("#parentlink")
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_MAIN
+    assert page.evaluate("new URLSearchParams(location.search).get('call')") == CLAUDE_TASK
+    # the parent opens at the Task call, marked
+    page.wait_for_function("""() => { const t = document.querySelector('.item.target');
+                                     return t && t.querySelector('.call .name')?.textContent === 'Task'; }""")
+
+
+def test_edits_and_patches_are_diffs(page, imported):
+    open_session(page, imported, CODEX)
+    patch = page.locator("pre.diff").first
+    assert patch.locator(".file", has_text="*** Update File: scripts/check_links.py").count() == 1
+    assert patch.locator(".dl.del", has_text="urlopen(href)").count() == 1
+    assert patch.locator(".dl.add", has_text='if "://" not in href:').count() == 1
+    page.goto(session_url(imported, CLAUDE_EDIT) + "&seq=16")  # the Edit call, scrolled to
+    page.wait_for_selector("body[data-loaded='1']")
+    edit = page.locator(".item.target .call", has=page.locator(".name", has_text="Edit")).first.locator("pre.diff")
+    assert edit.locator(".dl.file").inner_text().strip() == "/home/dev/src/tidepool/tidepool/net.py"
+    assert edit.locator(".dl.del").count() >= 1 and edit.locator(".dl.add").count() >= 1
+    # a Task's prompt is text, not an escaped JSON string
+    open_session(page, imported, CLAUDE_MAIN)
+    task = page.locator(".call", has=page.locator(".name", has_text="Task")).first
+    assert "prompt: Find where `driftwood sync` is implemented" in task.locator("pre.args").inner_text()
+
+
+def test_hostile_markdown_stays_inert(page, imported):
+    open_session(page, imported, "hostile-md")
+    canvas = page.locator("#canvas")
+    # rendered as Markdown...
+    assert canvas.locator(".md h3", has_text="Heading").count() == 2
+    assert canvas.locator(".md strong", has_text="bold").count() == 2
+    assert canvas.locator(".md table td").count() >= 4
+    assert canvas.locator(".md a[href='https://example.org/ok']").count() == 2
+    # ...and inert: the HTML is text, no other link, no handler attribute, nothing ran
+    text = canvas.inner_text()
+    assert '<img src=x onerror="window.__pwned=9">' in text and "<script>window.__pwned=10</script>" in text
+    assert canvas.locator("script, img, svg, iframe, b").count() == 0
+    hrefs = page.eval_on_selector_all("#canvas a[href]", "as => as.map(a => a.href)")
+    assert hrefs == ["https://example.org/ok", "https://example.org/ok"], hrefs
+    handlers = page.evaluate("""() => [...document.querySelectorAll('#canvas *')].flatMap(e =>
+        [...e.attributes].map(a => a.name).filter(n => n.startsWith('on')))""")
+    assert handlers == []
+    for a in canvas.locator("a[href^='javascript'], a[href^='JaVa']").all():
+        a.click()
+    page.click("#replay")
+    page.wait_for_selector("body[data-replay=ended]", timeout=10000)
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_the_sessions_list_of_imported_sessions(page, imported):
+    page.goto(imported.url + "/?sort=tokens")
+    page.wait_for_selector("body[data-loaded='1']")
+    rows = page.locator("#rows tr")
+    assert rows.count() == 19
+    # titles: the summary's, else the first prompt; project, model, tokens
+    fork = page.locator("#rows tr", has=page.locator("a.title", has_text="Rename the --dry flag"))
+    assert fork.locator(".rel.fork").count() == 1
+    assert fork.locator("td.proj").inner_text() == "pebble" and fork.locator("td.model").inner_text() == "claude-opus-4-6"
+    codex = page.locator("#rows tr", has=page.locator("a.sid-link", has_text=CODEX))
+    assert codex.locator("a.title.prompt").inner_text().startswith("scripts/check_links.py crashes")
+    assert codex.locator("td.model").inner_text() == "gpt-5.1-codex"
+    tokens = page.eval_on_selector_all("#rows td.num:nth-child(4)", "ts => ts.map(t => +t.textContent.replace(/,/g, '') || 0)")
+    assert tokens == sorted(tokens, reverse=True) and tokens[0] > 200_000
+    # filter by project: the count is the rows'
+    page.fill("#filter", "pebble")
+    page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 8")
+    assert page.inner_text("#count").startswith("8 of 19 sessions by title, project, model or id")
+    # subagents: marked, each linked to its parent
+    page.fill("#filter", "")
+    page.select_option("#state", "subagent")
+    page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 5")
+    assert page.locator("#rows .rel.subagent").count() == 5 and page.locator("#rows a.parent").count() == 5
+    assert page.inner_text("#count").startswith("5 of 19 sessions by state")
+    sub = page.locator("#rows tr", has=page.locator("a.sid-link", has_text=CLAUDE_SUB))
+    sub.locator("a.parent").click()
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_MAIN
+
+
+def test_find_in_a_session_and_keys(page, imported):
+    open_session(page, imported, CODEX)
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "find"
+    page.keyboard.type("relative")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => /^1 \\/ \\d+/.test(document.getElementById('findcount').textContent)")
+    n = int(page.inner_text("#findcount").split("/ ")[1].rstrip("+"))
+    assert n >= 2
+    assert "relative" in page.locator(".item.target").inner_text().lower()
+    first = page.locator(".item.target").get_attribute("data-seq")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.getElementById('findcount').textContent.startsWith('2 / ')")
+    assert page.locator(".item.target").get_attribute("data-seq") != first
+    page.fill("#find", "zzzqqqnotthere")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.getElementById('findcount').textContent === 'no match'")
+    # j/k: from message to message
+    page.locator("#find").blur()
+    page.click("#log", position={"x": 5, "y": 5})
+    page.keyboard.press("j")
+    page.wait_for_function("() => document.querySelector('.item.target') !== null")
+    a = page.locator(".item.target").get_attribute("data-seq")
+    page.keyboard.press("j")
+    page.wait_for_function(f"() => document.querySelector('.item.target')?.dataset.seq !== '{a}'")
+    kind = page.locator(".item.target").get_attribute("data-kind")
+    assert kind in ("user", "assistant")
+    page.keyboard.press("k")
+    page.wait_for_function(f"() => document.querySelector('.item.target')?.dataset.seq === '{a}'")
+
+
+def test_a_missing_session_says_so_without_a_script_error(page, imported):
+    page.goto(session_url(imported, "no-such-session"))
+    page.wait_for_selector("body[data-loaded='error']")
+    assert "not found" in page.inner_text("#notice")
+    page.wait_for_timeout(300)  # a rejected promise nobody awaits would be reported by now
+    assert [e for e in page.errors if "Failed to load resource" not in e] == []
+    page.errors.clear()  # the console's own line for each 404 answer
+
+
+def test_the_replay_clock_says_days_and_skips_long_gaps(page, imported):
+    with EventStore.open(imported.db) as st:
+        t0 = 1764460800.0
+        st.create_session("a-year").append_many([("turn/start", {}, t0), ("user/message", {"content": "hi"}, t0 + 1),
+                                                 ("assistant/message", {"content": "later"}, t0 + 1 + 400 * 86400),
+                                                 ("turn/end", {}, t0 + 2 + 400 * 86400)])
+    open_session(page, imported, "a-year")
+    page.click("#replay")
+    assert page.is_checked("#skipidle")
+    page.wait_for_selector("body[data-replay=ended]", timeout=10000)
+    page.uncheck("#skipidle")
+    assert page.inner_text("#clock").endswith("/ 400 d 00:00:02")
+    # scrubbing after the end: no longer "end of the log"
+    page.eval_on_selector("#scrub", "el => { el.value = 100; el.dispatchEvent(new Event('input')); }")
+    page.wait_for_function("() => document.body.dataset.replay === 'paused'")
+    assert "end of the log" not in page.inner_text("#replaystate")

@@ -31,6 +31,7 @@ from .. import __version__
 from ..errors import EventStoreError, QueryError, SessionNotFound
 from ..search import search as run_search
 from ..search import snippet_ranges
+from .facts import FACT_KEYS, STATES, SessionFacts
 from .hub import ALL, Hub
 from .index import SORT_KEYS
 
@@ -262,6 +263,7 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
     names (besides ``localhost``) a request's ``Host`` may give (:class:`Guard`).
     """
     hub = Hub(store, poll_interval=poll_interval)
+    facts = SessionFacts(store, hub.index)  # titles, projects, models, tokens, relations
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -298,13 +300,16 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
             raise _BadRequest("order must be asc or desc")
         offset = _int(request, "offset", 0, 0, 2**62)
         limit = _int(request, "limit", 50, 1, 1000)
-        if sort not in SORT_KEYS:
-            raise _BadRequest(f"sort must be one of {', '.join(SORT_KEYS)}")
+        if sort not in SORT_KEYS and sort not in FACT_KEYS:
+            raise _BadRequest(f"sort must be one of {', '.join(SORT_KEYS + FACT_KEYS)}")
+        state = request.query_params.get("state", "")
+        if state and state not in STATES:
+            raise _BadRequest(f"state must be one of {', '.join(STATES)}")
         if not hub.ready:
             return JSONResponse({"loading": True, "total": 0, "matching": 0, "offset": offset, "limit": limit,
                                  "sort": sort, "order": order, "position": 0, "sessions": [], "error": hub.error})
-        matching, rows = hub.index.page(sort=sort, descending=order == "desc",
-                                        query=request.query_params.get("q", ""), offset=offset, limit=limit)
+        matching, rows = facts.page(sort=sort, descending=order == "desc", query=request.query_params.get("q", ""),
+                                    state=state, offset=offset, limit=limit)
         return JSONResponse({"total": len(hub.index), "matching": matching, "offset": offset, "limit": limit,
                              "sort": sort, "order": order, "position": hub.position, "sessions": rows})
 
@@ -346,6 +351,7 @@ def create_app(store: EventStore, *, db_label: str = "", allowed_hosts: Iterable
             "id": s.id, "created_at": None, "events": 0, "messages": 0, "tool_calls": 0, "first_ts": None,
             "last_ts": None, "complete": True, "open_turn": False, "dangling_calls": 0, "loading": not hub.ready}
         body["meta"] = current_meta(store, s.id)  # with what session/info events learned later
+        body["first_prompt"] = facts.first_prompt(s.id, body["events"])  # the page's title where meta has none
         return JSONResponse(body)
 
     def events(request):

@@ -156,6 +156,12 @@ class SessionIndex:
     def __len__(self) -> int:
         return len(self._by_id)
 
+    def summaries(self) -> list[Summary]:
+        """Every session's summary, in storage order (a copy of the list; the summaries
+        themselves change as events are applied)."""
+        with self._lock:
+            return list(self._order)
+
     def page(self, *, sort: str = "last_ts", descending: bool = True, query: str = "", offset: int = 0,
              limit: int = 50) -> tuple[int, list[dict]]:
         """``(matching, rows)``: how many sessions contain ``query`` in their id (any case),

@@ -16,10 +16,35 @@ const isError = (p) => p.is_error === true || p.isError === true || p.status ===
   (p.error != null && p.error !== false) ||
   (typeof p.content === "string" && /\[exit status [1-9]\d*\]\s*$/.test(p.content));
 
+// The event types the conversation view shows as cards or dividers; every other event
+// (bookkeeping: claude/progress, codex/turn_context, token counts, session/info, steps...)
+// is hidden there, counted, and kept in a "hidden" block shown on demand.
+const CONVERSATION = new Set(["turn/start", "turn/end", "user/message", "assistant/chunk", "assistant/message",
+  "assistant/part", "assistant/thinking", "tool/result", "compaction/boundary"]);
+
+// The readable text of a thinking event, or null: never its signature or encrypted blob.
+const thinkingText = (p) => {
+  for (const t of [p.thinking, p.text, p.content]) if (typeof t === "string" && t.trim()) return t;
+  return null;
+};
+// The size of an encrypted reasoning payload (bytes of its opaque text).
+const thinkingBytes = (p) => {
+  const src = p.source && typeof p.source === "object" ? p.source : {};
+  for (const t of [p.encrypted_content, src.encrypted_content, p.redacted_thinking, src.data, p.signature])
+    if (typeof t === "string" && t) return t.length;
+  return 0;
+};
+
 class Chat {
-  constructor() { this.reset(); }
+  // conversation: the conversation view (bookkeeping hidden, thinking and parts folded);
+  // false: the raw view, one block per event not part of a message.
+  // showSteps: step dividers in the conversation view too (a session this library wrote;
+  // an imported transcript has a step per API call, bookkeeping there).
+  constructor(conversation = true) { this.conversation = conversation; this.showSteps = true; this.reset(); }
 
   reset() {
+    this.hidden = new Map(); // type -> events hidden (conversation view)
+    this.hiddenTotal = 0;
     this.blocks = [];
     this.turn = null;
     this.turns = 0;
@@ -38,10 +63,56 @@ class Chat {
     this.window.clear();
   }
 
+  // One hidden event: counted, and added to the "hidden" block right before it (a run).
+  hide(ev) {
+    const u = ev.payload && ev.payload.usage; // Codex's token count: the usage of the answer before it
+    const a = this.asst;
+    if (u && typeof u === "object" && a && a.final && !a.usage) { a.usage = u; this.touch(a); }
+    this.hidden.set(ev.type, (this.hidden.get(ev.type) || 0) + 1);
+    this.hiddenTotal++;
+    const last = this.blocks[this.blocks.length - 1];
+    if (last && last.kind === "hidden") { last.evs.push(ev); last.last = ev.seq; this.touch(last, last.open); }
+    else this.push({ kind: "hidden", seq: ev.seq, ts: ev.ts, evs: [ev], open: false });
+  }
+
+  newCall(a, c, ts) {
+    const f = (c && c.function) || {};
+    const call = { block: a, raw: c, id: c && c.id, name: f.name, args: f.arguments, ts, result: null, dangling: false };
+    const list = this.window.get(call.id) || [];
+    list.push(call);
+    this.window.set(call.id, list);
+    return call;
+  }
+
   apply(ev) {
     const p = ev.payload && typeof ev.payload === "object" ? ev.payload : {};
     const { seq, ts } = ev;
-    switch (ev.type) {
+    if (this.conversation && !CONVERSATION.has(ev.type) && !(this.showSteps && (ev.type === "step/start" || ev.type === "step/end"))) {
+      this.hide(ev); this.count = seq + 1; return;
+    }
+    switch (this.conversation ? ev.type : ev.type === "assistant/part" || ev.type === "assistant/thinking" || ev.type === "compaction/boundary" ? "" : ev.type) {
+      case "assistant/thinking":
+        this.push({ kind: "thinking", seq, ts, text: thinkingText(p), bytes: thinkingBytes(p), open: false });
+        break;
+      case "compaction/boundary":
+        this.asst = null;
+        this.push({ kind: "compaction", seq, ts, reason: p.reason });
+        break;
+      case "assistant/part": { // the rest of the last assistant message, as the projection folds it
+        const a = this.asst;
+        if (!a || !a.final || (a.msg && a.msg.payload && a.msg.payload.message_id !== p.message_id)) {
+          this.push({ kind: "other", seq, ts, ev });
+          break;
+        }
+        a.parts = (a.parts || 0) + 1;
+        if (typeof p.content === "string" && p.content)
+          a.content = typeof a.content === "string" && a.content ? a.content + "\n\n" + p.content : p.content;
+        if (Array.isArray(p.tool_calls)) for (const c of p.tool_calls) a.calls.push(this.newCall(a, c, ts));
+        if (p.usage && typeof p.usage === "object") a.usage = p.usage;
+        a.last = seq;
+        this.touch(a);
+        break;
+      }
       case "turn/start":
         this.asst = null;
         this.turn = this.push({ kind: "turn", seq, ts, n: ++this.turns, end: null });
@@ -69,7 +140,7 @@ class Chat {
       case "user/message":
         this.closeWindow();
         this.asst = null;
-        this.push({ kind: "user", seq, ts, content: p.content });
+        this.push({ kind: "user", seq, ts, content: p.content, userKind: typeof p.kind === "string" ? p.kind : null });
         break;
       case "assistant/chunk": {
         let a = this.asst;
@@ -87,15 +158,9 @@ class Chat {
         a.final = true;
         a.msg = ev;
         a.content = p.content;
+        a.usage = p.usage && typeof p.usage === "object" ? p.usage : null;
         a.last = seq;
-        a.calls = (Array.isArray(p.tool_calls) ? p.tool_calls : []).map((c) => {
-          const f = (c && c.function) || {};
-          const call = { block: a, raw: c, id: c && c.id, name: f.name, args: f.arguments, ts, result: null, dangling: false };
-          const list = this.window.get(call.id) || [];
-          list.push(call);
-          this.window.set(call.id, list);
-          return call;
-        });
+        a.calls = (Array.isArray(p.tool_calls) ? p.tool_calls : []).map((c) => this.newCall(a, c, ts));
         this.touch(a);
         break;
       }
@@ -148,12 +213,19 @@ const appendLong = (into, text) => {
   }
 };
 
-const contentNodes = (content, into) => {
+// Text up to this size is rendered as Markdown; longer text as plain segments (fast).
+const MD_MAX = 60000;
+const textNodes = (into, text, md) => {
+  if (md && text.length <= MD_MAX) { into.classList.add("md"); MD.render(into, text); } else appendLong(into, text);
+};
+
+const contentNodes = (content, into, md = false) => {
   if (content == null) return;
-  if (typeof content === "string") { appendLong(into, content); return; }
+  if (typeof content === "string") { textNodes(into, content, md); return; }
   if (Array.isArray(content)) {
     for (const part of content) {
-      if (part && typeof part === "object" && part.type === "text" && typeof part.text === "string") ES.appendText(into, part.text);
+      if (typeof part === "string") textNodes(into, part, md);
+      else if (part && typeof part === "object" && part.type === "text" && typeof part.text === "string") textNodes(into, part.text, md);
       else into.appendChild(ES.jsonPre(part));
     }
     return;
@@ -161,18 +233,75 @@ const contentNodes = (content, into) => {
   into.appendChild(ES.jsonPre(content));
 };
 
-// Arguments as the model wrote them: pretty JSON when they parse, else the text.
-const argsNode = (args) => {
-  if (typeof args === "string") {
-    try { const v = JSON.parse(args); if (v && typeof v === "object") return ES.jsonPre(v); } catch (e) { /* text */ }
-    return ES.el("pre", { className: "out" }, args);
+// A tool result's content as text: a string as it is, a list's text parts joined.
+const resultText = (content) => {
+  if (typeof content === "string") {
+    // Codex's function results are JSON text {"output": "...", "metadata": {...}}: the output
+    if (content.startsWith('{"output":')) {
+      try { const v = JSON.parse(content); if (v && typeof v.output === "string") return v.output; } catch (e) { /* text */ }
+    }
+    return content;
   }
+  if (Array.isArray(content) && content.every((x) => typeof x === "string" || (x && typeof x === "object" && typeof x.text === "string")))
+    return content.map((x) => (typeof x === "string" ? x : x.text)).join("\n");
+  return null;
+};
+
+const parseArgs = (args) => {
+  if (typeof args !== "string") return args;
+  try { return JSON.parse(args); } catch (e) { return undefined; }
+};
+
+// Arguments as the model wrote them: an edit or a patch as a diff; else pretty JSON when
+// they parse, else the text.
+const argsNode = (args, name, ctxConversation = false) => {
+  const v = parseArgs(args);
+  if (v && typeof v === "object" && !Array.isArray(v)) {
+    if (typeof v.old_string === "string" && typeof v.new_string === "string")
+      return MD.diff(v.old_string, v.new_string, v.file_path == null ? "" : String(v.file_path));
+    if (Array.isArray(v.edits) && v.edits.length && v.edits.every((e) => e && typeof e.old_string === "string" && typeof e.new_string === "string"))
+      return ES.el("div", null, ...v.edits.map((e, i) => MD.diff(e.old_string, e.new_string, `${v.file_path ?? ""} (edit ${i + 1} of ${v.edits.length})`)));
+    const patch = MD.findPatch(v.input) || MD.findPatch(v.patch) ||
+      (Array.isArray(v.command) ? MD.findPatch(v.command.filter((c) => typeof c === "string").join("\n")) : MD.findPatch(v.command));
+    if (patch) return MD.patch(patch);
+  }
+  if (typeof args === "string" && name === "apply_patch" && MD.findPatch(args)) return MD.patch(MD.findPatch(args));
+  if (ctxConversation && v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length &&
+      Object.values(v).every((x) => x === null || typeof x !== "object")) {
+    // flat arguments (a Task's prompt, a Bash command): each as "name: value", strings as text
+    const pre = ES.el("pre", { className: "out args" });
+    for (const [k, x] of Object.entries(v)) {
+      pre.appendChild(ES.el("span", { className: "j-key" }, k + ": "));
+      ES.appendText(pre, (typeof x === "string" ? x : JSON.stringify(x)) + "\n");
+    }
+    return pre;
+  }
+  if (v && typeof v === "object") return ES.jsonPre(v);
+  if (typeof args === "string") return ES.el("pre", { className: "out" }, args);
   return args === undefined ? ES.el("span", { className: "note" }, "none") : ES.jsonPre(args);
 };
 
 const resultNode = (content) => {
-  if (typeof content === "string") return ES.el("pre", { className: "out" }, content);
+  const text = resultText(content);
+  if (text != null) return ES.el("pre", { className: "out" }, text);
   return ES.jsonPre(content === undefined ? null : content);
+};
+
+// The label of a user message's kind ("command_output" -> "command output").
+const kindLabel = (k) => String(k).replace(/[_-]+/g, " ");
+
+// "model · 1,234 in · 56 out" of an assistant message's usage, where recorded.
+const usageNote = (u) => {
+  if (!u || typeof u !== "object") return "";
+  const bits = [];
+  if (typeof u.model === "string") bits.push(u.model);
+  const n = (k) => (typeof u[k] === "number" ? u[k] : null);
+  // input counts the cached prompt too (read from or written to the cache)
+  const base = n("input_tokens") ?? n("prompt_tokens"), out = n("output_tokens") ?? n("completion_tokens");
+  const inp = base == null ? null : base + (n("cache_read_tokens") || 0) + (n("cache_creation_tokens") || 0);
+  if (inp != null) bits.push(ES.num(inp) + " in");
+  if (out != null) bits.push(ES.num(out) + " out");
+  return bits.join(" · ");
 };
 
 const headTime = (ts, seq) => ES.el("span", { className: "when", title: `${ES.when(ts)} · seq ${seq}` }, ES.time(ts));
@@ -193,7 +322,10 @@ function renderCall(ctx, call, live) {
       ES.el("span", { className: "note mono" }, call.id == null ? "" : String(call.id)),
       call.error ? ES.el("span", { className: "badge interrupted" }, "error") : null,
       state),
-    ES.el("div", { className: "call-sec" }, ES.el("div", { className: "label" }, "Arguments"), argsNode(call.args)));
+    ES.el("div", { className: "call-sec" }, ES.el("div", { className: "label" }, "Arguments"), argsNode(call.args, call.name, ctx.conversation)));
+  const sub = ctx.subagent && call.id != null ? ctx.subagent(call.id) : null;
+  if (sub) el.querySelector(".call-head").appendChild(ES.el("a", { className: "sublink", href: "/session?id=" + encodeURIComponent(sub),
+    title: ES.plain(sub) }, "subagent session →"));
   if (call.result) {
     el.appendChild(ES.el("div", { className: "call-sec result" },
       ES.el("div", { className: "label" }, call.error ? "Result (error)" : "Result", " · ", headTime(call.result.ts, call.result.seq)),
@@ -234,20 +366,57 @@ function renderBlock(ctx, b) {
     }
     case "user": {
       const text = ES.el("div", { className: "text" });
-      contentNodes(b.content, text);
-      body = ES.el("div", { className: "msg user" },
-        ES.el("div", { className: "msg-head" }, ES.el("span", { className: "role" }, "user"), headTime(b.ts, b.seq), tools(ctx, b)), text);
+      const typed = !b.userKind || b.userKind === "command";
+      contentNodes(b.content, text, ctx.conversation && typed);
+      const head = ES.el("div", { className: "msg-head" }, ES.el("span", { className: "role" }, "user"),
+        b.userKind ? ES.el("span", { className: "kind", title: "written by the agent program, not typed (kind " + ES.plain(b.userKind) + ")" }, kindLabel(b.userKind)) : null,
+        headTime(b.ts, b.seq), tools(ctx, b));
+      if (ctx.conversation && !typed) { // not typed by a person: folded, muted
+        const det = ES.el("details", { className: "msg user aside", open: !!b.open,
+          ontoggle: () => { b.open = det.open; ctx.relayout(); } }, ES.el("summary", null, head), text);
+        body = det;
+      } else body = ES.el("div", { className: "msg user" }, head, text);
+      break;
+    }
+    case "thinking": {
+      const label = b.text != null ? "thinking" : `encrypted reasoning, ${ES.num(b.bytes)} bytes`;
+      const det = ES.el("details", { className: "thinking", open: !!b.open, ontoggle: () => { b.open = det.open; ctx.relayout(); } },
+        ES.el("summary", null, ES.el("span", { className: "role" }, label), headTime(b.ts, b.seq),
+          b.text != null ? ES.el("span", { className: "note preview" }, b.text.replace(/\*\*|__|`/g, "").replace(/\s+/g, " ").slice(0, 120)) : null));
+      if (b.text != null) textNodes(det.appendChild(ES.el("div", { className: "text" })), b.text, true);
+      body = det;
+      break;
+    }
+    case "compaction":
+      body = ES.el("div", { className: "divider compaction" }, "Conversation compacted", ES.el("span", { className: "note" }, ES.when(b.ts)),
+        ES.el("span", { className: "note" }, "the model is sent only what follows"));
+      break;
+    case "hidden": {
+      const counts = new Map();
+      for (const ev of b.evs) counts.set(ev.type, (counts.get(ev.type) || 0) + 1);
+      const what = [...counts].map(([t, n]) => `${n} ${t}`).join(", ");
+      const toggle = ES.el("button", { className: "link hidden-toggle", onclick: () => { b.open = !b.open; b.sv++; b.v++; ctx.relayout(); } },
+        `${b.open ? "▾" : "▸"} ${b.evs.length} hidden event${b.evs.length === 1 ? "" : "s"}: ${what}`);
+      body = ES.el("div", { className: "hidden-run" }, toggle);
+      if (b.open) {
+        const SHOWN = 200;
+        for (const ev of b.evs.slice(0, SHOWN)) body.appendChild(ES.el("div", { className: "msg other" },
+          ES.el("div", { className: "msg-head" }, ES.el("span", { className: "role mono" }, ev.type), headTime(ev.ts, ev.seq)), ES.jsonPre(ev.payload)));
+        if (b.evs.length > SHOWN) body.appendChild(ES.el("p", { className: "note" }, `… and ${ES.num(b.evs.length - SHOWN)} more: the raw view shows every event`));
+      }
       break;
     }
     case "assistant": {
       const text = ES.el("div", { className: "text" + (b.final ? "" : " streaming") });
       text.dataset.chunks = b.chunks;
-      if (b.final) contentNodes(b.content, text); else appendLong(text, b.text);
+      if (b.final) contentNodes(b.content, text, ctx.conversation); else appendLong(text, b.text);
       const note = b.chunks ? `${ES.num(b.chunks)} chunk${b.chunks === 1 ? "" : "s"}` : "";
+      const usage = usageNote(b.usage);
       body = ES.el("div", { className: "msg assistant" },
         ES.el("div", { className: "msg-head" }, ES.el("span", { className: "role" }, "assistant"), headTime(b.ts, b.seq),
           note ? ES.el("span", { className: "note" }, note) : null,
           b.final && b.msg && b.chunks ? ES.el("span", { className: "note" }, "streamed in " + ES.dur(b.msg.ts - b.ts)) : null,
+          usage ? ES.el("span", { className: "note usage" }, usage) : null,
           tools(ctx, b)),
         text, ...b.calls.map((c) => renderCall(ctx, c, ctx.active())));
       item._text = text;
@@ -328,8 +497,11 @@ class VList {
       return n;
     };
     switch (b.kind) {
-      case "turn": case "turn-end": case "step": case "step-end": return 34;
-      case "user": return 70 + 22 * lines(typeof b.content === "string" ? b.content : JSON.stringify(b.content ?? ""));
+      case "turn": case "turn-end": case "step": case "step-end": case "compaction": return 34;
+      case "thinking": return b.open ? 60 + 22 * lines(b.text || "") : 36;
+      case "hidden": return b.open ? 30 + b.evs.slice(0, 200).length * 120 : 24;
+      case "user": return b.userKind && b.userKind !== "command" && this.ctx.conversation && !b.open ? 40
+        : 70 + 22 * lines(typeof b.content === "string" ? b.content : JSON.stringify(b.content ?? ""));
       case "assistant": {
         let h = 70 + 22 * lines(b.final ? (typeof b.content === "string" ? b.content : JSON.stringify(b.content ?? "")) : b.text);
         for (const c of b.calls) h += 110 + Math.min(420, 19 * lines(String(c.args ?? ""))) + (c.result ? Math.min(420, 19 * lines(String(c.result.payload.content ?? ""))) : 0);

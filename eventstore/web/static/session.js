@@ -5,10 +5,20 @@
   const $ = (id) => document.getElementById(id);
   const sid = new URLSearchParams(location.search).get("id");
   const targetSeq = parseInt(new URLSearchParams(location.search).get("seq") ?? "", 10); // ?seq=N: show that event
+  const targetCall = new URLSearchParams(location.search).get("call"); // ?call=ID: show that tool call
+  const rawView = new URLSearchParams(location.search).get("view") === "raw";
   const q = (extra) => "session=" + encodeURIComponent(sid) + (extra || "");
   const events = []; // every event known, by seq
-  const chat = new Chat();
+  const chat = new Chat(!rawView);
   const ctx = {
+    conversation: !rawView,
+    relayout: () => list.schedule(),
+    // The session id of the subagent a tool call started (the importer's session/info
+    // "subagent/<call id>"), or null.
+    subagent: (callId) => {
+      const v = summary && summary.meta && summary.meta["subagent/" + callId];
+      return typeof v === "string" ? v : null;
+    },
     // Whether an open turn or call may still end: replaying before the end of the log, or
     // live with the last event under two minutes old.
     active: () => (replay && replay.k < events.length) ||
@@ -37,6 +47,55 @@
       stat("events", ES.num(n)), stat("messages", ES.num(s.messages)), stat("tool calls", ES.num(s.tool_calls)),
       n ? ES.el("span", { title: `${ES.when(first)} → ${ES.when(last)}` }, ES.el("b", null, ES.dur(last - first) || "0 ms"), " long") : null);
     if (summary) $("badge").replaceChildren(ES.badge(summary));
+    renderRelations();
+    renderHidden();
+  };
+
+  // The title, and the links to this session's parent (a subagent's Task call, a fork's
+  // fork point) or to the session it continued in.
+  const renderRelations = () => {
+    const meta = (summary && summary.meta) || {};
+    const own = typeof meta.title === "string" && meta.title ? meta.title : null;
+    const title = own || (summary && typeof summary.first_prompt === "string" ? summary.first_prompt : null);
+    $("title").textContent = title ? ES.plain(title) : "";
+    $("title").classList.toggle("prompt", !own);
+    $("title").title = own ? "title" : "the first prompt (no title recorded)";
+    if (title) document.title = ES.plain(title).slice(0, 60) + " · eventstore";
+    const links = [];
+    const parent = typeof meta.parent_session === "string" ? meta.parent_session : null;
+    if (parent) {
+      const at = typeof meta.tool_call_id === "string" ? "&call=" + encodeURIComponent(meta.tool_call_id)
+        : Number.isInteger(meta.parent_seq) ? "&seq=" + meta.parent_seq : "";
+      const label = meta.relation === "subagent" ? "↑ parent session, at the call that started this subagent"
+        : meta.relation === "fork" ? `↑ forked from its parent${Number.isInteger(meta.parent_seq) ? " at seq " + meta.parent_seq : ""}` : "↑ parent session";
+      links.push(ES.el("a", { id: "parentlink", href: "/session?id=" + encodeURIComponent(parent) + at, title: ES.plain(parent) }, label));
+    }
+    if (typeof meta.continued_in === "string")
+      links.push(ES.el("a", { href: "/session?id=" + encodeURIComponent(meta.continued_in), title: ES.plain(meta.continued_in) }, "continued in a fork →"));
+    $("relations").replaceChildren(...links);
+  };
+
+  // "212 hidden: 180 claude/progress, ..." and the view toggle.
+  const renderHidden = () => {
+    const el = $("hiddeninfo");
+    if (!chat.conversation) { el.textContent = "raw view: every event"; return; }
+    if (!chat.hiddenTotal) { el.textContent = ""; return; }
+    const top = [...chat.hidden].sort((a, b) => b[1] - a[1]);
+    const what = top.slice(0, 3).map(([t, n]) => `${ES.num(n)} ${t.replace(/^(claude|codex)\//, "")}`).join(", ");
+    el.textContent = `${ES.num(chat.hiddenTotal)} bookkeeping events hidden (${what}${top.length > 3 ? ", …" : ""})`;
+    el.title = top.map(([t, n]) => `${n} ${t}`).join("\n");
+  };
+  const setView = (conversation) => {
+    chat.conversation = ctx.conversation = conversation;
+    $("viewmode").textContent = conversation ? "Show all events" : "Conversation view";
+    $("viewmode").setAttribute("aria-pressed", String(!conversation));
+    document.body.dataset.view = conversation ? "conversation" : "raw";
+    const p = new URLSearchParams(location.search);
+    if (conversation) p.delete("view"); else p.set("view", "raw");
+    history.replaceState(null, "", "?" + p);
+    if (replay) replay.seek(replay.now());
+    else { chat.reset(); for (const ev of events) chat.apply(ev); list.setItems(chat.blocks); }
+    renderHidden();
   };
   let summaryTimer = null;
   const refreshSummary = () => {
@@ -131,7 +190,8 @@
       $("notice").hidden = events.length > 0;
       if (!events.length) $("notice").textContent = "No events yet: they appear here as they are committed.";
       $("replay").disabled = false;
-      if (targetSeq >= 0) showEvent(targetSeq);
+      if (targetCall) showCall(targetCall);
+      else if (targetSeq >= 0) showEvent(targetSeq);
       performance.mark("eventstore:loaded");
       document.body.dataset.loaded = "1";
     });
@@ -140,18 +200,24 @@
   // ?seq=N: scroll to the block that holds event N (a tool result: its call's block;
   // an event no block holds alone, such as a chunk: the block it belongs to) and mark it.
   const holds = (b, n) => b.seq === n || (b.msg && b.msg.seq === n) ||
-    (b.calls && b.calls.some((c) => c.result && c.result.seq === n));
+    (b.calls && b.calls.some((c) => c.result && c.result.seq === n)) || (b.evs && b.evs.some((e) => e.seq === n));
   const showEvent = (n) => {
     const blocks = chat.blocks;
     let i = blocks.findIndex((b) => holds(b, n));
     if (i < 0) for (let k = 0; k < blocks.length && blocks[k].seq <= n; k++) i = k;
     if (i < 0) return;
+    if (blocks[i].kind === "hidden" && !blocks[i].open) { blocks[i].open = true; blocks[i].sv++; blocks[i].v++; }
     list.reveal(i);
+  };
+  const showCall = (id) => {
+    const i = chat.blocks.findIndex((b) => b.calls && b.calls.some((c) => c.id === id));
+    if (i >= 0) list.reveal(i);
   };
 
   // A first small page shows the top at once; the stream brings the rest.
   const load = async () => {
     const first = ES.getJSON("/api/events?" + q("&after=-1&limit=500"));
+    first.catch(() => {}); // a missing session: the summary's error below says so
     try {
       summary = await ES.getJSON("/api/session?" + q());
     } catch (e) {
@@ -159,6 +225,7 @@
       document.body.dataset.loaded = "error";
       return;
     }
+    chat.showSteps = !(summary.meta && typeof summary.meta.source === "string"); // imported: steps are bookkeeping
     renderStats();
     accept((await first).events);
     performance.mark("eventstore:first-page");
@@ -168,9 +235,13 @@
 
   // --- replay -------------------------------------------------------------------------------
   const IDLE_CAP_MS = 500;
+  // The replay clock: m:ss.s, h:mm:ss past an hour, "N d hh:mm:ss" past a day.
   const fmt = (ms) => {
     const s = ms / 1000;
-    return `${Math.floor(s / 60)}:${(s % 60).toFixed(1).padStart(4, "0")}`;
+    if (s < 3600) return `${Math.floor(s / 60)}:${(s % 60).toFixed(1).padStart(4, "0")}`;
+    const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60), sec = Math.floor(s % 60);
+    const hms = `${ES.pad2(h)}:${ES.pad2(m)}:${ES.pad2(sec)}`;
+    return d ? `${d} d ${hms}` : `${h}:${ES.pad2(m)}:${ES.pad2(sec)}`;
   };
 
   class Replay {
@@ -226,7 +297,7 @@
       list.setItems(chat.blocks);
       list.stick = true;
       this.v = this.v0 = v; this.w0 = performance.now();
-      if (this.playing) { clearTimeout(this.timer); this.tick(); }
+      if (this.playing) { clearTimeout(this.timer); this.tick(); } else this.controls(); // no longer "ended"
       this.clock();
     }
     tick() {
@@ -259,6 +330,12 @@
 
   const startReplay = () => {
     if (replay) replay.stop();
+    // A gap of an hour or more (a session resumed the next day): skip idle gaps, unless chosen otherwise.
+    if (!skipChosen) {
+      let gap = 0;
+      for (let i = 1; i < events.length; i++) gap = Math.max(gap, events[i].ts - events[i - 1].ts);
+      $("skipidle").checked = gap >= 3600;
+    }
     replay = new Replay();
     $("replaybar").hidden = false;
     $("replay").textContent = "↺ Restart";
@@ -276,11 +353,15 @@
     for (const ev of events) chat.apply(ev);
     list.setItems(chat.blocks);
   };
+  $("viewmode").addEventListener("click", () => setView(!chat.conversation));
+  document.body.dataset.view = chat.conversation ? "conversation" : "raw";
+  if (!chat.conversation) $("viewmode").textContent = "Conversation view";
   $("replay").addEventListener("click", startReplay);
   $("exitreplay").addEventListener("click", exitReplay);
   $("playpause").addEventListener("click", () => { if (!replay) return; if (replay.playing) replay.pause(); else replay.play(); });
   $("speed").addEventListener("change", () => replay && replay.setSpeed(parseFloat($("speed").value)));
-  $("skipidle").addEventListener("change", () => replay && replay.setSkip($("skipidle").checked));
+  let skipChosen = false;
+  $("skipidle").addEventListener("change", () => { skipChosen = true; if (replay) replay.setSkip($("skipidle").checked); });
   const scrub = $("scrub");
   scrub.addEventListener("pointerdown", () => { if (replay) replay.dragging = true; });
   scrub.addEventListener("pointerup", () => { if (replay) replay.dragging = false; });
@@ -290,10 +371,57 @@
     seekTo = scrub.value / 1000;
     if (!seekFrame) seekFrame = requestAnimationFrame(() => { seekFrame = 0; if (replay) replay.seek(replay.total * seekTo); });
   });
+  // Keys: j/k the next/previous message, / find, space pause or resume a replay.
+  const MESSAGE_KINDS = new Set(["user", "assistant"]);
+  const stepMessage = (dir) => {
+    const blocks = chat.blocks;
+    let i = list.target >= 0 && list.target < blocks.length ? list.target : list.find(list.scroller.scrollTop) - (dir > 0 ? 1 : 0);
+    for (i += dir; i >= 0 && i < blocks.length; i += dir) if (MESSAGE_KINDS.has(blocks[i].kind)) { list.reveal(i); return; }
+  };
   document.addEventListener("keydown", (e) => {
-    if (!replay || e.target.tagName === "INPUT" || e.target.tagName === "SELECT") return;
-    if (e.key === " ") { e.preventDefault(); $("playpause").click(); }
+    if (e.target.tagName === "INPUT" || e.target.tagName === "SELECT" || e.target.tagName === "TEXTAREA" ||
+        e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.key === "/") { e.preventDefault(); $("find").focus(); $("find").select(); }
+    else if (e.key === "j") stepMessage(1);
+    else if (e.key === "k") stepMessage(-1);
+    else if (e.key === " " && replay) { e.preventDefault(); $("playpause").click(); }
   });
+
+  // --- find in the session: the search API's hits for this session, one at a time ------------
+  let found = { q: "", seqs: [], at: -1 };
+  const showFound = () => {
+    const n = found.seqs.length;
+    $("findcount").textContent = !found.q ? "" : n ? `${found.at + 1} / ${n}${n >= 200 ? "+" : ""}` : "no match";
+    if (n && found.at >= 0) {
+      const seq = found.seqs[found.at];
+      if (seq < events.length) showEvent(seq);
+    }
+  };
+  const find = async (dir) => {
+    const text = $("find").value.trim();
+    if (!text) { found = { q: "", seqs: [], at: -1 }; showFound(); return; }
+    if (text !== found.q) {
+      try {
+        const r = await ES.getJSON("/api/search?" + new URLSearchParams({ q: text, session: sid, limit: 200 }));
+        if ($("find").value.trim() !== text) return; // typed on meanwhile
+        found = { q: text, seqs: [...new Set(r.hits.map((h) => h.seq))].sort((a, b) => a - b), at: -1 };
+      } catch (e) {
+        found = { q: "", seqs: [], at: -1 };
+        $("findcount").textContent = e.message;
+        return;
+      }
+    }
+    const n = found.seqs.length;
+    if (n) found.at = found.at < 0 ? (dir > 0 ? 0 : n - 1) : (found.at + dir + n) % n;
+    document.body.dataset.found = String(n);
+    showFound();
+  };
+  $("find").addEventListener("keydown", (e) => {
+    if (e.key === "Enter") { e.preventDefault(); find(e.shiftKey ? -1 : 1); }
+    else if (e.key === "Escape") { $("find").blur(); }
+  });
+  $("findnext").addEventListener("click", () => find(1));
+  $("findprev").addEventListener("click", () => find(-1));
 
   ES.info();
   load();

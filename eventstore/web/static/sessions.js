@@ -8,9 +8,10 @@
     sort: params.get("sort") || "last_ts",
     order: params.get("order") || "desc",
     q: params.get("q") || "",
+    state: params.get("state") || "",
     offset: Math.max(0, parseInt(params.get("offset") || "0", 10) || 0),
   };
-  let matching = 0, seen = new Map(), inflight = false, again = false;
+  let matching = 0, seen = new Map(), inflight = false, again = false, contentSessions = 0, lastData = null;
   const $ = (id) => document.getElementById(id);
   $("filter").value = state.q;
 
@@ -19,26 +20,41 @@
     if (state.sort !== "last_ts") p.set("sort", state.sort);
     if (state.order !== "desc") p.set("order", state.order);
     if (state.q) p.set("q", state.q);
+    if (state.state) p.set("state", state.state);
     if (state.offset) p.set("offset", state.offset);
     const qs = p.toString();
     history.replaceState(null, "", qs ? "?" + qs : location.pathname);
   };
 
+  // The last path component of a project directory (the whole path in the title).
+  const project = (cwd) => (cwd ? String(cwd).replace(/\/+$/, "").split("/").pop() || cwd : "");
+
   const row = (s, fresh) => {
-    const link = ES.el("a", { href: "/session?id=" + encodeURIComponent(s.id), title: ES.plain(s.id) }, s.id);
+    const href = "/session?id=" + encodeURIComponent(s.id);
+    const title = s.title ? ES.el("a", { href, className: "title" + (s.title_from === "prompt" ? " prompt" : ""),
+      title: s.title_from === "prompt" ? "the first prompt (no title recorded)" : "title" }, s.title) : null;
+    const rel = s.relation ? ES.el("span", { className: "rel " + s.relation }, s.relation === "subagent" ? "subagent" : s.relation) : null;
+    const parent = s.parent ? ES.el("a", { className: "parent", href: "/session?id=" + encodeURIComponent(s.parent) +
+      (s.tool_call_id ? "&call=" + encodeURIComponent(s.tool_call_id) : Number.isInteger(s.parent_seq) ? "&seq=" + s.parent_seq : ""),
+      title: "parent: " + ES.plain(s.parent) }, "↑ parent") : null;
+    const link = ES.el("a", { href, className: "sid-link", title: ES.plain(s.id) }, s.id);
     const td = (label, cls, ...c) => ES.el("td", { className: cls || "", dataset: { label } }, ...c);
-    const tr = ES.el("tr", { className: fresh ? "fresh" : "" },
-      td("Session", "sid", link),
-      td("Events", "num", ES.num(s.events)),
-      td("Messages", "num", ES.num(s.messages)),
-      td("Tool calls", "num", ES.num(s.tool_calls)),
-      td("First event", "when", ES.when(s.first_ts)),
-      td("Last event", "when", ES.when(s.last_ts)),
+    const tokens = s.input_tokens != null ? ES.el("span", { title: `${ES.num(s.input_tokens)} in (with cache) · ${ES.num(s.output_tokens)} out` },
+      ES.num(s.input_tokens + s.output_tokens)) : "–";
+    const tr = ES.el("tr", { className: (fresh ? "fresh " : "") + (s.parent ? "child" : "") },
+      td("Session", "sid", ES.el("div", { className: "sess-cell" }, rel, title, parent), ES.el("div", null, link)),
+      td("Project", "proj", s.cwd ? ES.el("span", { title: ES.plain(s.cwd) }, project(s.cwd)) : "–"),
+      td("Agent · model", "model", ES.el("span", { title: [s.agent, s.model].filter(Boolean).map(ES.plain).join(" · ") }, s.model || s.agent || "–")),
+      td("Tokens", "num", tokens),
+      td("Events", "num", ES.el("span", { title: `${ES.num(s.messages)} messages · ${ES.num(s.tool_calls)} tool calls` }, ES.num(s.events))),
+      td("Started", "when", ES.when(s.first_ts)),
+      td("Duration", "num", s.duration == null ? "–" : ES.dur(s.duration) || "0 ms"),
       td("State", "", ES.badge(s)));
     return tr;
   };
 
   const render = (data) => {
+    lastData = data;
     matching = data.matching;
     const rows = $("rows");
     const next = new Map();
@@ -52,10 +68,15 @@
     rows.replaceChildren(frag);
     const from = data.sessions.length ? state.offset + 1 : 0, to = state.offset + data.sessions.length;
     $("pageinfo").textContent = `${ES.num(from)}–${ES.num(to)} of ${ES.num(matching)}`;
-    $("count").textContent = state.q ? `${ES.num(matching)} of ${ES.num(data.total)} sessions match`
-                                     : `${ES.num(data.total)} sessions`;
+    // What matched: sessions by their title, project, model or id (the table); the
+    // content search below counts its own.
+    $("count").textContent = state.q || state.state
+      ? `${ES.num(matching)} of ${ES.num(data.total)} sessions by ${state.q ? "title, project, model or id" : "state"}` +
+        (state.q && document.body.dataset.searched === state.q.trim() && contentSessions ? ` · ${ES.num(contentSessions)} by content (below)` : "")
+      : `${ES.num(data.total)} sessions`;
     $("empty").hidden = data.sessions.length > 0;
-    $("empty").textContent = data.total ? "No session id contains that text." :
+    $("empty").textContent = data.total ? (state.q ? "No session's title, project, model or id contains that text" +
+      (contentSessions ? "; the sessions whose content matches are below." : ".") : "No session in that state.") :
       "No sessions yet. Run an agent that logs to this database (or `eventstore demo`): it appears here as it starts.";
     $("prev").disabled = $("first").disabled = state.offset === 0;
     $("next").disabled = $("last").disabled = to >= matching;
@@ -72,7 +93,7 @@
     if (inflight) { again = true; return; }
     inflight = true;
     try {
-      const p = new URLSearchParams({ sort: state.sort, order: state.order, q: state.q, offset: state.offset, limit: PAGE });
+      const p = new URLSearchParams({ sort: state.sort, order: state.order, q: state.q, state: state.state, offset: state.offset, limit: PAGE });
       const data = await ES.getJSON("/api/sessions?" + p);
       if (data.loading) { // the server is still reading the log (its first seconds)
         $("count").textContent = data.error ? "cannot read the log yet: " + data.error : "Reading the log…";
@@ -95,7 +116,7 @@
     th.addEventListener("click", () => {
       const key = th.dataset.sort;
       if (state.sort === key) state.order = state.order === "asc" ? "desc" : "asc";
-      else { state.sort = key; state.order = key === "id" ? "asc" : "desc"; }
+      else { state.sort = key; state.order = ["id", "title", "cwd", "model", "agent"].includes(key) ? "asc" : "desc"; }
       state.offset = 0; seen = new Map(); keepInUrl(); load();
     });
   }
@@ -138,12 +159,14 @@
       : "none";
     $("hits").hidden = false;
     document.body.dataset.searched = q;
+    contentSessions = bySession.size;
+    if (lastData) render(lastData); // the count line names the content matches too
   };
   const runSearch = async () => {
     searchTimer = null;
     const q = state.q.trim();
     if (searching) searching.abort();
-    if (!q) { $("hits").hidden = true; $("hitlist").replaceChildren(); delete document.body.dataset.searched; return; }
+    if (!q) { $("hits").hidden = true; $("hitlist").replaceChildren(); delete document.body.dataset.searched; contentSessions = 0; return; }
     const ctl = searching = new AbortController();
     try {
       const r = await fetch("/api/search?" + new URLSearchParams({ q, limit: HITS }),
@@ -165,6 +188,8 @@
   const searchSoon = (ms) => { clearTimeout(searchTimer); searchTimer = setTimeout(runSearch, ms); };
 
   let typing = null;
+  $("state").value = state.state;
+  $("state").addEventListener("change", () => { state.state = $("state").value; state.offset = 0; seen = new Map(); keepInUrl(); load(); });
   $("filter").addEventListener("input", () => {
     clearTimeout(typing);
     typing = setTimeout(() => { state.q = $("filter").value; state.offset = 0; seen = new Map(); keepInUrl(); load(); }, 120);
