@@ -534,7 +534,7 @@ def test_a_transcript_import_stays_within_its_documented_proportional_bound(tmp_
 
 
 def test_the_viewer_refuses_a_session_whose_info_events_pass_its_byte_limit(tmp_path):
-    """/api/session merges the session's session/info events into its meta: 40 of 1 MB are
+    """/api/session merges the session's session/info events into its meta: 120 of 1 MB are
     counted a page at a time and refused (413, saying what prints them) without reading them
     all into memory; a subagent's session whose parent holds them is refused too; a session
     whose few info events are under the limit gets its meta merged."""
@@ -545,7 +545,7 @@ def test_the_viewer_refuses_a_session_whose_info_events_pass_its_byte_limit(tmp_
     db = tmp_path / "info.db"
     with EventStore.open(db) as st:
         s = st.create_session("many")
-        for i in range(40):
+        for i in range(120):
             s.append("session/info", {"info": {f"k{i}": "i" * MB}})
         st.create_session("child", meta={"relation": "subagent", "parent_session": "many"})
         few = st.create_session("few")
@@ -563,7 +563,7 @@ def test_the_viewer_refuses_a_session_whose_info_events_pass_its_byte_limit(tmp_
             assert error.startswith(f"the session/info events of {whose} hold more than {MAX_INFO_BYTES:,} bytes")
             assert error.endswith("`eventstore events many --type session/info` prints them")
         grew = _vm(pid, "VmHWM") - base
-        assert grew < 32 * MB, grew / MB  # 19 MB measured (a page of 8 events, the page cache)
+        assert grew < 48 * MB, grew / MB  # a page of 8 events and the page cache, whatever the session holds
         status, _h, body = srv.get("/api/session?session=few")
         assert status == 200 and json.loads(body)["meta"] == {"title": "a title", "model": "m"}
     finally:

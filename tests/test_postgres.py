@@ -415,8 +415,8 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
         assert backend._sync_level == "on"
         from eventstore.backends.postgres import backend as postgres
         assert conn.execute("SELECT current_setting('synchronous_commit') FROM set_config('synchronous_commit', %s, "
-                            "true)", (backend._sync_level,)).fetchone()[0] == "on"  # as _FLUSH runs
-        assert "set_config('synchronous_commit', %s, true)" in postgres._FLUSH
+                            "true)", (backend._sync_level,)).fetchone()[0] == "on"  # as FLUSH runs
+        assert "set_config('synchronous_commit', %s, true)" in postgres.FLUSH
         committed, inserted = [], []
         durable, insert = backend._durable, backend._insert
 
@@ -483,7 +483,7 @@ def test_durability_full_flush_refused_after_the_commit(pg_url, monkeypatch):
     with EventStore.open(pg_url, durability="full") as store:
         s = store.create_session("s")
         s.append("x", {})
-        monkeypatch.setattr(postgres, "_FLUSH", "SELECT 1 / 0 FROM set_config('synchronous_commit', %s, true)")
+        monkeypatch.setattr(postgres, "FLUSH", "SELECT 1 / 0 FROM set_config('synchronous_commit', %s, true)")
         with pytest.raises(DatabaseError, match="committed, but the server did not confirm the flush"):
             s.append_many([("x", {"i": 1}), ("x", {"i": 2})])
         monkeypatch.undo()

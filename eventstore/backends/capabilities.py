@@ -151,9 +151,9 @@ class LogViews(ABC):
         session with recorded usage; empty for a database older than revision 0100."""
 
     @abstractmethod
-    def info_rows(self) -> list[tuple[str, str]]:
+    def info_rows(self) -> Iterable[tuple[str, str]]:
         """``(session_id, payload JSON text)`` of every ``session/info`` event of a visible
-        session, by session and seq."""
+        session, by session and seq (the backends read them a page at a time)."""
 
     @abstractmethod
     def summary_titles(self, session_id: str | None = None) -> list[tuple[str, str]]:

@@ -34,11 +34,16 @@ _COMMAND = re.compile(r"<command-name>(.*?)</command-name>", re.S)
 _ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 
 
+_NAMES = (("title", "title"), ("cwd", "cwd"), ("model", "model"), ("agent", "source"),
+          ("relation", "relation"), ("parent", "parent_session"), ("ended", "ended"))
+#: The keys of a session's meta and info the list shows (the rest is not read into memory).
+FACT_KEYS = frozenset([name for _key, name in _NAMES] + ["parent_seq", "tool_call_id"])
+
+
 def _facts(meta: dict, info: dict, usage) -> dict:
     m = {**meta, **info}
     out = {}
-    for key, name in (("title", "title"), ("cwd", "cwd"), ("model", "model"), ("agent", "source"),
-                      ("relation", "relation"), ("parent", "parent_session"), ("ended", "ended")):
+    for key, name in _NAMES:
         v = m.get(name)
         if isinstance(v, str) and v:
             out[key] = v
@@ -109,7 +114,7 @@ class SessionFacts:
             except ValueError:
                 v = None
             metas[sid] = v if isinstance(v, dict) else _EMPTY
-        infos = all_info(self.store)
+        infos = all_info(self.store, FACT_KEYS)
         tokens = usage_totals(self.store)
         facts = {sid: _facts(m, infos.get(sid, _EMPTY), tokens.get(sid)) for sid, m in metas.items()}
         texts = {sid: "\n".join(v for k, v in f.items() if k in _FILTERED).casefold() for sid, f in facts.items()}
@@ -170,7 +175,7 @@ class SessionFacts:
         d["duration"] = None if s.first_ts is None or s.last_ts is None else s.last_ts - s.first_ts
         return d
 
-    def _key(self, sort: str):
+    def sort_key(self, sort: str):
         facts = self.get
         if sort in ("title", "cwd", "agent", "model"):
             return lambda s: ((facts(s.id).get(sort) or "\uffff").casefold(), s.id)
@@ -185,7 +190,7 @@ class SessionFacts:
         """``(matching, rows)`` as :meth:`SessionIndex.page`, over the fact columns too:
         ``query`` matches the id, title, project, agent or model (any case); ``state`` one
         of :data:`STATES` or empty."""
-        from .index import SORT_KEYS, _key
+        from .index import SORT_KEYS, sort_key
 
         self.refresh()
         items = self.index.summaries()
@@ -207,7 +212,7 @@ class SessionFacts:
                 elif state == "top":
                     items = [s for s in items if "parent" not in self.get(s.id)]
                 if sort in SORT_KEYS:
-                    key = (lambda s: s.id) if sort == "id" else _key(sort, descending)
+                    key = (lambda s: s.id) if sort == "id" else sort_key(sort, descending)
                 else:
                     key = self._key(sort)
                 ordered = sorted(items, key=key, reverse=descending)

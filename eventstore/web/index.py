@@ -90,7 +90,7 @@ class Summary(ToolCallTracker):
                 "dangling_calls": self.dangling + self.waiting}
 
 
-def _key(attr: str, descending: bool):
+def sort_key(attr: str, descending: bool):
     # A missing value (an empty session's times) sorts last in either direction.
     def key(s: Summary):
         v = getattr(s, attr)
@@ -169,7 +169,7 @@ class SessionIndex:
         (:meth:`Summary.to_dict`). Raises ``KeyError`` for an unknown ``sort``."""
         if sort not in SORT_KEYS:
             raise KeyError(sort)
-        key = (lambda s: s.id) if sort == "id" else _key(sort, descending)
+        key = (lambda s: s.id) if sort == "id" else sort_key(sort, descending)
         with self._lock:
             version = self.version
             cache_key = (sort, descending, query)

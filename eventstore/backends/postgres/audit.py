@@ -22,9 +22,9 @@ from .. import base
 from ..capabilities import (
     AuditReads,
 )
-from .connection import _connect, _first_line, conninfo
+from .connection import conninfo, first_line, open_connection
 from .roles import roles_statements
-from .statements import _SEARCH_VECTOR, GUARDS
+from .statements import GUARDS, SEARCH_VECTOR
 
 
 class PgAudit(AuditReads):
@@ -56,7 +56,7 @@ class PgAudit(AuditReads):
                 roles = _granted_roles(self._conn("r"))
                 regrants = self._conn("r").execute(_REGRANTS, (list(roles or ()),)).fetchall() if roles else []
         except psycopg.Error as e:
-            return [("storage", f"{self.display}: the catalog cannot be read: {_first_line(e)}")]
+            return [("storage", f"{self.display}: the catalog cannot be read: {first_line(e)}")]
         out += [("schema", f"{who} holds {privilege} on the {what}, which `eventstore roles` revokes (REVOKE "
                            f"{privilege} ON {what.upper()} ... FROM {who.removeprefix('role ')})")
                 for what, who, privilege in regrants]
@@ -66,7 +66,7 @@ class PgAudit(AuditReads):
             out.append(("note", f"{self.display}: schema not compared: this role may not create the scratch schema "
                                 f"it is compared with ({e}); run verify as the database's owner for it"))
         except (psycopg.Error, DatabaseError) as e:
-            msg = _first_line(e) if isinstance(e, psycopg.Error) else str(e)
+            msg = first_line(e) if isinstance(e, psycopg.Error) else str(e)
             out.append(("schema", f"cannot build a scratch schema to compare with: {msg}"))
         else:
             skip = {f"{name} on {table}" for table, names in GUARDS.items() for name in names}
@@ -97,9 +97,9 @@ class PgAudit(AuditReads):
                         WHERE e.position IS NULL OR e.session_id <> s.session_id OR e.type <> s.type)
                     FROM events_search_state AS st""").fetchone()
                 wrong = conn.execute("SELECT count(*) FROM events_search AS s JOIN events AS e USING (position) "
-                                     f"WHERE s.tsv <> {_SEARCH_VECTOR}").fetchone()[0] if full else 0
+                                     f"WHERE s.tsv <> {SEARCH_VECTOR}").fetchone()[0] if full else 0
             except psycopg.Error as e:
-                return [("storage", f"{self.display}: the search index cannot be read: {_first_line(e)}")]
+                return [("storage", f"{self.display}: the search index cannot be read: {first_line(e)}")]
         out = []
         if through > last:
             out.append(f"its bound (position {through}) is past the last event (position {last})")
@@ -127,13 +127,13 @@ class PgAudit(AuditReads):
                     "WHERE c.relname IN ('events', 'sessions') AND am.amname = 'btree' "
                     "AND c.relnamespace = current_schema()::regnamespace").fetchall()
             except psycopg.Error as e:
-                return [("storage", f"{self.display}: amcheck: {_first_line(e)}")]
+                return [("storage", f"{self.display}: amcheck: {first_line(e)}")]
             out = []
             for (index,) in indexes:
                 try:
                     conn.execute("SELECT bt_index_check(%s::regclass, %s)", (index, full))
                 except psycopg.Error as e:
-                    out.append(("storage", f"amcheck bt_index_check({index}): {_first_line(e)}"))
+                    out.append(("storage", f"amcheck bt_index_check({index}): {first_line(e)}"))
             return out
 
     @staticmethod
@@ -165,7 +165,7 @@ class PgAudit(AuditReads):
         return self._read("SELECT id, created_at, meta, meta_hash FROM sessions ORDER BY ctid")
 
     def checkpoint_rows(self, at: dict[str, int] | None = None, position: int = 0) -> dict:
-        conn = _connect(self.url, self.display, autocommit=False)
+        conn = open_connection(self.url, self.display, autocommit=False)
         try:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             out = {"position": conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()[0],
@@ -193,7 +193,7 @@ class PgAudit(AuditReads):
         # snapshot per session, streamed through a server-side cursor while other calls go on.
         with self._vlock:
             if self._v is None or self._v.closed or self._v_pid != os.getpid():
-                self._v = _connect(self.url, self.display, autocommit=False)
+                self._v = open_connection(self.url, self.display, autocommit=False)
                 self._v_pid = os.getpid()
             conn = self._v
             try:
@@ -439,9 +439,9 @@ def _expected_catalog(url: str, display: str, roles: tuple[str, str] | None = No
     except Exception as e:
         orig = e if isinstance(e, psycopg.Error) else getattr(e, "orig", None)
         if isinstance(orig, pg_errors.InsufficientPrivilege):
-            raise _NoScratch(_first_line(orig)) from None
+            raise _NoScratch(first_line(orig)) from None
         if isinstance(orig, psycopg.Error):
-            raise DatabaseError(f"{display}: {_first_line(orig)}") from None
+            raise DatabaseError(f"{display}: {first_line(orig)}") from None
         raise
     finally:
         engine.dispose()

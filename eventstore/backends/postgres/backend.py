@@ -20,8 +20,8 @@ module only talks to it:
 * **Durability.** The write connection commits asynchronously (``synchronous_commit =
   off``), so the WAL flush is not inside the position lock. By default (any ``durability``
   but :data:`LOSSY`) a single append that finds the lock free commits durably in its one
-  statement (:data:`_INSERT_ONE_FULL`); otherwise the append waits, outside the lock, for
-  the flush (:data:`_FLUSH`; concurrent writers share one). A follower flushes before it
+  statement (:data:`INSERT_ONE_FULL`); otherwise the append waits, outside the lock, for
+  the flush (:data:`FLUSH`; concurrent writers share one). A follower flushes before it
   hands out what it read.
 * **Errors** are translated by SQLSTATE (the ``ESnnn`` codes of the triggers, see
   :mod:`eventstore.backends.base`) and constraint name, never by message text.
@@ -63,34 +63,34 @@ from eventstore.schema import outdated
 from .. import base
 from ..base import Backend, Follower, ImportLock, ImportTransaction
 from .audit import PgAudit
-from .connection import _connect, _display, _first_line, conninfo
+from .connection import conninfo, display_url, first_line, open_connection
 from .follower import PgFollower
-from .importer import _PgImport, _PgImportLock
+from .importer import PgImport, PgImportLock
 from .index import PgIndex
 from .roles import PgRoles
 from .sandbox import PgSandbox
 from .search import PgSearch
 from .statements import (
-    _EXPORT_BOUNDED,
-    _FLUSH,
-    _IDLE,
-    _IMPORTS,
-    _INSERT_MANY,
-    _INSERT_ONE,
-    _INSERT_ONE_FULL,
-    _LAST_POSITION,
-    _LOCK_HEAD,
-    _MESSAGES_UPTO,
-    _NEXT_SEQ,
-    _OWNER_ALIVE,
-    _STORE_ROWS,
     DURABILITY,
+    EXPORT_BOUNDED,
+    FLUSH,
+    IDLE_SQL,
     IMPORT_LOCK_CLASS,
+    IMPORTS,
+    INSERT_MANY,
+    INSERT_ONE,
+    INSERT_ONE_FULL,
+    LAST_POSITION,
+    LOCK_HEAD,
     LOCK_POSITIONS,
     LOSSY,
+    MESSAGES_UPTO,
     MIGRATION_LOCK,
-    _constraint,
-    _refusal,
+    NEXT_SEQ,
+    OWNER_ALIVE,
+    STORE_ROWS,
+    refusal_of,
+    violated_constraint,
 )
 from .views import PgViews
 
@@ -108,7 +108,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
         self.url = url
         self.durability = durability
         self.lossy = durability == LOSSY  # (see DURABILITY)
-        self.display = _display(url)
+        self.display = display_url(url)
         self.busy_timeout = busy_timeout
         self.readonly = readonly
         self._wlock = threading.RLock()
@@ -159,7 +159,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
             self._heads.clear()
         conn = self._w if which == "w" else self._r
         if conn is None or conn.closed:
-            conn = _connect(self.url, self.display)
+            conn = open_connection(self.url, self.display)
             ms = int(self.busy_timeout * 1000)
             conn.execute(f"SET lock_timeout = {ms}")
             if which == "w":
@@ -212,11 +212,11 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
         except psycopg.Error as e:
-            raise DatabaseError(f"{self.display}: cannot migrate: {_first_line(e)}") from None
+            raise DatabaseError(f"{self.display}: cannot migrate: {first_line(e)}") from None
         except Exception as e:
             orig = getattr(e, "orig", None)
             if isinstance(orig, psycopg.Error):
-                raise DatabaseError(f"{self.display}: cannot migrate: {_first_line(orig)}") from None
+                raise DatabaseError(f"{self.display}: cannot migrate: {first_line(orig)}") from None
             raise
         finally:
             engine.dispose()
@@ -259,28 +259,28 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
             full = base.counter_full(self.display, session_id, *row) if row is not None else None
             if full is not None:
                 return full
-        if isinstance(e, pg_errors.UniqueViolation) and _constraint(e) == base.SESSIONS_PKEY and session_id:
+        if isinstance(e, pg_errors.UniqueViolation) and violated_constraint(e) == base.SESSIONS_PKEY and session_id:
             return SessionExists(session_id)
         if code.startswith("ES") or isinstance(e, pg_errors.IntegrityError):
-            r = _refusal(e)
+            r = refusal_of(e)
             return AppendOnlyViolation(f"{r.code or code}: {r.message}" if r.code else r.message)
         if isinstance(e, pg_errors.DiskFull):  # SQLSTATE 53100
             what = f"session {session_id!r}: " if session_id is not None else ""
-            return DatabaseError(f"{self.display}: {what}{_first_line(e)}: nothing was written (free space on "
+            return DatabaseError(f"{self.display}: {what}{first_line(e)}: nothing was written (free space on "
                                  f"the server)")
         if isinstance(e, pg_errors.ReadOnlySqlTransaction):
-            return DatabaseError(f"{self.display}: opened read-only: {_first_line(e)}")
+            return DatabaseError(f"{self.display}: opened read-only: {first_line(e)}")
         if isinstance(e, pg_errors.LockNotAvailable):
             return DatabaseError(f"{self.display}: database is locked (waited {self.busy_timeout:g} s)")
         if isinstance(e, pg_errors.InsufficientPrivilege):
             conn = self._r or self._w
             role = f"role {conn.info.user!r}" if conn is not None and not conn.closed else "this role"
-            return DatabaseError(f"{self.display}: {_first_line(e)} ({role} may not: grant it eventstore_writer "
+            return DatabaseError(f"{self.display}: {first_line(e)} ({role} may not: grant it eventstore_writer "
                                  f"to append or eventstore_auditor to read; `eventstore roles`, run as the tables' "
                                  f"owner, creates both)")
         if isinstance(e, pg_errors.DataError):
-            return InvalidEvent(_first_line(e))
-        return DatabaseError(f"{self.display}: {_first_line(e)}")
+            return InvalidEvent(first_line(e))
+        return DatabaseError(f"{self.display}: {first_line(e)}")
 
     def _durable(self, conn: psycopg.Connection, session_id: str) -> None:
         """Unless ``durability`` is :data:`LOSSY`: wait until the write just committed on ``conn`` is
@@ -289,10 +289,10 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
         if self.lossy:
             return
         try:
-            conn.execute(_FLUSH, (self._sync_level,))
+            conn.execute(FLUSH, (self._sync_level,))
         except psycopg.Error as e:
             raise DatabaseError(f"{self.display}: session {session_id!r}: committed, but the server did not confirm "
-                                f"the flush to disk: {_first_line(e)}") from None
+                                f"the flush to disk: {first_line(e)}") from None
 
     def _read(self, sql: str, params: tuple = ()) -> list:
         """Rows of one read on the read connection. A read that finds the connection lost
@@ -373,7 +373,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
             self._heads.pop(session_id, None)
             try:
                 with conn.transaction():
-                    row = conn.execute(_LOCK_HEAD, (session_id,)).fetchone()
+                    row = conn.execute(LOCK_HEAD, (session_id,)).fetchone()
                     if row is None or row[0] is None:
                         raise SessionNotFound(session_id)
                     seq, prev = row[0], row[1] or genesis_hash(session_id)
@@ -401,19 +401,19 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
                 level: str | None = None) -> tuple[int, bool]:
         """Insert the chained ``rows`` (``[type, ts, payload, hash, ...]``) at ``seq``...
         Returns the first position, and whether the commit already flushed (only with a
-        durable ``level``, one row, in autocommit: see :data:`_INSERT_ONE_FULL`)."""
+        durable ``level``, one row, in autocommit: see :data:`INSERT_ONE_FULL`)."""
         n = len(rows) // 4
         try:
             if n == 1 and level is not None:
-                cur = conn.execute(_INSERT_ONE_FULL, (session_id, seq, *rows, level))
+                cur = conn.execute(INSERT_ONE_FULL, (session_id, seq, *rows, level))
             elif n == 1:
-                cur = conn.execute(_INSERT_ONE, (session_id, seq, *rows))
+                cur = conn.execute(INSERT_ONE, (session_id, seq, *rows))
             else:
-                cur = conn.execute(_INSERT_MANY, (session_id, seq, rows[0::4], rows[1::4], rows[2::4], rows[3::4]))
+                cur = conn.execute(INSERT_MANY, (session_id, seq, rows[0::4], rows[1::4], rows[2::4], rows[3::4]))
         except UnicodeEncodeError as e:
             raise InvalidEvent(f"session {session_id!r}: text PostgreSQL cannot hold: {e.reason}") from None
         if cur.rowcount != n:  # a BEFORE INSERT trigger returning NULL drops rows without an error
-            committed = conn.info.transaction_status == _IDLE  # (autocommit: what it stored stays)
+            committed = conn.info.transaction_status == IDLE_SQL  # (autocommit: what it stored stays)
             raise base.not_stored(session_id, seq, n, max(cur.rowcount, 0) if committed else 0)
         row = cur.fetchone()
         return row[0], len(row) > 1 and row[1]
@@ -426,7 +426,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
     # --- reads --------------------------------------------------------------------------------
 
     def next_seq(self, session_id: str) -> int:
-        return self._one(_NEXT_SEQ, (session_id,))[0]
+        return self._one(NEXT_SEQ, (session_id,))[0]
 
     def session_events(self, session_id: str, after_seq: int = -1, types: list[str] | None = None,
                        limit: int = base.PAGE, last: bool = False) -> list[tuple[int, int, str, float, str]]:
@@ -451,18 +451,18 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
 
     def events_after(self, after_position: int, limit: int,
                      dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
-        return [tuple(r) for r in self._read(_STORE_ROWS, (after_position, list(dead_owners), limit))]
+        return [tuple(r) for r in self._read(STORE_ROWS, (after_position, list(dead_owners), limit))]
 
     def last_position(self, dead_owners: Collection[str] = ()) -> int:
-        return self._one(_LAST_POSITION, (list(dead_owners),))[0]
+        return self._one(LAST_POSITION, (list(dead_owners),))[0]
 
     def imports(self) -> list[tuple[str, int, str, float]]:
-        return [tuple(r) for r in self._read(_IMPORTS)]
+        return [tuple(r) for r in self._read(IMPORTS)]
 
     def import_lock(self, session_id: str) -> ImportLock | None:
         if self.readonly:
             raise DatabaseError(f"{self.display}: opened read-only")
-        conn = _connect(self.url, self.display)
+        conn = open_connection(self.url, self.display)
         try:
             deadline = time.monotonic() + 1.0
             while not conn.execute(f"SELECT pg_try_advisory_lock({IMPORT_LOCK_CLASS}, hashtext(%s))",
@@ -471,7 +471,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
                     conn.close()
                     return None
                 time.sleep(0.01)
-            return _PgImportLock(conn)
+            return PgImportLock(conn)
         except psycopg.Error as e:
             conn.close()
             raise self._error(e, session_id) from None
@@ -480,7 +480,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
         pid = owner.partition(":")[2].partition("#")[0]
         if not pid.isdigit():  # not written by an importer (pg:PID#...): no live owner
             return False
-        return bool(self._one(_OWNER_ALIVE, (int(pid), owner))[0])
+        return bool(self._one(OWNER_ALIVE, (int(pid), owner))[0])
 
     def follower(self, poll_interval: float) -> Follower:
         return PgFollower(self, poll_interval)
@@ -493,7 +493,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
         else:
             # the last compaction up to that seq cuts, not the session's last (the view's)
             upto = upto_seq
-            rows = self._read(_MESSAGES_UPTO, (session_id, upto, session_id, upto))
+            rows = self._read(MESSAGES_UPTO, (session_id, upto, session_id, upto))
         return "[" + ",".join([r[0] for r in rows]) + "]"
 
     def messages_size(self, session_id: str, upto_seq: int | None = None) -> int:
@@ -501,7 +501,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
             rows = self._read("SELECT coalesce(sum(octet_length(message::text)), 0) FROM messages "
                               "WHERE session_id = %s", (session_id,))
         else:
-            rows = self._read(f"SELECT coalesce(sum(octet_length(message::text)), 0) FROM ({_MESSAGES_UPTO}) AS m",
+            rows = self._read(f"SELECT coalesce(sum(octet_length(message::text)), 0) FROM ({MESSAGES_UPTO}) AS m",
                               (session_id, upto_seq, session_id, upto_seq))
         return int(rows[0][0])
 
@@ -515,7 +515,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
                 (session_id, after_seq, limit))]
         # The client takes a whole result: the server cuts the page where the running sum of
         # payload bytes reaches max_bytes (octet_length of a TOASTed value reads no data).
-        return [tuple(r) for r in self._read(_EXPORT_BOUNDED, (session_id, after_seq, limit, max_bytes))]
+        return [tuple(r) for r in self._read(EXPORT_BOUNDED, (session_id, after_seq, limit, max_bytes))]
 
     def import_transaction(self, session_id: str, body: Callable[[ImportTransaction], Any]) -> Any:
         if self.readonly:
@@ -527,7 +527,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
                 with conn.transaction():
                     # The position lock first: next_position stays true until the commit.
                     conn.execute(LOCK_POSITIONS)
-                    result = body(_PgImport(conn, session_id))
+                    result = body(PgImport(conn, session_id))
             except psycopg.Error as e:
                 raise self._error(e, session_id) from None
             self._durable(conn, session_id)

@@ -73,7 +73,7 @@ def _hide(text: str, secrets: list[str], quoted: bool = False) -> str:
 _QUOTED = re.compile(r"([\"'])(.*?)\1")
 
 
-def _display(url: str) -> str:
+def display_url(url: str) -> str:
     """``url`` without its password (for messages): the one of ``user:password@`` (up to the
     last ``@``, see :func:`_userinfo`) and any ``password=`` parameter. The rest stays as
     written, even in a URL libpq will refuse, but for any piece of a password in it."""
@@ -85,7 +85,7 @@ def _display(url: str) -> str:
     return _hide(shown, _secrets(url)).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _connect(url: str, display: str, autocommit: bool = True) -> psycopg.Connection:
+def open_connection(url: str, display: str, autocommit: bool = True) -> psycopg.Connection:
     try:
         return psycopg.connect(conninfo(url), autocommit=autocommit, application_name="eventstore")
     except psycopg.Error as e:
@@ -106,11 +106,11 @@ def _connect_failure(url: str, e: psycopg.Error) -> str:
             misread = password is not None and conninfo_to_dict(conninfo(url)).get("password") != unquote(password)
         except psycopg.Error:
             misread = True
-    text = _hide(str(e).strip().replace(conninfo(url), _display(url)), secrets, quoted=misread)
+    text = _hide(str(e).strip().replace(conninfo(url), display_url(url)), secrets, quoted=misread)
     text = text.splitlines()[0] if text else type(e).__name__
     return f"{text} ({PERCENT_HINT})" if misread else text
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__

@@ -14,16 +14,16 @@ from eventstore.errors import (
 )
 
 from ..base import Backend, Follower
-from .connection import _connect
+from .connection import open_connection
 from .statements import (
-    _EVENT_COLUMNS,
-    _FLUSH,
-    _IMPORTS,
-    _STORE_ROWS,
     CHANNEL,
+    EVENT_COLUMNS,
+    FLUSH,
+    IMPORTS,
     LOSSY,
     RECONNECT_PAUSE,
     RECONNECT_SECONDS,
+    STORE_ROWS,
 )
 
 
@@ -43,8 +43,8 @@ class PgFollower(Follower):
         self._open()
 
     def _open(self) -> None:
-        self._conn = _connect(self._backend.url, self._backend.display)
-        self._sync_level = None  # unless durability is LOSSY: the level _FLUSH commits with
+        self._conn = open_connection(self._backend.url, self._backend.display)
+        self._sync_level = None  # unless durability is LOSSY: the level FLUSH commits with
         if not self._backend.lossy:
             try:
                 level = self._conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0]
@@ -74,7 +74,7 @@ class PgFollower(Follower):
                 time.sleep(RECONNECT_PAUSE)
         if self._last is not None:
             try:
-                row = self._conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events WHERE position = %s",
+                row = self._conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE position = %s",
                                          (self._last[0],)).fetchone()
             except psycopg.Error as e:
                 raise self._backend._error(e) from None
@@ -104,12 +104,12 @@ class PgFollower(Follower):
 
     def _flush(self) -> None:
         """Return once the WAL is flushed past every commit this follower has read: with
-        :data:`_FLUSH`, or, for a role that may not call ``pg_logical_emit_message`` (a
+        :data:`FLUSH`, or, for a role that may not call ``pg_logical_emit_message`` (a
         superuser's ``eventstore roles`` withholds it from the auditor), by watching the
         server's flushed WAL position pass its insert position of now."""
         if not self._watch_flush:
             try:
-                self._conn.execute(_FLUSH, (self._sync_level,))
+                self._conn.execute(FLUSH, (self._sync_level,))
                 return
             except pg_errors.InsufficientPrivilege:
                 self._watch_flush = True
@@ -121,14 +121,14 @@ class PgFollower(Follower):
 
     def events_after(self, after_position: int, limit: int,
                      dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
-        return self._rows(_STORE_ROWS, (after_position, list(dead_owners), limit), events=True)
+        return self._rows(STORE_ROWS, (after_position, list(dead_owners), limit), events=True)
 
     def imports(self) -> list[tuple[str, int, str, float]]:
-        return self._rows(_IMPORTS, ())
+        return self._rows(IMPORTS, ())
 
     def session_events_after(self, session_id: str, after_seq: int,
                              limit: int) -> list[tuple[int, str, int, str, float, str]]:
-        return self._rows(f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq > %s "
+        return self._rows(f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = %s AND seq > %s "
                           "ORDER BY seq LIMIT %s", (session_id, after_seq, limit), events=True)
 
     def wait_for_commit(self, timeout: float | None) -> bool:

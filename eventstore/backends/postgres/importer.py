@@ -11,10 +11,10 @@ import psycopg
 from eventstore.log.chain import session_hash
 
 from ..base import ImportLock, ImportTransaction, Refusal
-from .statements import _NEXT_SEQ, _refusal
+from .statements import NEXT_SEQ, refusal_of
 
 
-class _PgImportLock(ImportLock):
+class PgImportLock(ImportLock):
     """An import lock: a session advisory lock held by a connection of its own; the owner
     names the server process holding it (``pg:PID#TAG``), which pg_locks shows while it
     lives."""
@@ -28,7 +28,7 @@ class _PgImportLock(ImportLock):
             self._conn.close()  # ends the session: the lock goes with it
 
 
-class _PgImport(ImportTransaction):
+class PgImport(ImportTransaction):
     """An import's work inside its transaction (see :meth:`PostgresBackend.import_transaction`)."""
 
     def __init__(self, conn: psycopg.Connection, session_id: str):
@@ -61,11 +61,11 @@ class _PgImport(ImportTransaction):
                                    (self._sid, created_at, meta_json,
                                     session_hash(self._sid, created_at, meta_json)))
         except psycopg.Error as e:
-            return _refusal(e)
+            return refusal_of(e)
         return None
 
     def next_seq(self) -> int:
-        return self._conn.execute(_NEXT_SEQ, (self._sid,)).fetchone()[0]
+        return self._conn.execute(NEXT_SEQ, (self._sid,)).fetchone()[0]
 
     def next_position(self) -> int:
         return self._conn.execute("SELECT coalesce(max(position), 0) + 1 FROM events").fetchone()[0]
@@ -98,7 +98,7 @@ class _PgImport(ImportTransaction):
                     return i, Refusal(None, "the database reported the insert done but stored nothing (a trigger "
                                             "ignores it: run eventstore verify); nothing was imported")
             except psycopg.Error as e:
-                return i, _refusal(e)
+                return i, refusal_of(e)
             except (UnicodeError, ValueError) as e:
                 return i, Refusal(None, f"text PostgreSQL cannot hold: {e}")
         return None

@@ -8,7 +8,7 @@ from typing import Any
 from ..capabilities import (
     SessionIndex,
 )
-from .statements import _COUNTS_SQL, _STATE_SQL
+from .statements import COUNTS_SQL, STATE_SQL
 
 
 class PgIndex(SessionIndex):
@@ -21,7 +21,7 @@ class PgIndex(SessionIndex):
                                              "(SELECT session_id FROM importing) ORDER BY created_at, id")]
 
     def session_counts(self, upto_position: int) -> list[tuple[str, int, int, float, float]]:
-        return [tuple(r) for r in self._read(_COUNTS_SQL, (upto_position,))]
+        return [tuple(r) for r in self._read(COUNTS_SQL, (upto_position,))]
 
     def state_rows(self, after_position: int, upto_position: int, limit: int) -> list[tuple[int, str, str, Any]]:
-        return [tuple(r) for r in self._read(_STATE_SQL, (after_position, upto_position, limit))]
+        return [tuple(r) for r in self._read(STATE_SQL, (after_position, upto_position, limit))]

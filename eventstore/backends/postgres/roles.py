@@ -17,7 +17,7 @@ from ..base import Backend
 from ..capabilities import (
     Roles,
 )
-from .connection import _first_line
+from .connection import first_line
 
 # --- least privilege --------------------------------------------------------------------------
 
@@ -193,10 +193,10 @@ def apply_roles(backend: Backend, text: str) -> list[str]:
             with conn.transaction():
                 conn.execute(text)
         except pg_errors.InsufficientPrivilege as e:
-            raise DatabaseError(f"{backend.display}: cannot set up the roles: {_first_line(e)}: run it once as a "
+            raise DatabaseError(f"{backend.display}: cannot set up the roles: {first_line(e)}: run it once as a "
                                 "role with CREATEROLE that owns the tables, or as a superuser") from None
         except psycopg.Error as e:
-            raise DatabaseError(f"{backend.display}: cannot set up the roles: {_first_line(e)}") from None
+            raise DatabaseError(f"{backend.display}: cannot set up the roles: {first_line(e)}") from None
         finally:
             conn.remove_notice_handler(notice)
     return notices

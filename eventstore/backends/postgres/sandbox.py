@@ -25,7 +25,7 @@ from ..capabilities import (
     QueryConnection,
     SqlSandbox,
 )
-from .connection import _connect, _display, _first_line
+from .connection import display_url, first_line, open_connection
 from .statements import QUERY_TIMEOUT
 
 _PLAIN = (str, int, float, bytes, bool, type(None))
@@ -74,10 +74,10 @@ class PgQueryConnection(QueryConnection):
 
     def __init__(self, url: str, busy_timeout: float, timeout: float | None = QUERY_TIMEOUT,
                  max_memory: int | None = None):
-        self._display = _display(url)
+        self._display = display_url(url)
         self.timeout = timeout or None
         self._open_rows: Generator[tuple, None, None] | None = None
-        self._conn = _connect(url, self._display, autocommit=True)
+        self._conn = open_connection(url, self._display, autocommit=True)
         self._conn.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
         if max_memory is not None:  # work_mem bounds each sort and hash (they spill to disk past it)
             current = self._conn.execute("SELECT setting::bigint * 1024 FROM pg_settings "
@@ -192,10 +192,10 @@ def _query_error(e: psycopg.Error, timeout: float | None = QUERY_TIMEOUT,
         # (the server names the statement's own command: SELECT for a data-modifying WITH)
         return f"refused: the query writes, and eventstore sql only reads ({e.diag.message_primary})", None
     if isinstance(e, pg_errors.InsufficientPrivilege):
-        return (f"refused: {e.diag.message_primary or _first_line(e)} (role {user or 'this role'} may not; "
+        return (f"refused: {e.diag.message_primary or first_line(e)} (role {user or 'this role'} may not; "
                 f"eventstore_auditor, which `eventstore roles` creates, may read every table)"), None
     if isinstance(e, pg_errors.ActiveSqlTransaction):
-        return f"refused: {e.diag.message_primary or _first_line(e)} (eventstore sql only reads)", None
+        return f"refused: {e.diag.message_primary or first_line(e)} (eventstore sql only reads)", None
     if isinstance(e, pg_errors.QueryCanceled):
         # statement_timeout and a cancel request share the SQLSTATE: the time says which
         if timeout and (elapsed is None or elapsed >= timeout * 0.95):
@@ -203,14 +203,14 @@ def _query_error(e: psycopg.Error, timeout: float | None = QUERY_TIMEOUT,
         when = f" after {elapsed:.1f} s" if elapsed is not None else ""
         before = f", before its time limit of {timeout:g} s" if timeout else ""
         return (f"the query was cancelled{when}{before} by a cancel request (pg_cancel_backend, an "
-                f"administrator or the server): {e.diag.message_primary or _first_line(e)}"), None
+                f"administrator or the server): {e.diag.message_primary or first_line(e)}"), None
     if isinstance(e, pg_errors.OutOfMemory | pg_errors.DiskFull):
-        return f"the query was stopped: {_first_line(e)} (its memory limit)", "memory"
+        return f"the query was stopped: {first_line(e)} (its memory limit)", "memory"
     if isinstance(e, pg_errors.SyntaxError) and e.diag.source_function == "exec_parse_message":
         # The server's Parse message refuses more than one statement (the parser's own
         # syntax errors come from scanner_yyerror / base_yyerror): as SQLite says it.
         return MULTIPLE_STATEMENTS, None
-    return e.diag.message_primary or _first_line(e), None
+    return e.diag.message_primary or first_line(e), None
 
 
 

@@ -18,8 +18,8 @@ from eventstore.errors import (
 from ..capabilities import (
     SearchIndex,
 )
-from .connection import _first_line
-from .statements import _CATCH_UP, _PAST_BOUND, _SEARCH_TEXT, _SEARCH_VECTOR
+from .connection import first_line
+from .statements import CATCH_UP, PAST_BOUND, SEARCH_TEXT, SEARCH_VECTOR
 
 
 class PgSearch(SearchIndex):
@@ -64,7 +64,7 @@ class PgSearch(SearchIndex):
                         n, end = 0, start
                         if last > start:
                             end = min(last, start + CATCH_UP_BATCH)
-                            n = conn.execute(_CATCH_UP, (start, end)).rowcount
+                            n = conn.execute(CATCH_UP, (start, end)).rowcount
                             conn.execute("UPDATE events_search_state SET indexed_through = %s", (end,))
                 except psycopg.Error as e:
                     raise self._error(e) from None
@@ -87,7 +87,7 @@ class PgSearch(SearchIndex):
                 # 1 s, where walking back from the newest position takes 2 ms).
                 return conn.execute(sql, {**params, "q": tsquery}, prepare=False).fetchall()
             except pg_errors.SyntaxError as e:  # a malformed raw query
-                raise QueryError(f"search {tsquery!r}: {_first_line(e)}") from None
+                raise QueryError(f"search {tsquery!r}: {first_line(e)}") from None
             except psycopg.Error as e:
                 raise self._error(e) from None
 
@@ -111,14 +111,14 @@ class PgSearch(SearchIndex):
                   WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
                   ORDER BY s.position DESC LIMIT %(window)s)
                 UNION ALL
-                (SELECT e.position, {_SEARCH_VECTOR} FROM {_PAST_BOUND}
-                    AND {_SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e}
+                (SELECT e.position, {SEARCH_VECTOR} FROM {PAST_BOUND}
+                    AND {SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e}
                   ORDER BY e.position DESC LIMIT %(window)s)) AS m
               ORDER BY position DESC LIMIT %(window)s),
             best AS (
               SELECT w.position, -ts_rank(w.tsv, to_tsquery('simple', %(q)s)) AS score
                 FROM window_ AS w ORDER BY score, w.position DESC LIMIT %(limit)s)
-            SELECT e.session_id, e.seq, e.type, e.ts, {_SEARCH_TEXT}, b.score
+            SELECT e.session_id, e.seq, e.type, e.ts, {SEARCH_TEXT}, b.score
               FROM best AS b JOIN events AS e ON e.position = b.position
              ORDER BY b.score, b.position DESC""",
                                  {**params, "window": rank_window, "limit": limit, "through": self._indexed_through()})
@@ -130,8 +130,8 @@ class PgSearch(SearchIndex):
         return self._search_read(query, raw, f"""
             SELECT (SELECT count(*) FROM events_search AS s
                      WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s})
-                 + (SELECT count(*) FROM {_PAST_BOUND}
-                       AND {_SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e})""",
+                 + (SELECT count(*) FROM {PAST_BOUND}
+                       AND {SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e})""",
                                  {**params, "through": self._indexed_through()})[0][0]
 
 

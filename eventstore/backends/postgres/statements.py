@@ -8,7 +8,7 @@ from psycopg import errors as pg_errors
 
 from .. import base
 from ..base import Refusal
-from .connection import _first_line
+from .connection import first_line
 
 #: The position lock that the insert guard takes (revision 0250): a table lock in a mode that
 #: only roles with UPDATE on the (empty) table may take, i.e. the writers, released at commit.
@@ -19,16 +19,16 @@ MIGRATION_LOCK = 7310306919626989940
 
 # The searchable text and vector of an event of ``events AS e`` (revision 0280's functions, as
 # the index's guard and the events_search_text view compute them).
-_SEARCH_TEXT = "es_event_text(e.type, e.payload)"
-_SEARCH_VECTOR = "es_event_vector(e.type, e.payload)"
+SEARCH_TEXT = "es_event_text(e.type, e.payload)"
+SEARCH_VECTOR = "es_event_vector(e.type, e.payload)"
 # The searchable events (those of the events_search_text view) past the index's bound, as
 # ``events AS e``.
-_PAST_BOUND = ("events_search_text AS x JOIN events AS e ON e.position = x.position "
+PAST_BOUND = ("events_search_text AS x JOIN events AS e ON e.position = x.position "
                "WHERE x.position > %(through)s")
 
 #: The catch-up's insert of the searchable events at positions in ``(%s, %s]``: the guard
 #: trigger fills in each row's vector from its event (revisions 0250, 0280), so none is computed here.
-_CATCH_UP = ("INSERT INTO events_search (position, session_id, type, tsv) "
+CATCH_UP = ("INSERT INTO events_search (position, session_id, type, tsv) "
              "SELECT position, session_id, type, ''::tsvector FROM events_search_text "
              "WHERE position > %s AND position <= %s "
              "ORDER BY position ON CONFLICT (position) DO NOTHING")
@@ -41,8 +41,8 @@ CHANNEL = "eventstore_events"
 #: flush is not inside the position lock. "normal" (the default) and "full" are the same here:
 #: an append returns once the WAL is flushed past its commit, as the server's
 #: ``synchronous_commit`` says (``on`` where the server is set to ``off``): inside the commit
-#: when the position lock was free (:data:`_INSERT_ONE_FULL`), else after it, outside the lock
-#: (:data:`_FLUSH`); a server crash loses no acknowledged append. LOSSY, opt-in, returns right
+#: when the position lock was free (:data:`INSERT_ONE_FULL`), else after it, outside the lock
+#: (:data:`FLUSH`); a server crash loses no acknowledged append. LOSSY, opt-in, returns right
 #: after the commit: a server crash may lose the appends acknowledged in its last moments
 #: (about 3 x ``wal_writer_delay``, 600 ms by default), never corrupts, gaps or reorders what
 #: is kept (recovery replays a prefix of the WAL).
@@ -52,7 +52,7 @@ DURABILITY = ("normal", "full", LOSSY)
 # prefix "eventstore") and commits synchronously: its commit waits until the WAL is flushed
 # (and replicated, per the level) up to its own record, so past every commit before it.
 # Concurrent waiters share one flush (group commit).
-_FLUSH = "SELECT pg_logical_emit_message(true, 'eventstore', '') FROM set_config('synchronous_commit', %s, true)"
+FLUSH = "SELECT pg_logical_emit_message(true, 'eventstore', '') FROM set_config('synchronous_commit', %s, true)"
 
 #: How long a follower tries to connect again to a server that went away (seconds), and
 #: how long it waits between tries.
@@ -78,11 +78,11 @@ GUARDS = {
     "events_position_lock": ("events_position_lock_guard_insert", "events_position_lock_guard_truncate"),
 }
 
-_EVENT_COLUMNS = "position, session_id, seq, type, ts, payload"
-_INSERT_ONE = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+EVENT_COLUMNS = "position, session_id, seq, type, ts, payload"
+INSERT_ONE = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
                "VALUES (%s, %s, %s, %s, %s, %s) RETURNING position")
 # A batch: one statement text for every size (the server prepares it once).
-_INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
                 "SELECT %s, %s + u.i - 1, u.type, u.ts, u.payload, u.hash "
                 "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[]) "
                 "WITH ORDINALITY AS u(type, ts, payload, hash, i) ORDER BY u.i RETURNING position")
@@ -91,19 +91,19 @@ _INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
 # When the lock is free, the transaction commits at the durable level, so the commit flushes
 # inside the lock within the INSERT's one round trip, as any application's durable INSERT
 # does; RETURNING says so. When another append holds it, the commit stays asynchronous and
-# the flush follows outside the lock (:data:`_FLUSH`), shared with the appends waiting then.
+# the flush follows outside the lock (:data:`FLUSH`), shared with the appends waiting then.
 # (The guard trigger takes the lock again, a no-op for its holder, and reads the heads after.)
-_INSERT_ONE_FULL = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
+INSERT_ONE_FULL = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
                     "SELECT %s, %s, %s, %s, %s, %s FROM (SELECT set_config('synchronous_commit', "
                     "CASE WHEN es_try_position_lock() THEN %s ELSE 'off' END, true)) AS d "
                     "RETURNING position, current_setting('synchronous_commit') <> 'off'")
-_IDLE = psycopg.pq.TransactionStatus.IDLE  # (after a statement: it committed on its own)
-_LOCK_HEAD = "SELECT next_seq, last_hash FROM es_lock_head(%s)"
-_NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = %s"
+IDLE_SQL = psycopg.pq.TransactionStatus.IDLE  # (after a statement: it committed on its own)
+LOCK_HEAD = "SELECT next_seq, last_hash FROM es_lock_head(%s)"
+NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = %s"
 
 
 
-def _constraint(e: psycopg.Error) -> str | None:
+def violated_constraint(e: psycopg.Error) -> str | None:
     return e.diag.constraint_name
 
 
@@ -115,15 +115,15 @@ _CONSTRAINT_CODES = {
 }
 
 
-def _refusal(e: psycopg.Error) -> Refusal:
+def refusal_of(e: psycopg.Error) -> Refusal:
     """The database's refusal of a row, as a :class:`Refusal` with the contract's code.
     Raises ``e`` itself when it refuses the role, not the row (no privilege)."""
     if isinstance(e, pg_errors.InsufficientPrivilege):
         raise e
     code = e.sqlstate
     if not (code or "").startswith("ES"):
-        code = _CONSTRAINT_CODES.get(_constraint(e)) if isinstance(e, pg_errors.IntegrityError) else None
-    return Refusal(code, e.diag.message_primary or _first_line(e))
+        code = _CONSTRAINT_CODES.get(violated_constraint(e)) if isinstance(e, pg_errors.IntegrityError) else None
+    return Refusal(code, e.diag.message_primary or first_line(e))
 
 
 
@@ -131,22 +131,22 @@ def _refusal(e: psycopg.Error) -> Refusal:
 # before the first position of each whose owner is not known dead (see Backend.events_after).
 _BARRIER = ("coalesce((SELECT min(first_position) FROM importing WHERE owner <> ALL(%s::text[])), "
             "9223372036854775807)")
-_STORE_ROWS = (f"SELECT {_EVENT_COLUMNS} FROM events WHERE position > %s AND position < {_BARRIER} "
+STORE_ROWS = (f"SELECT {EVENT_COLUMNS} FROM events WHERE position > %s AND position < {_BARRIER} "
                "AND session_id NOT IN (SELECT session_id FROM importing) ORDER BY position LIMIT %s")
-_LAST_POSITION = f"SELECT least((SELECT coalesce(max(position), 0) FROM events), {_BARRIER} - 1)"
-_IMPORTS = "SELECT session_id, first_position, owner, started_at FROM importing ORDER BY first_position"
+LAST_POSITION = f"SELECT least((SELECT coalesce(max(position), 0) FROM events), {_BARRIER} - 1)"
+IMPORTS = "SELECT session_id, first_position, owner, started_at FROM importing ORDER BY first_position"
 #: The advisory lock class (first key) of import locks; the second is hashtext(session id).
 IMPORT_LOCK_CLASS = 1702063169
 # (the lock of the owner's own session: another lock of that class held by a process that
 # got the dead owner's pid makes no import look alive)
-_OWNER_ALIVE = (f"SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = %s "
+OWNER_ALIVE = (f"SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = %s "
                 f"AND classid = {IMPORT_LOCK_CLASS}::oid AND objsubid = 2 AND granted "
                 "AND objid IN (SELECT hashtext(i.session_id)::oid FROM importing AS i WHERE i.owner = %s))")
 
 # The viewer's index (see Backend.session_counts and Backend.state_rows). The payload is
 # text: es_field gives a value's JSON text as stored, es_json parses it (both in the baseline).
 # What the model saw at a seq: the last compaction up to it cuts (see migration 0270).
-_EXPORT_BOUNDED = """
+EXPORT_BOUNDED = """
 SELECT type, seq, ts, payload FROM (
   SELECT type, seq, ts, payload,
          sum(octet_length(payload)) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) - octet_length(payload) AS before
@@ -154,7 +154,7 @@ SELECT type, seq, ts, payload FROM (
 ) AS w WHERE before < %s ORDER BY seq"""
 
 
-_MESSAGES_UPTO = """
+MESSAGES_UPTO = """
 SELECT message FROM messages_uncut
 WHERE session_id = %s AND seq <= %s
   AND seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = %s AND c.type = 'compaction/boundary'
@@ -162,7 +162,7 @@ WHERE session_id = %s AND seq <= %s
 ORDER BY seq"""
 
 
-_COUNTS_SQL = """
+COUNTS_SQL = """
 SELECT a.session_id, a.n, a.last_position, f.ts, l.ts
 FROM (SELECT session_id, count(*) AS n, max(seq) AS last_seq, max(position) AS last_position
       FROM events WHERE position <= %s AND session_id NOT IN (SELECT session_id FROM importing)
@@ -170,7 +170,7 @@ FROM (SELECT session_id, count(*) AS n, max(seq) AS last_seq, max(position) AS l
 JOIN events AS f ON f.session_id = a.session_id AND f.seq = 0
 JOIN events AS l ON l.session_id = a.session_id AND l.seq = a.last_seq"""
 
-_STATE_SQL = """
+STATE_SQL = """
 SELECT position, session_id, type,
        CASE WHEN type IN ('assistant/message', 'assistant/part') THEN es_field(payload, 'tool_calls')
             WHEN type = 'tool/result' THEN es_json(payload) ->> 'tool_call_id' END

@@ -43,24 +43,24 @@ from . import importlock as _importlock
 from .audit import SQLiteAudit
 from .checkpoint import Checkpointer, checkpoint
 from .export import SQLiteExport
-from .follower import _FileFollower, _MemoryFollower
-from .importer import _SQLiteImport
+from .follower import FileFollower, MemoryFollower
+from .importer import SQLiteImport
 from .index import SQLiteIndex
 from .sandbox import SQLiteSandbox
 from .search import SQLiteSearch
 from .statements import (
-    _BY_EVENT_ID,
-    _HEAD,
-    _IMPORTS,
-    _INSERT,
-    _LAST_POSITION,
-    _NEXT_SEQ,
-    _STORE_ROWS,
+    BY_EVENT_ID,
+    HEAD,
+    IMPORTS,
+    INSERT_EVENT,
+    LAST_POSITION,
     MAX_CURSOR,
-    _insert_rows,
-    _owners,
-    _StaleHead,
+    NEXT_SEQ,
+    STORE_ROWS,
+    StaleHead,
     error_code,
+    import_owners,
+    insert_rows,
 )
 from .views import SQLiteViews
 from .walcheck import check_wal
@@ -436,7 +436,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
             if code == base.UNKNOWN_SESSION and session_id is not None:
                 return SessionNotFound(session_id)
             if code == base.SEQ_NOT_NEXT and expected_seq is not None and session_id is not None:
-                actual = self._cur.execute(_NEXT_SEQ, (session_id,)).fetchone()[0]
+                actual = self._cur.execute(NEXT_SEQ, (session_id,)).fetchone()[0]
                 return SeqConflict(session_id, expected_seq, actual)
             if code == base.SESSION_EXISTS and session_id is not None:
                 return SessionExists(session_id)
@@ -493,7 +493,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
         whether the head came from the cache)``.
 
         The head comes from the store's cache when it has one (see :meth:`_cached_head`).
-        ``insert`` raises :class:`_StaleHead` when its first statement is refused; if the
+        ``insert`` raises :class:`StaleHead` when its first statement is refused; if the
         guard trigger refused a cached seq or position, the head is read from the database
         and ``insert`` runs again, in the same transaction. Raises :class:`SeqConflict`
         when ``expected_seq`` is not the stored head, and the store's translation of any
@@ -503,7 +503,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
         def at_head(cur: sqlite3.Cursor) -> tuple:
             head = self._cached_head(sid)
             while True:
-                seq, position, prev = head if head is not None else cur.execute(_HEAD, (sid,)).fetchone()
+                seq, position, prev = head if head is not None else cur.execute(HEAD, (sid,)).fetchone()
                 if expected_seq is not None and expected_seq != seq:
                     if head is None:
                         raise SeqConflict(sid, expected_seq, seq)
@@ -511,7 +511,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
                     continue
                 try:
                     result = insert(cur, seq, position, genesis_hash(sid) if prev is None else prev)
-                except _StaleHead as e:
+                except StaleHead as e:
                     if head is None or not self._head_was_stale(e.error):
                         raise e.error from None
                     head = None  # another writer appended since: read the head
@@ -525,9 +525,9 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
         def insert(cur: sqlite3.Cursor, seq: int, position: int, prev: str) -> str:
             hash_ = chain_hash(prev, event_line(type_, seq, ts, payload))
             try:
-                cur.execute(_INSERT, (position, session_id, seq, type_, ts, payload, hash_))
+                cur.execute(INSERT_EVENT, (position, session_id, seq, type_, ts, payload, hash_))
             except sqlite3.IntegrityError as e:
-                raise _StaleHead(e) from None
+                raise StaleHead(e) from None
             if cur.rowcount != 1:
                 raise base.not_stored(session_id, seq)
             return hash_
@@ -542,7 +542,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
         def insert(cur: sqlite3.Cursor, seq0: int, pos0: int, prev: str) -> str:
             shared = (types[0], tss[0]) if n and types.count(types[0]) == n and tss.count(tss[0]) == n else None
             rows = chain_rows(prev, seq0, types, tss, payloads, pairs=shared is not None)
-            _insert_rows(cur, session_id, seq0, pos0, rows, shared)
+            insert_rows(cur, session_id, seq0, pos0, rows, shared)
             return rows[-1]
 
         n = len(payloads)
@@ -552,13 +552,13 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
         return seq0, pos0, last_hash
 
     def event_by_id(self, session_id: str, event_id: str) -> tuple[int, int, str, float, str] | None:
-        rows = self._read(_BY_EVENT_ID, (session_id, event_id))
+        rows = self._read(BY_EVENT_ID, (session_id, event_id))
         return rows[0] if rows else None
 
     # --- reads ----------------------------------------------------------------------------------
 
     def next_seq(self, session_id: str) -> int:
-        return self._read(_NEXT_SEQ, (session_id,))[0][0]
+        return self._read(NEXT_SEQ, (session_id,))[0][0]
 
     def session_events(self, session_id: str, after_seq: int = -1, types: list[str] | None = None,
                        limit: int = base.PAGE, last: bool = False) -> list[tuple[int, int, str, float, str]]:
@@ -586,13 +586,13 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
 
     def events_after(self, after_position: int, limit: int,
                      dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
-        return self._read(_STORE_ROWS, (min(after_position, MAX_CURSOR), _owners(dead_owners), limit))
+        return self._read(STORE_ROWS, (min(after_position, MAX_CURSOR), import_owners(dead_owners), limit))
 
     def last_position(self, dead_owners: Collection[str] = ()) -> int:
-        return self._read(_LAST_POSITION, (None, _owners(dead_owners)))[0][0]
+        return self._read(LAST_POSITION, (None, import_owners(dead_owners)))[0][0]
 
     def imports(self) -> list[tuple[str, int, str, float]]:
-        return self._read(_IMPORTS)
+        return self._read(IMPORTS)
 
     def import_lock(self, session_id: str) -> ImportLock | None:
         if self._file is None:
@@ -606,12 +606,12 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
 
     def follower(self, poll_interval: float) -> Follower:
         if self._file is None:
-            return _MemoryFollower(self)
+            return MemoryFollower(self)
         try:
             conn = self._new_connection(self._file, self.busy_timeout, self.durability, self.readonly)
         except sqlite3.Error as e:
             raise DatabaseError(f"cannot open {self._file} to follow it: {e}") from None
-        return _FileFollower(conn, self._file, poll_interval)
+        return FileFollower(conn, self._file, poll_interval)
 
     # --- the projection ----------------------------------------------------------------------------
 
@@ -635,11 +635,11 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
     # --- import -------------------------------------------------------------------------------
 
     def import_transaction(self, session_id: str, body: Callable[[ImportTransaction], Any]) -> Any:
-        tx: _SQLiteImport | None = None
+        tx: SQLiteImport | None = None
 
         def run(cur: sqlite3.Cursor) -> Any:
             nonlocal tx
-            tx = _SQLiteImport(cur, session_id)
+            tx = SQLiteImport(cur, session_id)
             return body(tx)
 
         result = self._transact(run, session_id)

@@ -12,10 +12,10 @@ from eventstore.errors import (
 )
 
 from ..base import Backend, Follower
-from .statements import _IMPORTS, _SESSION_ROWS, _STORE_ROWS, MAX_CURSOR, _owners
+from .statements import IMPORTS, MAX_CURSOR, SESSION_ROWS, STORE_ROWS, import_owners
 
 
-class _FileFollower(Follower):
+class FileFollower(Follower):
     """A follower on a connection of its own. It asks ``PRAGMA data_version`` whether
     anything was committed since it last looked (a read of the shared WAL index,
     microseconds) and sleeps ``poll_interval`` seconds between looks. Every query runs to
@@ -38,16 +38,16 @@ class _FileFollower(Follower):
             raise DatabaseError(f"cannot follow {self.path}: {e}") from None
 
     def events_after(self, after_position: int, limit: int, dead_owners: Collection[str] = ()) -> list:
-        return self._rows(_STORE_ROWS, (min(after_position, MAX_CURSOR), _owners(dead_owners), limit))
+        return self._rows(STORE_ROWS, (min(after_position, MAX_CURSOR), import_owners(dead_owners), limit))
 
     def imports(self) -> list[tuple[str, int, str, float]]:
         try:
-            return self.conn.execute(_IMPORTS).fetchall()
+            return self.conn.execute(IMPORTS).fetchall()
         except sqlite3.Error as e:
             raise DatabaseError(f"cannot follow {self.path}: {e}") from None
 
     def session_events_after(self, session_id: str, after_seq: int, limit: int) -> list:
-        return self._rows(_SESSION_ROWS, (session_id, min(after_seq, MAX_CURSOR), limit))
+        return self._rows(SESSION_ROWS, (session_id, min(after_seq, MAX_CURSOR), limit))
 
     def wait_for_commit(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -68,7 +68,7 @@ class _FileFollower(Follower):
         self.conn.close()
 
 
-class _MemoryFollower(Follower):
+class MemoryFollower(Follower):
     """An in-memory database has only the store's connection (read under the store's lock),
     and ``data_version`` does not move for the store's own writes: the follower looks again
     after every poll interval."""
@@ -83,7 +83,7 @@ class _MemoryFollower(Follower):
         return self.backend.imports()
 
     def session_events_after(self, session_id: str, after_seq: int, limit: int) -> list:
-        return self.backend._read(_SESSION_ROWS, (session_id, min(after_seq, MAX_CURSOR), limit))
+        return self.backend._read(SESSION_ROWS, (session_id, min(after_seq, MAX_CURSOR), limit))
 
     def wait_for_commit(self, timeout: float | None) -> bool:
         time.sleep(_MEMORY_POLL if timeout is None else min(_MEMORY_POLL, timeout))

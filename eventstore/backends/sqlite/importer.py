@@ -12,7 +12,7 @@ from eventstore.errors import (
 from eventstore.log.chain import session_hash
 
 from ..base import ImportTransaction, Refusal
-from .statements import _NEXT_SEQ, error_code
+from .statements import NEXT_SEQ, error_code
 
 # --- import ----------------------------------------------------------------------------------
 
@@ -35,7 +35,7 @@ def _import_sql(base_position: int, sid: str, rows: int) -> str:
                                                   base=base_position, sid=sid_sql) for i in range(rows))
 
 
-class _SQLiteImport(ImportTransaction):
+class SQLiteImport(ImportTransaction):
     """An import's transaction on the store's cursor (see :meth:`SQLiteBackend.import_transaction`)."""
 
     def __init__(self, cur: sqlite3.Cursor, sid: str):
@@ -74,7 +74,7 @@ class _SQLiteImport(ImportTransaction):
         return None
 
     def next_seq(self) -> int:
-        return self.cur.execute(_NEXT_SEQ, (self.sid,)).fetchone()[0]
+        return self.cur.execute(NEXT_SEQ, (self.sid,)).fetchone()[0]
 
     def next_position(self) -> int:
         return self.cur.execute("SELECT coalesce(max(position), 0) + 1 FROM events").fetchone()[0]

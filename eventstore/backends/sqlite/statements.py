@@ -17,23 +17,23 @@ __all__ = ["MAX_CURSOR", "error_code"]
 # plain VALUES, inside one BEGIN IMMEDIATE transaction; the guard trigger re-checks seq and
 # position. (An INSERT ... SELECT ... RETURNING that computed all three in SQL cost a third
 # more instructions: temporary b-trees and a Python SQL-function call per append.)
-_INSERT = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
-_HEAD = """SELECT coalesce(max(seq) + 1, 0), (SELECT coalesce(max(position), 0) + 1 FROM events),
+INSERT_EVENT = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
+HEAD = """SELECT coalesce(max(seq) + 1, 0), (SELECT coalesce(max(position), 0) + 1 FROM events),
                   (SELECT hash FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1)
            FROM events WHERE session_id = ?1"""
-_BY_EVENT_ID = "SELECT seq, position, type, ts, payload FROM events WHERE session_id = ? AND event_id = ?"
-_NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?"
+BY_EVENT_ID = "SELECT seq, position, type, ts, payload FROM events WHERE session_id = ? AND event_id = ?"
+NEXT_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?"
 # Unfinished imports (the importing table, revision 0220): their sessions are hidden, and
 # readers of positions stop before the first position of each whose owner is not known dead
 # (?2: a JSON array of dead owners). One statement: barrier and rows in one snapshot.
 _HIDDEN = "session_id NOT IN (SELECT session_id FROM importing)"
 _BARRIER = ("coalesce((SELECT min(first_position) FROM importing WHERE owner NOT IN "
             "(SELECT value FROM json_each(?2))), 9223372036854775807)")
-_STORE_ROWS = ("SELECT position, session_id, seq, type, ts, payload FROM events "
+STORE_ROWS = ("SELECT position, session_id, seq, type, ts, payload FROM events "
                f"WHERE position > ?1 AND position < {_BARRIER} AND {_HIDDEN} ORDER BY position LIMIT ?3")
-_LAST_POSITION = f"SELECT min((SELECT coalesce(max(position), 0) FROM events), {_BARRIER} - 1)"
-_IMPORTS = "SELECT session_id, first_position, owner, started_at FROM importing ORDER BY first_position"
-_SESSION_ROWS = ("SELECT position, session_id, seq, type, ts, payload FROM events "
+LAST_POSITION = f"SELECT min((SELECT coalesce(max(position), 0) FROM events), {_BARRIER} - 1)"
+IMPORTS = "SELECT session_id, first_position, owner, started_at FROM importing ORDER BY first_position"
+SESSION_ROWS = ("SELECT position, session_id, seq, type, ts, payload FROM events "
                  "WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?")
 
 #: The largest integer SQLite binds (64-bit): a cursor past it reads as at it.
@@ -63,7 +63,7 @@ _INSERT_SHARED = {
 }
 
 
-def _owners(dead_owners: Collection[str]) -> str:
+def import_owners(dead_owners: Collection[str]) -> str:
     """``dead_owners`` as the JSON array text the barrier's ``json_each`` reads."""
     return orjson.dumps(list(dead_owners)).decode() if dead_owners else "[]"
 
@@ -79,7 +79,7 @@ def error_code(e: sqlite3.Error) -> str | None:
     return None
 
 
-class _StaleHead(Exception):
+class StaleHead(Exception):
     """An append's first statement was refused: maybe because the cached head was stale
     (see :meth:`SQLiteBackend._at_head`)."""
 
@@ -87,12 +87,12 @@ class _StaleHead(Exception):
         self.error = error
 
 
-def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list,
+def insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list,
                  shared: tuple[str, float] | None = None) -> None:
     """Insert ``rows`` at seqs ``seq0...`` and positions ``pos0...``: the flat ``[type, ts,
     payload_json, hash, ...]`` of :func:`eventstore.log.chain.chain_rows`, or with ``shared``
     (the ``(type, ts)`` of every row) its ``pairs`` form ``[payload_json, hash, ...]``.
-    Raises :class:`_StaleHead` when the first statement is refused (nothing of the batch is
+    Raises :class:`StaleHead` when the first statement is refused (nothing of the batch is
     stored then), sqlite3 errors for any later one."""
     width, statements, head = (4, _INSERT_ROWS, ()) if shared is None else (2, _INSERT_SHARED, shared)
     done = 0
@@ -105,7 +105,7 @@ def _insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list
             cur.execute(statements[n], params)
         except sqlite3.IntegrityError as e:
             if done == 0:
-                raise _StaleHead(e) from None
+                raise StaleHead(e) from None
             raise
         if cur.rowcount != n:  # a trigger's RAISE(IGNORE) drops rows without an error
             raise base.not_stored(sid, seq0 + done, n)

@@ -4,7 +4,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ..capabilities import LogViews
+
+#: ``session/info`` events read per query by :meth:`info_rows` (one page in memory).
+INFO_PAGE = 64
 
 
 class SQLiteViews(LogViews):
@@ -34,9 +39,16 @@ class SQLiteViews(LogViews):
              ORDER BY sm.ts, sm.position""", (session_id, session_id))
         return [(session_id, r[0]) for r in rows]
 
-    def info_rows(self) -> list[tuple[str, str]]:
-        return self._read("SELECT session_id, payload FROM events WHERE type = 'session/info' "
-                          "AND session_id NOT IN (SELECT session_id FROM importing) ORDER BY session_id, seq")
+    def info_rows(self) -> Iterator[tuple[str, str]]:
+        after = ("", -1)
+        while True:
+            rows = self._read("SELECT session_id, seq, payload FROM events WHERE type = 'session/info' "
+                              "AND (session_id, seq) > (?, ?) AND session_id NOT IN (SELECT session_id FROM importing) "
+                              f"ORDER BY session_id, seq LIMIT {INFO_PAGE}", after)
+            yield from ((sid, payload) for sid, _seq, payload in rows)
+            if len(rows) < INFO_PAGE:
+                return
+            after = rows[-1][:2]
 
     def usage_totals(self) -> list[tuple[str, int, int, int, int, int]]:
         from . import search

@@ -191,13 +191,18 @@ def current_meta(store, session_id: str) -> dict:
     return out
 
 
-def all_info(store) -> dict[str, dict]:
+def all_info(store, keys: frozenset[str] | None = None) -> dict[str, dict]:
     """``{session id: what its session/info events say}`` (each merged as
     :func:`effective_meta` merges them; sessions without any are left out), in one read,
     over the ``title`` of the latest Claude ``summary`` line naming one of the session's
-    lines from any file (see :func:`current_meta`)."""
+    lines from any file (see :func:`current_meta`). With ``keys``, only those keys are
+    kept (one event's payload in memory at a time, not every session's whole info)."""
     views = store.capability(LogViews)
     out: dict[str, dict] = {sid: {"title": title} for sid, title in views.summary_titles()}
     for sid, payload in views.info_rows():
-        out[sid] = effective_meta(out.get(sid, {}), [(INFO, json.loads(payload))])
+        p = json.loads(payload)
+        if keys is not None and isinstance(p, dict) and isinstance(p.get("info"), dict):
+            p = {"info": {k: v for k, v in p["info"].items() if k in keys}}
+        out[sid] = effective_meta(out.get(sid, {}), [(INFO, p)])
+        del p
     return out
