@@ -8,15 +8,12 @@ is never changed: it writes only through :meth:`Session.append_many`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eventstore.errors import SeqConflict
 from eventstore.log.codec import loads
 from eventstore.log.toolcalls import ToolCallTracker
 from eventstore.log.types import STEP_END, TOOL_RESULT, TURN_END
-
-if TYPE_CHECKING:  # pragma: no cover
-    from eventstore.core.store import Event, Session
 
 __all__ = ["INTERRUPTED", "repair", "repair_plan"]
 
@@ -56,7 +53,7 @@ def repair_plan(events: Iterable[tuple[int, str, Any]]) -> list[tuple[str, dict]
     return plan
 
 
-def repair(session: Session, *, attempts: int = 3) -> list[Event]:
+def repair(session: Any, *, attempts: int = 3) -> list:
     """Make an interrupted session valid again by appending (see :func:`repair_plan`) and
     return the appended events; ``[]`` (no write at all) when the session needs nothing.
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING
+from typing import IO, Any
 
 from eventstore.backends import base
 from eventstore.backends.base import ImportTransaction, Refusal
@@ -36,9 +36,6 @@ from eventstore.io.jsonl import MAX_LINE_BYTES, JsonlReader
 from eventstore.io.parse_worker import WorkerReader
 from eventstore.log.codec import dumps, loads, meta_difference
 from eventstore.log.validate import check_session_id as _check_session_id
-
-if TYPE_CHECKING:  # pragma: no cover
-    from eventstore.core.store import EventStore
 
 __all__ = ["Dropped", "ImportReport", "import_jsonl"]
 
@@ -97,7 +94,7 @@ class ImportReport:
 
 
 
-def import_jsonl(store: EventStore, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
+def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
                  session_id: str | None = None, append: bool = False, salvage: bool = False,
                  progress: Progress | None = None, created_at: float | None = None,
                  continues: tuple[int, str] | None = None, max_line: int | None = MAX_LINE_BYTES) -> ImportReport:
@@ -186,7 +183,7 @@ def _check_created_at(created_at) -> float:
     return value
 
 
-def _import(store: EventStore, reader: JsonlReader | WorkerReader, name: str, append: bool, salvage: bool,
+def _import(store: Any, reader: JsonlReader | WorkerReader, name: str, append: bool, salvage: bool,
             progress: Progress | None, created_at: float | None) -> ImportReport:
     """import_jsonl's work, reading rows from ``reader`` (in this process or a worker's).
 
@@ -244,7 +241,7 @@ class _Batches:
         return batch
 
 
-def _import_one(store: EventStore, reader: JsonlReader | WorkerReader, batches: _Batches, name: str, sid: str,
+def _import_one(store: Any, reader: JsonlReader | WorkerReader, batches: _Batches, name: str, sid: str,
                 append: bool, salvage: bool, progress: Progress | None, created_at: float | None,
                 continues: tuple[int, str] | None = None) -> ImportReport:
     """The whole file in one write transaction."""
@@ -275,7 +272,7 @@ def _import_one(store: EventStore, reader: JsonlReader | WorkerReader, batches: 
     return _report(reader, name, sid, "imported" if stored is None else None, head, added, dropped)
 
 
-def _import_chunked(store: EventStore, reader: JsonlReader | WorkerReader, batches: _Batches, name: str, sid: str,
+def _import_chunked(store: Any, reader: JsonlReader | WorkerReader, batches: _Batches, name: str, sid: str,
                     salvage: bool, progress: Progress | None, created_at: float | None) -> ImportReport | None:
     """A new session (or the rest of an unfinished import of it) in transactions of
     :data:`CHUNK_ROWS` rows, the session hidden until the last one commits; None when the

@@ -14,7 +14,7 @@ import secrets
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, Any
 
 from eventstore.errors import InvalidEvent, SessionNotFound
 from eventstore.io.jsonl import file_name_for
@@ -26,9 +26,6 @@ from eventstore.log.lines_fast import (  # noqa: F401  (re-exported: the export'
     rewritten_payload,
     row_pages,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from eventstore.core.store import EventStore
 
 __all__ = ["check_not_the_store", "chunks_from_rows", "export_session", "export_sessions", "rewritten_payload"]
 
@@ -59,7 +56,7 @@ def _create_beside(path: Path) -> tuple[int, str]:
 
 
 
-def check_not_the_store(store: EventStore, text: str, what: str = "export") -> None:
+def check_not_the_store(store: Any, text: str, what: str = "export") -> None:
     """Raise ``OSError`` (EINVAL) if ``text`` names one of the store's own files (by any
     path, a link included): writing ``what`` there would replace the database (or its WAL,
     its lock) with another file."""
@@ -70,7 +67,7 @@ def check_not_the_store(store: EventStore, text: str, what: str = "export") -> N
 
 
 
-def export_session(store: EventStore, session_id: str, dest: str | os.PathLike | IO,
+def export_session(store: Any, session_id: str, dest: str | os.PathLike | IO,
                    progress: Progress | None = None) -> int:
     """Write one session as JSONL, byte-identical to what the reference ``save()`` writes
     for it, and return the number of events written.
@@ -169,7 +166,7 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def export_sessions(store: EventStore, folder: str | os.PathLike, session_ids: Iterable[str] | None = None,
+def export_sessions(store: Any, folder: str | os.PathLike, session_ids: Iterable[str] | None = None,
                     progress: Progress | None = None,
                     done: Callable[[str, Path, int], None] | None = None) -> list[tuple[str, Path, int]]:
     """Export sessions to ``folder`` (created if missing), one file each, and return

@@ -28,14 +28,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from eventstore.errors import InvalidEvent
 from eventstore.log.codec import encodable
 
 if TYPE_CHECKING:
     from eventstore.backends.base import Backend, Follower
-    from eventstore.core.store import Event
+
+E = TypeVar("E")  # what make_event makes of a row (the store's Event)
 
 __all__ = ["DeadOwners", "follow_store", "follow_session", "wait_for_session", "DEFAULT_POLL_INTERVAL", "PAGE"]
 
@@ -82,7 +83,7 @@ def _check_interval(value, what: str) -> float | None:
 
 
 def follow_store(backend: Backend, after_position: int, *, poll_interval: float = DEFAULT_POLL_INTERVAL,
-                 idle_timeout: float | None = None, make_event: Callable[[tuple], Event]) -> Iterator[Event]:
+                 idle_timeout: float | None = None, make_event: Callable[[tuple], E]) -> Iterator[E]:
     """Yield ``make_event(row)`` for every ``EventRow`` with ``position > after_position``,
     in position order, forever, as rows are committed; stop after ``idle_timeout`` seconds
     with no new row (None: never). Raises :class:`InvalidEvent` at once for a bad interval
@@ -96,7 +97,7 @@ def follow_store(backend: Backend, after_position: int, *, poll_interval: float 
 
 def follow_session(backend: Backend, session_id: str, after_seq: int, *,
                    poll_interval: float = DEFAULT_POLL_INTERVAL, idle_timeout: float | None = None,
-                   make_event: Callable[[tuple], Event]) -> Iterator[Event]:
+                   make_event: Callable[[tuple], E]) -> Iterator[E]:
     """As :func:`follow_store`, for the events of ``session_id`` with ``seq > after_seq``,
     in seq order."""
     poll = _check_interval(poll_interval, "poll_interval")
@@ -136,7 +137,7 @@ def wait_for_session(backend: Backend, session_id: str, *, poll_interval: float 
 
 def _follow(backend: Backend, read: Callable[[Follower, int], list], after: int, cursor_column: int,
             poll_interval: float, idle_timeout: float | None,
-            make_event: Callable[[tuple], Event]) -> Iterator[Event]:
+            make_event: Callable[[tuple], E]) -> Iterator[E]:
     follower = backend.follower(poll_interval)
     try:
         idle_since = time.monotonic()

@@ -31,7 +31,7 @@ projection and ignores all three extension events.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eventstore.errors import InvalidEvent
 from eventstore.log.codec import js_truthy
@@ -45,9 +45,6 @@ from eventstore.log.types import (
     SYSTEM_MESSAGE,
     USER_MESSAGE,
 )
-
-if TYPE_CHECKING:
-    from eventstore.core.store import Session
 
 __all__ = ["context_at", "SYSTEM", "TOOLS", "RETRACT", "MESSAGE_TYPES", "retraction"]
 
@@ -94,7 +91,7 @@ def retraction(payload: dict) -> tuple[int | None, int | None, int | None]:
     return target, index, before
 
 
-def context_at(session: Session, seq: int | None = None) -> dict:
+def context_at(session: Any, seq: int | None = None) -> dict:
     """The model request as it stood just before the event at ``seq`` was appended (for
     an ``assistant/message`` or a ``step/start``: exactly the request that produced it);
     at the head (the next request) when ``seq`` is None.
