@@ -146,7 +146,7 @@ def _rejected_params():
                            marks=() if by_database else pytest.mark.one_backend)
 
 
-@pytest.mark.parametrize(("content", "line", "reason"), _rejected_params())
+@pytest.mark.parametrize(("content", "line", "reason"), list(_rejected_params()))
 def test_rejected_with_file_line_reason_and_nothing_stored(store, tmp_path, path_kind, content, line, reason):
     path = tmp_path / "bad.jsonl"
     path.write_bytes(content)
