@@ -58,15 +58,19 @@ def sqlite_store_template(tmp_path_factory) -> Path:
 
 @pytest.fixture(params=BACKENDS)
 def backend_url(request, db_path: Path) -> str:
-    """What ``EventStore.open`` takes for a fresh, empty store of each backend, at the head
-    revision: SQLite, ``db_path`` holding a copy of ``sqlite_store_template``; PostgreSQL, a
-    new database cloned from one migrated once per run (``pg_store_url``). (Tests of what
-    opening a bare file or database does take ``db_path`` or ``pg_url``.)"""
+    """What ``EventStore.open`` takes for a fresh, empty database of each backend (SQLite: the
+    file ``db_path``, not there yet; PostgreSQL: a new database, ``pg_url``).
+
+    For a test that takes ``store`` (which opens it, migrating it, before the test begins),
+    it holds that store already: a copy of ``sqlite_store_template`` or of
+    ``pg_store_template``, made in a hundredth of the time migrating takes."""
+    migrated = "store" in request.fixturenames
     if request.param == "sqlite":
-        shutil.copyfile(request.getfixturevalue("sqlite_store_template"), db_path)
+        if migrated:
+            shutil.copyfile(request.getfixturevalue("sqlite_store_template"), db_path)
         return str(db_path)
     if request.param == "postgres":
-        return request.getfixturevalue("pg_store_url")
+        return request.getfixturevalue("pg_store_url" if migrated else "pg_url")
     raise AssertionError(f"no database for backend {request.param!r}")  # pragma: no cover
 
 
