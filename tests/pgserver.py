@@ -5,6 +5,10 @@
 test database need not survive a power cut), hands out one new database per test, and
 stops the cluster and removes the folder at the end.
 
+The folder is made in ``/dev/shm`` where that is a writable memory file system (creating
+and dropping a database there takes a tenth of the time it takes on a disk), else in the
+usual temporary folder.
+
 ``initdb`` refuses to run as root, so under root every server command runs as the
 ``postgres`` user (``runuser``, or ``su`` where runuser is missing) and the folder belongs
 to that user. The superuser of the cluster is the role ``postgres``; authentication is
@@ -68,6 +72,13 @@ def find_bindir() -> Path:
     raise PostgresMissing(INSTALL_HINT)
 
 
+def _scratch_dir() -> str | None:
+    """``/dev/shm`` when it is a writable folder (memory: a throwaway cluster need not touch
+    the disk), else None (the system's temporary folder)."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -114,7 +125,7 @@ class PgServer:
         Raises:
             RuntimeError: initdb or pg_ctl failed (the message holds the server log).
         """
-        self.folder = Path(tempfile.mkdtemp(prefix="eventstore-pg-"))
+        self.folder = Path(tempfile.mkdtemp(prefix="eventstore-pg-", dir=_scratch_dir()))
         if os.geteuid() == 0:
             shutil.chown(self.folder, SUPERUSER, SUPERUSER)
         data = self.folder / "data"
