@@ -9,7 +9,9 @@ The rules are the ``tool_calls`` and ``turns`` views' (docs/schema.md), so that 
   the next ``user/message`` or ``assistant/message`` (which closes the window: a call still
   waiting then dangles); one result answers every waiting call of its id;
 * a turn runs from a ``turn/start`` to the next ``turn/end`` (complete) or to the event
-  before the next ``turn/start``, or to the session's last event (not complete);
+  before the next ``turn/start`` (not complete), or to the session's last event (complete
+  when answered: its last message is an assistant message and every call made in it has
+  its result, revision 0300);
 * a session is *complete* when no call dangles or waits and its last turn is over: ended,
   or answered (its last message is an assistant message without tool calls: an imported
   transcript's turn has no end line, see docs/import-export.md).
@@ -139,6 +141,7 @@ class ToolCallTracker:
             self.step_open = None
         elif type_ == TURN_START:
             self.open_turn = True
+            self.answered = False  # (a new turn is answered by a message of its own)
         elif type_ == TURN_END:
             self.open_turn = False
             self.step_open = None
@@ -148,7 +151,10 @@ class ToolCallTracker:
         None), an open turn ends at the last event."""
         self._close(None, "")
         if self.turns and not self.turns[-1].complete and self.open_turn:
-            self.turns[-1].end_seq = self.last_seq
+            last = self.turns[-1]
+            last.end_seq = self.last_seq
+            last.complete = self.answered and all(c.result_seq is not None for c in self.calls
+                                                  if c.seq > last.start_seq)
 
     def waiting_ids(self) -> list[str]:
         """The ids (non-empty strings) of the calls still waiting for a result, in the order

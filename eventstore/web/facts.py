@@ -37,7 +37,7 @@ _ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _NAMES = (("title", "title"), ("cwd", "cwd"), ("model", "model"), ("agent", "source"),
           ("relation", "relation"), ("parent", "parent_session"), ("ended", "ended"))
 #: The keys of a session's meta and info the list shows (the rest is not read into memory).
-FACT_KEYS = frozenset([name for _key, name in _NAMES] + ["parent_seq", "tool_call_id"])
+META_KEYS = frozenset([name for _key, name in _NAMES] + ["parent_seq", "tool_call_id"])
 
 
 def _facts(meta: dict, info: dict, usage) -> dict:
@@ -114,7 +114,7 @@ class SessionFacts:
             except ValueError:
                 v = None
             metas[sid] = v if isinstance(v, dict) else _EMPTY
-        infos = all_info(self.store, FACT_KEYS)
+        infos = all_info(self.store, META_KEYS)
         tokens = usage_totals(self.store)
         facts = {sid: _facts(m, infos.get(sid, _EMPTY), tokens.get(sid)) for sid, m in metas.items()}
         texts = {sid: "\n".join(v for k, v in f.items() if k in _FILTERED).casefold() for sid, f in facts.items()}
@@ -175,7 +175,7 @@ class SessionFacts:
         d["duration"] = None if s.first_ts is None or s.last_ts is None else s.last_ts - s.first_ts
         return d
 
-    def sort_key(self, sort: str):
+    def _fact_key(self, sort: str):
         facts = self.get
         if sort in ("title", "cwd", "agent", "model"):
             return lambda s: ((facts(s.id).get(sort) or "\uffff").casefold(), s.id)
@@ -214,7 +214,7 @@ class SessionFacts:
                 if sort in SORT_KEYS:
                     key = (lambda s: s.id) if sort == "id" else sort_key(sort, descending)
                 else:
-                    key = self._key(sort)
+                    key = self._fact_key(sort)
                 ordered = sorted(items, key=key, reverse=descending)
                 if len(self._sorted) > 16:
                     self._sorted.clear()

@@ -56,7 +56,8 @@ class Log:
         create_session(conn, sid)
 
     def _row(self, type_: str, payload: dict, ts: float) -> tuple:
-        from eventstore.log.chain import chain_hash, event_line
+        from eventstore.log.chain import chain_hash
+        from eventstore.log.line import event_line
 
         pj = orjson.dumps(payload).decode()
         self.prev = chain_hash(self.prev, event_line(type_, self.seq, ts, pj))
