@@ -88,6 +88,8 @@ from .statements import (
     MIGRATION_LOCK,
     NEXT_SEQ,
     OWNER_ALIVE,
+    RECONNECT_PAUSE,
+    RECONNECT_SECONDS,
     STORE_ROWS,
     refusal_of,
     violated_constraint,
@@ -296,17 +298,25 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
 
     def _read(self, sql: str, params: tuple = ()) -> list:
         """Rows of one read on the read connection. A read that finds the connection lost
-        (the server restarted since the last one) runs once more on a new connection:
-        reads change nothing, so running one again is safe (writes are never retried)."""
+        (the server restarted since the last one) runs again on a new connection, for up to
+        :data:`RECONNECT_SECONDS` while the server comes back, as the followers do: reads
+        change nothing, so running one again is safe (writes are never retried)."""
         with self._rlock:
-            for retry in (False, True):
-                conn = self._conn("r")
+            deadline = None  # set once the connection was lost
+            while True:
+                try:
+                    conn = self._conn("r")
+                except DatabaseError:
+                    if deadline is None or time.monotonic() > deadline:
+                        raise
+                    time.sleep(RECONNECT_PAUSE)
+                    continue
                 try:
                     return conn.execute(sql, params).fetchall()
                 except psycopg.Error as e:
-                    if retry or not conn.closed:
+                    if not conn.closed or (deadline is not None and time.monotonic() > deadline):
                         raise self._error(e) from None
-        raise AssertionError("unreachable")
+                    deadline = deadline or time.monotonic() + RECONNECT_SECONDS
 
     def _one(self, sql: str, params: tuple = ()):
         rows = self._read(sql, params)
