@@ -40,13 +40,15 @@ def test_a_folder_of_both_kinds_lands_with_its_totals(store, tmp_path):
 
 
 def test_a_watch_look_at_an_empty_file_waits_for_it_to_grow(store, tmp_path):
-    """An agent creates its transcript before it writes a line: a --watch look that finds
-    the file empty neither fails nor says anything; the look after it grows imports it.
-    Given once, as an argument, an empty file is a failure (there is nothing to import)."""
+    """An agent creates its transcript before it writes a line: under --watch (its first
+    look as much as the later ones) a file found empty neither fails nor says anything; the
+    look after it grows imports it. Without --watch an empty file is a failure (there is
+    nothing to import)."""
     f = tmp_path / "new.jsonl"
     f.write_bytes(b"")
     said: list[str] = []
     run = ImportRun(store, watching=True, note=said.append)
+    run.import_file(str(f))
     run.import_file(str(f), quiet=True)
     assert (run.totals.failed, said) == (0, [])
     f.write_bytes((TRANSCRIPTS / "codex" / "rollout-0.40-shell.jsonl").read_bytes())
@@ -54,8 +56,28 @@ def test_a_watch_look_at_an_empty_file_waits_for_it_to_grow(store, tmp_path):
     assert run.totals.failed == 0 and len(run.totals.new) == 1
     g = tmp_path / "empty.jsonl"
     g.write_bytes(b"")
-    run.import_file(str(g))
-    assert run.totals.failed == 1 and said[-1] == f"{g}: the file is empty"
+    once = ImportRun(store, note=said.append)
+    once.import_file(str(g))
+    assert once.totals.failed == 1 and said[-1] == f"{g}: the file is empty"
+
+
+@pytest.mark.parametrize("watching", [False, True])
+def test_a_first_line_being_written_waits(store, tmp_path, watching):
+    """A file whose first line has no newline yet (its agent is writing it) is in no format
+    yet: it waits for the next run (said, unless watching) and fails nothing; once whole it
+    imports."""
+    whole = (TRANSCRIPTS / "codex" / "rollout-0.40-shell.jsonl").read_bytes()
+    f = tmp_path / "r.jsonl"
+    f.write_bytes(whole[:50])
+    said: list[str] = []
+    run = ImportRun(store, watching=watching, note=said.append)
+    run.import_file(str(f))
+    assert (run.totals.failed, run.totals.skipped, len(run.totals.new)) == (0, 1, 0)
+    assert said == ([] if watching else [f"{f}: its first line is not complete yet (no newline): it waits for the "
+                                         "next run"])
+    f.write_bytes(whole)
+    run.import_file(str(f))
+    assert run.totals.failed == 0 and len(run.totals.new) == 1
 
 
 @pytest.mark.parametrize(("files", "kw", "message"), [

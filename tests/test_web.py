@@ -1037,6 +1037,8 @@ def test_a_missing_session_says_so_without_a_script_error(page, imported):
     page.goto(session_url(imported, "no-such-session"))
     page.wait_for_selector("body[data-loaded='error']")
     assert "not found" in page.inner_text("#notice")
+    assert page.inner_text("#live") == "not following" and page.is_disabled("#viewmode")
+    assert page.get_attribute("#download", "href") is None
     page.wait_for_timeout(300)  # a rejected promise nobody awaits would be reported by now
     assert [e for e in page.errors if "Failed to load resource" not in e] == []
     page.errors.clear()  # the console's own line for each 404 answer

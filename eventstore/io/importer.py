@@ -226,7 +226,7 @@ class ImportRun:
 
         streamed = f in self.streams
         try:
-            if quiet and not streamed and os.path.getsize(f) == 0:  # a --watch look at a file being created:
+            if self.watching and not streamed and os.path.getsize(f) == 0:  # a file being created:
                 return  # its agent has not written yet; the look after it grows imports it
         except OSError:
             pass  # said below
@@ -241,6 +241,12 @@ class ImportRun:
                 source = f
                 detected = _detect.detect_file(f)
             kind = self.fmt or detected
+            if kind is None and not streamed and _detect.first_line_unfinished(f):
+                # (an agent is writing its first line: as an unfinished last line, it waits)
+                if not self.watching:
+                    self.note(f"{f}: its first line is not complete yet (no newline): it waits for the next run")
+                self.totals.skipped += 1
+                return
             if kind is None:
                 raise InvalidJSONL(f, *(_detect.head_reason(head) if streamed else _detect.undetected_reason(f)))
             if detected is not None and detected != kind:  # --format is for files whose first lines do not say

@@ -107,6 +107,21 @@ def unknown_format_reason() -> str:
             "give one with --format if the first lines do not say)")
 
 
+def first_line_unfinished(path: str, limit: int = 64 << 20) -> bool:
+    """Whether the file at ``path`` holds bytes but no newline (within ``limit`` bytes):
+    its writer has not finished its first line. Raises ``OSError``."""
+    read = 0
+    with open(path, "rb") as f:
+        while read < limit:
+            chunk = f.read(1 << 16)
+            if not chunk:
+                return read > 0
+            if b"\n" in chunk:
+                return False
+            read += len(chunk)
+    return False
+
+
 def undetected_reason(path: str, limit: int = 64 << 20) -> tuple[int, str]:
     """:func:`head_reason` of the file at ``path``. Raises ``OSError``."""
     with open(path, "rb") as f:

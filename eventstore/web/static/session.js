@@ -223,6 +223,11 @@
     } catch (e) {
       $("notice").textContent = e.message;
       document.body.dataset.loaded = "error";
+      const live = $("live");
+      live.className = "live off";
+      live.textContent = "not following";
+      $("viewmode").disabled = true;
+      $("download").removeAttribute("href"); // (nothing to download)
       return;
     }
     chat.showSteps = !(summary.meta && typeof summary.meta.source === "string"); // imported: steps are bookkeeping
