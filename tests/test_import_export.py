@@ -559,7 +559,7 @@ def test_pages_of_rows_are_bounded_by_bytes(store):
     """export_rows(max_bytes) cuts a page where the payloads before a row reach the bound
     (the first row always comes), on every backend; row_pages goes through the whole
     session so, and chunks_from_rows (PostgreSQL's export, copy) writes the same bytes."""
-    from eventstore.io.export import PAGE_BYTES, chunks_from_rows, row_pages
+    from eventstore.log.lines_fast import PAGE_BYTES, chunks_from_rows, row_pages
 
     s = store.create_session("b")
     sizes = [10, 400_000, 10, 700_000, 2_000_000, 10, 10, 900_000, 300_000]

@@ -1015,7 +1015,7 @@ def test_find_in_a_session_and_keys(page, imported):
     first = page.locator(".item.target").get_attribute("data-seq")
     page.keyboard.press("Enter")
     page.wait_for_function("() => document.getElementById('findcount').textContent.startsWith('2 / ')")
-    assert page.locator(".item.target").get_attribute("data-seq") != first
+    page.wait_for_function(f"() => document.querySelector('.item.target')?.dataset.seq !== '{first}'")
     page.fill("#find", "zzzqqqnotthere")
     page.keyboard.press("Enter")
     page.wait_for_function("() => document.getElementById('findcount').textContent === 'no match'")

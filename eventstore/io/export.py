@@ -18,16 +18,8 @@ from typing import IO, Any
 
 from eventstore.errors import InvalidEvent, SessionNotFound
 from eventstore.io.jsonl import file_name_for
-from eventstore.log.lines_fast import (  # noqa: F401  (re-exported: the export's pages and lines)
-    EXPORT_BUFFER,
-    PAGE_BYTES,
-    PAGE_ROWS,
-    chunks_from_rows,
-    rewritten_payload,
-    row_pages,
-)
 
-__all__ = ["check_not_the_store", "chunks_from_rows", "export_session", "export_sessions", "rewritten_payload"]
+__all__ = ["check_not_the_store", "export_session", "export_sessions"]
 
 
 Progress = Callable[[int, int], None]
@@ -77,9 +69,10 @@ def export_session(store: Any, session_id: str, dest: str | os.PathLike | IO,
     into place, so a reader never sees half a file; through a symbolic link, the link's
     target is replaced and the link kept. A path to something else (a FIFO, a device,
     ``/dev/stdout``) is written straight through, as the reference's ``writeFileSync``
-    does. Reads a page of about a megabyte per query (a backend's own
-    ``export_chunks``, or :func:`row_pages`) and writes about every :data:`EXPORT_BUFFER`
-    bytes: memory does not grow with the session.
+    does. Reads a page of about a megabyte per query (a backend's own ``export_chunks``, or
+    :func:`eventstore.log.lines_fast.row_pages`) and writes about every
+    :data:`eventstore.log.lines_fast.EXPORT_BUFFER` bytes: memory does not grow with the
+    session.
     Raises :class:`~eventstore.errors.SessionNotFound`, ``OSError`` (``IsADirectoryError``
     for a folder, or a path ending in a slash, ``FileNotFoundError`` for an empty path,
     ``NotADirectoryError`` when a folder of the path is a file, ``PermissionError`` for a

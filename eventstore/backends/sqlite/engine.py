@@ -165,10 +165,9 @@ class WalMarks:
     84-byte ``pread`` of the ``-shm`` (about 2 microseconds)."""
 
     def __init__(self, path: str):
-        self._path = path
         self._shm = os.path.realpath(path) + "-shm"
         self._fd: int | None = None
-        self.settled = False  # this store gave the file a mark of its own, and it is in the file
+        self.settled = False  # this store gave the database a mark of its own
 
     def settle(self, conn: sqlite3.Connection, busy_timeout: float) -> None:
         """Before this store's first write (outside a transaction, the write queue held):

@@ -468,7 +468,7 @@ class VList {
     this.off = [0];
     this.dirtyFrom = 0;
     this.stick = false;
-    this.target = -1; // the index of the item marked as the one asked for (?seq=N)
+    this.targetItem = null; // the item marked as the one asked for (?seq=N, find, j/k)
     this.raf = 0;
     this.width = 0;
     // At the bottom, the list sticks to it (follows what is added); scrolling up lets go.
@@ -533,12 +533,15 @@ class VList {
 
   scrollTo(y) { this.scroller.scrollTop = y; }
 
+  // The index of the marked item now (items come and go as the log loads), or -1.
+  get target() { return this.targetItem === null ? -1 : this.items.indexOf(this.targetItem); }
+
   // Scroll item i to the top and mark it (class "target") until another is revealed.
   reveal(i) {
     const off = this.offsets();
     this.canvas.style.height = off[this.items.length] + "px"; // tall enough to scroll that far
     this.stick = false;
-    this.target = i;
+    this.targetItem = this.items[i];
     this.scrollTo(off[i]);
     this.schedule();
   }
@@ -565,7 +568,7 @@ class VList {
           this.els.set(i, el);
         }
         el.style.top = off[i] + "px";
-        el.classList.toggle("target", i === this.target);
+        el.classList.toggle("target", b === this.targetItem);
       }
       let above = 0, changed = false;
       for (let i = first; i <= last; i++) {
