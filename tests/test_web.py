@@ -1022,11 +1022,15 @@ def test_find_in_a_session_and_keys(page, imported):
     # j/k: from message to message
     page.locator("#find").blur()
     page.click("#log", position={"x": 5, "y": 5})
+    marked = "document.querySelector('.item.target')?.dataset.seq"
+    before = page.evaluate(marked)  # (the last find hit stays marked: j steps on from it)
     page.keyboard.press("j")
-    page.wait_for_function("() => document.querySelector('.item.target') !== null")
+    page.wait_for_function(f"() => {marked} !== undefined && {marked} !== {json.dumps(before)}")
     a = page.locator(".item.target").get_attribute("data-seq")
     page.keyboard.press("j")
-    page.wait_for_function(f"() => document.querySelector('.item.target')?.dataset.seq !== '{a}'")
+    page.wait_for_function(f"() => {marked} !== '{a}'")
+    b = page.locator(".item.target").get_attribute("data-seq")
+    assert int(b) > int(a)
     kind = page.locator(".item.target").get_attribute("data-kind")
     assert kind in ("user", "assistant")
     page.keyboard.press("k")
