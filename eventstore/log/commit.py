@@ -1,0 +1,80 @@
+"""Salted commitments: what a salted event's hash covers, so that a redaction can remove a
+field and the hash chain still proves every other field (docs/redaction.md).
+
+A salted event has 16 random bytes ``salt``. Each top-level payload key ``k`` gets its own
+salt ``s_k = SHA-256(salt + json(k))[:16]`` and digest ``d_k = SHA-256(s_k + json(v_k))``
+(hex), ``json`` the canonical text (:func:`eventstore.log.codec.dumps`, UTF-8). The event's
+*commit payload* is the payload with every value replaced by its digest; the chain hashes
+the event's line built from it (:func:`eventstore.log.chain.chain_hash`). A redaction keeps
+the digest of what it removes and the key salts of what it keeps: the removed value cannot
+be recovered from a digest without its salt, and the kept ones still prove themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+import orjson as _orjson
+
+from eventstore.log.codec import dumps
+
+__all__ = ["SALT_BYTES", "new_salts", "key_salt", "value_digest", "commit_payload", "commit_json",
+           "rebuilt_commit_json"]
+
+SALT_BYTES = 16
+_sha256 = hashlib.sha256
+
+
+def new_salts(n: int) -> list[bytes]:
+    """``n`` fresh random salts of :data:`SALT_BYTES` bytes each (one ``os.urandom`` call)."""
+    blob = os.urandom(SALT_BYTES * n)
+    return [blob[i:i + SALT_BYTES] for i in range(0, SALT_BYTES * n, SALT_BYTES)]
+
+
+def _json_bytes(value: Any) -> bytes:
+    """The canonical JSON text of ``value`` as UTF-8: orjson's when it is provably the same
+    (a string without lone surrogates, an int, a bool, None), else :func:`dumps`'."""
+    t = type(value)
+    if t is str or t is bool or value is None or (t is int and -(2**53) < value < 2**53):
+        try:
+            return _orjson.dumps(value)
+        except _orjson.JSONEncodeError:  # a lone surrogate: dumps escapes it as JavaScript does
+            pass
+    return dumps(value).encode("utf-8")
+
+
+def key_salt(salt: bytes, key: str) -> bytes:
+    """The salt of payload key ``key`` (16 bytes) derived from an event's ``salt``."""
+    return _sha256(salt + _json_bytes(key)).digest()[:SALT_BYTES]
+
+
+def value_digest(key_salt_: bytes, value: Any) -> str:
+    """The digest (64 hex digits) of one payload value under its key salt."""
+    return _sha256(key_salt_ + _json_bytes(value)).hexdigest()
+
+
+def commit_payload(salt: bytes, payload: dict) -> dict[str, str]:
+    """The commit payload of a salted event: ``{key: digest}`` in the payload's key order.
+    ``payload`` is the payload as stored (read back from its canonical text)."""
+    sha = _sha256
+    jb = _json_bytes
+    return {k: sha(sha(salt + jb(k)).digest()[:SALT_BYTES] + jb(v)).hexdigest() for k, v in payload.items()}
+
+
+def commit_json(salt: bytes, payload: dict) -> str:
+    """The canonical JSON object text of :func:`commit_payload` (what goes into the event's
+    line in place of its payload when the chain hashes a salted event)."""
+    return dumps(commit_payload(salt, payload))
+
+
+def rebuilt_commit_json(payload: dict, digests: dict[str, str], salts: dict[str, bytes]) -> str:
+    """The commit payload text of a redacted event, rebuilt without its salt: each key of the
+    stored ``payload`` takes its digest from ``digests`` (keys a redaction touched) or is
+    digested again under its key salt from ``salts`` (keys it kept). Raises ``KeyError``
+    for a key found in neither (the redaction records do not cover the event)."""
+    out = {}
+    for k, v in payload.items():
+        out[k] = digests[k] if k in digests else value_digest(salts[k], v)
+    return dumps(out)
