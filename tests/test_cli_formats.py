@@ -127,6 +127,45 @@ def test_help_imports_no_command(tmp_path):
     loaded = modules_loaded("--help")
     assert not {m for m in loaded if m.startswith("eventstore.cli.") and m not in ("eventstore.cli.base",)}
     assert "eventstore.core.store" not in loaded and "eventstore.io.bulk" not in loaded
+    assert "eventstore.cli.group" not in loaded  # the help text is written without click
+
+
+def help_output(args: list[str], columns: str | None) -> str:
+    """What ``eventstore ARGS`` prints to a pipe, with $COLUMNS set to ``columns`` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"PYTHONPATH": str(ROOT)}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    proc = subprocess.run([sys.executable, "-m", "eventstore", *args], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("columns", [None, "80", "200", "79", "60", "0", "x"])
+def test_help_written_without_click_is_clicks_own(columns):
+    """``--help`` and ``-h`` alone are written without importing click at click's usual
+    width: the text is exactly what click writes (given a global option, click writes it),
+    and a narrower window gets click's own narrower layout."""
+    by_click = help_output(["--db", "x.db", "--help"], columns)
+    assert "Commands:" in by_click and "  sessions    List stored sessions" in by_click
+    assert help_output(["--help"], columns) == by_click
+    assert help_output(["-h"], columns) == by_click
+
+
+def test_short_help_is_clicks():
+    """The command list's lines are cut as click cuts a command's help, at every width."""
+    import random
+
+    from eventstore.cli import short_help
+
+    rng = random.Random(7)
+    words = ["a", "bb", "ccc.", "Dd", "e-f", "g" * 45, "vs.", "x.", "Y", "\b"]
+    texts = [short for _where, short in COMMANDS.values()]
+    texts += [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20))) for _ in range(500)]
+    texts += ["First.\n\nSecond paragraph.", "\b\nkept as is", ""]
+    for text in texts:
+        for limit in (0, 2, 3, 5, 10, 30, 45, 62, 80):
+            assert short_help(text, limit) == click.Command("x", help=text).get_short_help_str(limit), (text, limit)
 
 
 def test_sessions_imports_only_what_it_needs(tmp_path):
