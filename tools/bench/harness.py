@@ -268,15 +268,28 @@ def timed(fn: Callable[[], object], count: int) -> float:
     return (time.perf_counter() - t0) / count
 
 
-def command(*args: str, db: str) -> list[str]:
-    """The argv of an ``eventstore`` command run as a user runs it (a fresh interpreter)."""
-    return [sys.executable, "-m", "eventstore", "--db", db, *args]
-
-
 #: Where the commands' bytecode is kept between runs. An installed package has its modules
 #: compiled; with $PYTHONDONTWRITEBYTECODE (or a read-only checkout) every command would
 #: compile eventstore's modules again, and time that instead of the command.
 PYCACHE = Path(tempfile.gettempdir()) / f"eventstore-bench-pycache-{os.getuid() if hasattr(os, 'getuid') else 0}"
+#: The ``eventstore`` script pip installs (its console-script template), run from the checkout.
+SCRIPT = """import re
+import sys
+from eventstore.__main__ import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+
+
+def command(*args: str, db: str | None = None) -> list[str]:
+    """The argv of an ``eventstore`` command run as a user runs it: the installed script in a
+    fresh interpreter (``--db DB`` first when ``db`` is given)."""
+    script = PYCACHE / "bin" / "eventstore"
+    if not script.exists() or script.read_text() != SCRIPT:
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(SCRIPT)
+    return [sys.executable, str(script), *(["--db", db] if db is not None else []), *args]
 
 
 @dataclass

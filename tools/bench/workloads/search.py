@@ -12,7 +12,7 @@ from eventstore import EventStore
 from eventstore import search as es_search
 
 from .. import data
-from ..harness import ES, process_figures, timed
+from ..harness import ES, command, process_figures, timed
 
 SUMMARY = "search of agent sessions: eventstore.search.search() in process and `eventstore search` as a command"
 NAME = "Search"
@@ -77,7 +77,7 @@ def run(bench) -> None:
             bench.measure(NAME, f"{q!r} in {n:,} events", {ES: lambda q=q: timed(
                 lambda: [es_search.search(store, q, limit=20) for _ in range(reps)], reps)},
                 "query", {ES: "search(store, q, limit=20), ranked, with snippets"})
-    argvs = {f"{ES} search": [sys.executable, "-m", "eventstore", "--db", db, "search", QUERIES[1]]}
+    argvs = {f"{ES} search": command("search", QUERIES[1], db=db)}
     notes = {f"{ES} search": f"eventstore search {QUERIES[1]!r} (a table), stdout to /dev/null"}
     if bench.backend == "sqlite":
         plain = "plain Python script"

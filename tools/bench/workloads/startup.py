@@ -26,7 +26,7 @@ def run(bench) -> None:
     driver = "sqlite3" if bench.backend == "sqlite" else "psycopg"
     plain = "plain Python script"
     process_figures(bench, NAME, "--help",
-                    {ES: [sys.executable, "-m", "eventstore", "--help"],
+                    {ES: command("--help"),
                      plain: [sys.executable, "-c", f"import {driver}"]},
                     {ES: "eventstore --help", plain: f"python -c 'import {driver}'"})
     process_figures(bench, NAME, f"sessions: {SESSIONS} sessions of 5 events",
