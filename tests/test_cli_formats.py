@@ -152,6 +152,28 @@ def test_help_written_without_click_is_clicks_own(columns):
     assert help_output(["-h"], columns) == by_click
 
 
+@pytest.mark.parametrize("args", [["--help"], ["--db", "x.db", "--help"]])
+def test_help_to_a_closed_pipe_is_quiet(args):
+    """A reader gone before ``--help`` is written: status 1 and nothing on stderr, with click or
+    without it."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "eventstore", *args], stdout=w, stderr=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    finally:
+        os.close(w)
+    assert (proc.returncode, proc.stderr) == (1, b"")
+
+
+def test_help_to_a_full_disk_is_one_line():
+    """Written without click, ``--help`` to a full device says so in one line, status 1."""
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([sys.executable, "-m", "eventstore", "--help"], stdout=full, stderr=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert (proc.returncode, proc.stderr) == (1, b"error: writing the help: No space left on device\n")
+
+
 def test_short_help_is_clicks():
     """The command list's lines are cut as click cuts a command's help, at every width."""
     import random

@@ -144,9 +144,18 @@ def main() -> None:
         # A terminal that cannot show a character gets an escape, never a traceback.
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-    if sys.argv[1:] in (["--help"], ["-h"]) and help_width() == HELP_WIDTH:  # click's own text, without click
-        sys.stdout.write(help_text())
-        sys.stdout.flush()
+    # --help alone: click's own text, written without importing click
+    if sys.argv[1:] in (["--help"], ["-h"]) and sys.stdout is not None and help_width() == HELP_WIDTH:
+        try:
+            sys.stdout.write(help_text())
+            sys.stdout.flush()
+        except OSError as e:  # status 1 and no traceback; a reader gone away is no error (as in click)
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's flush at exit)
+            if not isinstance(e, BrokenPipeError):
+                sys.stderr.write(f"error: writing the help: {e.strerror or e}\n")
+            sys.exit(1)
         return
     from .group import cli
 
