@@ -115,7 +115,8 @@ def test_the_help_list_matches_each_command(width):
 def modules_loaded(*args: str, db: Path | None = None) -> set[str]:
     code = ("import sys; from eventstore.cli import main; sys.argv = ['eventstore', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('MODULES', *sorted(m for m in sys.modules if m.startswith('eventstore')), file=sys.stderr)")
+            "print('MODULES', *sorted(m for m in sys.modules if m.startswith(('eventstore', 'click', 'sqlalchemy', "
+            "'alembic', 'rich'))), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code, *(["--db", str(db)] if db else []), *args],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -127,7 +128,7 @@ def test_help_imports_no_command(tmp_path):
     loaded = modules_loaded("--help")
     assert not {m for m in loaded if m.startswith("eventstore.cli.") and m not in ("eventstore.cli.base",)}
     assert "eventstore.core.store" not in loaded and "eventstore.io.bulk" not in loaded
-    assert "eventstore.cli.group" not in loaded  # the help text is written without click
+    assert "eventstore.cli.group" not in loaded and "click" not in loaded  # the help text is written without click
 
 
 def help_output(args: list[str], columns: str | None) -> str:
@@ -197,7 +198,8 @@ def test_sessions_imports_only_what_it_needs(tmp_path):
     loaded = modules_loaded("sessions", db=db)
     assert "eventstore.cli.reading" in loaded and "eventstore.cli.importing" not in loaded
     for heavy in ("eventstore.io.bulk", "eventstore.io.parse_worker", "eventstore.audit.verify",
-                  "eventstore.io.transcripts.claude_code", "eventstore.web"):
+                  "eventstore.io.transcripts.claude_code", "eventstore.web",
+                  "sqlalchemy", "alembic", "rich"):  # (Alembic only for a migration; rich only on a terminal)
         assert heavy not in loaded, heavy
 
 
