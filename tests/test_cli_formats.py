@@ -153,6 +153,45 @@ def test_help_written_without_click_is_clicks_own(columns):
     assert help_output(["-h"], columns) == by_click
 
 
+def help_on_terminal(args: list[str], columns: int) -> bytes:
+    """What ``eventstore ARGS`` writes to a terminal ``columns`` wide ($COLUMNS unset)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")} | {"PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "eventstore", *args], stdout=slave, stderr=subprocess.PIPE,
+                                env=env)
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # (EIO: the terminal's last writer has gone)
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert proc.wait(timeout=60) == 0 and proc.stderr.read() == b""
+        proc.stderr.close()
+        return out
+    finally:
+        os.close(master)
+
+
+@pytest.mark.parametrize("columns", [120, 80, 79, 60])
+def test_help_on_a_terminal_is_clicks_own(columns):
+    """On a terminal, the window's width decides as it does for click: 80 columns or more get
+    the text written without click, a narrower one click's own layout; the same text either way."""
+    by_click = help_on_terminal(["--db", "x.db", "--help"], columns)
+    assert b"Commands:" in by_click
+    assert help_on_terminal(["--help"], columns) == by_click
+
+
 @pytest.mark.parametrize("args", [["--help"], ["--db", "x.db", "--help"]])
 def test_help_to_a_closed_pipe_is_quiet(args):
     """A reader gone before ``--help`` is written: status 1 and nothing on stderr, with click or
