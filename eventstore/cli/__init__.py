@@ -7,7 +7,9 @@ an error nobody foresaw is one line (``error: unexpected ...``); ``EVENTSTORE_DE
 shows its traceback instead.
 
 Each command lives in a module of this package, imported only when that command runs:
-``eventstore --help`` lists the commands from :data:`COMMANDS` without importing them.
+``eventstore --help`` lists the commands from :data:`COMMANDS` without importing them, and
+alone it is written without importing click (:func:`help_text`). The click group itself
+is in :mod:`eventstore.cli.group`.
 """
 
 from __future__ import annotations
