@@ -288,7 +288,9 @@ def command(*args: str, db: str | None = None) -> list[str]:
     script = PYCACHE / "bin" / "eventstore"
     if not script.exists() or script.read_text() != SCRIPT:
         script.parent.mkdir(parents=True, exist_ok=True)
-        script.write_text(SCRIPT)
+        part = script.with_name(f"eventstore.{os.getpid()}")  # renamed whole: another run may be reading it
+        part.write_text(SCRIPT)
+        os.replace(part, script)
     return [sys.executable, str(script), *(["--db", db] if db is not None else []), *args]
 
 
