@@ -115,7 +115,8 @@ def test_the_help_list_matches_each_command(width):
 def modules_loaded(*args: str, db: Path | None = None) -> set[str]:
     code = ("import sys; from eventstore.cli import main; sys.argv = ['eventstore', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('MODULES', *sorted(m for m in sys.modules if m.startswith('eventstore')), file=sys.stderr)")
+            "print('MODULES', *sorted(m for m in sys.modules if m.startswith(('eventstore', 'click', 'sqlalchemy', "
+            "'alembic', 'rich'))), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code, *(["--db", str(db)] if db else []), *args],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -127,6 +128,107 @@ def test_help_imports_no_command(tmp_path):
     loaded = modules_loaded("--help")
     assert not {m for m in loaded if m.startswith("eventstore.cli.") and m not in ("eventstore.cli.base",)}
     assert "eventstore.core.store" not in loaded and "eventstore.io.bulk" not in loaded
+    assert "eventstore.cli.group" not in loaded and "click" not in loaded  # the help text is written without click
+
+
+def help_output(args: list[str], columns: str | None) -> str:
+    """What ``eventstore ARGS`` prints to a pipe, with $COLUMNS set to ``columns`` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"PYTHONPATH": str(ROOT)}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    proc = subprocess.run([sys.executable, "-m", "eventstore", *args], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("columns", [None, "80", "200", "79", "60", "0", "x"])
+def test_help_written_without_click_is_clicks_own(columns):
+    """``--help`` and ``-h`` alone are written without importing click at click's usual
+    width: the text is exactly what click writes (given a global option, click writes it),
+    and a narrower window gets click's own narrower layout."""
+    by_click = help_output(["--db", "x.db", "--help"], columns)
+    assert "Commands:" in by_click and "  sessions    List stored sessions" in by_click
+    again = "a global option changed? eventstore.cli.HELP_HEAD holds click's text of them"
+    assert help_output(["--help"], columns) == by_click, again
+    assert help_output(["-h"], columns) == by_click, again
+
+
+def help_on_terminal(args: list[str], columns: int) -> bytes:
+    """What ``eventstore ARGS`` writes to a terminal ``columns`` wide ($COLUMNS unset)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")} | {"PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "eventstore", *args], stdout=slave, stderr=subprocess.PIPE,
+                                env=env)
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # (EIO: the terminal's last writer has gone)
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert proc.wait(timeout=60) == 0 and proc.stderr.read() == b""
+        proc.stderr.close()
+        return out
+    finally:
+        os.close(master)
+
+
+@pytest.mark.parametrize("columns", [120, 80, 79, 60])
+def test_help_on_a_terminal_is_clicks_own(columns):
+    """On a terminal, the window's width decides as it does for click: 80 columns or more get
+    the text written without click, a narrower one click's own layout; the same text either way."""
+    by_click = help_on_terminal(["--db", "x.db", "--help"], columns)
+    assert b"Commands:" in by_click
+    assert help_on_terminal(["--help"], columns) == by_click
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--db", "x.db", "--help"]])
+def test_help_to_a_closed_pipe_is_quiet(args):
+    """A reader gone before ``--help`` is written: status 1 and nothing on stderr, with click or
+    without it."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "eventstore", *args], stdout=w, stderr=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    finally:
+        os.close(w)
+    assert (proc.returncode, proc.stderr) == (1, b"")
+
+
+def test_help_to_a_full_disk_is_one_line():
+    """Written without click, ``--help`` to a full device says so in one line, status 1."""
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([sys.executable, "-m", "eventstore", "--help"], stdout=full, stderr=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert (proc.returncode, proc.stderr) == (1, b"error: writing the help: No space left on device\n")
+
+
+def test_short_help_is_clicks():
+    """The command list's lines are cut as click cuts a command's help, at every width."""
+    import random
+
+    from eventstore.cli import short_help
+
+    rng = random.Random(7)
+    words = ["a", "bb", "ccc.", "Dd", "e-f", "g" * 45, "vs.", "x.", "Y", "\b"]
+    texts = [short for _where, short in COMMANDS.values()]
+    texts += [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20))) for _ in range(500)]
+    texts += ["First.\n\nSecond paragraph.", "\b\nkept as is", ""]
+    for text in texts:
+        for limit in (0, 2, 3, 5, 10, 30, 45, 62, 80):
+            assert short_help(text, limit) == click.Command("x", help=text).get_short_help_str(limit), (text, limit)
 
 
 def test_sessions_imports_only_what_it_needs(tmp_path):
@@ -136,7 +238,8 @@ def test_sessions_imports_only_what_it_needs(tmp_path):
     loaded = modules_loaded("sessions", db=db)
     assert "eventstore.cli.reading" in loaded and "eventstore.cli.importing" not in loaded
     for heavy in ("eventstore.io.bulk", "eventstore.io.parse_worker", "eventstore.audit.verify",
-                  "eventstore.io.transcripts.claude_code", "eventstore.web"):
+                  "eventstore.io.transcripts.claude_code", "eventstore.web",
+                  "sqlalchemy", "alembic", "rich"):  # (Alembic only for a migration; rich only on a terminal)
         assert heavy not in loaded, heavy
 
 

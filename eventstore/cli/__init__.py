@@ -7,19 +7,14 @@ an error nobody foresaw is one line (``error: unexpected ...``); ``EVENTSTORE_DE
 shows its traceback instead.
 
 Each command lives in a module of this package, imported only when that command runs:
-``eventstore --help`` lists the commands from :data:`COMMANDS` without importing them.
+``eventstore --help`` lists the commands from :data:`COMMANDS` without importing them, and
+alone it is written without importing click (:func:`help_text`). The click group itself
+is in :mod:`eventstore.cli.group`.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-
-import click
-
-from eventstore import __version__
-
-from .base import EnvOption, invoke_reporting_errors, lasting
 
 #: Every command: its name, ``module:function`` in this package, and its one-line help for
 #: ``eventstore --help`` (the first paragraph of the function's docstring; a test checks).
@@ -61,62 +56,88 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
-    """The command group: a command's module is imported when the command is looked up to
-    run (or for its own ``--help``), never to list the commands; the store's errors (and
-    file errors) become one line on stderr, no traceback."""
+#: What ``eventstore --help`` prints above the command list at click's usual width (78: a
+#: terminal of 80 columns or more, or not a terminal), so that ``--help`` need not import
+#: click; a test checks it against click's own help.
+HELP_HEAD = """\
+Usage: eventstore [OPTIONS] COMMAND [ARGS]...
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*COMMANDS, *self.commands})
+  Append-only AI-agent session logs in SQLite or PostgreSQL.
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.commands or cmd_name not in COMMANDS:
-            return self.commands.get(cmd_name)
-        module, name = COMMANDS[cmd_name][0].split(":")
-        command = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        self.add_command(command, cmd_name)
-        return command
+Options:
+  --db PATH                       Database file, sqlite:// or postgresql://
+                                  URL; also $EVENTSTORE_DB.  [default:
+                                  eventstore.db]
+  --durability [normal|full|may-lose-recent]
+                                  Commands that write. SQLite: normal survives
+                                  a crash of the process, full also power loss
+                                  (an fsync per commit). PostgreSQL: normal
+                                  and full wait for the server's durable flush
+                                  (a server crash loses no acknowledged
+                                  append); may-lose-recent (PostgreSQL only)
+                                  returns at the asynchronous commit: a server
+                                  crash may lose the last ~600 ms of appends,
+                                  never corrupts. Also $EVENTSTORE_DURABILITY.
+                                  [default: normal]
+  --version                       Show the version and exit.
+  -h, --help                      Show this message and exit.
 
-    def resolve_command(self, ctx: click.Context, args: list[str]):
+"""
+HELP_WIDTH = 78
+
+
+def help_width() -> int:
+    """The width click lays ``--help`` out to: the terminal's columns (``$COLUMNS`` first, as
+    :func:`shutil.get_terminal_size` reads them), at most 80, less 2, at least 50."""
+    import os
+
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
         try:
-            return super().resolve_command(ctx, args)
-        except click.UsageError as e:  # "Did you mean": among every command, not only those loaded
-            name = getattr(e, "command_name", None)  # (click 8.4's NoSuchCommand)
-            if name is None:
-                raise
-            raise type(e)(name, possibilities=self.list_commands(ctx), ctx=ctx) from None
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command list of ``--help``, as click writes it, from :data:`COMMANDS`."""
-        names = self.list_commands(ctx)
-        if not names:
-            return
-        limit = formatter.width - 6 - max(map(len, names))
-        listed = [self.commands.get(name) or click.Command(name, help=COMMANDS[name][1]) for name in names]
-        rows = [(name, command.get_short_help_str(limit)) for name, command in zip(names, listed, strict=True)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-    def invoke(self, ctx: click.Context):
-        return invoke_reporting_errors(super().invoke, ctx)
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+        columns = columns or 80
+    return max(min(columns, 80) - 2, 50)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", cls=EnvOption, envvar="EVENTSTORE_DB", default="eventstore.db", show_default=True,
-              metavar="PATH", help="Database file, sqlite:// or postgresql:// URL; also $EVENTSTORE_DB.")
-@click.option("--durability", cls=EnvOption, envvar="EVENTSTORE_DURABILITY",
-              type=click.Choice(["normal", "full", "may-lose-recent"], case_sensitive=False), default="normal",
-              show_default=True,
-              help="Commands that write. SQLite: normal survives a crash of the process, full also power "
-                   "loss (an fsync per commit). PostgreSQL: normal and full wait for the server's durable "
-                   "flush (a server crash loses no acknowledged append); may-lose-recent (PostgreSQL only) "
-                   "returns at the asynchronous commit: a server crash may lose the last ~600 ms of appends, "
-                   "never corrupts. Also $EVENTSTORE_DURABILITY.")
-@click.version_option(__version__, prog_name="eventstore")
-@click.pass_context
-def cli(ctx: click.Context, db: str, durability: str) -> None:
-    """Append-only AI-agent session logs in SQLite or PostgreSQL."""
-    ctx.obj = {"db": lasting(db), "store": None, "durability": durability}
+def short_help(text: str, limit: int) -> str:
+    """A command's line in the list of ``--help``, as click makes it from the command's help:
+    the first sentence of the first paragraph, shortened at a word to ``limit`` with "..."."""
+    words = text.partition("\n\n")[0].split()
+    if words and words[0] == "\b":
+        words = words[1:]
+    for i, word in enumerate(words):  # a period ends the sentence unless a lowercase word follows
+        if word.endswith(".") and (i == len(words) - 1 or not words[i + 1][0].islower()):
+            words = words[:i + 1]
+            break
+    text = " ".join(words)
+    if len(text) <= limit:
+        return text
+    if limit < 3:
+        return "..."
+    kept = ""  # the most words that fit with "..." (textwrap.shorten's answer, without importing it)
+    for word in words:
+        if len(kept) + bool(kept) + len(word) + 3 > limit:
+            break
+        kept = f"{kept} {word}" if kept else word
+    if kept:
+        return kept + "..."
+    import textwrap  # the first word alone is too long: textwrap cuts it
+
+    return textwrap.shorten(text, limit, placeholder="...", break_on_hyphens=False)
+
+
+def help_text() -> str:
+    """``eventstore --help`` at :data:`HELP_WIDTH`, without importing click or any command."""
+    names = sorted(COMMANDS)
+    first = min(max(map(len, names)), 30) + 2
+    limit = HELP_WIDTH - 6 - max(map(len, names))
+    rows = [f"  {name:<{first}}{short_help(COMMANDS[name][1], limit)}".rstrip() for name in names]
+    return HELP_HEAD + "Commands:\n" + "\n".join(rows) + "\n"
 
 
 def main() -> None:
@@ -125,12 +146,31 @@ def main() -> None:
         # A terminal that cannot show a character gets an escape, never a traceback.
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
+    # --help alone: click's own text, written without importing click
+    if sys.argv[1:] in (["--help"], ["-h"]) and sys.stdout is not None and help_width() == HELP_WIDTH:
+        try:
+            sys.stdout.write(help_text())
+            sys.stdout.flush()
+        except OSError as e:  # status 1 and no traceback; a reader gone away is no error (as in click)
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's flush at exit)
+            if not isinstance(e, BrokenPipeError):
+                sys.stderr.write(f"error: writing the help: {e.strerror or e}\n")
+            sys.exit(1)
+        return
+    from .group import cli
+
     cli(prog_name="eventstore")
 
 
-def __getattr__(name: str) -> object:  # PEP 562: EventStore without importing the store for --help
+def __getattr__(name: str) -> object:  # PEP 562: the store and the click group only when asked for
     if name == "EventStore":
         from eventstore.core.store import EventStore
 
         return EventStore
+    if name in ("cli", "LazyGroup"):
+        from . import group
+
+        return getattr(group, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -268,18 +268,101 @@ def timed(fn: Callable[[], object], count: int) -> float:
     return (time.perf_counter() - t0) / count
 
 
-def command(*args: str, db: str) -> list[str]:
-    """The argv of an ``eventstore`` command run as a user runs it (a fresh interpreter)."""
-    return [sys.executable, "-m", "eventstore", "--db", db, *args]
+#: Where the commands' bytecode is kept between runs. An installed package has its modules
+#: compiled; with $PYTHONDONTWRITEBYTECODE (or a read-only checkout) every command would
+#: compile eventstore's modules again, and time that instead of the command.
+PYCACHE = Path(tempfile.gettempdir()) / f"eventstore-bench-pycache-{os.getuid() if hasattr(os, 'getuid') else 0}"
+#: The ``eventstore`` script pip installs (its console-script template), run from the checkout.
+SCRIPT = """import re
+import sys
+from eventstore.__main__ import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+
+
+def command(*args: str, db: str | None = None) -> list[str]:
+    """The argv of an ``eventstore`` command run as a user runs it: the installed script in a
+    fresh interpreter (``--db DB`` first when ``db`` is given)."""
+    script = PYCACHE / "bin" / "eventstore"
+    if not script.exists() or script.read_text() != SCRIPT:
+        script.parent.mkdir(parents=True, exist_ok=True)
+        part = script.with_name(f"eventstore.{os.getpid()}")  # renamed whole: another run may be reading it
+        part.write_text(SCRIPT)
+        os.replace(part, script)
+    return [sys.executable, str(script), *(["--db", db] if db is not None else []), *args]
+
+
+@dataclass
+class Run:
+    """One finished process: wall seconds and CPU seconds (user + system)."""
+
+    wall: float
+    cpu: float
+
+
+def command_env() -> dict[str, str]:
+    """The commands' environment: the checkout on the path, bytecode kept in :data:`PYCACHE`."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return env | {"PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                  "PYTHONPYCACHEPREFIX": str(PYCACHE)}
+
+
+def run_process(argv: list[str]) -> Run:
+    """Run ``argv`` once (stdout to /dev/null) in :func:`command_env`; raises when it fails."""
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=command_env(), cwd=ROOT)
+        _pid, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not all children's
+        dt = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            shown = " ".join(a if len(a) < 60 else a[:57].split("\n")[0] + "..." for a in argv)
+            raise RuntimeError(f"{shown} failed ({proc.returncode}): {err.read().decode()[-500:]}")
+    return Run(dt, usage.ru_utime + usage.ru_stime)
+
+
+def peak_mib(argv: list[str]) -> float | None:
+    """The peak resident memory of one run of ``argv`` in MiB, as GNU time reports it (None
+    without /usr/bin/time). (A child's own rusage would count this process's memory: a
+    child started by vfork shares it until its exec.)"""
+    if not os.path.exists("/usr/bin/time"):
+        return None
+    with tempfile.NamedTemporaryFile("r") as out:
+        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out.name, *argv], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env=command_env(), cwd=ROOT, check=True)
+        return int(out.read().split()[-1]) / 1024
 
 
 def run_command(argv: list[str]) -> float:
     """Seconds of one run of ``argv`` (stdout to /dev/null); raises when it fails."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
-    dt = time.perf_counter() - t0
-    if proc.returncode != 0:
-        shown = " ".join(a if len(a) < 60 else a[:57].split("\n")[0] + "..." for a in argv)
-        raise RuntimeError(f"{shown} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
-    return dt
+    return run_process(argv).wall
+
+
+def process_figures(bench: Bench, workload: str, case: str, argvs: dict[str, list[str]], notes: dict[str, str],
+                    per: int = 1, unit: str = "command") -> dict[str, Figure]:
+    """Time each system's command as whole processes, rounds alternated after one uncounted
+    run each (bytecode compiled, pages cached): the figure is the wall time (divided by
+    ``per``), with the median CPU time, its ratio to eventstore's, and the peak memory of one
+    more run, in the note."""
+    runs: dict[str, list[Run]] = {name: [] for name in argvs}
+
+    def block(name: str) -> Callable[[], float]:
+        def once() -> float:
+            r = run_process(argvs[name])
+            runs[name].append(r)
+            return r.wall / per
+        return once
+
+    for name in argvs:  # the warm-up
+        run_process(argvs[name])
+    figs = bench.measure(workload, case, {name: block(name) for name in argvs}, unit, notes)
+    cpu = {name: statistics.median(r.cpu for r in rs) for name, rs in runs.items()}
+    base = cpu.get(ES) or next(iter(cpu.values()))
+    for name, fig in figs.items():
+        peak = peak_mib(argvs[name])
+        fig.extra = {"CPU": fmt_time(cpu[name] / per), "CPU ÷ eventstore": f"{cpu[name] / base:.2f}x"} | (
+            {"peak": f"{peak:.0f} MiB"} if peak is not None else {}) | fig.extra
+    return figs

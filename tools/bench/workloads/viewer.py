@@ -3,7 +3,6 @@ session's first screen and of the sessions page, over HTTP (no browser)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import time
@@ -12,7 +11,7 @@ import urllib.request
 from eventstore import EventStore
 
 from .. import data
-from ..harness import ES, ROOT, Figure, command
+from ..harness import ES, Figure, command, command_env
 
 SUMMARY = "`eventstore serve`: start-up, a big session's first screen, the sessions index and its first page"
 NAME = "Viewer"
@@ -40,7 +39,7 @@ def run(bench) -> None:
              f"sessions index of {small + 1:,} read from the log, from process start": [],
              f"sessions page: first 50 of {small + 1:,}": []}
     names = list(cases)
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = command_env()
     for _ in range(bench.rounds):
         t0 = time.perf_counter()
         proc = subprocess.Popen(command("serve", "--port", "0", db=db), stdout=subprocess.PIPE,
