@@ -637,7 +637,7 @@ class EventStore:
                     max_bytes: int | None = None) -> list[tuple[str, int, float, str]]:
         """``(type, seq, ts, payload JSON text)`` of the session's events past ``after_seq``,
         at most ``limit`` and, past the first, about ``max_bytes`` of payload (a page for
-        :func:`eventstore.log.lines_fast.row_pages`)."""
+        :func:`eventstore.log.line.row_pages`)."""
         return self._backend.export_rows(session_id, after_seq, limit, max_bytes)
 
     def export_chunks(self, session_id: str) -> Iterator[tuple[list, int, int]]:

@@ -13,8 +13,7 @@ import orjson
 
 from eventstore.log.codec import dumps, encodable
 from eventstore.log.codec import js_float as _js_float
-from eventstore.log.line import event_line, line_head, meta_line
-from eventstore.log.lines_fast import rewritten_payload
+from eventstore.log.line import EXPORT_BUFFER, event_line, line_head, meta_line, rewritten_payload
 
 from ..base import Backend
 
@@ -69,7 +68,6 @@ class SQLiteExport:
 # type holding \x02{), and the ts range is checked in Python on the page's doubles rather
 # than by a CASE per row.
 EXPORT_PAGE = 500  # events per read query of an export (one short read transaction each)
-EXPORT_BUFFER = 1 << 20  # bytes gathered before each write
 FAST_PAYLOAD = 8192  # bytes: a longer payload goes row by row (memory: EXPORT_PAGE of these)
 _FAST_OK = f"length(CAST(payload AS BLOB)) < {FAST_PAYLOAD}"
 _EXPORT_FAST = (f"SELECT CAST(group_concat(line, char(10, 2, 123)) AS BLOB), group_concat(m), count(*) "
