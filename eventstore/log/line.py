@@ -18,11 +18,13 @@ from collections.abc import Iterable, Iterator
 from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
 from typing import Any
 
+import orjson
+
 from eventstore.errors import DatabaseError
-from eventstore.log.codec import SURROGATES, dumps, fix_surrogates, js_float, loads
+from eventstore.log.codec import SURROGATES, dumps, encodable, fix_surrogates, js_float, loads
 
 __all__ = ["EXPORT_BUFFER", "PAGE_BYTES", "PAGE_ROWS", "chunks_from_rows", "event_line", "event_lines",
-           "line_head", "meta_line", "rewritten_payload", "row_pages"]
+           "line_head", "line_start", "lines_bytes", "meta_line", "rewritten_payload", "row_pages"]
 
 EXPORT_BUFFER = 1 << 20  # bytes gathered before each write
 PAGE_ROWS = 5_000  # events per read of rows, at most (one short read each) ...
@@ -73,6 +75,56 @@ def event_lines(types: Iterable[str], first_seq: int, tss: Iterable[float],
         else:
             yield f"{head}{seq}{tail},{pj[1:]}"
         seq += 1
+
+
+def line_start(head: str, seq: int, ts: float) -> str:
+    """An event line up to its ts (``{"type":T,"seq":N,"ts":TS``), from its type's
+    :func:`line_head`: the payload's keys (``,...}``) or ``}`` follow."""
+    r = repr(ts)  # JavaScript's text too, but for 1e+16, 5.0 and the like
+    if "e" in r or r[-2:] == ".0":
+        r = js_float(ts)
+    return f'{head}{seq},"ts":{r}'
+
+
+_LINE_BYTES = b'{"type":"%s","seq":%s,"ts":%s%s'
+_EMPTY_REST = b"}\n"  # what is left of "{}"
+
+
+def lines_bytes(types: list[bytes], first_seq: int, tss: list[float], rests: list[bytes],
+                plain_types: set[bytes]) -> bytes | None:
+    """The byte form of :func:`event_lines` for a page read in one piece: the UTF-8 JSONL
+    text, each line ending in a newline, of consecutive events from seq ``first_seq``, or
+    None when one of them needs :func:`event_line` (a type that JSON writes with escapes, a
+    ts that orjson writes unlike JavaScript).
+
+    ``types`` are UTF-8 type names; each of ``rests`` is a payload's canonical text past its
+    ``{`` plus a newline, whose first key the caller made sure is not an array index (JavaScript
+    writes those first). ``plain_types`` caches the types found plain (updated in place).
+    """
+    n = len(types)
+    ts_text = orjson.dumps(tss)
+    # orjson writes a finite double as JavaScript does, but for integer values (5.0) and
+    # exponents (1e+16); JSON.stringify writes 1764460800 for 1764460800.0
+    if b"e" in ts_text or b".0," in ts_text or ts_text.endswith(b".0]"):
+        return None
+    for t in set(types).difference(plain_types):
+        text = t.decode("utf-8", "surrogatepass")
+        if not encodable(text) or dumps(text) != '"' + text + '"':
+            return None  # a type that JSON writes with escapes
+        plain_types.add(t)
+    flat: list = [None] * (4 * n)
+    flat[0::4] = types
+    flat[1::4] = orjson.dumps(list(range(first_seq, first_seq + n)))[1:-1].split(b",")
+    flat[2::4] = (ts_text[1:-1] + b",").replace(b",", b",\x00").split(b"\x00")[:-1]  # "ts,": the payload's comma
+    flat[3::4] = rests
+    i = -1
+    try:
+        while True:  # an empty payload: no comma after ts
+            i = rests.index(_EMPTY_REST, i + 1)
+            flat[4 * i + 2] = flat[4 * i + 2][:-1]
+    except ValueError:
+        pass
+    return (_LINE_BYTES * n) % tuple(flat)
 
 
 def meta_line(session_id: str, meta_json: str = "{}") -> str:
