@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 NAMES = ("append", "batch", "writers", "import", "export", "read", "sessions", "search", "verify", "viewer",
-         "agents")
+         "conversation", "agents")
 
 
 def load(name: str):
