@@ -321,7 +321,7 @@ class Backend(ABC):
         position order, at most ``limit``, stopping before the ``first_position`` of every
         unfinished import whose owner is not in ``dead_owners`` (those events become visible
         later; readers wait for them), and leaving out the events of every unfinished
-        import. Barrier and rows are read in one snapshot. See :func:`eventstore.live.follow.dead_owners`."""
+        import. Barrier and rows are read in one snapshot. See :class:`eventstore.live.follow.DeadOwners`."""
 
     @abstractmethod
     def last_position(self, dead_owners: Collection[str] = ()) -> int:

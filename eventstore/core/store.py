@@ -156,7 +156,7 @@ def _split_batch(events: Any, now: float, session_id: str) -> tuple[list, list, 
     item's index.
 
     A list or tuple of events is read as it stands: ``payload_jsons`` is None, and the
-    caller encodes the payloads as one batch (:func:`eventstore.io.jsonl.payload_jsons`); one
+    caller encodes the payloads as one batch (:func:`eventstore.log.codec.payload_jsons`); one
     of ``(type, payload)`` tuples is split by C loops. Any other iterable is read item by
     item, each payload encoded as it comes: a generator may reuse one mutable item or dict
     (each event keeps what it held when yielded), or never end after a bad one."""
