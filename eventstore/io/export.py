@@ -85,9 +85,9 @@ def export_session(store: Any, session_id: str, dest: str | os.PathLike | IO,
         text = os.fspath(dest)
         if not text:  # Path("") is the current folder; open("") fails so, as the reference save("") does
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), text)
-        # A folder is no file to write ("." failed only at the rename, as EBUSY), nor is a
-        # path ending in a slash, which Path() would drop ("out/" overwrote the file "out").
-        # Nor is one ending in "/." or "/..", which Path() would also drop ("f/." overwrote f).
+        # A folder is no file to write ("." would fail only at the rename, as EBUSY), nor is a
+        # path ending in a slash, which Path() would drop ("out/" would overwrite the file
+        # "out"). Nor is one ending in "/." or "/..", which Path() would also drop.
         if os.path.isdir(text) or text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
         check_not_the_store(store, text)

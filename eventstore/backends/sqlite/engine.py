@@ -97,7 +97,7 @@ def configure_connection(conn: sqlite3.Connection, busy_timeout: float, durabili
     cur.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
     # events.session_id -> sessions.id is declared (readers and tools see it) but not
     # enforced here: the guard trigger refuses an unknown session on every connection,
-    # whatever its pragmas, and checking it twice cost 1,500 CPU instructions a row.
+    # whatever its pragmas, and checking it twice would cost every insert a second lookup.
     cur.execute("PRAGMA foreign_keys = OFF")
     cur.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
     cur.close()

@@ -66,13 +66,12 @@ class SQLiteExport:
 # of FAST_PAYLOAD bytes or more, a type that needs escapes, an array-index key) goes row by
 # row (_EXPORT), which streams long payloads.
 #
-# The query does as little per row as it can (callgrind, on the bench corpus): the payload's
-# size is its byte length (length() of TEXT counts characters, after copying the text to
-# NUL-terminate it; the CAST to BLOB only relabels the value), a long payload's line is a
-# lone \x01 that _fast_page looks for in the page (count(line) would copy every line once
-# more through the subquery; and a missing line could be made up for, in the split, by a
-# type holding \x02{), and the ts range is checked in Python on the page's doubles rather
-# than by a CASE per row.
+# The query does as little per row as it can: the payload's size is its byte length
+# (length() of TEXT counts characters, after copying the text to NUL-terminate it; the CAST
+# to BLOB only relabels the value), a long payload's line is a lone \x01 that _fast_page
+# looks for in the page (count(line) would copy every line once more through the subquery;
+# and a missing line could be made up for, in the split, by a type holding \x02{), and the
+# ts range is checked in Python on the page's doubles rather than by a CASE per row.
 EXPORT_PAGE = 500  # events per read query of an export (one short read transaction each)
 FAST_PAYLOAD = 8192  # bytes: a longer payload goes row by row (memory: EXPORT_PAGE of these)
 _FAST_OK = f"length(CAST(payload AS BLOB)) < {FAST_PAYLOAD}"
