@@ -160,7 +160,7 @@ class WalMarks:
     write lock held, so ``mxFrame`` cannot change), equal values mean this transaction may
     start a generation, unequal ones that it will not: a transaction that might is marked
     (one page more to write, about once per checkpoint), and one that will not costs an
-    84-byte ``pread`` of the ``-shm`` (about 2 microseconds)."""
+    84-byte ``pread`` of the ``-shm``."""
 
     def __init__(self, path: str):
         self._shm = os.path.realpath(path) + "-shm"
