@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Collection, Iterable
 
 #: Rows read before the table's column widths are fixed.
@@ -112,7 +113,7 @@ def print_table(out, header: list[str], rows: Iterable[list[str | None]], *, rig
     following = next(rows, None)
     terminal = out.isatty()
     if fit and terminal and following is None:
-        _print_rich_table(header, first)
+        _print_rich_table(header, first, marks)
         return len(first)
     style = styled(out)
     measure = text_width
@@ -178,16 +179,27 @@ def print_table(out, header: list[str], rows: Iterable[list[str | None]], *, rig
     return n
 
 
-def _print_rich_table(header: list[str], rows: list[list[str | None]]) -> None:
+def _print_rich_table(header: list[str], rows: list[list[str | None]], marks: tuple[str, str] | None) -> None:
     """A short result on a terminal: rich fits the table to the window."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    def cell(text: str) -> Text:
+        if marks is None:
+            return Text(text)
+        out, on = Text(), False
+        for part in re.split(f"([{re.escape(''.join(marks))}])", text):
+            if part in marks:
+                on = part == marks[0]
+            else:
+                out.append(part, style="bold reverse" if on else None)
+        return out
 
     table = Table(box=None, pad_edge=False, header_style="bold", highlight=False)
     for c in header:
         table.add_column(Text(c))
     null = Text("NULL", style="dim")
     for cells in rows:
-        table.add_row(*(null if text is None else Text(text) for text in cells))
+        table.add_row(*(null if text is None else cell(text) for text in cells))
     Console(highlight=False).print(table)
