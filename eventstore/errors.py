@@ -124,8 +124,9 @@ class DatabaseError(EventStoreError):
 
 
 class QueryError(EventStoreError):
-    """A read-only SQL query (``eventstore sql``, :func:`eventstore.audit.verify.query`) failed or
-    was refused; a refusal's message starts with ``refused:`` and names what it refused.
+    """A read-only SQL query (``eventstore sql``,
+    :meth:`eventstore.backends.capabilities.QueryConnection.query`) failed or was refused;
+    a refusal's message starts with ``refused:`` and names what it refused.
     ``limit`` is ``"time"`` or ``"memory"`` when the query was stopped by that limit of its
     query connection (None otherwise)."""
 

@@ -24,8 +24,9 @@ from .errors import DatabaseError, QueryError, SessionNotFound
 
 #: What :func:`search` puts around each matched term in a snippet.
 MARK_START, MARK_END = "\x02", "\x03"
-#: Hits are ranked among the newest this many matching events: a word found in hundreds of
-#: thousands of events still answers in milliseconds (docs/benchmarks.md, "Search").
+#: Hits are ranked among the newest this many matching events, so that a word found in
+#: hundreds of thousands of events is not ranked across all of them (docs/benchmarks.md,
+#: "Search").
 RANK_WINDOW = 2000
 
 #: The longest query :func:`search` takes, in words and in characters (a longer one is a

@@ -8,10 +8,14 @@ read back) and that the Markdown and JSON outputs hold them.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,9 +40,14 @@ def measured(result: dict) -> dict[str, set[str]]:
 
 
 def test_every_workload_runs_on_sqlite(tmp_path: Path):
-    """``run all --quick``: every workload has figures for eventstore (and its raw baseline
-    where it has one); an installed peer is measured, a missing one listed as skipped."""
-    result, stdout = bench(tmp_path, "all")
+    """``run all --quick`` but the browser's workload (see the next test): every workload has
+    figures for eventstore (and its raw baseline where it has one); an installed peer is
+    measured, a missing one listed as skipped."""
+    listed = subprocess.run([sys.executable, "-m", "tools.bench", "list"], capture_output=True, text=True,
+                            check=True, cwd=ROOT).stdout
+    names = [line.split()[0] for line in listed.splitlines()]
+    assert "conversation" in names
+    result, stdout = bench(tmp_path, *(name for name in names if name != "conversation"))
     systems = measured(result)
     assert set(systems) == {"Single appends", "Batched appends", "Concurrent writers", "Import", "Export",
                             "Read one session", "Start-up (commands)", "Sessions listing (commands)", "Search",
@@ -62,6 +71,18 @@ def test_every_workload_runs_on_sqlite(tmp_path: Path):
     # the Markdown tables are what docs/benchmarks.md pastes
     assert "| case | system | median | min | max | per second | ÷ eventstore | note |" in stdout
     assert "#### Concurrent writers" in stdout and "Load average" in stdout
+
+
+@pytest.mark.slow
+def test_the_conversation_workload_runs_in_a_browser(tmp_path: Path):
+    """``run conversation --quick``: chromium opens the session through ``eventstore serve``
+    (slow: the browser's start-up is most of it; listed as skipped without one)."""
+    result, stdout = bench(tmp_path, "conversation")
+    if importlib.util.find_spec("playwright") is None or not shutil.which("chromium"):
+        assert all(f["skipped"] for f in result["figures"]), result["figures"]
+        return
+    assert measured(result) == {"Conversation view": {"eventstore"}}
+    assert all(c["ok"] for c in result["checks"]) and "DOM nodes in the list" in stdout
 
 
 def test_postgres_workloads_run(tmp_path: Path, pg_url: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -428,6 +429,35 @@ def test_sql_table_on_a_terminal(tmp_path):
     assert lines[1001] == "1001  " + "y" * 100 and lines[1002] == ""
     out, err = _on_a_terminal(["--db", str(db), "sql", query], {"NO_COLOR": "1"})
     assert out.split("\n")[:2] == ["x     t   ", "1     NULL"]
+
+
+def test_search_table_on_a_terminal(tmp_path):
+    """``search`` goes through the shared table renderer: on a terminal the header is bold,
+    each match bold and reversed, the snippet folded to the window (80 columns); with
+    NO_COLOR the same layout without styles."""
+    db = tmp_path / "s.db"
+    with EventStore.open(db) as st:
+        st.create_session("s1").append("user/message", {"content": "alpha beta " * 3 + "wombat " + "gamma " * 9})
+    out, _err = _on_a_terminal(["--db", str(db), "search", "wombat"], {"COLUMNS": "80"})
+    lines = out.rstrip("\n").split("\n")
+    assert lines[0] == "\x1b[1mSESSION  SEQ  TYPE          SNIPPET\x1b[0m"
+    assert "\x1b[1;7mwombat\x1b[0m" in lines[1] and len(lines) > 2
+    plain = re.sub("\x1b\\[[0-9;]*m", "", out).splitlines()
+    assert max(map(len, plain)) <= 80 and plain[1].startswith("s1         0  user/message  ")
+    out, _err = _on_a_terminal(["--db", str(db), "search", "wombat"], {"COLUMNS": "80", "NO_COLOR": "1"})
+    assert out.splitlines() == plain
+
+
+def test_fold_keeps_lines_within_the_room_and_marks_on_each_line():
+    from eventstore.cli.table import fold, print_table
+
+    marks = ("<", ">")
+    assert fold("the <quick brown fox> jumps", 10, marks).split("\n") == ["the <quick>", "<brown fox>", "jumps"]
+    assert fold("字字字字字 ab", 4) == "字字\n字字\n字\nab"  # cells, not characters
+    assert fold("aaaaaaa b", 3) == "aaa\naaa\na b"
+    out = io.BytesIO()
+    assert print_table(out, ["A", "B"], [["x", "one <two> three"]], marks=marks, width=12, strip=True) == 1
+    assert out.getvalue().decode() == "A  B\nx  one two\n   three\n"
 
 
 @pytest.mark.parametrize("fmt", [["--json"], ["--csv"], []])

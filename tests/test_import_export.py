@@ -541,10 +541,10 @@ def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path
 
 def test_export_streams_in_pages(store, monkeypatch):
     from eventstore.backends.sqlite import export as sqlite
-    from eventstore.log import lines_fast
+    from eventstore.log import line
 
-    monkeypatch.setattr(lines_fast, "PAGE_ROWS", 3)  # the neutral pages
-    for module in (lines_fast, sqlite):  # and SQLite's own
+    monkeypatch.setattr(line, "PAGE_ROWS", 3)  # the neutral pages
+    for module in (line, sqlite):  # and SQLite's own
         monkeypatch.setattr(module, "EXPORT_BUFFER", 50)
     monkeypatch.setattr(sqlite, "EXPORT_PAGE", 3)
     s = store.create_session("p")
@@ -559,7 +559,7 @@ def test_pages_of_rows_are_bounded_by_bytes(store):
     """export_rows(max_bytes) cuts a page where the payloads before a row reach the bound
     (the first row always comes), on every backend; row_pages goes through the whole
     session so, and chunks_from_rows (PostgreSQL's export, copy) writes the same bytes."""
-    from eventstore.log.lines_fast import PAGE_BYTES, chunks_from_rows, row_pages
+    from eventstore.log.line import PAGE_BYTES, chunks_from_rows, row_pages
 
     s = store.create_session("b")
     sizes = [10, 400_000, 10, 700_000, 2_000_000, 10, 10, 900_000, 300_000]

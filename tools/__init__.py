@@ -1,1 +1,2 @@
-"""Developer tools of the repository (not installed with the package): ``python -m tools.bench``."""
+"""Developer tools of the repository (not installed with the package): ``python -m tools.bench``
+(the benchmarks) and ``python -m tools.web_screenshots`` (the viewer's screenshots in docs/img)."""

@@ -184,7 +184,7 @@ def generate_key(path: str | os.PathLike) -> tuple[str, str]:
 # --- making a checkpoint ----------------------------------------------------------------------
 
 def make_checkpoint(backend: AuditReads, key_path: str | os.PathLike | None = None) -> dict:
-    """Read the log of ``backend`` in one snapshot (:meth:`Backend.checkpoint_rows`) and
+    """Read the log of ``backend`` in one snapshot (:meth:`AuditReads.checkpoint_rows`) and
     return its checkpoint document (see the module docstring); signed with the Ed25519
     private key in the PEM file ``key_path`` when given. Raises :class:`CheckpointError`
     for a bad key, :class:`DatabaseError` when the database cannot be read."""

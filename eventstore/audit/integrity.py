@@ -4,7 +4,7 @@
 the hash chain, the guard triggers, chunks, tool calls) with the checks of everything else
 that decides what a reader sees, on any backend:
 
-* ``storage`` and ``schema``: :meth:`~eventstore.backends.base.Backend.integrity_findings`
+* ``storage`` and ``schema``: :meth:`~eventstore.backends.capabilities.AuditReads.integrity_findings`
   (SQLite: ``PRAGMA quick_check``/``integrity_check`` and the ``-wal`` check at open;
   PostgreSQL: amcheck where installed) and every table, index, trigger, view (and
   PostgreSQL function) compared by name and normalised definition with a scratch database

@@ -1,5 +1,5 @@
 """Auditing: verifying a log (database-neutral; the read-only SQL sandbox of ``eventstore
-sql`` is the backend's, :meth:`~eventstore.backends.base.Backend.query_connection`).
+sql`` is the backend's, :meth:`~eventstore.backends.capabilities.SqlSandbox.query_connection`).
 
 * :func:`verify` checks a database: seqs gapless, the hash chain, the append-only triggers,
   streamed chunks against their message, and the projection's validity for a chat API.
@@ -232,7 +232,7 @@ def verify(backend: AuditReads, session_ids: Iterable[str] | None = None) -> Ver
     :class:`VerifyReport`.
 
     Checks the append-only guards (every trigger, with its definition:
-    :meth:`~eventstore.backends.base.Backend.guard_problems`); then each session (all of
+    :meth:`~eventstore.backends.capabilities.AuditReads.guard_problems`); then each session (all of
     them, or ``session_ids``), read in one snapshot in seq order: seqs 0, 1, 2, ... with no
     gap and in commit order; each stored hash equal to ``chain_hash(previous stored hash,
     event line)`` (so a finding points at the edited, or first displaced, event); each

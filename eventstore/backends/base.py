@@ -321,7 +321,7 @@ class Backend(ABC):
         position order, at most ``limit``, stopping before the ``first_position`` of every
         unfinished import whose owner is not in ``dead_owners`` (those events become visible
         later; readers wait for them), and leaving out the events of every unfinished
-        import. Barrier and rows are read in one snapshot. See :func:`eventstore.live.follow.dead_owners`."""
+        import. Barrier and rows are read in one snapshot. See :class:`eventstore.live.follow.DeadOwners`."""
 
     @abstractmethod
     def last_position(self, dead_owners: Collection[str] = ()) -> int:
@@ -396,9 +396,9 @@ class Backend(ABC):
         """The session as JSONL, ``(pieces, bytes, events)`` at a time: ``pieces`` a list of
         ``bytes`` (or memoryviews) to write in order, ``bytes`` their length (about),
         ``events`` the events in them. The default formats :meth:`export_rows` pages with
-        :func:`eventstore.log.lines_fast.chunks_from_rows`; a backend may build pages in SQL
+        :func:`eventstore.log.line.chunks_from_rows`; a backend may build pages in SQL
         (SQLite does). Raises :class:`DatabaseError` for a stored payload export cannot write."""
-        from eventstore.log.lines_fast import chunks_from_rows
+        from eventstore.log.line import chunks_from_rows
 
         return chunks_from_rows(self, session_id, meta_json)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
+import shutil
 
 import click
 
@@ -13,7 +13,8 @@ from eventstore.errors import DatabaseError
 from eventstore.live.tailview import CONTROL_OR_NEWLINE
 
 from .base import TEXT
-from .common import one_line, open_store, stderr_is_terminal
+from .common import one_line, open_store, out_bytes, stderr_is_terminal
+from .table import fold, print_table, show_marks, styled, text_width
 
 
 @click.command()
@@ -36,10 +37,6 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
     date first: the events stored since the last search are indexed (with a progress line
     when there are many); a reader that may not write it searches the rest unindexed.
     """
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     from eventstore.backends import is_postgres_url
     from eventstore.search import MARK_END, MARK_START, RANK_WINDOW, catch_up, count
     from eventstore.search import search as run_search
@@ -74,32 +71,25 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
     if not hits:
         click.echo("no match")
         return
-    ids = [one_line(h.session_id) for h in hits]
-    snippets = []
-    for h in hits:
-        snippet = Text()
-        for k, part in enumerate(re.split(f"[{MARK_START}{MARK_END}]", h.snippet)):
-            snippet.append(CONTROL_OR_NEWLINE.sub(" ", part), style="bold reverse" if k % 2 else None)
-        snippets.append(snippet)
-    # on a terminal (or with $COLUMNS) the snippets wrap to its width; into a pipe or a file, each hit is one line
-    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
-    console = Console(soft_wrap=False, width=1_000_000 if wide else None)
-    fixed = max(map(len, ids)) + 2 + max(len(str(h.seq)) for h in hits) + 2 + max(len(h.type) for h in hits) + 2
-    if console.width - fixed < 40:  # too narrow for a snippet column: each snippet below its hit, indented
-        from rich.padding import Padding
-
-        for sid, h, snippet in zip(ids, hits, snippets, strict=True):
-            console.print(Text(f"{sid}  seq {h.seq}  {h.type}", style="bold"), soft_wrap=True)
-            console.print(Padding(snippet, (0, 0, 0, 4), expand=False))
-        return
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    # an id and a type are for copying: kept whole on one line; the snippet takes the room left
-    table.add_column("SESSION", no_wrap=True, min_width=max(map(len, ids)))
-    table.add_column("SEQ", justify="right", no_wrap=True)
-    table.add_column("TYPE", no_wrap=True, min_width=max(len(h.type) for h in hits))
-    table.add_column("SNIPPET", overflow="fold")
-    for sid, h, snippet in zip(ids, hits, snippets, strict=True):
-        table.add_row(Text(sid), str(h.seq), h.type, snippet)
-    console.print(table)
-
-
+    marks = (MARK_START, MARK_END)
+    rows = [[one_line(h.session_id), str(h.seq), one_line(h.type),
+             "".join(p if p in marks else CONTROL_OR_NEWLINE.sub(" ", p)
+                     for p in re.split(f"([{MARK_START}{MARK_END}])", h.snippet))] for h in hits]
+    out = out_bytes()
+    # on a terminal (or with $COLUMNS) the snippets fold to its width; into a pipe or a file, each hit is one line
+    width = shutil.get_terminal_size().columns if out.isatty() or os.environ.get("COLUMNS") else None
+    header = ["SESSION", "SEQ", "TYPE", "SNIPPET"]
+    fixed = sum(max(text_width(c) for c in [header[i], *(r[i] for r in rows)]) + 2 for i in range(3))
+    if width is not None and width - fixed < 40:  # too narrow for a snippet column: each snippet below its hit
+        style = styled(out)
+        lines = []
+        for sid, seq, type_, snippet in rows:
+            head = f"{sid}  seq {seq}  {type_}"
+            lines.append(f"\x1b[1m{head}\x1b[0m" if style else head)
+            lines.extend("    " + show_marks(line, marks, style)
+                         for line in fold(snippet, width - 4, marks).split("\n"))
+        out.write(("\n".join(lines) + "\n").encode("utf-8", "backslashreplace"))
+    else:
+        print_table(out, header, rows, right={1}, strip=True, layout_rows=None,
+                    marks=marks, width=width)
+    out.flush()

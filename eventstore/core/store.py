@@ -156,7 +156,7 @@ def _split_batch(events: Any, now: float, session_id: str) -> tuple[list, list, 
     item's index.
 
     A list or tuple of events is read as it stands: ``payload_jsons`` is None, and the
-    caller encodes the payloads as one batch (:func:`eventstore.io.jsonl.payload_jsons`); one
+    caller encodes the payloads as one batch (:func:`eventstore.log.codec.payload_jsons`); one
     of ``(type, payload)`` tuples is split by C loops. Any other iterable is read item by
     item, each payload encoded as it comes: a generator may reuse one mutable item or dict
     (each event keeps what it held when yielded), or never end after a bad one."""
@@ -637,7 +637,7 @@ class EventStore:
                     max_bytes: int | None = None) -> list[tuple[str, int, float, str]]:
         """``(type, seq, ts, payload JSON text)`` of the session's events past ``after_seq``,
         at most ``limit`` and, past the first, about ``max_bytes`` of payload (a page for
-        :func:`eventstore.log.lines_fast.row_pages`)."""
+        :func:`eventstore.log.line.row_pages`)."""
         return self._backend.export_rows(session_id, after_seq, limit, max_bytes)
 
     def export_chunks(self, session_id: str) -> Iterator[tuple[list, int, int]]:

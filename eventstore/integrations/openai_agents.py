@@ -286,7 +286,7 @@ def _live(rows: list[tuple], want: int | None, keyed: bool = True) -> tuple[list
 def _session_items(store: EventStore, session_id: str,
                    known: tuple[int, bytes] | None) -> tuple[list[dict], int, tuple[int, bytes] | None]:
     """``(every live item oldest first, head, known)`` of the session: the item-bearing
-    events' rows and the head in one read (see :meth:`EventStoreSession._read_live`).
+    events' rows and the head in one read (see :meth:`EventStoreSession._live_locked`).
 
     ``known`` is what an earlier call returned: ``(head, the items as JSON)``. Then only the
     events from that head on are read, and when none of them is a ``context/retract`` the
@@ -321,7 +321,7 @@ def _session_items(store: EventStore, session_id: str,
 def _live_items(store: EventStore, session_id: str,
                 want: int) -> tuple[list[tuple[int, int | None, dict]], int]:
     """``(at least the newest want live items, newest first, head)`` of the session (see
-    :meth:`EventStoreSession._read_live`): reads backwards from the head (the last-N
+    :meth:`EventStoreSession._live_locked`): reads backwards from the head (the last-N
     index read) in growing windows, so the cost follows ``want``, not the length of the
     session."""
     window = want + 2  # an event holds one item or more; room for a retraction and its target

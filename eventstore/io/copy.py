@@ -180,7 +180,7 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
     from eventstore.io.bulk import import_jsonl
     from eventstore.io.export import export_session
     from eventstore.log.chain import session_hash_changes
-    from eventstore.log.lines_fast import chunks_from_rows
+    from eventstore.log.line import chunks_from_rows
 
     changed = session_hash_changes(*row)
     if changed:

@@ -3,7 +3,7 @@
 :func:`export_session` and :func:`export_sessions` write files (atomically, beside the
 target) or file objects; the lines come from the backend
 (:meth:`~eventstore.backends.base.Backend.export_chunks`), page by page, so memory does not
-grow with the session (:mod:`eventstore.log.lines_fast` builds the lines from stored rows).
+grow with the session (:mod:`eventstore.log.line` builds the lines from stored rows).
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def export_session(store: Any, session_id: str, dest: str | os.PathLike | IO,
     target is replaced and the link kept. A path to something else (a FIFO, a device,
     ``/dev/stdout``) is written straight through, as the reference's ``writeFileSync``
     does. Reads a page of about a megabyte per query (a backend's own ``export_chunks``, or
-    :func:`eventstore.log.lines_fast.row_pages`) and writes about every
-    :data:`eventstore.log.lines_fast.EXPORT_BUFFER` bytes: memory does not grow with the
+    :func:`eventstore.log.line.row_pages`) and writes about every
+    :data:`eventstore.log.line.EXPORT_BUFFER` bytes: memory does not grow with the
     session.
     Raises :class:`~eventstore.errors.SessionNotFound`, ``OSError`` (``IsADirectoryError``
     for a folder, or a path ending in a slash, ``FileNotFoundError`` for an empty path,
@@ -85,9 +85,9 @@ def export_session(store: Any, session_id: str, dest: str | os.PathLike | IO,
         text = os.fspath(dest)
         if not text:  # Path("") is the current folder; open("") fails so, as the reference save("") does
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), text)
-        # A folder is no file to write ("." failed only at the rename, as EBUSY), nor is a
-        # path ending in a slash, which Path() would drop ("out/" overwrote the file "out").
-        # Nor is one ending in "/." or "/..", which Path() would also drop ("f/." overwrote f).
+        # A folder is no file to write ("." would fail only at the rename, as EBUSY), nor is a
+        # path ending in a slash, which Path() would drop ("out/" would overwrite the file
+        # "out"). Nor is one ending in "/." or "/..", which Path() would also drop.
         if os.path.isdir(text) or text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
         check_not_the_store(store, text)

@@ -25,7 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from eventstore.io.transcripts.common import INFO, current_meta, effective_meta
-from eventstore.log.lines_fast import row_pages
+from eventstore.log.line import row_pages
 
 from .. import __version__
 from ..errors import EventStoreError, QueryError, SessionNotFound
@@ -180,7 +180,7 @@ class EventPages:
     at most ``limit`` events and, past the first, about ``max_bytes`` of payload text.
     Afterwards ``more`` says whether events follow and ``last`` is the last seq given.
 
-    Pages come from :func:`eventstore.log.lines_fast.row_pages` as the pieces are taken (at most
+    Pages come from :func:`eventstore.log.line.row_pages` as the pieces are taken (at most
     about a megabyte of payload each, cut by the database's read), so memory holds one
     page, not the answer: more than that only where one event is larger."""
 

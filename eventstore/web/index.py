@@ -116,7 +116,8 @@ class SessionIndex:
     def load(self, sessions: Iterable[tuple], counts: Iterable[tuple], states: Iterable[tuple]) -> None:
         """Build from the log as of one position: ``sessions`` rows ``(id, created_at)``,
         ``counts`` rows ``(id, events, last_position, first_ts, last_ts)``, ``states`` rows
-        ``(position, id, type, extra)`` in position order (see :meth:`Backend.state_rows`)."""
+        ``(position, id, type, extra)`` in position order (see
+        :meth:`~eventstore.backends.capabilities.SessionIndex.state_rows`)."""
         with self._lock:
             by_id = self._by_id
             for sid, created_at in sessions:

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.cmd == "list":
         for name in NAMES:
-            print(f"{name:10} {load(name).SUMMARY}")
+            print(f"{name:12} {load(name).SUMMARY}")
         return 0
     names = list(NAMES) if "all" in a.workloads else a.workloads
     unknown = [n for n in names if n not in NAMES]

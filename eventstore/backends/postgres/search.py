@@ -83,8 +83,8 @@ class PgSearch(SearchIndex):
             conn = self._conn("r")
             try:
                 # Never prepared: a prepared statement may get a generic plan, blind to how
-                # common the words are (a bitmap scan of every match of a common word,
-                # 1 s, where walking back from the newest position takes 2 ms).
+                # common the words are (a bitmap scan of every match of a common word, where
+                # walking back from the newest position reads a few rows).
                 return conn.execute(sql, {**params, "q": tsquery}, prepare=False).fetchall()
             except pg_errors.SyntaxError as e:  # a malformed raw query
                 raise QueryError(f"search {tsquery!r}: {first_line(e)}") from None

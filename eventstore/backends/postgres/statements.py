@@ -143,7 +143,7 @@ OWNER_ALIVE = (f"SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisor
                 f"AND classid = {IMPORT_LOCK_CLASS}::oid AND objsubid = 2 AND granted "
                 "AND objid IN (SELECT hashtext(i.session_id)::oid FROM importing AS i WHERE i.owner = %s))")
 
-# The viewer's index (see Backend.session_counts and Backend.state_rows). The payload is
+# The viewer's index (see SessionIndex.session_counts and SessionIndex.state_rows). The payload is
 # text: es_field gives a value's JSON text as stored, es_json parses it (both in the baseline).
 # What the model saw at a seq: the last compaction up to it cuts (see migration 0270).
 EXPORT_BOUNDED = """

@@ -397,10 +397,10 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
 
         Due when this store's commits since its last checkpoint wrote about
         ``CHECKPOINT_FRAMES`` WAL frames (:func:`.engine.wal_frames` estimates a
-        commit's), SQLite's own cadence: about every 400 single appends, every 95 batches
-        of 100 small events. (A count of events checkpointed batches 30 times as often for
-        the same WAL growth: each checkpoint copies the same last pages again and costs two
-        fsyncs.) Only with the write queue: otherwise SQLite checkpoints by itself.
+        commit's), SQLite's own cadence. Frames, not events: a count of events would
+        checkpoint batches far more often for the same WAL growth, and each checkpoint
+        copies the same last pages again and costs two fsyncs. Only with the write queue:
+        otherwise SQLite checkpoints by itself.
         """
         if self._wlock is None:
             return

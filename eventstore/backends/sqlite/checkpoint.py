@@ -1,14 +1,14 @@
 """WAL checkpoints on a background thread, so that no append waits for them.
 
-With the write queue (:mod:`eventstore.writelock`) an :class:`~eventstore.EventStore`
-switches SQLite's automatic checkpoint off: it would run inside ``COMMIT``, holding the
-write lock (and every queued writer) through its fsyncs. The store checkpoints itself
-instead, each time its commits have written about ``CHECKPOINT_FRAMES`` WAL frames (see
-``EventStore._wrote``). A checkpoint costs two fsyncs, 10 to 30 ms here; run inline, it
-made one append in every 500 that slow, and added about 40 microseconds to the mean of a
-single append. So a :class:`Checkpointer` runs it on a thread of its own, with its own
-connection: the append that made it due returns at once, and the checkpoint (which waits
-for no one and blocks no writer: ``PASSIVE``) overlaps the appends that follow.
+With the write queue (:mod:`.writelock`) an :class:`~eventstore.EventStore` switches
+SQLite's automatic checkpoint off: it would run inside ``COMMIT``, holding the write lock
+(and every queued writer) through its fsyncs. The store checkpoints itself instead, each
+time its commits have written about ``CHECKPOINT_FRAMES`` WAL frames (see
+``SQLiteBackend._wrote``). A checkpoint costs two fsyncs; run inline, it would hold up the
+append that made it due. So a :class:`Checkpointer` runs it on a thread of its own, with
+its own connection: the append that made it due returns at once, and the checkpoint
+(which waits for no one and blocks no writer: ``PASSIVE``) overlaps the appends that
+follow.
 
 What a checkpoint does is :func:`checkpoint`: ``PASSIVE``, then, when the WAL holds
 ``WAL_RESET_FRAMES`` frames or more, ``RESTART`` under the write lock, so the WAL starts

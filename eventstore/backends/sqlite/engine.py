@@ -41,10 +41,9 @@ WAL_RESET_FRAMES = 4000  # WAL frames (pages) past which a checkpoint makes sure
 RESTART_WAIT = 0.05  # seconds that checkpoint waits, holding the write lock, for readers to leave the WAL
 DURABILITY = {"normal": "NORMAL", "full": "FULL"}
 # Page cache per connection, KiB (SQLite's default is 2 MiB; it grows only as pages are read).
-# The message rows of a session with many chunks lie on table pages shared with the chunks:
-# 100,000 chunks spread 1,000 messages over ~550 pages, more than 2 MiB holds, so every
-# projection read them all again with a pread each (1.5x the time of a session without
-# chunks). 8 MiB keeps them; a write by another process still empties the cache.
+# The message rows of a session with many chunks lie on table pages shared with the chunks,
+# more pages than 2 MiB holds for a long session, so every projection would read them again
+# one by one. 8 MiB keeps them; a write by another process still empties the cache.
 CACHE_SIZE_KIB = 8192
 
 
@@ -52,9 +51,8 @@ def wal_frames(events: int, payload_bytes: int) -> float:
     """About how many WAL frames (pages) one commit of ``events`` events holding
     ``payload_bytes`` of payload writes: 2.5 (the table's last page, the key index's, now
     and then a parent page) plus one per 2,800 bytes of rows (a row is its payload and
-    about 200 bytes more). SQLite wrote, with 4 KiB pages: 2.1 frames for a single small
-    append, 3.6 for a batch of 10 and 10.1 for a batch of 100 chunk events, 5.3 for one
-    5,000-byte payload (a test keeps the estimate within a factor of 1.6)."""
+    about 200 bytes more). A test keeps the estimate within a factor of 1.6 of what SQLite
+    writes with 4 KiB pages."""
     return 2.5 + (payload_bytes + 200 * events) / 2800
 
 
@@ -99,7 +97,7 @@ def configure_connection(conn: sqlite3.Connection, busy_timeout: float, durabili
     cur.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
     # events.session_id -> sessions.id is declared (readers and tools see it) but not
     # enforced here: the guard trigger refuses an unknown session on every connection,
-    # whatever its pragmas, and checking it twice cost 1,500 CPU instructions a row.
+    # whatever its pragmas, and checking it twice would cost every insert a second lookup.
     cur.execute("PRAGMA foreign_keys = OFF")
     cur.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
     cur.close()
@@ -162,7 +160,7 @@ class WalMarks:
     write lock held, so ``mxFrame`` cannot change), equal values mean this transaction may
     start a generation, unequal ones that it will not: a transaction that might is marked
     (one page more to write, about once per checkpoint), and one that will not costs an
-    84-byte ``pread`` of the ``-shm`` (about 2 microseconds)."""
+    84-byte ``pread`` of the ``-shm``."""
 
     def __init__(self, path: str):
         self._shm = os.path.realpath(path) + "-shm"

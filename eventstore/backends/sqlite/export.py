@@ -11,10 +11,15 @@ from operator import truediv
 
 import orjson
 
-from eventstore.log.codec import dumps, encodable
-from eventstore.log.codec import js_float as _js_float
-from eventstore.log.line import event_line, line_head, meta_line
-from eventstore.log.lines_fast import rewritten_payload
+from eventstore.log.line import (
+    EXPORT_BUFFER,
+    event_line,
+    line_head,
+    line_start,
+    lines_bytes,
+    meta_line,
+    rewritten_payload,
+)
 
 from ..base import Backend
 
@@ -56,20 +61,18 @@ class SQLiteExport:
 # of each (``TYPE \x02 PAYLOAD``, joined by ``\n\x02{``: a control character never stands
 # unescaped in a JSON text, so splitting at ``\x02{`` gives types and payloads without their
 # "{"), and the exact bits of each ts (ts * 2**22 is an integer below 2**63 for
-# 2**30 <= ts < 2**41, that is from 2004 on); Python then writes seqs and ts with orjson
-# and puts the pieces together (_fast_page). A page holding anything else (an older or odd
-# ts, a payload of FAST_PAYLOAD bytes or more, a type that needs escapes, an array-index
-# key) goes row by row (_EXPORT), which streams long payloads.
+# 2**30 <= ts < 2**41, that is from 2004 on); :func:`eventstore.log.line.lines_bytes` then
+# spells the lines (_fast_page). A page holding anything else (an older or odd ts, a payload
+# of FAST_PAYLOAD bytes or more, a type that needs escapes, an array-index key) goes row by
+# row (_EXPORT), which streams long payloads.
 #
-# The query does as little per row as it can (callgrind, on the bench corpus): the payload's
-# size is its byte length (length() of TEXT counts characters, after copying the text to
-# NUL-terminate it; the CAST to BLOB only relabels the value), a long payload's line is a
-# lone \x01 that _fast_page looks for in the page (count(line) would copy every line once
-# more through the subquery; and a missing line could be made up for, in the split, by a
-# type holding \x02{), and the ts range is checked in Python on the page's doubles rather
-# than by a CASE per row.
+# The query does as little per row as it can: the payload's size is its byte length
+# (length() of TEXT counts characters, after copying the text to NUL-terminate it; the CAST
+# to BLOB only relabels the value), a long payload's line is a lone \x01 that _fast_page
+# looks for in the page (count(line) would copy every line once more through the subquery;
+# and a missing line could be made up for, in the split, by a type holding \x02{), and the
+# ts range is checked in Python on the page's doubles rather than by a CASE per row.
 EXPORT_PAGE = 500  # events per read query of an export (one short read transaction each)
-EXPORT_BUFFER = 1 << 20  # bytes gathered before each write
 FAST_PAYLOAD = 8192  # bytes: a longer payload goes row by row (memory: EXPORT_PAGE of these)
 _FAST_OK = f"length(CAST(payload AS BLOB)) < {FAST_PAYLOAD}"
 _EXPORT_FAST = (f"SELECT CAST(group_concat(line, char(10, 2, 123)) AS BLOB), group_concat(m), count(*) "
@@ -78,8 +81,6 @@ _EXPORT_FAST = (f"SELECT CAST(group_concat(line, char(10, 2, 123)) AS BLOB), gro
                 f"FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq)")
 _TS_SCALE = 4194304.0  # 2**22
 _TS_MIN, _TS_MAX = 1073741824.0, 2199023255552.0  # 2**30, 2**41
-_LINE_FMT = b'{"type":"%s","seq":%s,"ts":%s%s'
-_EMPTY = b"}\n"  # what is left of "{}"
 # A payload the row-by-row path must write: a first key that may be an array index
 # (JavaScript writes those first), or whitespace after the "{", which plain SQL could store
 # before revision 0006 of the first release ("{ }", '{ "a":1}'; a line break or \r sends
@@ -100,35 +101,11 @@ def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[byt
     # stopped at 2**63 - 1, which comes back as 2**41
     if len(ts) != n or min(ts) < _TS_MIN or max(ts) >= _TS_MAX:
         return None
-    ts_text = orjson.dumps(ts)
-    # orjson writes a finite double as JavaScript does, but for integer values (5.0) and
-    # exponents (1e+16); JSON.stringify writes 1764460800 for 1764460800.0
-    if b"e" in ts_text or b".0," in ts_text or ts_text.endswith(b".0]"):
-        return None
     parts = blob.split(b"\x02{")
     if len(parts) != 2 * n or _ROW_BY_ROW(blob) is not None:
         return None
     parts[-1] += b"\n"
-    types = parts[0::2]
-    for t in set(types).difference(plain_types):
-        text = t.decode("utf-8", "surrogatepass")
-        if not encodable(text) or dumps(text) != '"' + text + '"':
-            return None  # a type that JSON writes with escapes (and \x02 in a type)
-        plain_types.add(t)
-    rests = parts[1::2]
-    flat: list = [None] * (4 * n)
-    flat[0::4] = types
-    flat[1::4] = orjson.dumps(list(range(first, first + n)))[1:-1].split(b",")
-    flat[2::4] = (ts_text[1:-1] + b",").replace(b",", b",\x00").split(b"\x00")[:-1]  # "ts,": the payload's comma
-    flat[3::4] = rests
-    i = -1
-    try:
-        while True:  # an empty payload: no comma after ts
-            i = rests.index(_EMPTY, i + 1)
-            flat[4 * i + 2] = flat[4 * i + 2][:-1]
-    except ValueError:
-        pass
-    return (_LINE_FMT * n) % tuple(flat)
+    return lines_bytes(parts[0::2], first, ts, parts[1::2], plain_types)
 
 
 # SQLite writes the end of each line (payload minus its "{", newline) as bytes, in C; a
@@ -158,7 +135,6 @@ def _export_chunks(backend: Backend, session_id: str, meta_json: str):
     pending = 0  # events in out
     heads: dict[str, str] = {}
     plain_types: set[bytes] = set()
-    js_float = _js_float
     last = -1
     while True:
         got = 0
@@ -197,10 +173,7 @@ def _export_chunks(backend: Backend, session_id: str, meta_json: str):
                             head = heads[t]
                         except KeyError:
                             head = heads[t] = line_head(t)
-                        r = repr(ts)  # JavaScript's text too, but for 1e+16, 5.0 and the like
-                        if "e" in r or r[-2:] == ".0":
-                            r = js_float(ts)
-                        app(f'{head}{seq},"ts":{r}'.encode())
+                        app(line_start(head, seq, ts).encode())
                         if tail is not None:
                             app(tail)
                             size += len(tail) + 40

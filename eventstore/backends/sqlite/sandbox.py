@@ -238,7 +238,7 @@ def _query_error(e: Exception) -> str:
 
 
 class SQLiteQueryConnection(QueryConnection):
-    """:class:`~eventstore.backends.base.QueryConnection` over :func:`connect_readonly`.
+    """:class:`~eventstore.backends.capabilities.QueryConnection` over :func:`connect_readonly`.
 
     ``timeout`` (seconds, None: none) stops a statement that runs longer, counted from when
     :meth:`query` is called until its rows are read (a progress handler every 100,000

@@ -5,9 +5,9 @@ functions take the :class:`SQLiteBackend` whose connection they use; see
 :class:`eventstore.backends.base.Backend` for the contract.
 
 The index is derived from the log and not kept by a trigger on ``events``: FTS5 writes a
-segment per transaction, which made a single append of a message event about three times
-as slow (docs/benchmarks.md, "Investigations"); so appends and imports pay nothing, and the first search
-after many writes pays for indexing them.
+segment per transaction, which would slow every append of a message event
+(docs/benchmarks.md, "Investigations"); so appends and imports pay nothing, and the first
+search after many writes pays for indexing them.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ __all__ = ["MAX_CURSOR", "error_code"]
 
 # Appends read the session's head (next seq, next position, last hash) and insert with
 # plain VALUES, inside one BEGIN IMMEDIATE transaction; the guard trigger re-checks seq and
-# position. (An INSERT ... SELECT ... RETURNING that computed all three in SQL cost a third
-# more instructions: temporary b-trees and a Python SQL-function call per append.)
+# position. (An INSERT ... SELECT ... RETURNING computing all three in SQL costs more:
+# temporary b-trees and a Python SQL-function call per append.)
 INSERT_EVENT = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
 HEAD = """SELECT coalesce(max(seq) + 1, 0), (SELECT coalesce(max(position), 0) + 1 FROM events),
                   (SELECT hash FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1)

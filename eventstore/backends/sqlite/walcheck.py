@@ -72,7 +72,7 @@ went on).
 
 Anything else is a WAL written against another file, and refused; the message names both
 files and what disagrees. This refuses a copy older and smaller than the database its WAL
-was written against, and one newer and larger (the cases of issue #22); what the files
+was written against, and one newer and larger; what the files
 cannot show is a copy whose page 1 and size are those of the WAL's own database (a copy
 taken between two writes that left page 1 alone, or beside a WAL that begins with a
 VACUUM): ``eventstore verify`` (quick_check, the hash chain, a checkpoint) finds the damage
@@ -83,7 +83,7 @@ Live databases: the check reads the WAL header before and after reading the data
 and the frames, and looks again when a writer started the WAL over meanwhile; a checkpoint
 copying frames meanwhile only moves the file along the WAL (rule 2 or 3 still holds). A
 refusal is confirmed by a second look with every frame checksum verified (the first look
-takes frames by their salts alone: the checksums cost 0.3 ms a frame in Python, and a
+takes frames by their salts alone: the checksums are slow to compute in Python, and a
 frame whose salts match but whose checksum does not is one torn by a crash, at the end).
 """
 

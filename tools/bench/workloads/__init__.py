@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 NAMES = ("append", "batch", "writers", "import", "export", "read", "startup", "sessions", "search", "verify", "viewer",
-         "agents")
+         "conversation", "agents")
 
 
 def load(name: str):
