@@ -13,6 +13,10 @@ from eventstore.log.chain import session_hash
 from ..base import ImportLock, ImportTransaction, Refusal
 from .statements import NEXT_SEQ, refusal_of
 
+WRITERS_WAITING = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND NOT granted "
+                   "AND relation = 'events_position_lock'::regclass AND database = "
+                   "(SELECT oid FROM pg_database WHERE datname = current_database()))")
+
 
 class PgImportLock(ImportLock):
     """An import lock: a session advisory lock held by a connection of its own; the owner
@@ -125,6 +129,11 @@ class PgImport(ImportTransaction):
             if out:
                 copy.write(b"".join(out))
         return cur.rowcount
+
+    def writers_waiting(self) -> bool:
+        # A writer waiting for the position lock this transaction holds. The server grants
+        # queued lock requests in order, so a commit lets the waiters in before the next chunk.
+        return self._conn.execute(WRITERS_WAITING).fetchone()[0]
 
     def event_id_seq(self, event_id: str) -> int | None:
         row = self._conn.execute("SELECT seq FROM events WHERE session_id = %s AND event_id = %s",

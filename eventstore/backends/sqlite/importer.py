@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import time
 
 from eventstore.errors import (
     DatabaseError,
@@ -13,10 +14,16 @@ from eventstore.log.chain import session_hash
 
 from ..base import ImportTransaction, Refusal
 from .statements import NEXT_SEQ, error_code
+from .writelock import WriteLock
 
 # --- import ----------------------------------------------------------------------------------
 
 IMPORT_GROUP = 50  # rows per INSERT statement of an import (multi-row VALUES)
+# Where the write queue cannot show a waiting writer (no queue, not Linux): a chunk yields
+# after YIELD_AFTER seconds, and the importer then pauses PAUSE_SHARE of its time (flock is
+# not FIFO: the importer would take the lock again before the writers it woke).
+YIELD_AFTER = 0.005
+PAUSE_SHARE = 0.5
 
 # The session id and the first position go into the statement as constants (a hex blob
 # literal holds any id, NUL included), so each row binds only its own five values; payload
@@ -38,9 +45,12 @@ def _import_sql(base_position: int, sid: str, rows: int) -> str:
 class SQLiteImport(ImportTransaction):
     """An import's transaction on the store's cursor (see :meth:`SQLiteBackend.import_transaction`)."""
 
-    def __init__(self, cur: sqlite3.Cursor, sid: str):
+    def __init__(self, cur: sqlite3.Cursor, sid: str, wlock: WriteLock | None = None):
         self.cur = cur
         self.sid = sid
+        self.wlock = wlock
+        self.began = time.perf_counter()
+        self.yielded: bool | None = False  # writers_waiting said yes (None: by time, not seen)
         self.sql: tuple[int, str, str] | None = None  # (base position, one row, IMPORT_GROUP rows)
         self.added = 0
         self.added_bytes = 0
@@ -86,6 +96,26 @@ class SQLiteImport(ImportTransaction):
         row = self.cur.execute("SELECT seq FROM events WHERE session_id = ? AND event_id = ?",
                                (self.sid, event_id)).fetchone()
         return None if row is None else row[0]
+
+    def writers_waiting(self) -> bool:
+        waiting = self.wlock.others_waiting() if self.wlock is not None else None
+        if waiting is None:  # cannot tell: one may be waiting once the chunk held the lock a while
+            if time.perf_counter() - self.began < YIELD_AFTER:
+                return False
+            self.yielded = None
+            return True
+        if waiting:
+            self.yielded = True
+        return waiting
+
+    def let_writers_in(self) -> None:
+        """After the commit of a transaction that ended for waiting writers: let them take
+        the lock before the importer asks for it again (at most as long as it held it)."""
+        took = time.perf_counter() - self.began
+        if self.yielded is None:
+            time.sleep(took * PAUSE_SHARE)
+        elif self.yielded and self.wlock is not None:
+            self.wlock.let_waiters_in(max(took, 0.001))
 
     def insert(self, rows: list[tuple], position0: int) -> tuple[int, Refusal] | None:
         if self.sql is None or self.sql[0] != position0:
