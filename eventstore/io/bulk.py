@@ -43,7 +43,7 @@ __all__ = ["Dropped", "ImportReport", "import_jsonl"]
 BATCH_ROWS = 5000  # rows per batch (the backend's fastest bulk insert: multi-row INSERTs, COPY)
 BATCH_BYTES = 4 << 20  # bytes of lines per batch
 CHUNK_ROWS = 5000  # rows of each write transaction of a chunked import, at most
-CHUNK_BYTES = 16 << 20  # bytes of payload of each, at most (the WAL a transaction holds)
+CHUNK_BYTES = 16 << 20  # bytes of lines of each, about, at most (the WAL a transaction holds)
 CHUNK_SLICE = 500  # rows inserted between two looks for a waiting writer: a waiter waits about this long
 
 Progress = Callable[[int, int], None]
@@ -449,7 +449,8 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
             if nbytes is not None:
                 batches.done_bytes = nbytes
         if max_rows is not None:
-            size += sum(len(r[3]) for r in rows)
+            if rows:  # the lines' bytes (the last one's payload for its line)
+                size += offsets[-1] - offsets[0] + len(rows[-1][3])
             if taken >= max_rows or size >= CHUNK_BYTES or tx.writers_waiting():
                 if batches.pending is None and not batches.more_left():
                     continue  # the file's end: finish it in this transaction

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import time
+from operator import itemgetter
 
 from eventstore.errors import (
     DatabaseError,
@@ -32,6 +33,7 @@ PAUSE_SHARE = 0.5
 # setup, the partial indexes' WHERE) is then paid once per group instead of once per row.
 _VALUES = "(?{a} + {base}, {sid}, ?{a}, ?{b}, ?{c}, CAST(?{d} AS TEXT), CAST(?{e} AS TEXT))"
 _INSERT_HEAD = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
+_payload = itemgetter(3)
 _STORED = ("SELECT seq, type, ts, payload, hash FROM events "
            "WHERE session_id = ? AND seq >= ? AND seq <= ? ORDER BY seq")
 
@@ -125,7 +127,7 @@ class SQLiteImport(ImportTransaction):
         refused = self._insert(rows)
         stored = len(rows) if refused is None else refused[0]
         self.added += stored
-        self.added_bytes += sum(len(r[3]) for r in rows[:stored])
+        self.added_bytes += sum(map(len, map(_payload, rows[:stored] if refused is not None else rows)))
         return refused
 
     def _insert(self, rows: list[tuple]) -> tuple[int, Refusal] | None:
