@@ -44,7 +44,7 @@ BATCH_ROWS = 5000  # rows per batch (the backend's fastest bulk insert: multi-ro
 BATCH_BYTES = 4 << 20  # bytes of lines per batch
 CHUNK_ROWS = 5000  # rows of each write transaction of a chunked import, at most
 CHUNK_BYTES = 16 << 20  # bytes of lines of each, about, at most (the WAL a transaction holds)
-CHUNK_SLICE = 500  # rows inserted between two looks for a waiting writer: a waiter waits about this long
+CHUNK_SLICE = 250  # rows inserted between two looks for a waiting writer: a waiter waits about this long
 
 Progress = Callable[[int, int], None]
 """``progress(bytes, events)``: called as an import or export goes, with the bytes read

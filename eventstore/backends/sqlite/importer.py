@@ -20,9 +20,11 @@ from .writelock import WriteLock
 # --- import ----------------------------------------------------------------------------------
 
 IMPORT_GROUP = 50  # rows per INSERT statement of an import (multi-row VALUES)
-# Where the write queue cannot show a waiting writer (no queue, not Linux): a chunk yields
-# after YIELD_AFTER seconds, and the importer then pauses PAUSE_SHARE of its time (flock is
-# not FIFO: the importer would take the lock again before the writers it woke).
+# After a chunk that ended for waiting writers the importer waits until they have the lock
+# (flock is not FIFO: it would take the lock again before the writers it woke), at most
+# PAUSE_SHARE of the chunk's time, so that writers that keep coming still leave the import
+# two thirds of the lock. Where the write queue cannot show a waiting writer (no queue, not
+# Linux), a chunk ends after YIELD_AFTER seconds and the importer pauses that share of it.
 YIELD_AFTER = 0.005
 PAUSE_SHARE = 0.5
 
@@ -112,12 +114,12 @@ class SQLiteImport(ImportTransaction):
 
     def let_writers_in(self) -> None:
         """After the commit of a transaction that ended for waiting writers: let them take
-        the lock before the importer asks for it again (at most as long as it held it)."""
+        the lock before the importer asks for it again (see :data:`PAUSE_SHARE`)."""
         took = time.perf_counter() - self.began
         if self.yielded is None:
             time.sleep(took * PAUSE_SHARE)
         elif self.yielded and self.wlock is not None:
-            self.wlock.let_waiters_in(max(took, 0.001))
+            self.wlock.let_waiters_in(max(took * PAUSE_SHARE, 0.0005))
 
     def insert(self, rows: list[tuple], position0: int) -> tuple[int, Refusal] | None:
         if self.sql is None or self.sql[0] != position0:
