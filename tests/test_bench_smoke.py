@@ -56,6 +56,7 @@ def test_every_workload_runs_on_sqlite(tmp_path: Path):
     for workload in ("Single appends", "Batched appends", "Concurrent writers", "Import", "Export", "Read one session"):
         assert {"eventstore", "raw sqlite3"} <= systems[workload], workload
     assert all("eventstore" in s for w, s in systems.items() if w != "Agents SDK session")
+    assert "eventstore import (command)" in systems["Import"]
     for peer, module in (("Agents SDK SQLiteSession", "agents"), ("eventsourcing SQLite recorder", "eventsourcing")):
         for workload in ("Single appends", "Batched appends", "Read one session"):
             try:
@@ -88,5 +89,6 @@ def test_the_conversation_workload_runs_in_a_browser(tmp_path: Path):
 def test_postgres_workloads_run(tmp_path: Path, pg_url: str):
     """Appends and import against raw psycopg on the fixtures' server (a database per case)."""
     result, _ = bench(tmp_path, "append", "import", "--backend", "postgres", "--pg-url", pg_url)
-    assert measured(result) == {"Single appends": {"eventstore", "raw psycopg"}, "Import": {"eventstore", "raw psycopg COPY"}}
+    assert measured(result) == {"Single appends": {"eventstore", "raw psycopg"},
+                                "Import": {"eventstore", "eventstore import (command)", "raw psycopg COPY"}}
     assert all(c["ok"] for c in result["checks"])

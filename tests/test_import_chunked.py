@@ -216,3 +216,35 @@ def test_verify_notes_an_importing_row_it_did_not_write(store, backend_url, tmp_
     report = verify(store._backend)
     assert "ghost" not in [i.id for i in store.sessions()]
     assert any("ghost" in str(n) for n in (*report.findings, *getattr(report, "notes", [])))
+
+
+def test_a_chunked_import_never_pauses_when_no_writer_waits(store, tmp_path, monkeypatch):
+    """The importer yields the lock only to a writer that waits for it: alone, it never sleeps."""
+    from eventstore.io import bulk
+
+    slept = []
+    monkeypatch.setattr(time, "sleep", lambda s: slept.append(s))
+    rep = bulk.import_jsonl(store, write_big(tmp_path / "big.jsonl", 3 * bulk.BATCH_ROWS + 10), name="big")
+    assert rep.status == "imported" and rep.total == 3 * bulk.BATCH_ROWS + 10
+    assert slept == []
+
+
+def test_a_writer_waiting_during_an_import_gets_in_at_once(store, backend_url, tmp_path):
+    """A live writer's appends wait for about one slice of an import, not for its chunk."""
+    w = store.create_session("w")
+    w.append("user/message", {"content": "before"})
+    proc = start_import(backend_url, write_big(tmp_path / "big.jsonl"))
+    waits = []
+    try:
+        wait_for(lambda: stored(store) >= 1, "the first rows", proc=proc)
+        while proc.poll() is None and len(waits) < 200:
+            t0 = time.perf_counter()
+            w.append("user/message", {"content": "during"})
+            waits.append(time.perf_counter() - t0)
+        assert proc.wait(120) == 0, proc.stderr.read().decode()
+    finally:
+        proc.kill()
+    assert len(waits) >= 20
+    waits.sort()
+    assert waits[len(waits) // 2] < 0.05 and waits[-1] < 2.0, waits[-5:]
+    assert store.session("big").next_seq() == N

@@ -239,11 +239,17 @@ def test_the_auditor_cannot_stop_writers_or_readers(pg_server):
             aud.rollback()
 
 
-def test_roles_run_by_a_superuser_withhold_side_effect_functions(pg_server):
+def test_roles_run_by_a_superuser_withhold_side_effect_functions(pg_server, tmp_path):
     """Run by a superuser, `roles` revokes PUBLIC's EXECUTE on the functions that act beyond
     the tables in this database: the auditor can no longer write WAL with
     pg_logical_emit_message or take advisory locks; the writer and the owner keep what
-    the store calls (its durable appends, imports and follow still work)."""
+    the store calls (its durable appends, imports, chunked ones included, and follow still work)."""
+    from eventstore.io.bulk import BATCH_ROWS
+
+    big = tmp_path / "big.jsonl"
+    with open(big, "w") as f:
+        f.write('{"type":"session/meta","id":"big"}\n')
+        f.writelines(f'{{"type":"user/message","seq":{i},"ts":1,"content":"x"}}\n' for i in range(2 * BATCH_ROWS + 1))
     with as_readme(pg_server, superuser_roles=True) as (url, tag):
         for sql in ["SELECT pg_logical_emit_message(false, 'x', repeat('x', 1000))",
                     "SELECT pg_advisory_lock(1)", "SELECT pg_try_advisory_xact_lock(1)",
@@ -254,6 +260,8 @@ def test_roles_run_by_a_superuser_withhold_side_effect_functions(pg_server):
         with EventStore.open(url["writer"]) as store:
             store.session("s").append("x", {})
             store.import_jsonl(DATA / "demo.jsonl")
+            store.import_jsonl(big)  # in chunks: each looks in pg_locks for waiting writers
+            assert store.session("big").next_seq() == 2 * BATCH_ROWS + 1 and store.imports() == []
         with EventStore.open(url["auditor"], readonly=True) as store:
             assert len(list(store.follow(idle_timeout=0.2))) > 4
         with EventStore.open(url["owner"]) as store:

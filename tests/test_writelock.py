@@ -228,3 +228,62 @@ def test_ctrl_c_at_random_moments_of_appends_leaves_nothing_held(tmp_path):
     seqs = [e.seq for e in s.events()]
     assert seqs == list(range(len(seqs)))
     store.close()
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="open file description locks")
+def test_the_holder_sees_a_waiter_until_it_has_the_lock(path):
+    a, b = WriteLock(path), WriteLock(path)
+    a.acquire(1)
+    assert a.others_waiting() is False
+    got, go = threading.Event(), threading.Event()
+
+    def wait():
+        b.acquire(30)
+        got.set()
+        go.wait(30)
+        b.release()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not a.others_waiting():  # b queued on the lock
+        assert time.monotonic() < deadline and not got.is_set()
+        time.sleep(0.001)
+    a.release()
+    a.let_waiters_in(30)  # returns once b has it: no one waits any more
+    assert got.wait(5) and a.others_waiting() is False and b.others_waiting() is False
+    with pytest.raises(DatabaseError, match="busy"):
+        a.acquire(0)
+    go.set()
+    t.join()
+    a.acquire(5)
+    assert b.others_waiting() is False
+    a.release()
+    a.close()
+    b.close()
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="open file description locks")
+def test_a_waiter_in_another_process_is_seen(path):
+    import subprocess
+    import sys
+
+    a = WriteLock(path)
+    a.acquire(1)
+    code = ("import sys; from eventstore.backends.sqlite.writelock import WriteLock; "
+            "w = WriteLock(sys.argv[1]); w.acquire(30); print('got', flush=True)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.Popen([sys.executable, "-c", code, path], stdout=subprocess.PIPE,
+                         env={**os.environ, "PYTHONPATH": root})
+    try:
+        deadline = time.monotonic() + 30
+        while not a.others_waiting():
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.002)
+        a.release()
+        assert p.stdout.readline() == b"got\n"
+        assert p.wait(30) == 0
+        assert a.others_waiting() is False
+    finally:
+        p.kill()
+        a.close()

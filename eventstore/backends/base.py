@@ -498,3 +498,10 @@ class ImportTransaction(ABC):
     @abstractmethod
     def event_id_seq(self, event_id: str) -> int | None:
         """The seq of the session's event stored under ``event_id``, or None."""
+
+    def writers_waiting(self) -> bool:
+        """Whether another writer waits for the lock this transaction holds (an import then
+        ends its chunk and commits, and the backend lets the waiters in before the next one).
+        Called between slices of rows, so it must be cheap. By default False: a backend that
+        cannot tell keeps its chunks whole."""
+        return False

@@ -4,9 +4,10 @@ Import (:func:`import_jsonl`) reads a file with :class:`~eventstore.io.jsonl.Jso
 and stores it atomically: all of its events or none (with ``salvage``, all of its valid
 prefix). A file of one batch, or one that adds to a stored session, goes in one write
 transaction of the backend (:meth:`~eventstore.backends.base.Backend.import_transaction`).
-A longer new session goes in transactions of :data:`CHUNK_ROWS` rows, so that other
-writers get the write lock between them, and stays hidden from every reader until the last
-one commits (the ``importing`` table; docs/concurrency.md, "Large imports"). A file naming
+A longer new session goes in transactions of at most :data:`CHUNK_ROWS` rows, each
+ended early when another writer waits for the write lock (the backend tells,
+:meth:`~eventstore.backends.base.ImportTransaction.writers_waiting`), and stays hidden from
+every reader until the last one commits (the ``importing`` table; docs/concurrency.md, "Large imports"). A file naming
 a session that is already stored is compared event by event with it: identical means skipped, different is an
 :class:`~eventstore.errors.ImportConflict` naming the first line that differs, and events
 past the stored head are added only with ``append``. A stream that holds only the rest of
@@ -41,10 +42,9 @@ __all__ = ["Dropped", "ImportReport", "import_jsonl"]
 
 BATCH_ROWS = 5000  # rows per batch (the backend's fastest bulk insert: multi-row INSERTs, COPY)
 BATCH_BYTES = 4 << 20  # bytes of lines per batch
-CHUNK_ROWS = 1000  # rows of the first write transaction of a chunked import
-CHUNK_SECONDS = 0.005  # the lock time each later chunk aims at: its rows follow the last one's speed
-CHUNK_MIN_ROWS, CHUNK_MAX_ROWS = 50, 5000
-CHUNK_PAUSE = 0.5  # after each chunk, wait this share of its time: queued writers take the lock first
+CHUNK_ROWS = 5000  # rows of each write transaction of a chunked import, at most
+CHUNK_BYTES = 16 << 20  # bytes of lines of each, about, at most (the WAL a transaction holds)
+CHUNK_SLICE = 250  # rows inserted between two looks for a waiting writer: a waiter waits about this long
 
 Progress = Callable[[int, int], None]
 """``progress(bytes, events)``: called as an import or export goes, with the bytes read
@@ -232,6 +232,10 @@ class _Batches:
         """Whether more than one batch is left."""
         return len(self._ahead) > 1
 
+    def more_left(self) -> bool:
+        """Whether a batch is left."""
+        return bool(self._ahead)
+
     def next(self) -> tuple | None:
         """``(rows, lines, offsets, bytes read after them)``, or None at the end."""
         if not self._ahead:
@@ -274,9 +278,11 @@ def _import_one(store: Any, reader: JsonlReader | WorkerReader, batches: _Batche
 
 def _import_chunked(store: Any, reader: JsonlReader | WorkerReader, batches: _Batches, name: str, sid: str,
                     salvage: bool, progress: Progress | None, created_at: float | None) -> ImportReport | None:
-    """A new session (or the rest of an unfinished import of it) in transactions of
-    :data:`CHUNK_ROWS` rows, the session hidden until the last one commits; None when the
-    session is stored and complete (the caller imports in one transaction).
+    """A new session (or the rest of an unfinished import of it) in transactions of at most
+    :data:`CHUNK_ROWS` rows (:data:`CHUNK_BYTES` of payload), each ended after the slice of
+    :data:`CHUNK_SLICE` rows during which another writer came to wait for the lock; the
+    session hidden until the last one commits. None when the session is stored and complete
+    (the caller imports in one transaction).
 
     The first transaction stores the sessions row, an ``importing`` row naming this
     process's import lock and the first chunk; the last deletes the ``importing`` row. An
@@ -306,25 +312,21 @@ def _import_chunked(store: Any, reader: JsonlReader | WorkerReader, batches: _Ba
 
         head: int | None = None
 
-        rows = CHUNK_ROWS
-        took = 0.0
-
         def chunk(tx: ImportTransaction) -> tuple | None:
-            nonlocal head, took
-            t0 = time.perf_counter()
+            nonlocal head
             if head is None:  # the first transaction: begin or resume, and store the first chunk
                 head = begin(tx)
                 if head is None:
                     return None
-            done, dropped = _store_batches(tx, reader, batches, name, sid, head, True, salvage, progress, rows)
+            done, dropped = _store_batches(tx, reader, batches, name, sid, head, True, salvage, progress, CHUNK_ROWS)
             if batches.finished:
                 tx.end_import()
-            took = time.perf_counter() - t0
             return done, dropped
 
         added = 0
         try:
             while True:
+                # (a transaction that ended for waiting writers lets them in before it returns)
                 result = store.import_transaction(sid, chunk)
                 if result is None:
                     return None
@@ -333,10 +335,6 @@ def _import_chunked(store: Any, reader: JsonlReader | WorkerReader, batches: _Ba
                 added += n
                 if batches.finished:
                     break
-                # the next chunk holds the lock about CHUNK_SECONDS; the pause lets waiting writers
-                # in (the write queue's flock is not FIFO: without it, the importer takes it again first)
-                rows = max(CHUNK_MIN_ROWS, min(CHUNK_MAX_ROWS, int(rows * CHUNK_SECONDS / max(took, 1e-4))))
-                time.sleep(took * CHUNK_PAUSE)
         except (InvalidJSONL, DatabaseError) as e:
             if not unfinished:  # the first transaction failed: nothing is stored
                 raise
@@ -401,13 +399,15 @@ def _unfinished(name: str, reader, sid: str) -> ImportConflict:
 
 def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, sid: str, head: int, may_add: bool,
                    salvage: bool, progress: Progress | None, max_rows: int | None) -> tuple[int, Dropped | None]:
-    """Store the file's rows from ``batches`` in ``tx`` (all of them, or about ``max_rows``
-    rows when given, leaving the rest of a batch in ``batches.pending``): rows below
+    """Store the file's rows from ``batches`` in ``tx`` (all of them; or, when ``max_rows``
+    is given, slices of :data:`CHUNK_SLICE` rows up to ``max_rows`` rows or :data:`CHUNK_BYTES`,
+    stopping early after a slice during which a writer came to wait, the rest of a batch
+    left in ``batches.pending``; the file's last slice ends it in this transaction): rows below
     ``head`` (stored already) are compared, the rest inserted. Returns ``(rows inserted,
     what salvage dropped or None)``; ``batches.pending`` is None when the file is done.
     Raises InvalidJSONL, ImportConflict."""
     position0 = None
-    added = taken = 0
+    added = taken = size = 0
     failed: tuple[InvalidJSONL, int] | None = None
     while True:
         item = batches.pending if batches.pending is not None else batches.next()
@@ -417,8 +417,8 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
         if reader.error is not None and not salvage:
             raise reader.error
         rows, lines, offsets, nbytes = item
-        if max_rows is not None and len(rows) > max_rows - taken:
-            k = max(1, max_rows - taken)
+        if max_rows is not None and len(rows) > min(CHUNK_SLICE, max_rows - taken):
+            k = max(1, min(CHUNK_SLICE, max_rows - taken))
             batches.pending = (rows[k:], lines[k:], offsets[k:], nbytes)
             rows, lines, offsets, nbytes = rows[:k], lines[:k], offsets[:k], None
         taken += len(rows)
@@ -448,8 +448,13 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
             progress(0 if nbytes is None else nbytes - batches.done_bytes, len(rows))
             if nbytes is not None:
                 batches.done_bytes = nbytes
-        if max_rows is not None and taken >= max_rows:
-            return added, None
+        if max_rows is not None:
+            if rows:  # the lines' bytes (the last one's payload for its line)
+                size += offsets[-1] - offsets[0] + len(rows[-1][3])
+            if taken >= max_rows or size >= CHUNK_BYTES or tx.writers_waiting():
+                if batches.pending is None and not batches.more_left():
+                    continue  # the file's end: finish it in this transaction
+                return added, None
     if failed is None and reader.error is not None and not salvage:
         raise reader.error  # the bad line came right after a full batch
     dropped = None

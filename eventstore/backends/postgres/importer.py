@@ -13,6 +13,10 @@ from eventstore.log.chain import session_hash
 from ..base import ImportLock, ImportTransaction, Refusal
 from .statements import NEXT_SEQ, refusal_of
 
+WRITERS_WAITING = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND NOT granted "
+                   "AND relation = 'events_position_lock'::regclass AND database = "
+                   "(SELECT oid FROM pg_database WHERE datname = current_database()))")
+
 
 class PgImportLock(ImportLock):
     """An import lock: a session advisory lock held by a connection of its own; the owner
@@ -83,8 +87,8 @@ class PgImport(ImportTransaction):
                 if self._copy(rows, position0) != len(rows):  # a BEFORE INSERT trigger returning NULL drops
                     raise _Dropped                            # rows silently: roll back, find the first below
             return None
-        except (psycopg.Error, _Dropped):
-            pass
+        except (psycopg.Error, _Dropped, UnicodeError, ValueError, OverflowError):
+            pass  # (text the server cannot take, a ts beyond a float: the row below says which)
         # COPY is all or nothing: find the first row the database refuses or drops, one
         # INSERT at a time, and keep the rows before it.
         for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
@@ -104,26 +108,25 @@ class PgImport(ImportTransaction):
         return None
 
     def _copy(self, rows: list[tuple], position0: int) -> int:
-        """COPY ``rows`` in; the number of rows the server stored."""
-        sid = _copy_field(self._sid.encode())
+        """COPY ``rows`` in; the number of rows the server stored. The rows become one text
+        block (COPY's text format, each field escaped) in one f-string a row."""
+        sid = _copy_text(self._sid)
+        types: dict[str, str] = {}
+        out = []
+        for seq, type_, ts, payload, hash_ in rows:
+            t = types.get(type_)
+            if t is None:
+                t = types[type_] = _copy_text(type_)
+            if type(payload) is bytes:
+                payload = payload.decode()
+            if type(hash_) is bytes:
+                hash_ = hash_.decode()
+            if type(ts) is not float:
+                ts = float(ts)
+            out.append(f"{position0 + seq}\t{sid}\t{seq}\t{t}\t{ts!r}\t{_copy_text(payload)}\t{hash_}\n")
         cur = self._conn.cursor()
-        with cur.copy(
-                "COPY events (position, session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
-            out: list[bytes] = []
-            size = 0
-            for seq, type_, ts, payload, hash_ in rows:
-                line = b"%d\t%s\t%d\t%s\t%s\t%s\t%s\n" % (
-                    position0 + seq, sid, seq, _copy_field(type_.encode()), repr(float(ts)).encode(),
-                    _copy_field(payload if isinstance(payload, bytes) else payload.encode()),
-                    hash_ if isinstance(hash_, bytes) else hash_.encode())
-                out.append(line)
-                size += len(line)
-                if size > 1 << 20:
-                    copy.write(b"".join(out))
-                    out.clear()
-                    size = 0
-            if out:
-                copy.write(b"".join(out))
+        with cur.copy("COPY events (position, session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
+            copy.write("".join(out).encode())
         return cur.rowcount
 
     def event_id_seq(self, event_id: str) -> int | None:
@@ -140,10 +143,10 @@ def _text(value: Any) -> Any:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
-def _copy_field(data: bytes) -> bytes:
-    """``data`` escaped for COPY's text format (backslash, tab, newline, carriage return)."""
-    if b"\\" in data:
-        data = data.replace(b"\\", b"\\\\")
-    if b"\t" in data or b"\n" in data or b"\r" in data:
-        data = data.replace(b"\t", b"\\t").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
-    return data
+def _copy_text(text: str) -> str:
+    """``text`` escaped for COPY's text format (backslash, tab, newline, carriage return)."""
+    if "\\" in text:
+        text = text.replace("\\", "\\\\")
+    if "\t" in text or "\n" in text or "\r" in text:
+        text = text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return text

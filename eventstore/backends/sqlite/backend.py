@@ -639,12 +639,14 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
 
         def run(cur: sqlite3.Cursor) -> Any:
             nonlocal tx
-            tx = SQLiteImport(cur, session_id)
+            tx = SQLiteImport(cur, session_id, self._wlock)
             return body(tx)
 
         result = self._transact(run, session_id)
         if tx is not None and tx.added:  # let the write queue checkpoint the WAL (see _wrote)
             self._wrote(tx.first_position, tx.first_position + tx.added - 1, tx.added_bytes)
+        if tx is not None:
+            tx.let_writers_in()
         return result
 
 

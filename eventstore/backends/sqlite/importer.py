@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import time
+from operator import itemgetter
 
 from eventstore.errors import (
     DatabaseError,
@@ -13,10 +15,18 @@ from eventstore.log.chain import session_hash
 
 from ..base import ImportTransaction, Refusal
 from .statements import NEXT_SEQ, error_code
+from .writelock import WriteLock
 
 # --- import ----------------------------------------------------------------------------------
 
 IMPORT_GROUP = 50  # rows per INSERT statement of an import (multi-row VALUES)
+# After a chunk that ended for waiting writers the importer waits until they have the lock
+# (flock is not FIFO: it would take the lock again before the writers it woke), at most
+# PAUSE_SHARE of the chunk's time, so that writers that keep coming still leave the import
+# two thirds of the lock. Where the write queue cannot show a waiting writer (no queue, not
+# Linux), a chunk ends after YIELD_AFTER seconds and the importer pauses that share of it.
+YIELD_AFTER = 0.005
+PAUSE_SHARE = 0.5
 
 # The session id and the first position go into the statement as constants (a hex blob
 # literal holds any id, NUL included), so each row binds only its own five values; payload
@@ -25,6 +35,7 @@ IMPORT_GROUP = 50  # rows per INSERT statement of an import (multi-row VALUES)
 # setup, the partial indexes' WHERE) is then paid once per group instead of once per row.
 _VALUES = "(?{a} + {base}, {sid}, ?{a}, ?{b}, ?{c}, CAST(?{d} AS TEXT), CAST(?{e} AS TEXT))"
 _INSERT_HEAD = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
+_payload = itemgetter(3)
 _STORED = ("SELECT seq, type, ts, payload, hash FROM events "
            "WHERE session_id = ? AND seq >= ? AND seq <= ? ORDER BY seq")
 
@@ -38,9 +49,12 @@ def _import_sql(base_position: int, sid: str, rows: int) -> str:
 class SQLiteImport(ImportTransaction):
     """An import's transaction on the store's cursor (see :meth:`SQLiteBackend.import_transaction`)."""
 
-    def __init__(self, cur: sqlite3.Cursor, sid: str):
+    def __init__(self, cur: sqlite3.Cursor, sid: str, wlock: WriteLock | None = None):
         self.cur = cur
         self.sid = sid
+        self.wlock = wlock
+        self.began = time.perf_counter()
+        self.yielded: bool | None = False  # writers_waiting said yes (None: by time, not seen)
         self.sql: tuple[int, str, str] | None = None  # (base position, one row, IMPORT_GROUP rows)
         self.added = 0
         self.added_bytes = 0
@@ -87,6 +101,26 @@ class SQLiteImport(ImportTransaction):
                                (self.sid, event_id)).fetchone()
         return None if row is None else row[0]
 
+    def writers_waiting(self) -> bool:
+        waiting = self.wlock.others_waiting() if self.wlock is not None else None
+        if waiting is None:  # cannot tell: one may be waiting once the chunk held the lock a while
+            if time.perf_counter() - self.began < YIELD_AFTER:
+                return False
+            self.yielded = None
+            return True
+        if waiting:
+            self.yielded = True
+        return waiting
+
+    def let_writers_in(self) -> None:
+        """After the commit of a transaction that ended for waiting writers: let them take
+        the lock before the importer asks for it again (see :data:`PAUSE_SHARE`)."""
+        took = time.perf_counter() - self.began
+        if self.yielded is None:
+            time.sleep(took * PAUSE_SHARE)
+        elif self.yielded and self.wlock is not None:
+            self.wlock.let_waiters_in(max(took * PAUSE_SHARE, 0.0005))
+
     def insert(self, rows: list[tuple], position0: int) -> tuple[int, Refusal] | None:
         if self.sql is None or self.sql[0] != position0:
             self.sql = (position0, _import_sql(position0, self.sid, 1), _import_sql(position0, self.sid, IMPORT_GROUP))
@@ -95,7 +129,7 @@ class SQLiteImport(ImportTransaction):
         refused = self._insert(rows)
         stored = len(rows) if refused is None else refused[0]
         self.added += stored
-        self.added_bytes += sum(len(r[3]) for r in rows[:stored])
+        self.added_bytes += sum(map(len, map(_payload, rows[:stored] if refused is not None else rows)))
         return refused
 
     def _insert(self, rows: list[tuple]) -> tuple[int, Refusal] | None:

@@ -19,12 +19,20 @@ microseconds). A contended wait is bounded by the busy timeout: ``flock`` itself
 timeout, so the blocking call runs on a helper thread (one per lock, started on first
 contention) while the writer waits on an event with the timeout; a wait that times out is
 abandoned, and the helper releases the lock as soon as it gets it.
+
+A holder can ask whether anyone waits (:meth:`WriteLock.others_waiting`; a long import ends
+its chunk then and lets them in): a waiter holds a shared byte-range lock (an open file
+description lock, Linux's ``F_OFD_SETLK``, which is independent of ``flock``) on the same
+file while it waits, and the holder tests for one with ``F_OFD_GETLK``, one system call.
 """
 
 from __future__ import annotations
 
 import os
+import struct
+import sys
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 from queue import SimpleQueue
@@ -36,7 +44,22 @@ except ImportError:  # pragma: no cover - not POSIX: SQLite's busy handler only
 
 from ...errors import DatabaseError
 
+# Open file description locks (Linux 3.15+): owned by the open file, so two stores in one
+# process see each other's; ``struct flock`` is (type, whence, start, len, pid) with a
+# 64-bit off_t, padded to its C size.
+_OFD = fcntl is not None and sys.platform.startswith("linux") and hasattr(fcntl, "F_OFD_GETLK")
+_FLOCK = struct.Struct("hhqqi")
+_FLOCK_SIZE = _FLOCK.size + 8
+
+
+def _ofd(fd: int, cmd: int, kind: int) -> int:
+    """``fcntl(fd, cmd)`` on byte 0 of the file with a lock of ``kind``; the ``l_type`` it returns."""
+    arg = _FLOCK.pack(kind, os.SEEK_SET, 0, 1, 0).ljust(_FLOCK_SIZE, b"\0")
+    return _FLOCK.unpack_from(fcntl.fcntl(fd, cmd, arg))[0]
+
 __all__ = ["WriteLock", "lock_path", "open_write_lock"]
+
+WAITER_POLL = 0.0002  # seconds between two looks of let_waiters_in
 
 
 def lock_path(database: str) -> str:
@@ -87,6 +110,7 @@ class WriteLock:
         self._pending = 0  # requests handed to the helper thread and not finished by it
         self._waiting = False  # the helper thread is inside a blocking flock()
         self._closed = False
+        self._signals = 0  # requests this lock is waiting on: its "a writer waits" lock is held while > 0
 
     def acquire(self, timeout: float) -> None:
         """Take the lock, waiting at most ``timeout`` seconds.
@@ -111,6 +135,7 @@ class WriteLock:
                 threading.Thread(target=self._serve, args=(self._queue,), name="eventstore-write-lock",
                                  daemon=True).start()
             self._pending += 1
+            self._signal(+1)
             self._queue.put(req)
         try:
             req.done.acquire(timeout=timeout)
@@ -137,6 +162,7 @@ class WriteLock:
             with self._mutex:
                 if req.abandoned:
                     self._pending -= 1
+                    self._signal(-1)
                     continue
                 self._waiting = True
             error = None
@@ -147,6 +173,7 @@ class WriteLock:
             with self._mutex:
                 self._waiting = False
                 self._pending -= 1
+                self._signal(-1)
                 if self._closed:  # close() left the file to us; closing it drops the lock
                     os.close(self.fd)
                     return
@@ -157,6 +184,36 @@ class WriteLock:
                 else:
                     req.granted = True
                 req.done.release()
+
+    def _signal(self, change: int) -> None:
+        """Count a request that starts (+1) or stops (-1) waiting, and hold the "a writer
+        waits" lock while any does (call under ``_mutex``). Best effort: without it a
+        holder only misses a waiter."""
+        self._signals += change
+        if _OFD and self._signals == (1 if change > 0 else 0) and not self._closed:
+            try:
+                _ofd(self.fd, fcntl.F_OFD_SETLK, fcntl.F_RDLCK if change > 0 else fcntl.F_UNLCK)
+            except OSError:
+                pass
+
+    def others_waiting(self) -> bool | None:
+        """Whether another writer (another process, or another store in this one) waits for
+        this lock right now; None where that cannot be told (not Linux). For the holder:
+        one system call."""
+        if not _OFD:
+            return None
+        try:
+            return _ofd(self.fd, fcntl.F_OFD_GETLK, fcntl.F_WRLCK) != fcntl.F_UNLCK
+        except OSError:
+            return None
+
+    def let_waiters_in(self, timeout: float) -> None:
+        """After a release: wait until the writers that wait now have the lock (each drops
+        its signal once it has it), at most ``timeout`` seconds. ``flock`` is not FIFO: a
+        holder that asks again at once usually takes the lock before the waiters it woke."""
+        deadline = time.monotonic() + timeout
+        while self.others_waiting() and time.monotonic() < deadline:
+            time.sleep(WAITER_POLL)
 
     def close(self) -> None:
         """Release the file (and the lock, if held). Idempotent."""

@@ -77,29 +77,45 @@ class Log:
                                         [r[4] for r in rows], [r[5] for r in rows]))
 
 
-def import_file(conn, path: Path) -> int:
-    """orjson-parse each line, re-encode the payload, chain the hash, ``COPY`` the rows into
-    the events table (its triggers run) in one transaction."""
-    import hashlib
+def import_file(conn, path: Path, rows_per_transaction: int | None = None) -> int:
+    """orjson-parse each line, re-encode the payload, chain the hash with eventstore's own
+    public function (:func:`eventstore.log.chain.chain_hash`), ``COPY`` the rows into the
+    events table (its triggers run) in transactions of ``rows_per_transaction`` rows
+    (eventstore's chunk, :data:`eventstore.io.bulk.CHUNK_ROWS`, by default), the session row
+    in the first."""
+    from eventstore.io.bulk import CHUNK_ROWS
+    from eventstore.log.chain import chain_hash, genesis_hash
 
-    loads, dumps, sha = orjson.loads, orjson.dumps, hashlib.sha256
-    rows, sid, prev = [], None, ""
+    size = rows_per_transaction or CHUNK_ROWS
+    loads, dumps = orjson.loads, orjson.dumps
+    rows, sid, prev, n = [], None, "", 0
+
+    def commit() -> None:
+        with conn.transaction():
+            if n <= size:
+                create_session(conn, sid)
+            with conn.cursor().copy("COPY events (session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        rows.clear()
+
     with open(path, "rb") as f:
         for raw in f:
             obj = loads(raw)
             t = obj.pop("type")
             if t == "session/meta":
-                sid, prev = obj["id"], sha(raw.rstrip(b"\n")).hexdigest()
+                sid = obj["id"]
+                prev = genesis_hash(sid)
                 continue
             seq, ts = obj.pop("seq"), obj.pop("ts")
-            prev = sha((prev + "\n").encode() + raw.rstrip(b"\n")).hexdigest()
+            prev = chain_hash(prev, raw.rstrip(b"\n"))
             rows.append((sid, seq, t, ts, dumps(obj).decode(), prev))
-    with conn.transaction():
-        create_session(conn, sid)
-        with conn.cursor().copy("COPY events (session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-    return len(rows)
+            n += 1
+            if len(rows) >= size:
+                commit()
+    if rows or not n:
+        commit()
+    return n
 
 
 def export_session(conn, sid: str, path: Path) -> int:

@@ -73,25 +73,42 @@ class Log:
         self.conn.execute("COMMIT")
 
 
-def import_file(conn: sqlite3.Connection, path: Path) -> int:
-    """The raw import: orjson-parse each line, re-encode the payload, chain the line's hash,
-    ``executemany`` in one transaction per file (as eventstore's import)."""
-    loads, dumps, sha = orjson.loads, orjson.dumps, hashlib.sha256
-    rows, sid, prev = [], None, ""
+def import_file(conn: sqlite3.Connection, path: Path, rows_per_transaction: int | None = None) -> int:
+    """The raw import: orjson-parse each line, re-encode the payload, chain the line's hash
+    with eventstore's own public function (:func:`eventstore.log.chain.chain_hash`, so the
+    baseline follows the chain whatever it becomes), ``executemany`` in transactions of
+    ``rows_per_transaction`` rows (eventstore's chunk, :data:`eventstore.io.bulk.CHUNK_ROWS`,
+    by default)."""
+    from eventstore.io.bulk import CHUNK_ROWS
+    from eventstore.log.chain import chain_hash, genesis_hash
+
+    size = rows_per_transaction or CHUNK_ROWS
+    loads, dumps = orjson.loads, orjson.dumps
+    rows, sid, prev, n = [], None, "", 0
+
+    def commit() -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(INSERT, rows)
+        conn.execute("COMMIT")
+        rows.clear()
+
     with open(path, "rb") as f:
         for raw in f:
             obj = loads(raw)
             t = obj.pop("type")
             if t == "session/meta":
-                sid, prev = obj["id"], sha(raw.rstrip(b"\n")).hexdigest()
+                sid = obj["id"]
+                prev = genesis_hash(sid)
                 continue
             seq, ts = obj.pop("seq"), obj.pop("ts")
-            prev = sha((prev + "\n").encode() + raw.rstrip(b"\n")).hexdigest()
+            prev = chain_hash(prev, raw.rstrip(b"\n"))
             rows.append((sid, seq, t, ts, dumps(obj).decode(), prev))
-    conn.execute("BEGIN IMMEDIATE")
-    conn.executemany(INSERT, rows)
-    conn.execute("COMMIT")
-    return len(rows)
+            n += 1
+            if len(rows) >= size:
+                commit()
+    if rows:
+        commit()
+    return n
 
 
 def export_session(conn: sqlite3.Connection, sid: str, path: Path) -> int:
