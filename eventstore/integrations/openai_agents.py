@@ -62,6 +62,7 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 from eventstore.core.aio import AsyncEventStore
 from eventstore.core.store import Event, EventStore, Session
 from eventstore.log.context import RETRACT, SYSTEM, TOOLS, retraction
+from eventstore.log.gcpause import paused
 from eventstore.log.projection import loads as _loads
 
 from ..errors import SeqConflict
@@ -497,13 +498,15 @@ class EventStoreSession:
         """At least the newest ``want`` live items (fewer when the session has fewer), newest
         first, as ``(seq, index, item)``; notes the head read with them (one snapshot: a
         writer that comes after it makes the next write fail)."""
-        found, head = _live_items(self._store.sync, s.id, want)
+        with paused():
+            found, head = _live_items(self._store.sync, s.id, want)
         self._head = head
         return found
 
     def _all_locked(self, s: Session) -> list[dict]:
         """Every live item, oldest first (noting the head, as :meth:`_live_locked`)."""
-        items, head, self._known = _session_items(self._store.sync, s.id, self._known)
+        with paused():  # a long session's items: many dicts made at once
+            items, head, self._known = _session_items(self._store.sync, s.id, self._known)
         self._head = head
         return items
 
