@@ -66,7 +66,7 @@ def _at(bench, size: int) -> None:
     peers = sqlite_peers(bench)
     if peers.get(agents_sdk.NAME) == "":
         loop = asyncio.new_event_loop()
-        sdk = agents_sdk.session("bench", bench.folder(f"read-{size}") / "sdk.db")
+        sdk = agents_sdk.session("bench", bench.folder(f"read-{size}") / "sdk.db", bench.durability)
         loop.run_until_complete(sdk.add_items([agents_sdk.item(t, p) for t, p in events]))
         systems[agents_sdk.NAME] = lambda: timed(
             lambda: [loop.run_until_complete(sdk.get_items()) for _ in range(reps)], reps * size)
