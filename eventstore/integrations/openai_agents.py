@@ -284,15 +284,16 @@ def _live(rows: list[tuple], want: int | None, keyed: bool = True) -> tuple[list
     return found, False
 
 
-def _session_items(store: EventStore, session_id: str,
-                   known: tuple[int, bytes] | None) -> tuple[list[dict], int, tuple[int, bytes] | None]:
+def _session_items(store: EventStore, session_id: str, known: tuple[int, bytes] | None,
+                   keep: bool = True) -> tuple[list[dict], int, tuple[int, bytes] | None]:
     """``(every live item oldest first, head, known)`` of the session: the item-bearing
     events' rows and the head in one read (see :meth:`EventStoreSession._read_live`).
 
     ``known`` is what an earlier call returned: ``(head, the items as JSON)``. Then only the
     events from that head on are read, and when none of them is a ``context/retract`` the
     items are the known ones plus theirs; a retraction (it may take back anything) or items
-    that JSON cannot carry exactly (orjson refuses them) make it a whole read."""
+    that JSON cannot carry exactly (orjson refuses them) make it a whole read. Without
+    ``keep``, a whole read returns no ``known`` (it skips writing the items as JSON)."""
     if known is not None:
         head, rows = store.session_payloads(session_id, _ITEM_TYPES, from_seq=known[0])
         if not any(row[1] == RETRACT for row in rows):
@@ -313,6 +314,8 @@ def _session_items(store: EventStore, session_id: str,
     head, rows = store.session_payloads(session_id, _ITEM_TYPES)
     items = _live(rows, None, keyed=False)[0]
     items.reverse()
+    if not keep:
+        return items, head, None
     try:
         return items, head, (head, orjson.dumps(items))
     except TypeError:
@@ -409,6 +412,7 @@ class EventStoreSession:
         self._head: int | None = None  # the seq after this object's last read or write
         # (head, items as JSON) of the last whole read: the next one reads only what came after
         self._known: tuple[int, bytes] | None = None
+        self._read_whole = False  # whether this object made a whole read before
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopRuns] = weakref.WeakKeyDictionary()
         self._instructions: Any = None
         self._tools: Any = None
@@ -505,8 +509,11 @@ class EventStoreSession:
 
     def _all_locked(self, s: Session) -> list[dict]:
         """Every live item, oldest first (noting the head, as :meth:`_live_locked`)."""
+        # The items are kept (as JSON) from the object's second whole read on: an object
+        # that reads once (one per request) does not pay for a copy it never uses.
         with paused():  # a long session's items: many dicts made at once
-            items, head, self._known = _session_items(self._store.sync, s.id, self._known)
+            items, head, self._known = _session_items(self._store.sync, s.id, self._known, self._read_whole)
+        self._read_whole = True
         self._head = head
         return items
 
