@@ -485,7 +485,11 @@ class EventStoreSession:
         """Append ``events`` right after the head this object last saw (any head when it
         has seen none): :class:`SeqConflict` if another writer came in between."""
         try:
-            stored = s.append_many(events, expected_seq=self._head)
+            if len(events) == 1:  # one event (a streamed chunk, a single item): append, a third cheaper
+                type_, payload, *ts = events[0]
+                stored = [s.append(type_, payload, ts=ts[0] if ts else None, expected_seq=self._head)]
+            else:
+                stored = s.append_many(events, expected_seq=self._head)
         except SeqConflict as e:
             e.add_note(f"another writer appended to session {self.session_id!r} since this EventStoreSession "
                        "last read or wrote it: nothing of this write was stored; get_items() reads the "
