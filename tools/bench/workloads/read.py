@@ -86,9 +86,12 @@ def _at(bench, size: int) -> None:
                raw_name: lambda: timed(lambda: [raw_messages() for _ in range(reps)], reps * size)}
     notes = {ES: "Session.derive_messages", raw_name: "SELECT the message rows, orjson, mapped in Python"}
     peers = sqlite_peers(bench)
+    if bench.backend != "sqlite":  # the SDK reads its own SQLite file: the yardstick on PostgreSQL too
+        peers[agents_sdk.NAME] = agents_sdk.available() if bench.peers else "--no-peers"
     if peers.get(agents_sdk.NAME) == "":
         loop = asyncio.new_event_loop()
-        sdk = agents_sdk.session("bench", bench.folder(f"read-{size}") / "sdk.db", bench.durability)
+        sdk = agents_sdk.session("bench", bench.folder(f"read-{size}") / "sdk.db",
+                                 bench.durability if bench.backend == "sqlite" else "normal")
         loop.run_until_complete(sdk.add_items([agents_sdk.item(t, p) for t, p in events]))
         systems[agents_sdk.NAME] = lambda: timed(
             lambda: [loop.run_until_complete(sdk.get_items()) for _ in range(reps)], reps * size)
