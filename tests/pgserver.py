@@ -110,8 +110,9 @@ class PgServer:
         "shared_buffers": "128MB",
     }
 
-    def __init__(self, settings: dict[str, str] | None = None):
+    def __init__(self, settings: dict[str, str] | None = None, parent: str | None = None):
         self.bindir = find_bindir()
+        self.parent = parent  # the folder the cluster's folder is made in (default: _scratch_dir())
         self.settings = {**self.SETTINGS, **(settings or {})}
         self.folder: Path | None = None
         self.port: int | None = None
@@ -125,7 +126,7 @@ class PgServer:
         Raises:
             RuntimeError: initdb or pg_ctl failed (the message holds the server log).
         """
-        self.folder = Path(tempfile.mkdtemp(prefix="eventstore-pg-", dir=_scratch_dir()))
+        self.folder = Path(tempfile.mkdtemp(prefix="eventstore-pg-", dir=self.parent or _scratch_dir()))
         if os.geteuid() == 0:
             shutil.chown(self.folder, SUPERUSER, SUPERUSER)
         data = self.folder / "data"

@@ -305,9 +305,10 @@ def test_reads_after_retractions_match_sqlite_session_at_every_limit(store):
 
 
 def test_a_whole_read_after_a_whole_read_reads_only_what_came_after(store, monkeypatch):
-    """get_items() keeps the items of its last whole read and then reads the events from
-    that head on; what another session object (another process) appended or retracted in
-    between is in the next read, exactly as a fresh read gives it."""
+    """get_items() keeps the items of its last whole read (from the object's second one on:
+    a first read keeps nothing) and then reads the events from that head on; what another
+    session object (another process) appended or retracted in between is in the next read,
+    exactly as a fresh read gives it."""
     calls = []
     real = type(store._backend).session_payloads
 
@@ -330,6 +331,9 @@ def test_a_whole_read_after_a_whole_read_reads_only_what_came_after(store, monke
             for s in (other, theirs):
                 await s.add_items(_tool_turn(i))
         await same()
+        calls.clear()
+        await same()
+        assert calls[-1] == 0  # the first read kept nothing: a whole read again, kept now
         calls.clear()
         got = await same()
         assert calls[-1] == store.session("k").next_seq()  # only what came after: nothing

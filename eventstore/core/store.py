@@ -39,6 +39,7 @@ from eventstore.log.codec import (
     payload_jsons,
 )
 from eventstore.log.context import context_at as _context_at
+from eventstore.log.gcpause import paused as _gc_paused
 from eventstore.log.line import event_line
 from eventstore.log.projection import loads as _messages_loads
 from eventstore.log.validate import check_seq as _check_seq
@@ -359,9 +360,10 @@ class Session:
         after = -1 if after_seq is None else max(-1, after_seq)
         if last is not None:
             n = min(_check_seq(last, "last"), _MAX_LIMIT)
-            rows = self._store._backend.session_events(self.id, after, types, n, last=True) if n else []
-            return iter([_new_event(self.id, seq, position, type_, ts, _messages_loads(payload))
-                         for seq, position, type_, ts, payload in rows])
+            with _gc_paused():
+                rows = self._store._backend.session_events(self.id, after, types, n, last=True) if n else []
+                return iter([_new_event(self.id, seq, position, type_, ts, _messages_loads(payload))
+                             for seq, position, type_, ts, payload in rows])
         return self._events(after, types)
 
     def _events(self, last: int, types: list[str] | None) -> Iterator[Event]:
@@ -369,9 +371,11 @@ class Session:
         read = self._store._backend.session_events
         loads = _messages_loads  # json.loads's result, through orjson where that gives the same
         while True:
-            rows = read(sid, last, types, PAGE)
-            for seq, position, type_, ts, payload in rows:
-                yield _new_event(sid, seq, position, type_, ts, loads(payload))
+            with _gc_paused():  # a page is built at once; the caller's work runs with the collector on
+                rows = read(sid, last, types, PAGE)
+                page = [_new_event(sid, seq, position, type_, ts, loads(payload))
+                        for seq, position, type_, ts, payload in rows]
+            yield from page
             if len(rows) < PAGE:
                 return
             last = rows[-1][0]
@@ -393,7 +397,8 @@ class Session:
     def derive_messages(self) -> list[dict]:
         """The projection: the chat ``messages`` array (list of dicts) for this session,
         read from the ``messages`` view (see :mod:`eventstore.log.projection`)."""
-        return _messages_loads(self._store._backend.messages_json(self.id))
+        with _gc_paused():
+            return _messages_loads(self._store._backend.messages_json(self.id))
 
     def messages_json(self, upto_seq: int | None = None) -> str:
         """The projection as JSON array text, as ``JSON.stringify`` would write it; with

@@ -62,6 +62,7 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 from eventstore.core.aio import AsyncEventStore
 from eventstore.core.store import Event, EventStore, Session
 from eventstore.log.context import RETRACT, SYSTEM, TOOLS, retraction
+from eventstore.log.gcpause import paused
 from eventstore.log.projection import loads as _loads
 
 from ..errors import SeqConflict
@@ -283,15 +284,16 @@ def _live(rows: list[tuple], want: int | None, keyed: bool = True) -> tuple[list
     return found, False
 
 
-def _session_items(store: EventStore, session_id: str,
-                   known: tuple[int, bytes] | None) -> tuple[list[dict], int, tuple[int, bytes] | None]:
+def _session_items(store: EventStore, session_id: str, known: tuple[int, bytes] | None,
+                   keep: bool = True) -> tuple[list[dict], int, tuple[int, bytes] | None]:
     """``(every live item oldest first, head, known)`` of the session: the item-bearing
     events' rows and the head in one read (see :meth:`EventStoreSession._live_locked`).
 
     ``known`` is what an earlier call returned: ``(head, the items as JSON)``. Then only the
     events from that head on are read, and when none of them is a ``context/retract`` the
     items are the known ones plus theirs; a retraction (it may take back anything) or items
-    that JSON cannot carry exactly (orjson refuses them) make it a whole read."""
+    that JSON cannot carry exactly (orjson refuses them) make it a whole read. Without
+    ``keep``, a whole read returns no ``known`` (it skips writing the items as JSON)."""
     if known is not None:
         head, rows = store.session_payloads(session_id, _ITEM_TYPES, from_seq=known[0])
         if not any(row[1] == RETRACT for row in rows):
@@ -312,6 +314,8 @@ def _session_items(store: EventStore, session_id: str,
     head, rows = store.session_payloads(session_id, _ITEM_TYPES)
     items = _live(rows, None, keyed=False)[0]
     items.reverse()
+    if not keep:
+        return items, head, None
     try:
         return items, head, (head, orjson.dumps(items))
     except TypeError:
@@ -408,6 +412,7 @@ class EventStoreSession:
         self._head: int | None = None  # the seq after this object's last read or write
         # (head, items as JSON) of the last whole read: the next one reads only what came after
         self._known: tuple[int, bytes] | None = None
+        self._read_whole = False  # whether this object made a whole read before
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopRuns] = weakref.WeakKeyDictionary()
         self._instructions: Any = None
         self._tools: Any = None
@@ -480,7 +485,11 @@ class EventStoreSession:
         """Append ``events`` right after the head this object last saw (any head when it
         has seen none): :class:`SeqConflict` if another writer came in between."""
         try:
-            stored = s.append_many(events, expected_seq=self._head)
+            if len(events) == 1:  # one event (a streamed chunk, a single item): append, a third cheaper
+                type_, payload, *ts = events[0]
+                stored = [s.append(type_, payload, ts=ts[0] if ts else None, expected_seq=self._head)]
+            else:
+                stored = s.append_many(events, expected_seq=self._head)
         except SeqConflict as e:
             e.add_note(f"another writer appended to session {self.session_id!r} since this EventStoreSession "
                        "last read or wrote it: nothing of this write was stored; get_items() reads the "
@@ -497,13 +506,18 @@ class EventStoreSession:
         """At least the newest ``want`` live items (fewer when the session has fewer), newest
         first, as ``(seq, index, item)``; notes the head read with them (one snapshot: a
         writer that comes after it makes the next write fail)."""
-        found, head = _live_items(self._store.sync, s.id, want)
+        with paused():
+            found, head = _live_items(self._store.sync, s.id, want)
         self._head = head
         return found
 
     def _all_locked(self, s: Session) -> list[dict]:
         """Every live item, oldest first (noting the head, as :meth:`_live_locked`)."""
-        items, head, self._known = _session_items(self._store.sync, s.id, self._known)
+        # The items are kept (as JSON) from the object's second whole read on: an object
+        # that reads once (one per request) does not pay for a copy it never uses.
+        with paused():  # a long session's items: many dicts made at once
+            items, head, self._known = _session_items(self._store.sync, s.id, self._known, self._read_whole)
+        self._read_whole = True
         self._head = head
         return items
 

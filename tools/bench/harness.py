@@ -26,7 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ES = "eventstore"
 
 #: Server settings of the throwaway PostgreSQL server: PostgreSQL's durable defaults (the
-#: test server turns fsync off), so a commit waits for its WAL flush as in production.
+#: test server turns fsync off), so a commit waits for its WAL flush as in production. Its
+#: data folder is on disk (the system's temporary folder), not in memory where the tests put
+#: theirs: an fsync to a memory file system costs nothing, which would make every durable
+#: commit look free and favour whoever flushes most often (SQLite's files are on disk too).
 PG_DURABLE = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
 
 
@@ -131,12 +134,12 @@ class Bench:
         if self.pg_url is None:
             from tests.pgserver import PgServer  # the tests' throwaway server
 
-            self._server = PgServer(settings=PG_DURABLE).start()
+            self._server = PgServer(settings=PG_DURABLE, parent=tempfile.gettempdir()).start()
             self.pg_url = self._server.url()
             with psycopg.connect(self.pg_url, autocommit=True) as conn:
                 self.machine["postgres"] = conn.execute("SHOW server_version").fetchone()[0]
-                self.machine["postgres settings"] = "throwaway server, " + ", ".join(
-                    f"{k}={conn.execute(f'SHOW {k}').fetchone()[0]}" for k in PG_DURABLE)
+                self.machine["postgres settings"] = f"throwaway server, data in {self._server.folder.parent}, " \
+                    + ", ".join(f"{k}={conn.execute(f'SHOW {k}').fetchone()[0]}" for k in PG_DURABLE)
         self._dbs += 1
         db = f"bench_{name}_{os.getpid()}_{self._dbs}".replace("-", "_")
         with psycopg.connect(self.pg_url, autocommit=True) as conn:

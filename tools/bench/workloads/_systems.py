@@ -26,3 +26,12 @@ def sqlite_peers(bench) -> dict[str, str]:
     if not bench.peers:
         return {agents_sdk.NAME: "--no-peers", eventsourcing_lib.NAME: "--no-peers"}
     return {agents_sdk.NAME: agents_sdk.available(), eventsourcing_lib.NAME: eventsourcing_lib.available()}
+
+
+def store_settings(store) -> str:
+    """What an eventstore store's SQLite connection runs (``journal_mode``, ``synchronous``),
+    read back from it; '' on PostgreSQL."""
+    conn = getattr(getattr(store, "_backend", None), "_conn", None)
+    if conn is None or not hasattr(conn, "in_transaction") or not hasattr(conn, "total_changes"):
+        return ""
+    return agents_sdk.settings(conn)

@@ -1,5 +1,8 @@
 """The Agents SDK adapter: ``EventStoreSession`` against the SDK's own ``SQLiteSession``, on
-the same items, at the same durability (both WAL with synchronous=NORMAL)."""
+the same items, at the same durability: the SDK's connections get the ``synchronous`` level
+of eventstore's ``--durability`` (``normal``: NORMAL; ``full``: FULL, the SDK's default).
+Each side's note gives the settings read back from its connections, and a check fails when
+they differ."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from eventstore import EventStore
 
 from ..harness import timed
 from ..peers import agents_sdk
+from ._systems import store_settings
 
 SUMMARY = "EventStoreSession against the SDK's SQLiteSession: add_items, a first get_items, get_items(limit=10)"
 NAME = "Agents SDK session"
@@ -48,13 +52,16 @@ def run(bench) -> None:
     store = EventStore.open(bench.target("agents"), durability=bench.durability)
     sdk_path = bench.folder("agents") / "sdk.db"
     make = {ESS: lambda sid: EventStoreSession(sid, store),
-            agents_sdk.NAME: lambda sid: agents_sdk.session(sid, sdk_path)}
-    notes = {ESS: f"eventstore {bench.durability}: WAL, synchronous=NORMAL", agents_sdk.NAME: agents_sdk.SETTINGS}
+            agents_sdk.NAME: lambda sid: agents_sdk.session(sid, sdk_path, bench.durability)}
     run_ = loop.run_until_complete
     counters = {name: iter(range(turns, 10**9)) for name in make}  # the same items for both
     sessions = {name: m(f"long-{name}") for name, m in make.items()}
     for s in sessions.values():
         run_(s.add_items([x for i in range(turns) for x in turn_items(i)]))
+    ran = {ESS: store_settings(store), agents_sdk.NAME: agents_sdk.session_settings(sessions[agents_sdk.NAME])}
+    notes = {ESS: f"durability {bench.durability}: {ran[ESS]}", agents_sdk.NAME: ran[agents_sdk.NAME]}
+    bench.check("agents: both sides ran the same journal mode and synchronous level", ran[ESS] == ran[agents_sdk.NAME],
+                ran)
 
     def adds(name: str, items_of) -> float:
         s, counter = sessions[name], counters[name]

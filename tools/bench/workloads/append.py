@@ -9,7 +9,7 @@ from eventstore import EventStore
 from .. import data
 from ..harness import ES, timed
 from ..peers import agents_sdk, eventsourcing_lib
-from ._systems import raw_log, sqlite_peers
+from ._systems import raw_log, sqlite_peers, store_settings
 
 SUMMARY = "single appends (one event a transaction) into a session of N events; raw driver, SDK, eventsourcing"
 NAME = "Single appends"
@@ -42,12 +42,13 @@ def _at(bench, size: int, block: int) -> None:
         return timed(lambda: [log.append("assistant/chunk", data.chunk(next(counter))) for _ in range(block)], block)
 
     systems = {ES: es, raw_name: raw}
-    notes = {ES: f"Session.append, durability {bench.durability}", raw_name: "same transaction, JSON library, hash"}
+    notes = {ES: f"Session.append, durability {bench.durability}: {store_settings(store)}",
+             raw_name: "same transaction, JSON library, hash"}
     closers = [store.close, close_raw]
     peers = sqlite_peers(bench)
     if peers.get(agents_sdk.NAME) == "":
         loop = asyncio.new_event_loop()
-        sdk = agents_sdk.session("bench", bench.folder(f"append-{size}") / "sdk.db")
+        sdk = agents_sdk.session("bench", bench.folder(f"append-{size}") / "sdk.db", bench.durability)
         loop.run_until_complete(sdk.add_items([agents_sdk.item(t, p) for t, p in fill]))
 
         async def sdk_block() -> None:
@@ -55,7 +56,7 @@ def _at(bench, size: int, block: int) -> None:
                 await sdk.add_items([agents_sdk.item("assistant/chunk", data.chunk(next(counter)))])
 
         systems[agents_sdk.NAME] = lambda: timed(lambda: loop.run_until_complete(sdk_block()), block)
-        notes[agents_sdk.NAME] = "add_items([item]); " + agents_sdk.SETTINGS
+        notes[agents_sdk.NAME] = "add_items([item]); " + agents_sdk.session_settings(sdk)
         closers += [sdk.close, loop.close]
     if peers.get(eventsourcing_lib.NAME) == "":
         rec = eventsourcing_lib.Recorder(bench.folder(f"append-{size}") / "evsrc.db")

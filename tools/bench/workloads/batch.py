@@ -9,7 +9,7 @@ from eventstore import EventStore
 from .. import data
 from ..harness import ES, timed
 from ..peers import agents_sdk, eventsourcing_lib
-from ._systems import raw_log, sqlite_peers
+from ._systems import raw_log, sqlite_peers, store_settings
 
 SUMMARY = "append_many of 100 events a transaction; raw executemany/unnest, SDK add_items, eventsourcing"
 NAME = "Batched appends"
@@ -38,12 +38,13 @@ def run(bench) -> None:
         return timed(lambda: [log.append_many(b) for b in work], n)
 
     systems = {ES: es, raw_name: raw}
-    notes = {ES: "Session.append_many", raw_name: "one statement of the batch in one transaction"}
+    notes = {ES: f"Session.append_many; {store_settings(store)}",
+             raw_name: "one statement of the batch in one transaction"}
     closers = [store.close, close_raw]
     peers = sqlite_peers(bench)
     if peers.get(agents_sdk.NAME) == "":
         loop = asyncio.new_event_loop()
-        sdk = agents_sdk.session("bench", bench.folder("batch") / "sdk.db")
+        sdk = agents_sdk.session("bench", bench.folder("batch") / "sdk.db", bench.durability)
 
         def sdk_block() -> float:
             work = [[agents_sdk.item(t, p) for t, p in b if t in ("user/message", "assistant/message", "tool/result",
@@ -56,7 +57,7 @@ def run(bench) -> None:
             return timed(lambda: loop.run_until_complete(go()), count)
 
         systems[agents_sdk.NAME] = sdk_block
-        notes[agents_sdk.NAME] = "add_items of the batch's items; " + agents_sdk.SETTINGS
+        notes[agents_sdk.NAME] = "add_items of the batch's items"
         closers += [sdk.close, loop.close]
     if peers.get(eventsourcing_lib.NAME) == "":
         rec = eventsourcing_lib.Recorder(bench.folder("batch") / "evsrc.db")
@@ -71,7 +72,9 @@ def run(bench) -> None:
     for name, reason in peers.items():
         if reason:
             bench.skip(NAME, case, name, reason)
-    bench.measure(NAME, case, systems, "event", notes)
+    figs = bench.measure(NAME, case, systems, "event", notes)
+    if agents_sdk.NAME in figs:  # its connections exist once it has run
+        figs[agents_sdk.NAME].note += "; " + agents_sdk.session_settings(sdk)
     bench.check("batch: eventstore seqs gapless", s.next_seq() == n * bench.rounds, s.next_seq())
     for close in closers:
         close()
