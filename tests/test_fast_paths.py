@@ -386,4 +386,4 @@ def test_chain_rows_is_each_event_with_chain_hash_of_its_line(events, first):
             return
         expected.append(prev)
     flat = chain_mod.chain_rows("0" * 64, first, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
-    assert flat == [x for (t, ts, pj), h in zip(rows, expected, strict=True) for x in (t, ts, pj, h)]
+    assert flat == [x for (t, ts, pj), h in zip(rows, expected, strict=True) for x in (t, ts, pj, h, None)]

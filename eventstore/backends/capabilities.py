@@ -79,10 +79,11 @@ class AuditReads(ABC):
         """Ids of sessions that have events but no ``sessions`` row, sorted."""
 
     @abstractmethod
-    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any]]:
-        """``(seq, position, type, ts, payload, hash)`` of every stored row of ``session_id``
-        in seq order, read in one snapshot, as stored (a payload or hash edited by hand may
-        be any value: text that is not UTF-8, a number, NULL)."""
+    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any, Any]]:
+        """``(seq, position, type, ts, payload, hash, salt)`` of every stored row of
+        ``session_id`` in seq order, read in one snapshot, as stored (a payload or hash edited
+        by hand may be any value: text that is not UTF-8, a number, NULL; ``salt`` is bytes or
+        None for an unsalted event: docs/redaction.md)."""
 
     @abstractmethod
     def integrity_findings(self, full: bool = False) -> list[tuple[str, str]]:

@@ -156,11 +156,11 @@ class ScanAudit(_OnCore, AuditReads):
 
         return self.core.import_transaction(session_id, read)
 
-    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any]]:
+    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any, Any]]:
         stored = self._stored(session_id, 0, None)
         positions = {seq: pos for seq, pos, *_ in self._session_events(session_id)}
-        for seq, type_, ts, payload, hash_ in stored:
-            yield seq, positions.get(seq), type_, ts, payload, hash_
+        for seq, type_, ts, payload, hash_ in stored:  # the core keeps no salts: events are unsalted
+            yield seq, positions.get(seq), type_, ts, payload, hash_, None
 
     def integrity_findings(self, full: bool = False) -> list[tuple[str, str]]:
         return [("note", f"{self.core.display}: the {self.core.name} backend has no storage or schema check")]

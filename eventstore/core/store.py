@@ -38,6 +38,7 @@ from eventstore.log.codec import (
     payload_json_stored,
     payload_jsons,
 )
+from eventstore.log.commit import commit_jsons, new_salts
 from eventstore.log.context import context_at as _context_at
 from eventstore.log.line import event_line
 from eventstore.log.projection import loads as _messages_loads
@@ -250,8 +251,11 @@ class Session:
         ts = time.time() if ts is None else _check_ts(ts)
         if expected_seq is not None:
             _check_seq(expected_seq)
+        salts = new_salts(1)  # the commitment needs no seq: computed before the head is locked
+        commit = commit_jsons(salts, [stored])[0]
         try:
-            seq, position, _hash = self._store._backend.append_one(self.id, type, ts, pj, expected_seq)
+            seq, position, _hash = self._store._backend.append_one(self.id, type, ts, pj, expected_seq,
+                                                                   salt=salts[0], commit=commit)
         except (SeqConflict, AppendOnlyViolation):
             # A retry of an append that did land (its answer was lost) meets its own event.
             key = (payload or {}).get("event_id")
@@ -303,8 +307,11 @@ class Session:
                 raise _item_error(self.id, *found) from None
         else:  # encoded item by item as an iterable yielded them
             stored = [loads(pj) for pj in pjs]
+        salts = new_salts(len(types))
+        commits = commit_jsons(salts, stored)
         try:
-            seq0, pos0, _last_hash = self._store._backend.append(self.id, types, tss, pjs, expected_seq)
+            seq0, pos0, _last_hash = self._store._backend.append(self.id, types, tss, pjs, expected_seq,
+                                                                 salts=salts, commits=commits)
         except (SeqConflict, AppendOnlyViolation):
             found = self._stored_batch(list(zip(types, tss, pjs, strict=True)), stored)
             if found is None:

@@ -34,7 +34,10 @@ from eventstore.errors import DatabaseError, ImportConflict, InvalidEvent, Inval
 from eventstore.io import parse_worker
 from eventstore.io.jsonl import MAX_LINE_BYTES, JsonlReader
 from eventstore.io.parse_worker import WorkerReader
+from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import dumps, loads, meta_difference
+from eventstore.log.commit import commit_json
+from eventstore.log.line import event_line
 from eventstore.log.validate import check_session_id as _check_session_id
 
 __all__ = ["Dropped", "ImportReport", "import_jsonl"]
@@ -97,7 +100,8 @@ class ImportReport:
 def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
                  session_id: str | None = None, append: bool = False, salvage: bool = False,
                  progress: Progress | None = None, created_at: float | None = None,
-                 continues: tuple[int, str] | None = None, max_line: int | None = MAX_LINE_BYTES) -> ImportReport:
+                 continues: tuple[int, str] | None = None, max_line: int | None = MAX_LINE_BYTES,
+                 salts: Callable[[int], bytes | None] | None = None) -> ImportReport:
     """Import one JSONL session file (the reference format) into ``store``, atomically.
 
     ``source`` is a path or a binary file object (``name`` is what messages call it; a
@@ -125,6 +129,10 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
     that no input grows memory past a few copies of it); None reads any line, for a stream
     of a store's own export (:mod:`eventstore.io.copy`).
 
+    ``salts`` (seq -> the event's salt, or None) makes the events it names salted, with the
+    hashes the source store gave them (what :mod:`eventstore.io.copy` passes: the JSONL
+    format carries no salts; docs/redaction.md). Without it the events are stored unsalted.
+
     Returns an :class:`ImportReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``; nothing of the file is stored), its subclass
     :class:`~eventstore.errors.ImportConflict` (the session is stored with other events, or
@@ -145,6 +153,7 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
             name = name or str(getattr(source, "name", "<stream>"))
             reader = JsonlReader(source, name, session_id, continues, max_line)
             batches, sid = _first(reader, salvage)
+            batches.salts = salts
             return _import_one(store, reader, batches, name, sid, True, salvage, progress, None, continues)
     if isinstance(source, (str, os.PathLike)):
         name = name or os.fspath(source)
@@ -155,22 +164,22 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
                       else None)
             if worker is None:
                 return _import(store, JsonlReader(f, name, session_id, max_line=max_line), name, append, salvage,
-                               progress, created_at)
+                               progress, created_at, salts)
             try:
                 reader = WorkerReader(worker, os.path.abspath(source), name, session_id, st)
                 try:
                     if reader.start(BATCH_ROWS, BATCH_BYTES):
-                        return _import(store, reader, name, append, salvage, progress, created_at)
+                        return _import(store, reader, name, append, salvage, progress, created_at, salts)
                 finally:
                     reader.close()
             finally:
                 worker.lock.release()
             # the worker opened another file by that path (/dev/stdin, /dev/fd/N: its own)
             return _import(store, JsonlReader(f, name, session_id, max_line=max_line), name, append, salvage,
-                           progress, created_at)
+                           progress, created_at, salts)
     name = name or str(getattr(source, "name", "<stream>"))
     return _import(store, JsonlReader(source, name, session_id, max_line=max_line), name, append, salvage,
-                   progress, created_at)
+                   progress, created_at, salts)
 
 
 def _check_created_at(created_at) -> float:
@@ -184,12 +193,14 @@ def _check_created_at(created_at) -> float:
 
 
 def _import(store: Any, reader: JsonlReader | WorkerReader, name: str, append: bool, salvage: bool,
-            progress: Progress | None, created_at: float | None) -> ImportReport:
+            progress: Progress | None, created_at: float | None,
+            salts: Callable[[int], bytes | None] | None = None) -> ImportReport:
     """import_jsonl's work, reading rows from ``reader`` (in this process or a worker's).
 
     A file of one batch, or one that adds to a session already stored (``append``), goes in
     one write transaction. A longer new session goes in chunks (:func:`_import_chunked`)."""
     batches, sid = _first(reader, salvage)
+    batches.salts = salts
     if batches.more():
         report = _import_chunked(store, reader, batches, name, sid, salvage, progress, created_at)
         if report is not None:
@@ -217,6 +228,8 @@ class _Batches:
         self.pending: tuple | None = None  # the rest of a batch split between two transactions
         self.finished = False  # the file is stored (or, with salvage, its valid prefix)
         self.done_bytes = 0  # bytes reported to progress
+        self.salts: Callable[[int], bytes | None] | None = None  # a copy's salts by seq (import_jsonl)
+        self.prev: str | None = None  # with salts: the hash the next inserted row chains from
         self._fill(2 if self._fill(1) else 1)
 
     def _fill(self, n: int) -> bool:
@@ -422,6 +435,8 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
             batches.pending = (rows[k:], lines[k:], offsets[k:], nbytes)
             rows, lines, offsets, nbytes = rows[:k], lines[:k], offsets[:k], None
         taken += len(rows)
+        if rows and batches.salts is not None:
+            rows = _salted(tx, batches, sid, rows)
         if rows and rows[0][0] < head:  # these events are stored: they must be the same
             k = min(len(rows), head - rows[0][0])
             _compare(tx, name, sid, rows[:k], lines)
@@ -480,6 +495,26 @@ def _report(reader, name: str, sid: str, status: str | None, head: int, added: i
                         reader.normalized, dropped, note)
 
 
+def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple]) -> list[tuple]:
+    """A copy's ``rows`` with the salt of each (``batches.salts``) and hashed as the source
+    hashed them: a salted event from its commit payload (docs/redaction.md), chained from
+    the stored event before the first row."""
+    prev = batches.prev
+    if prev is None:
+        seq0 = rows[0][0]
+        prev = genesis_hash(sid) if seq0 == 0 else tx.stored(seq0 - 1, seq0 - 1)[0][4]
+        prev = prev.decode() if type(prev) is bytes else prev
+    out = []
+    salt_of = batches.salts
+    for seq, t, ts, payload, _h in rows:
+        text = payload.decode("utf-8") if type(payload) is bytes else payload
+        salt = salt_of(seq)
+        prev = chain_hash(prev, event_line(t, seq, float(ts), text if salt is None else commit_json(salt, loads(text))))
+        out.append((seq, t, ts, payload, prev, salt))
+    batches.prev = prev
+    return out
+
+
 def _check_continues(tx: ImportTransaction, reader, name: str, sid: str, head: int, seq: int, hash_: str) -> None:
     """Check that the stored session holds ``seq`` events, the last of them (seq - 1) with
     ``hash_``: then, by the hash chain, they are the events the file continues."""
@@ -501,7 +536,7 @@ def _continues(name: str, line: int, sid: str, head: int) -> ImportConflict:
 def _compare(tx: ImportTransaction, name: str, sid: str, rows: list[tuple], lines: list[int]) -> None:
     """Check that ``rows`` (file rows of a stored session) equal the stored events."""
     stored = tx.stored(rows[0][0], rows[-1][0])
-    for (seq, t, ts, payload, h), (_s, st, sts, sp, sh), line in zip(rows, stored, lines, strict=False):
+    for (seq, t, ts, payload, h, *_salt), (_s, st, sts, sp, sh), line in zip(rows, stored, lines, strict=False):
         if type(payload) is bytes:
             payload = payload.decode("utf-8")
         what = ("type" if t != st else "ts" if float(ts) != sts else "payload" if payload != sp else

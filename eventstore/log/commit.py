@@ -21,7 +21,7 @@ import orjson as _orjson
 from eventstore.log.codec import dumps
 
 __all__ = ["SALT_BYTES", "new_salts", "key_salt", "value_digest", "commit_payload", "commit_json",
-           "rebuilt_commit_json"]
+           "commit_jsons", "rebuilt_commit_json"]
 
 SALT_BYTES = 16
 _sha256 = hashlib.sha256
@@ -67,6 +67,26 @@ def commit_json(salt: bytes, payload: dict) -> str:
     """The canonical JSON object text of :func:`commit_payload` (what goes into the event's
     line in place of its payload when the chain hashes a salted event)."""
     return dumps(commit_payload(salt, payload))
+
+
+def commit_jsons(salts: list[bytes], payloads: list[dict]) -> list[str]:
+    """:func:`commit_json` of each payload under its salt (the append path's batch form,
+    same rule): the object text is joined directly from each key's canonical JSON and its
+    hex digest, unless a key reads as an array index (JavaScript puts those first, so
+    :func:`dumps` orders them)."""
+    sha = _sha256
+    jb = _json_bytes
+    out = []
+    for salt, payload in zip(salts, payloads, strict=True):
+        parts = []
+        index_key = False
+        for k, v in payload.items():
+            kb = jb(k)
+            index_key = index_key or kb[1:2].isdigit()
+            parts.append(kb + b':"' + sha(sha(salt + kb).digest()[:SALT_BYTES] + jb(v)).hexdigest().encode() + b'"')
+        # a key that may read as an array index: dumps puts it where JSON.stringify does
+        out.append(commit_json(salt, payload) if index_key else (b"{" + b",".join(parts) + b"}").decode("utf-8"))
+    return out
 
 
 def rebuilt_commit_json(payload: dict, digests: dict[str, str], salts: dict[str, bytes]) -> str:

@@ -87,13 +87,14 @@ class PgImport(ImportTransaction):
             pass
         # COPY is all or nothing: find the first row the database refuses or drops, one
         # INSERT at a time, and keep the rows before it.
-        for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
+        for i, (seq, type_, ts, payload, hash_, *salt) in enumerate(rows):
             try:
                 with self._conn.transaction():
                     cur = self._conn.execute(
-                        "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                        (position0 + seq, self._sid, seq, type_, ts, _text(payload), _text(hash_)))
+                        "INSERT INTO events (position, session_id, seq, type, ts, payload, hash, salt) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                        (position0 + seq, self._sid, seq, type_, ts, _text(payload), _text(hash_),
+                         salt[0] if salt else None))
                 if cur.rowcount != 1:  # a BEFORE INSERT trigger returning NULL dropped it
                     return i, Refusal(None, "the database reported the insert done but stored nothing (a trigger "
                                             "ignores it: run eventstore verify); nothing was imported")
@@ -108,14 +109,15 @@ class PgImport(ImportTransaction):
         sid = _copy_field(self._sid.encode())
         cur = self._conn.cursor()
         with cur.copy(
-                "COPY events (position, session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
+                "COPY events (position, session_id, seq, type, ts, payload, hash, salt) FROM STDIN") as copy:
             out: list[bytes] = []
             size = 0
-            for seq, type_, ts, payload, hash_ in rows:
-                line = b"%d\t%s\t%d\t%s\t%s\t%s\t%s\n" % (
+            for seq, type_, ts, payload, hash_, *salt in rows:  # a copy's rows carry their salt
+                line = b"%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n" % (
                     position0 + seq, sid, seq, _copy_field(type_.encode()), repr(float(ts)).encode(),
                     _copy_field(payload if isinstance(payload, bytes) else payload.encode()),
-                    hash_ if isinstance(hash_, bytes) else hash_.encode())
+                    hash_ if isinstance(hash_, bytes) else hash_.encode(),
+                    b"\\\\x" + salt[0].hex().encode() if salt and salt[0] is not None else b"\\N")
                 out.append(line)
                 size += len(line)
                 if size > 1 << 20:

@@ -25,12 +25,19 @@ IMPORT_GROUP = 50  # rows per INSERT statement of an import (multi-row VALUES)
 # setup, the partial indexes' WHERE) is then paid once per group instead of once per row.
 _VALUES = "(?{a} + {base}, {sid}, ?{a}, ?{b}, ?{c}, CAST(?{d} AS TEXT), CAST(?{e} AS TEXT))"
 _INSERT_HEAD = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
+# rows that carry their salt (a copy: docs/redaction.md) bind it as a sixth value
+_VALUES_SALTED = "(?{a} + {base}, {sid}, ?{a}, ?{b}, ?{c}, CAST(?{d} AS TEXT), CAST(?{e} AS TEXT), ?{f})"
+_INSERT_HEAD_SALTED = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash, salt) VALUES "
 _STORED = ("SELECT seq, type, ts, payload, hash FROM events "
            "WHERE session_id = ? AND seq >= ? AND seq <= ? ORDER BY seq")
 
 
-def _import_sql(base_position: int, sid: str, rows: int) -> str:
+def _import_sql(base_position: int, sid: str, rows: int, salted: bool = False) -> str:
     sid_sql = f"CAST(x'{sid.encode('utf-8').hex()}' AS TEXT)"
+    if salted:
+        return _INSERT_HEAD_SALTED + ",".join(_VALUES_SALTED.format(
+            a=6 * i + 1, b=6 * i + 2, c=6 * i + 3, d=6 * i + 4, e=6 * i + 5, f=6 * i + 6, base=base_position,
+            sid=sid_sql) for i in range(rows))
     return _INSERT_HEAD + ",".join(_VALUES.format(a=5 * i + 1, b=5 * i + 2, c=5 * i + 3, d=5 * i + 4, e=5 * i + 5,
                                                   base=base_position, sid=sid_sql) for i in range(rows))
 
@@ -41,7 +48,7 @@ class SQLiteImport(ImportTransaction):
     def __init__(self, cur: sqlite3.Cursor, sid: str):
         self.cur = cur
         self.sid = sid
-        self.sql: tuple[int, str, str] | None = None  # (base position, one row, IMPORT_GROUP rows)
+        self.sql: tuple[tuple, str, str] | None = None  # ((base position, salted), one row, IMPORT_GROUP rows)
         self.added = 0
         self.added_bytes = 0
         self.first_position = 0
@@ -88,8 +95,10 @@ class SQLiteImport(ImportTransaction):
         return None if row is None else row[0]
 
     def insert(self, rows: list[tuple], position0: int) -> tuple[int, Refusal] | None:
-        if self.sql is None or self.sql[0] != position0:
-            self.sql = (position0, _import_sql(position0, self.sid, 1), _import_sql(position0, self.sid, IMPORT_GROUP))
+        salted = bool(rows) and len(rows[0]) == 6
+        if self.sql is None or self.sql[0] != (position0, salted):
+            self.sql = ((position0, salted), _import_sql(position0, self.sid, 1, salted),
+                        _import_sql(position0, self.sid, IMPORT_GROUP, salted))
             if not self.added:
                 self.first_position = position0 + rows[0][0]
         refused = self._insert(rows)
