@@ -24,6 +24,7 @@ from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import loads
 from eventstore.log.commit import commit_json, rebuilt_commit_json
 from eventstore.log.line import event_line
+from eventstore.log.redaction import REDACTION, TARGET_SEQ, path_text
 from eventstore.log.toolcalls import Call, ToolCallTracker
 from eventstore.log.types import (
     ASSISTANT_CHUNK,
@@ -34,10 +35,7 @@ from eventstore.log.types import (
     TURN_START,
 )
 
-__all__ = ["Finding", "RedactionInfo", "VerifyReport", "verify", "REDACTION"]
-
-#: The event type that records a redaction (docs/redaction.md).
-REDACTION = "redaction"
+__all__ = ["Finding", "RedactionInfo", "VerifyReport", "verify"]
 
 
 # --- the walk over one session ------------------------------------------------------------
@@ -203,12 +201,7 @@ class RedactionInfo:
 
 def _path_text(path: Any) -> str:
     """A path ``["tool_calls", 0, "function"]`` as ``tool_calls[0].function``."""
-    if not isinstance(path, list) or not path:
-        return repr(path)
-    out = str(path[0])
-    for part in path[1:]:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
+    return path_text(path) if isinstance(path, list) and path else repr(path)
 
 
 def _proven(kind: str, paths: Any) -> str:
@@ -247,7 +240,7 @@ class _Redactions:
             body = loads(payload) if isinstance(payload, str) else {}
         except ValueError:
             body = {}
-        target = body.get("seq")
+        target = body.get(TARGET_SEQ)
         if not isinstance(target, int) or isinstance(target, bool):
             self.infos.append(RedactionInfo(sid, target, seq, body.get("paths"), body.get("reason"), body.get("by"),
                                             ts, "invalid", "names no event (its seq is not an integer)"))
@@ -272,6 +265,10 @@ class _Redactions:
             if resolved is not None:
                 del self.pending[target]
                 kind = resolved
+                # an earlier redaction of the same event is proven with this one's record
+                self.infos = [RedactionInfo(*[getattr(i, f) for f in RedactionInfo.__slots__[:7]], kind,
+                                            _proven(kind, i.paths))
+                              if i.seq == target and i.kind == "unproven" else i for i in self.infos]
             else:
                 kind = "unproven"
         elif target in self.records and any(i.seq == target and i.kind in ("salted", "legacy") for i in self.infos):

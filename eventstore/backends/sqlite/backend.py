@@ -46,6 +46,7 @@ from .export import SQLiteExport
 from .follower import FileFollower, MemoryFollower
 from .importer import SQLiteImport
 from .index import SQLiteIndex
+from .redact import SQLiteRedactor
 from .sandbox import SQLiteSandbox
 from .search import SQLiteSearch
 from .statements import (
@@ -120,7 +121,8 @@ if hasattr(os, "register_at_fork"):
 
 
 
-class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteSandbox, SQLiteExport, Backend):
+class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteSandbox, SQLiteExport, SQLiteRedactor,
+                    Backend):
     """An SQLite database file (or ``:memory:``), through one held connection.
 
     Shared by threads (calls are serialized by a lock); several processes may open the same
