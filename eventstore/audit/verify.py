@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from eventstore.backends.capabilities import AuditReads
@@ -195,8 +196,12 @@ class RedactionInfo:
 
     def __str__(self) -> str:
         paths = ", ".join(_path_text(p) for p in self.paths) if isinstance(self.paths, list) else repr(self.paths)
-        return (f"session {self.session_id} seq {self.seq}: redacted {paths or '(nothing)'} at seq "
-                f"{self.redaction_seq} (ts {self.when}), by {self.by}, reason: {self.reason}; {self.proven}")
+        try:
+            when = datetime.fromtimestamp(self.when, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        except (OverflowError, OSError, ValueError):
+            when = f"ts {self.when}"
+        return (f"session {self.session_id} seq {self.seq}: redacted {paths or '(nothing)'} on {when} by "
+                f"{self.by} (reason: {self.reason}; recorded at seq {self.redaction_seq}); {self.proven}")
 
 
 def _path_text(path: Any) -> str:
