@@ -224,13 +224,37 @@ def _proven(kind: str, paths: Any) -> str:
                                               if deep else ""))
 
 
+def _unmarked(payload: Any, paths: list) -> str | None:
+    """The first of ``paths`` whose value in ``payload`` (JSON text) is no redaction marker
+    (a marker on the way to it covers it), or None."""
+    try:
+        node0 = loads(payload)
+    except ValueError:
+        return "(the payload)"
+    for path in paths:
+        node = node0
+        for step in path if isinstance(path, list) else []:
+            if isinstance(node, str) and node.startswith("[redacted: "):
+                break
+            if isinstance(node, dict) and isinstance(step, str) and step in node:
+                node = node[step]
+            elif isinstance(node, list) and type(step) is int and 0 <= step < len(node):
+                node = node[step]
+            else:
+                return _path_text(path)
+        if not (isinstance(node, str) and node.startswith("[redacted: ")):
+            return _path_text(path)
+    return None
+
+
 class _Redactions:
     """A session's redacted events while verify walks it: an unsalted event whose hash does
     not chain waits here for the ``redaction`` events after it that name it."""
 
-    __slots__ = ("pending", "records", "infos")
+    __slots__ = ("pending", "records", "infos", "unmarked")
 
     def __init__(self):
+        self.unmarked: list[tuple[int, Finding]] = []  # (finding index, finding)
         self.pending: dict[int, tuple] = {}  # seq -> (prev_hash, type, ts, payload, stored hash, finding index)
         self.records: dict[int, dict] = {}  # seq -> merged {"digests", "salts", "hashes"}
         self.infos: list[RedactionInfo] = []
@@ -263,12 +287,19 @@ class _Redactions:
                     pass
         if isinstance(body.get("hash"), str):
             rec["hashes"].add(body["hash"])
+        if isinstance(body.get("paths"), list):
+            rec.setdefault("paths", []).extend(body["paths"])
         kind = "before_storing" if body.get("before_storing") is True else "as_stored"
         waiting = self.pending.get(target)
         if waiting is not None:
             resolved = self._resolve(target, waiting, rec)
             if resolved is not None:
                 del self.pending[target]
+                unmarked = _unmarked(waiting[3], rec.get("paths", []))
+                if unmarked:  # a touched key's digest proves nothing of what it holds now: the marker must
+                    self.unmarked.append((waiting[-1], Finding(
+                        "hash", sid, target, f"redacted field {unmarked} does not hold a redaction marker: "
+                                             f"edited after its redaction")))
                 kind = resolved
                 # an earlier redaction of the same event is proven with this one's record
                 self.infos = [RedactionInfo(*[getattr(i, f) for f in RedactionInfo.__slots__[:7]], kind,
@@ -368,8 +399,9 @@ def _verify_session(backend: AuditReads, sid: str, report: VerifyReport) -> None
             redactions.record(sid, seq, ts, payload)
         prev_hash = stored if isinstance(stored, str) else ""
         feed(seq, type_, payload)
-    for seq, waiting in reversed(redactions.pending.items()):  # in place, as if found in the walk
-        walk.findings.insert(waiting[-1], _hash_finding(sid, seq))
+    late = [(waiting[-1], _hash_finding(sid, seq)) for seq, waiting in redactions.pending.items()]
+    for at, finding in sorted(late + redactions.unmarked, key=lambda x: x[0], reverse=True):
+        walk.findings.insert(at, finding)  # in place, as if found in the walk
     report.redactions.extend(redactions.infos)
     walk.finish()
     report.findings.extend(walk.findings)

@@ -101,7 +101,7 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
                  session_id: str | None = None, append: bool = False, salvage: bool = False,
                  progress: Progress | None = None, created_at: float | None = None,
                  continues: tuple[int, str] | None = None, max_line: int | None = MAX_LINE_BYTES,
-                 salts: Callable[[int], bytes | None] | None = None) -> ImportReport:
+                 source_rows: Callable[[int], tuple[bytes | None, str] | None] | None = None) -> ImportReport:
     """Import one JSONL session file (the reference format) into ``store``, atomically.
 
     ``source`` is a path or a binary file object (``name`` is what messages call it; a
@@ -129,9 +129,12 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
     that no input grows memory past a few copies of it); None reads any line, for a stream
     of a store's own export (:mod:`eventstore.io.copy`).
 
-    ``salts`` (seq -> the event's salt, or None) makes the events it names salted, with the
-    hashes the source store gave them (what :mod:`eventstore.io.copy` passes: the JSONL
-    format carries no salts; docs/redaction.md). Without it the events are stored unsalted.
+    ``source_rows`` (seq -> ``(salt or None, stored hash)`` in the store the stream was
+    exported from, or None) gives the events their salts and the hashes that store gave
+    them (what :mod:`eventstore.io.copy` passes: the JSONL format carries no salts;
+    docs/redaction.md): a salted event is hashed from its commit payload, and a redacted one
+    keeps its source hash (its redaction events prove it, as in the source). Without it the
+    events are stored unsalted.
 
     Returns an :class:`ImportReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``; nothing of the file is stored), its subclass
@@ -153,7 +156,7 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
             name = name or str(getattr(source, "name", "<stream>"))
             reader = JsonlReader(source, name, session_id, continues, max_line)
             batches, sid = _first(reader, salvage)
-            batches.salts = salts
+            batches.salts = source_rows
             return _import_one(store, reader, batches, name, sid, True, salvage, progress, None, continues)
     if isinstance(source, (str, os.PathLike)):
         name = name or os.fspath(source)
@@ -164,22 +167,22 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
                       else None)
             if worker is None:
                 return _import(store, JsonlReader(f, name, session_id, max_line=max_line), name, append, salvage,
-                               progress, created_at, salts)
+                               progress, created_at, source_rows)
             try:
                 reader = WorkerReader(worker, os.path.abspath(source), name, session_id, st)
                 try:
                     if reader.start(BATCH_ROWS, BATCH_BYTES):
-                        return _import(store, reader, name, append, salvage, progress, created_at, salts)
+                        return _import(store, reader, name, append, salvage, progress, created_at, source_rows)
                 finally:
                     reader.close()
             finally:
                 worker.lock.release()
             # the worker opened another file by that path (/dev/stdin, /dev/fd/N: its own)
             return _import(store, JsonlReader(f, name, session_id, max_line=max_line), name, append, salvage,
-                           progress, created_at, salts)
+                           progress, created_at, source_rows)
     name = name or str(getattr(source, "name", "<stream>"))
     return _import(store, JsonlReader(source, name, session_id, max_line=max_line), name, append, salvage,
-                   progress, created_at, salts)
+                   progress, created_at, source_rows)
 
 
 def _check_created_at(created_at) -> float:
@@ -194,13 +197,13 @@ def _check_created_at(created_at) -> float:
 
 def _import(store: Any, reader: JsonlReader | WorkerReader, name: str, append: bool, salvage: bool,
             progress: Progress | None, created_at: float | None,
-            salts: Callable[[int], bytes | None] | None = None) -> ImportReport:
+            source_rows: Callable[[int], tuple[bytes | None, str] | None] | None = None) -> ImportReport:
     """import_jsonl's work, reading rows from ``reader`` (in this process or a worker's).
 
     A file of one batch, or one that adds to a session already stored (``append``), goes in
     one write transaction. A longer new session goes in chunks (:func:`_import_chunked`)."""
     batches, sid = _first(reader, salvage)
-    batches.salts = salts
+    batches.salts = source_rows
     if batches.more():
         report = _import_chunked(store, reader, batches, name, sid, salvage, progress, created_at)
         if report is not None:
@@ -228,7 +231,7 @@ class _Batches:
         self.pending: tuple | None = None  # the rest of a batch split between two transactions
         self.finished = False  # the file is stored (or, with salvage, its valid prefix)
         self.done_bytes = 0  # bytes reported to progress
-        self.salts: Callable[[int], bytes | None] | None = None  # a copy's salts by seq (import_jsonl)
+        self.salts: Callable[[int], tuple | None] | None = None  # a copy's source rows by seq (import_jsonl)
         self.prev: str | None = None  # with salts: the hash the next inserted row chains from
         self._fill(2 if self._fill(1) else 1)
 
@@ -497,19 +500,21 @@ def _report(reader, name: str, sid: str, status: str | None, head: int, added: i
 
 def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple]) -> list[tuple]:
     """A copy's ``rows`` with the salt of each (``batches.salts``) and hashed as the source
-    hashed them: a salted event from its commit payload (docs/redaction.md), chained from
-    the stored event before the first row."""
+    hashed them: a salted event from its commit payload (docs/redaction.md), an unsalted one
+    with its source hash, chained from the stored event before the first row."""
     prev = batches.prev
     if prev is None:
         seq0 = rows[0][0]
         prev = genesis_hash(sid) if seq0 == 0 else tx.stored(seq0 - 1, seq0 - 1)[0][4]
         prev = prev.decode() if type(prev) is bytes else prev
     out = []
-    salt_of = batches.salts
+    source = batches.salts
     for seq, t, ts, payload, _h in rows:
         text = payload.decode("utf-8") if type(payload) is bytes else payload
-        salt = salt_of(seq)
+        salt, source_hash = source(seq) or (None, None)
         prev = chain_hash(prev, event_line(t, seq, float(ts), text if salt is None else commit_json(salt, loads(text))))
+        if salt is None and source_hash is not None:
+            prev = source_hash  # redacted in the source (or legacy, then equal): its redaction events prove it
         out.append((seq, t, ts, payload, prev, salt))
     batches.prev = prev
     return out

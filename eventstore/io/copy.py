@@ -192,10 +192,11 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
     if broken:
         raise CopyError(sid, f"its stored events do not verify ({broken[0]}); run eventstore verify")
     events, head = before.heads[sid]
-    def salts() -> dict[int, bytes]:
-        """The source's salts by seq, read after the export (an append since then is in it): they
-        go beside the JSONL stream, which carries none, so that the copy's hashes are the source's."""
-        return {r[0]: bytes(r[6]) for r in src_audit.verify_rows(sid) if r[6] is not None}
+    def salts() -> dict[int, tuple[bytes | None, str]]:
+        """The source's ``(salt, hash)`` by seq, read after the export (an append since then is
+        in it): they go beside the JSONL stream, which carries neither, so that the copy's
+        hashes are the source's (its stored hashes were verified above)."""
+        return {r[0]: (None if r[6] is None else bytes(r[6]), r[5]) for r in src_audit.verify_rows(sid)}
 
     if held is None:
         with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as buf:
@@ -203,7 +204,7 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
             buf.seek(0)
             # max_line=None: the lines are this store's own export, an event of any size
             report = import_jsonl(dst, buf, name=f"session {sid!r}", created_at=row[1], max_line=None,
-                                  salts=salts().get)
+                                  source_rows=salts().get)
         status = {"imported": "copied", "appended": "added"}.get(report.status, "skipped")
         added = report.events
     else:
@@ -223,7 +224,7 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
                     buf.writelines(pieces)
                 buf.seek(0)
                 added = import_jsonl(dst, buf, name=f"session {sid!r}", continues=(n, h) if n else
-                                     (0, genesis_hash(sid)), max_line=None, salts=salts().get).events
+                                     (0, genesis_hash(sid)), max_line=None, source_rows=salts().get).events
         status = "added" if added else "skipped"
     after = audit.verify(dst.capability(AuditReads), [sid]).heads[sid]
     if after != (events, head):
