@@ -28,7 +28,7 @@ from eventstore.log.line import event_line
 def test_public_api_is_small_and_listed():
     assert set(eventstore.__all__) == {
         "EventStore", "Session", "Event", "SessionInfo", "EventStoreError", "SessionNotFound", "SessionExists",
-        "SeqConflict", "IdempotencyConflict", "InvalidEvent", "InvalidJSONL", "AppendOnlyViolation", "DatabaseError",
+        "SeqConflict", "ConflictError", "IdempotencyConflict", "InvalidEvent", "InvalidJSONL", "AppendOnlyViolation", "DatabaseError",
         "QueryError", "ImportConflict", "ImportReport", "Dropped", "CheckpointError", "WalMismatch",
         "SchemaOutdated", "AsyncEventStore", "AsyncSession",
     }
@@ -361,7 +361,7 @@ def test_hash_chain_covers_every_append_path(store, raw):
     from eventstore.log.codec import loads
     from eventstore.log.commit import commit_json
 
-    salted = {"a": True, "5a1b896f-beb": False}  # appends are salted; a JSONL import is not
+    salted = {"a": True, "5a1b896f-beb": True}  # appends and imports are salted
     for sid in ("a", "5a1b896f-beb"):
         prev = genesis_hash(sid)
         for seq, type_, ts, payload, h, salt in raw.execute(

@@ -36,7 +36,7 @@ from eventstore.io.jsonl import MAX_LINE_BYTES, JsonlReader
 from eventstore.io.parse_worker import WorkerReader
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import dumps, loads, meta_difference
-from eventstore.log.commit import commit_json
+from eventstore.log.commit import commit_jsons, new_salts
 from eventstore.log.line import event_line
 from eventstore.log.validate import check_session_id as _check_session_id
 
@@ -133,8 +133,8 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
     exported from, or None) gives the events their salts and the hashes that store gave
     them (what :mod:`eventstore.io.copy` passes: the JSONL format carries no salts;
     docs/redaction.md): a salted event is hashed from its commit payload, and a redacted one
-    keeps its source hash (its redaction events prove it, as in the source). Without it the
-    events are stored unsalted.
+    keeps its source hash (its redaction events prove it, as in the source). Without it each
+    event gets a fresh salt (a new chain: the hashes are not the file's lines').
 
     Returns an :class:`ImportReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``; nothing of the file is stored), its subclass
@@ -425,6 +425,7 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
     position0 = None
     added = taken = 0
     failed: tuple[InvalidJSONL, int] | None = None
+    first = True  # the first rows this transaction inserts chain from the stored event before them
     while True:
         item = batches.pending if batches.pending is not None else batches.next()
         batches.pending = None
@@ -438,8 +439,6 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
             batches.pending = (rows[k:], lines[k:], offsets[k:], nbytes)
             rows, lines, offsets, nbytes = rows[:k], lines[:k], offsets[:k], None
         taken += len(rows)
-        if rows and batches.salts is not None:
-            rows = _salted(tx, batches, sid, rows)
         if rows and rows[0][0] < head:  # these events are stored: they must be the same
             k = min(len(rows), head - rows[0][0])
             _compare(tx, name, sid, rows[:k], lines)
@@ -451,6 +450,8 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
                 raise _continues(name, lines[0], sid, head)
             if position0 is None:
                 position0 = tx.next_position() - rows[0][0]
+            rows = _salted(tx, batches, sid, rows, first)
+            first = False
             refused = tx.insert(rows, position0)
             if refused is not None:
                 i, refusal = refused
@@ -498,23 +499,33 @@ def _report(reader, name: str, sid: str, status: str | None, head: int, added: i
                         reader.normalized, dropped, note)
 
 
-def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple]) -> list[tuple]:
-    """A copy's ``rows`` with the salt of each (``batches.salts``) and hashed as the source
-    hashed them: a salted event from its commit payload (docs/redaction.md), an unsalted one
-    with its source hash, chained from the stored event before the first row."""
+def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple], first: bool) -> list[tuple]:
+    """``rows`` as they are stored: each with a salt, hashed from its commit payload
+    (docs/redaction.md), chained from the stored event before the first row when ``first``,
+    else from the last row this transaction inserted. A fresh salt for each event, or, for a
+    copy (``batches.salts``: the source's ``(salt, hash)`` by seq), the source's salt, and
+    for an event the source holds unsalted, its source hash (a redacted event: its
+    redaction events prove it, as in the source)."""
     prev = batches.prev
-    if prev is None:
+    if first or prev is None:
         seq0 = rows[0][0]
         prev = genesis_hash(sid) if seq0 == 0 else tx.stored(seq0 - 1, seq0 - 1)[0][4]
         prev = prev.decode() if type(prev) is bytes else prev
-    out = []
+    texts = [p.decode("utf-8") if type(p) is bytes else p for _s, _t, _ts, p, _h in rows]
     source = batches.salts
-    for seq, t, ts, payload, _h in rows:
-        text = payload.decode("utf-8") if type(payload) is bytes else payload
-        salt, source_hash = source(seq) or (None, None)
-        prev = chain_hash(prev, event_line(t, seq, float(ts), text if salt is None else commit_json(salt, loads(text))))
+    if source is None:
+        salts: list = new_salts(len(rows))
+        hashes: list = [None] * len(rows)
+    else:
+        salts, hashes = zip(*[source(r[0]) or (None, None) for r in rows], strict=True)
+    commits = commit_jsons([s for s in salts if s is not None],
+                           [loads(t) for t, s in zip(texts, salts, strict=True) if s is not None])
+    commits.reverse()
+    out = []
+    for (seq, t, ts, payload, _h), text, salt, source_hash in zip(rows, texts, salts, hashes, strict=True):
+        prev = chain_hash(prev, event_line(t, seq, float(ts), text if salt is None else commits.pop()))
         if salt is None and source_hash is not None:
-            prev = source_hash  # redacted in the source (or legacy, then equal): its redaction events prove it
+            prev = source_hash
         out.append((seq, t, ts, payload, prev, salt))
     batches.prev = prev
     return out
@@ -541,14 +552,12 @@ def _continues(name: str, line: int, sid: str, head: int) -> ImportConflict:
 def _compare(tx: ImportTransaction, name: str, sid: str, rows: list[tuple], lines: list[int]) -> None:
     """Check that ``rows`` (file rows of a stored session) equal the stored events."""
     stored = tx.stored(rows[0][0], rows[-1][0])
-    for (seq, t, ts, payload, h, *_salt), (_s, st, sts, sp, sh), line in zip(rows, stored, lines, strict=False):
+    for (seq, t, ts, payload, _h), (_s, st, sts, sp, _sh), line in zip(rows, stored, lines, strict=False):
         if type(payload) is bytes:
             payload = payload.decode("utf-8")
-        what = ("type" if t != st else "ts" if float(ts) != sts else "payload" if payload != sp else
-                "hash" if (h.decode() if type(h) is bytes else h) != sh else None)
-        if what == "hash":
-            raise ImportConflict(name, line, f"session {dumps(sid)} is already stored with the same event at seq "
-                                 f"{seq} but another hash: the stored hash chain is broken (run verify)", sid, seq)
+        # (not the hash: a stored event is salted, so the file's line does not give its hash;
+        # verify checks the stored chain)
+        what = "type" if t != st else "ts" if float(ts) != sts else "payload" if payload != sp else None
         if what is not None:
             raise ImportConflict(name, line, f"session {dumps(sid)} is already stored with other events: "
                                  f"seq {seq} differs ({what})", sid, seq)
