@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson as _orjson
 
-from eventstore.log.codec import dumps
+from eventstore.log.codec import canonical_bytes, dumps
 
 __all__ = ["SALT_BYTES", "new_salts", "key_salt", "value_digest", "commit_payload", "commit_json",
            "commit_jsons", "rebuilt_commit_json"]
@@ -35,14 +35,15 @@ def new_salts(n: int) -> list[bytes]:
 
 def _json_bytes(value: Any) -> bytes:
     """The canonical JSON text of ``value`` as UTF-8: orjson's when it is provably the same
-    (a string without lone surrogates, an int, a bool, None), else :func:`dumps`'."""
+    (:func:`eventstore.log.codec.canonical_bytes`), else :func:`dumps`'."""
     t = type(value)
     if t is str or t is bool or value is None or (t is int and -(2**53) < value < 2**53):
         try:
             return _orjson.dumps(value)
         except _orjson.JSONEncodeError:  # a lone surrogate: dumps escapes it as JavaScript does
             pass
-    return dumps(value).encode("utf-8")
+        return dumps(value).encode("utf-8")
+    return canonical_bytes(value)
 
 
 def key_salt(salt: bytes, key: str) -> bytes:
