@@ -16,6 +16,7 @@ from __future__ import annotations
 from .errors import (
     AppendOnlyViolation,
     CheckpointError,
+    ConflictError,
     DatabaseError,
     EventStoreError,
     IdempotencyConflict,
@@ -50,6 +51,7 @@ __all__ = [
     "SessionNotFound",
     "SessionExists",
     "SeqConflict",
+    "ConflictError",
     "IdempotencyConflict",
     "InvalidEvent",
     "InvalidJSONL",

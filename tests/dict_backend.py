@@ -100,7 +100,8 @@ class DictBackend(Backend):
     # --- appends ----------------------------------------------------------------------------
 
     def append(self, session_id: str, types: list[str], tss: list[float], payloads: list[str],
-               expected_seq: int | None) -> tuple[int, int, str]:
+               expected_seq: int | None, *, salts=None, commits=None) -> tuple[int, int, str]:
+        # no salt column: the events are stored unsalted (hashed from their payloads)
         with self._cond:
             if session_id not in self._state["sessions"]:
                 raise SessionNotFound(session_id)
@@ -116,7 +117,7 @@ class DictBackend(Backend):
             flat = chain_rows(rows[-1][5] if rows else genesis_hash(session_id), seq0, types, tss, payloads)
             pos0 = self._next_position()
             for i in range(len(types)):
-                type_, ts, payload, hash_ = flat[4 * i:4 * i + 4]
+                type_, ts, payload, hash_ = flat[5 * i:5 * i + 4]
                 rows.append((seq0 + i, pos0 + i, type_, ts, payload, hash_))
                 self._state["positions"].append((pos0 + i, session_id, seq0 + i))
             self._committed()

@@ -28,7 +28,7 @@ from eventstore.log.line import event_line
 def test_public_api_is_small_and_listed():
     assert set(eventstore.__all__) == {
         "EventStore", "Session", "Event", "SessionInfo", "EventStoreError", "SessionNotFound", "SessionExists",
-        "SeqConflict", "IdempotencyConflict", "InvalidEvent", "InvalidJSONL", "AppendOnlyViolation", "DatabaseError",
+        "SeqConflict", "ConflictError", "IdempotencyConflict", "InvalidEvent", "InvalidJSONL", "AppendOnlyViolation", "DatabaseError",
         "QueryError", "ImportConflict", "ImportReport", "Dropped", "CheckpointError", "WalMismatch",
         "SchemaOutdated", "AsyncEventStore", "AsyncSession",
     }
@@ -358,11 +358,17 @@ def test_hash_chain_covers_every_append_path(store, raw):
     from pathlib import Path
 
     store.import_jsonl(io.BytesIO((Path(__file__).parent / "data" / "demo.jsonl").read_bytes()), name="demo")
+    from eventstore.log.codec import loads
+    from eventstore.log.commit import commit_json
+
+    salted = {"a": True, "5a1b896f-beb": True}  # appends and imports are salted
     for sid in ("a", "5a1b896f-beb"):
         prev = genesis_hash(sid)
-        for seq, type_, ts, payload, h in raw.execute(
-                "SELECT seq, type, ts, payload, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,)):
-            prev = chain_hash(prev, event_line(type_, seq, ts, payload))
+        for seq, type_, ts, payload, h, salt in raw.execute(
+                "SELECT seq, type, ts, payload, hash, salt FROM events WHERE session_id = ? ORDER BY seq", (sid,)):
+            assert (salt is not None) == salted[sid] and (salt is None or len(salt) == 16)
+            line_payload = payload if salt is None else commit_json(salt, loads(payload))
+            prev = chain_hash(prev, event_line(type_, seq, ts, line_payload))
             assert h == prev, (sid, seq)
 
 

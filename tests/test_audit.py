@@ -63,7 +63,7 @@ def check(db: Path | str, session_ids=None) -> audit.VerifyReport:
 # --- the views -----------------------------------------------------------------------------
 
 def test_views_exist_at_head_with_their_documented_columns(store, raw):
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0300"
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0320"
     doc = DOCS.read_text(encoding="utf-8")
     for view, columns in VIEW_COLUMNS.items():
         assert [r[1] for r in raw.execute(f"PRAGMA table_info({view})")] == columns
@@ -216,7 +216,8 @@ def test_a_database_of_the_first_release_is_upgraded_with_its_views(tmp_path):
     assert [row[-1] for row in after["tool_calls"]] == [0] * len(before["tool_calls"])
     after["tool_calls"] = [row[:-1] for row in after["tool_calls"]]
     assert after == before
-    assert conn.execute("SELECT * FROM events ORDER BY position").fetchall() == events
+    # 0310 added events.salt: NULL (unsalted) for every event written before it
+    assert conn.execute("SELECT * FROM events ORDER BY position").fetchall() == [(*e, None) for e in events]
     with EventStore.open(db) as store:
         assert [(i.id, i.events) for i in store.sessions()] == [("5a1b896f-beb", 15), ("second", 1)]
         store.session("second").append("user/message", {"content": "after the upgrade"})

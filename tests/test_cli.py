@@ -376,7 +376,7 @@ def test_sql_table_of_a_large_store_streams_in_bounded_memory(tmp_path):
     assert large < small + 20, (small, large)
     lines = out.splitlines()
     assert len(lines) == 20001 and lines[0].split() == ["position", "session_id", "seq", "type", "ts", "payload",
-                                                         "hash", "event_id"]
+                                                         "hash", "event_id", "salt"]
     start = lines[1].index("sess-0000")
     assert start == lines[0].index("session_id")
     assert lines[20000].index("sess-0009") == start and lines[20000].split()[2] == "1999"

@@ -10,6 +10,7 @@ from eventstore.log.codec import dumps, loads
 from eventstore.log.commit import (
     SALT_BYTES,
     commit_json,
+    commit_jsons,
     commit_payload,
     key_salt,
     new_salts,
@@ -63,3 +64,13 @@ def test_a_short_value_is_hidden_by_its_salt():
     guesses = {hashlib.sha256(dumps(pin).encode()).hexdigest() for pin in range(10000)}
     assert commit_payload(salts[0], {"pin": 1234})["pin"] not in guesses
     assert commit_payload(salts[0], {"pin": 1234}) != commit_payload(salts[1], {"pin": 1234})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_payloads, st.binary(min_size=16, max_size=16)), max_size=4))
+def test_commit_jsons_is_commit_json_of_each(items):
+    payloads = [p for p, _ in items]
+    salts = [s for _, s in items]
+    assert commit_jsons(salts, payloads) == [commit_json(s, p) for p, s in items]
+    assert commit_jsons(salts, [{"1": "x", "a": 1} for _ in salts]) == [commit_json(s, {"1": "x", "a": 1})
+                                                                           for s in salts]

@@ -25,6 +25,7 @@ from eventstore.backends.capabilities import (
     CAPABILITIES,
     AuditReads,
     LogViews,
+    Redactor,
     Roles,
     SearchIndex,
     SessionIndex,
@@ -207,6 +208,43 @@ class CoreContract:
             assert [r[:3] for r in follower.session_events_after("a", -1, 10)] == [(1, "a", 0)]
         finally:
             follower.close()
+
+
+    def test_a_redaction_appends_its_event_and_changes_only_the_named_event(self, backend: Backend):
+        """Redactor (docs/redaction.md), on a backend that has it: the redaction event at the
+        head, chained like any append; the event's payload and salt changed, nothing else; a
+        stale hash is a ConflictError naming the session and seq, with nothing written."""
+        if not isinstance(backend, Redactor):
+            pytest.skip(f"the {backend.name} backend has no Redactor capability")
+        from eventstore.errors import ConflictError
+        from eventstore.log.commit import commit_json, new_salts
+        from eventstore.log.redaction import redacted_payload, redaction_record
+
+        backend.create_session("a", 1.0, "{}")
+        salts = new_salts(3)
+        payloads = [{"content": "hi"}, {"content": "sk-secret", "n": 1}, {"content": "x"}]
+        backend.append("a", ["t"] * 3, [1.0] * 3, [json.dumps(p, separators=(",", ":")) for p in payloads], None,
+                       salts=salts, commits=[commit_json(s, p) for s, p in zip(salts, payloads, strict=True)])
+        rows = {r[0]: r for r in capability(backend, AuditReads).verify_rows("a")}
+        paths, new = redacted_payload("a", 1, payloads[1], ["content"], "k")
+        record = json.dumps(redaction_record(1, paths, "k", "me", rows[1][5], payloads[1], salts[1], []),
+                            separators=(",", ":"))
+        rsalt = new_salts(1)[0]
+        with pytest.raises(ConflictError, match="session 'a', seq 1"):
+            backend.redact_event("a", 1, "0" * 64, json.dumps(new), 2.0, record, rsalt,
+                                 commit_json(rsalt, json.loads(record)))
+        assert backend.redact_event("a", 1, rows[1][5], json.dumps(new, separators=(",", ":")), 2.0, record, rsalt,
+                                    commit_json(rsalt, json.loads(record))) == 3
+        after = {r[0]: r for r in capability(backend, AuditReads).verify_rows("a")}
+        assert after[1][4] == '{"content":"[redacted: k]","n":1}' and after[1][6] is None
+        assert [after[s] for s in (0, 2)] == [rows[s] for s in (0, 2)] and after[1][:4] == rows[1][:4]
+        assert after[1][5] == rows[1][5] and after[3][2] == "redaction" and bytes(after[3][6]) == rsalt
+        from eventstore.audit.verify import verify
+
+        report = verify(backend)
+        assert report.ok, report.findings
+        assert [(r.seq, r.kind) for r in report.redactions] == [(1, "salted")]
+        assert backend.erase_old_versions() is None
 
 
 class TestSQLiteContract(CoreContract):

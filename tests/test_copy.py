@@ -471,7 +471,7 @@ def test_import_continues_a_stored_session_only_from_its_head_hash(store):
     s.append_many([("note", {"n": k}) for k in range(3)])
     rest = (b'{"type":"session/meta","id":"c","k":1}\n{"type":"note","seq":3,"ts":5,"n":3}\n'
             b'{"type":"note","seq":4,"ts":6,"n":4}\n')
-    hashes = [h for *_x, h in store._backend.verify_rows("c")]
+    hashes = [row[5] for row in store._backend.verify_rows("c")]
 
     def attempt(data: bytes, seq: int, h: str):
         return bulk.import_jsonl(store, io.BytesIO(data), name="rest", continues=(seq, h))

@@ -113,15 +113,22 @@ def test_appends_are_indexed_whatever_the_payload_shape(store):
     assert [h.seq for h in search(store, "jumped")] == [2]
 
 
+#: An SQLite store taken back from revision 0320 to 0300: the UPDATE guard refuses every
+#: UPDATE again (0320) and the salt column goes (0310).
+SQLITE_BEFORE_0310 = ("DROP TRIGGER events_guard_update; CREATE TRIGGER events_guard_update BEFORE UPDATE ON events "
+                      "BEGIN SELECT RAISE(ABORT, 'ES004: events are append-only: UPDATE refused'); END; "
+                      "ALTER TABLE events DROP COLUMN salt")
+
+
 @pytest.mark.sqlite_only
 def test_events_stored_before_the_migration_are_found(tmp_path):
     db = tmp_path / "t.db"
     with EventStore.open(db) as store:
         store.create_session("old").append("user/message", {"content": "ancient scroll"})
     # Take the database back to the baseline 0008 as it was: no index, no views of 0100, no
-    # meta_hash of 0210, no importing table of 0220.
+    # meta_hash of 0210, no importing table of 0220, no salt of 0310.
     con = sqlite3.connect(db)
-    con.executescript("""DROP TABLE events_search; DROP TABLE events_search_state;
+    con.executescript(SQLITE_BEFORE_0310 + """; DROP TABLE events_search; DROP TABLE events_search_state;
                          DROP VIEW events_search_text; DROP VIEW usage; DROP TABLE importing;
                          ALTER TABLE sessions DROP COLUMN meta_hash;
                          UPDATE alembic_version SET version_num = '0008';""")
@@ -391,6 +398,14 @@ def test_search_as_the_postgres_auditor_role(pg_server, pg_url):
         assert [h.seq for h in search(ro, "needle")] == [2, 0, 1] and indexed_through(ro) == through
 
 
+#: A PostgreSQL store taken back from revision 0320 to 0300: the redaction's functions and
+#: trigger (0320) and the salt column (0310) go, the UPDATE guard refuses every UPDATE again.
+PG_BEFORE_0310 = ("DROP TRIGGER events_guard_update ON events; DROP FUNCTION es_redaction_guard(), "
+                  "es_redact_head(text), es_redact(text, bigint, text, text, bigint, double precision, text, bytea, "
+                  "text); CREATE TRIGGER events_guard_update BEFORE UPDATE ON events FOR EACH ROW EXECUTE FUNCTION "
+                  "events_refuse_change(); ALTER TABLE events DROP COLUMN salt")
+
+
 def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_url):
     """A database at revision 0150 (the GIN expression index on events), with the roles set
     up: the upgrade drops that index, indexes the stored events, and lets the roles read
@@ -403,6 +418,7 @@ def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_u
         store.create_session("old").append_many([("user/message", {"content": "ancient scroll"}),
                                                   ("turn/end", {})])
     with psycopg.connect(pg_url, autocommit=True) as conn:  # back to 0150 as it was
+        conn.execute(PG_BEFORE_0310)
         conn.execute("DROP TABLE events_search, events_search_state")
         conn.execute("CREATE INDEX events_search ON events USING gin (es_search_vector(payload)) "
                      "WHERE type IN ('user/message', 'assistant/message', 'tool/result')")
@@ -557,6 +573,7 @@ def test_a_store_indexed_at_0270_gets_its_thinking_and_parts_indexed_by_the_upgr
 
         guard = next(d for d in _migration("0250", "postgres").postgresql("public") if "FUNCTION es_search_guard()" in d)
         with psycopg.connect(backend_url, autocommit=True) as conn:
+            conn.execute(PG_BEFORE_0310)
             conn.execute(guard.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
             conn.execute("CREATE OR REPLACE VIEW events_search_text AS SELECT position, session_id, seq, type, "
                          f"es_search_text(payload) AS text FROM events WHERE type IN {messages}")
@@ -568,6 +585,7 @@ def test_a_store_indexed_at_0270_gets_its_thinking_and_parts_indexed_by_the_upgr
     else:
         con = sqlite3.connect(backend_url)
         with con:
+            con.executescript(SQLITE_BEFORE_0310)
             con.execute("DROP VIEW events_search_text")
             con.execute(_migration("0100", "sqlite").SEARCH_TEXT)
             con.execute("INSERT INTO events_search (rowid, text) SELECT position, text FROM events_search_text")

@@ -86,6 +86,7 @@ def _walk(backend: AuditReads, session_ids: list[str] | None, report: VerifyRepo
         report.findings.extend(report_all.findings)
         report.notes.extend(report_all.notes)
         report.sessions, report.events, report.heads = report_all.sessions, report_all.events, report_all.heads
+        report.redactions.extend(report_all.redactions)
         return
     try:
         ids = session_ids or [r[0] for r in backend.sessions_in_storage_order()]
@@ -100,6 +101,7 @@ def _walk(backend: AuditReads, session_ids: list[str] | None, report: VerifyRepo
             report.sessions += 1
             continue
         report.findings.extend(f for f in one.findings if f.session_id is not None)
+        report.redactions.extend(one.redactions)
         report.sessions += one.sessions
         report.events += one.events
         report.heads.update(one.heads)

@@ -15,13 +15,17 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from eventstore.backends.capabilities import AuditReads
 from eventstore.backends.fallbacks import capability
 from eventstore.errors import SessionNotFound
 from eventstore.log.chain import chain_hash, genesis_hash
+from eventstore.log.codec import loads
+from eventstore.log.commit import commit_json, rebuilt_commit_json
 from eventstore.log.line import event_line
+from eventstore.log.redaction import REDACTION, TARGET_SEQ, path_text
 from eventstore.log.toolcalls import Call, ToolCallTracker
 from eventstore.log.types import (
     ASSISTANT_CHUNK,
@@ -32,7 +36,7 @@ from eventstore.log.types import (
     TURN_START,
 )
 
-__all__ = ["Finding", "VerifyReport", "verify"]
+__all__ = ["Finding", "RedactionInfo", "VerifyReport", "verify"]
 
 
 # --- the walk over one session ------------------------------------------------------------
@@ -168,6 +172,166 @@ class _Walk(ToolCallTracker):
 
 # --- verify ---------------------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class RedactionInfo:
+    """One redaction found by :func:`verify`: event ``seq`` of ``session_id`` had ``paths``
+    replaced by a marker, recorded by the ``redaction`` event at ``redaction_seq`` (``when``
+    its ts), with ``reason`` and ``by``. ``kind`` is ``"salted"`` (the event was salted:
+    its type, seq, ts and untouched top-level keys are proven, the touched keys proven to
+    have been committed), ``"legacy"`` (an event from before salts: only its position and
+    hash are proven), ``"before_storing"`` (redacted before it was stored: nothing of the
+    secret was ever written) or ``"as_stored"`` (the event verifies as it is stored, e.g. a
+    session imported from an export: the record came with it). ``proven`` says it in a
+    sentence."""
+
+    session_id: str
+    seq: Any
+    redaction_seq: int
+    paths: Any
+    reason: Any
+    by: Any
+    when: float
+    kind: str
+    proven: str
+
+    def __str__(self) -> str:
+        paths = ", ".join(_path_text(p) for p in self.paths) if isinstance(self.paths, list) else repr(self.paths)
+        try:
+            when = datetime.fromtimestamp(self.when, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        except (OverflowError, OSError, ValueError):
+            when = f"ts {self.when}"
+        return (f"session {self.session_id} seq {self.seq}: redacted {paths or '(nothing)'} on {when} by "
+                f"{self.by} (reason: {self.reason}; recorded at seq {self.redaction_seq}); {self.proven}")
+
+
+def _path_text(path: Any) -> str:
+    """A path ``["tool_calls", 0, "function"]`` as ``tool_calls[0].function``."""
+    return path_text(path) if isinstance(path, list) and path else repr(path)
+
+
+def _proven(kind: str, paths: Any) -> str:
+    """What verify proves of a redacted event of ``kind`` (see :class:`RedactionInfo`)."""
+    if kind == "legacy":
+        return ("proven: its position and stored hash; its type, ts and other fields are kept but not proven "
+                "(written before salted commitments)")
+    if kind == "before_storing":
+        return "redacted before it was stored: the event verifies as stored; the secret was never written"
+    if kind == "as_stored":
+        return "the event verifies as stored (the record came with it, e.g. from an export)"
+    deep = isinstance(paths, list) and any(isinstance(p, list) and len(p) > 1 for p in paths)
+    return ("proven: type, seq, ts and every untouched top-level key; each touched key proven to have been "
+            "committed, its content gone" + ("; the parts kept inside a touched key are kept, not proven"
+                                              if deep else ""))
+
+
+def _unmarked(payload: Any, paths: list) -> str | None:
+    """The first of ``paths`` whose value in ``payload`` (JSON text) is no redaction marker
+    (a marker on the way to it covers it), or None."""
+    try:
+        node0 = loads(payload)
+    except ValueError:
+        return "(the payload)"
+    for path in paths:
+        node = node0
+        for step in path if isinstance(path, list) else []:
+            if isinstance(node, str) and node.startswith("[redacted: "):
+                break
+            if isinstance(node, dict) and isinstance(step, str) and step in node:
+                node = node[step]
+            elif isinstance(node, list) and type(step) is int and 0 <= step < len(node):
+                node = node[step]
+            else:
+                return _path_text(path)
+        if not (isinstance(node, str) and node.startswith("[redacted: ")):
+            return _path_text(path)
+    return None
+
+
+class _Redactions:
+    """A session's redacted events while verify walks it: an unsalted event whose hash does
+    not chain waits here for the ``redaction`` events after it that name it."""
+
+    __slots__ = ("pending", "records", "infos", "unmarked")
+
+    def __init__(self):
+        self.unmarked: list[tuple[int, Finding]] = []  # (finding index, finding)
+        self.pending: dict[int, tuple] = {}  # seq -> (prev_hash, type, ts, payload, stored hash, finding index)
+        self.records: dict[int, dict] = {}  # seq -> merged {"digests", "salts", "hashes"}
+        self.infos: list[RedactionInfo] = []
+
+    def mismatch(self, seq: int, prev: str, type_: str, ts: float, payload: Any, stored: Any, at: int) -> None:
+        """Event ``seq`` did not chain; ``at`` is where its finding goes if nothing proves it."""
+        self.pending[seq] = (prev, type_, ts, payload, stored, at)
+
+    def record(self, sid: str, seq: int, ts: float, payload: Any) -> None:
+        """Take the ``redaction`` event at ``seq`` and resolve the event it names, if waiting."""
+        try:
+            body = loads(payload) if isinstance(payload, str) else {}
+        except ValueError:
+            body = {}
+        target = body.get(TARGET_SEQ)
+        if not isinstance(target, int) or isinstance(target, bool):
+            self.infos.append(RedactionInfo(sid, target, seq, body.get("paths"), body.get("reason"), body.get("by"),
+                                            ts, "invalid", "names no event (its seq is not an integer)"))
+            return
+        rec = self.records.setdefault(target, {"digests": {}, "salts": {}, "hashes": set()})
+        digests, salts = body.get("digests"), body.get("salts")
+        if isinstance(digests, dict):
+            for k, v in digests.items():
+                rec["digests"].setdefault(k, v)
+        if isinstance(salts, dict):
+            for k, v in salts.items():
+                try:
+                    rec["salts"].setdefault(k, bytes.fromhex(v))
+                except (TypeError, ValueError):
+                    pass
+        if isinstance(body.get("hash"), str):
+            rec["hashes"].add(body["hash"])
+        if isinstance(body.get("paths"), list):
+            rec.setdefault("paths", []).extend(body["paths"])
+        kind = "before_storing" if body.get("before_storing") is True else "as_stored"
+        waiting = self.pending.get(target)
+        if waiting is not None:
+            resolved = self._resolve(target, waiting, rec)
+            if resolved is not None:
+                del self.pending[target]
+                unmarked = _unmarked(waiting[3], rec.get("paths", []))
+                if unmarked:  # a touched key's digest proves nothing of what it holds now: the marker must
+                    self.unmarked.append((waiting[-1], Finding(
+                        "hash", sid, target, f"redacted field {unmarked} does not hold a redaction marker: "
+                                             f"edited after its redaction")))
+                kind = resolved
+                # an earlier redaction of the same event is proven with this one's record
+                self.infos = [RedactionInfo(*[getattr(i, f) for f in RedactionInfo.__slots__[:7]], kind,
+                                            _proven(kind, i.paths))
+                              if i.seq == target and i.kind == "unproven" else i for i in self.infos]
+            else:
+                kind = "unproven"
+        elif target in self.records and any(i.seq == target and i.kind in ("salted", "legacy") for i in self.infos):
+            kind = next(i.kind for i in self.infos if i.seq == target and i.kind in ("salted", "legacy"))
+        proven = _proven(kind, body.get("paths")) if kind != "unproven" else \
+            "not proven: the stored event does not match this record (see the hash finding)"
+        self.infos.append(RedactionInfo(sid, target, seq, body.get("paths"), body.get("reason"), body.get("by"),
+                                        ts, kind, proven))
+
+    @staticmethod
+    def _resolve(seq: int, waiting: tuple, rec: dict) -> str | None:
+        """``"salted"`` or ``"legacy"`` when the waiting event's stored hash is proven by the
+        records of its redactions, else None."""
+        prev, type_, ts, payload, stored, _at = waiting
+        if stored not in rec["hashes"]:
+            return None
+        if rec["digests"] or rec["salts"]:
+            try:
+                commit = rebuilt_commit_json(loads(payload), rec["digests"], rec["salts"])
+                if chain_hash(prev, event_line(type_, seq, ts, commit)) == stored:
+                    return "salted"
+            except Exception:  # noqa: BLE001 - a payload or record no append could write: not proven
+                return None
+            return None
+        return "legacy"
+
+
 @dataclass
 class VerifyReport:
     """What :func:`verify` found.
@@ -186,11 +350,17 @@ class VerifyReport:
     heads: dict[str, tuple[int, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     opened: bool = True
+    redactions: list[RedactionInfo] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         """True when nothing was found (a database that could not be opened is a finding)."""
         return not self.findings
+
+
+def _hash_finding(sid: str, seq: int) -> Finding:
+    return Finding("hash", sid, seq, "stored hash does not chain from the previous event: this "
+                                     "event was edited, or one before it removed or reordered")
 
 
 def _verify_session(backend: AuditReads, sid: str, report: VerifyReport) -> None:
@@ -202,7 +372,8 @@ def _verify_session(backend: AuditReads, sid: str, report: VerifyReport) -> None
     expected = 0
     prev_position = -1
     n = 0
-    for seq, position, type_, ts, payload, stored in backend.verify_rows(sid):
+    redactions = _Redactions()
+    for seq, position, type_, ts, payload, stored, salt in backend.verify_rows(sid):
         n += 1
         if seq != expected:
             gap = f"seq {expected}" if seq - expected == 1 else f"seqs {expected}..{seq - 1}"
@@ -213,14 +384,25 @@ def _verify_session(backend: AuditReads, sid: str, report: VerifyReport) -> None
                                          f"position {prev_position}: events out of commit order"))
         prev_position = position
         try:
-            want = chain_hash(prev_hash, event_line(type_, seq, ts, payload))
-        except Exception as e:  # a value that the append path could never have written
+            if salt is None:
+                want = chain_hash(prev_hash, event_line(type_, seq, ts, payload))
+            else:  # a salted event: its line holds the commit payload (docs/redaction.md)
+                want = chain_hash(prev_hash, event_line(type_, seq, ts, commit_json(bytes(salt), loads(payload))))
+        except Exception as e:  # noqa: BLE001 - a value that the append path could never have written
             want = f"(no canonical line: {e})"
         if stored != want:
-            add(Finding("hash", sid, seq, "stored hash does not chain from the previous event: this "
-                                          "event was edited, or one before it removed or reordered"))
+            if salt is None and isinstance(payload, str):  # maybe redacted: a later redaction event may prove it
+                redactions.mismatch(seq, prev_hash, type_, ts, payload, stored, len(walk.findings))
+            else:
+                add(_hash_finding(sid, seq))
+        if type_ == REDACTION:
+            redactions.record(sid, seq, ts, payload)
         prev_hash = stored if isinstance(stored, str) else ""
         feed(seq, type_, payload)
+    late = [(waiting[-1], _hash_finding(sid, seq)) for seq, waiting in redactions.pending.items()]
+    for at, finding in sorted(late + redactions.unmarked, key=lambda x: x[0], reverse=True):
+        walk.findings.insert(at, finding)  # in place, as if found in the walk
+    report.redactions.extend(redactions.infos)
     walk.finish()
     report.findings.extend(walk.findings)
     report.events += n

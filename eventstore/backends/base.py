@@ -258,15 +258,22 @@ class Backend(ABC):
 
     @abstractmethod
     def append(self, session_id: str, types: list[str], tss: list[float], payloads: list[str],
-               expected_seq: int | None) -> tuple[int, int, str]:
+               expected_seq: int | None, *, salts: list[bytes] | None = None,
+               commits: list[str] | None = None) -> tuple[int, int, str]:
         """Append a batch of events (non-empty lists of equal length) to ``session_id``
         atomically, and return ``(first seq, first position, last hash)``.
+
+        ``salts`` (one per event) and ``commits`` (each payload's
+        :func:`eventstore.log.commit.commit_json`, computed by the caller before the head is
+        taken) make the events salted: each is stored with its salt, and hashed from its
+        commit payload (docs/redaction.md). A backend without a ``salt`` column may store
+        them unsalted (hashed from the payload itself), which ``verify`` also accepts.
 
         In one write transaction: take the session's head (next seq, next position, last
         hash, :func:`eventstore.log.chain.genesis_hash` for an empty session); with
         ``expected_seq``, refuse unless it is the next seq; build the rows with
-        :func:`eventstore.log.chain.chain_rows` (``[type, ts, payload, hash, ...]``); insert them
-        at seqs ``seq0...`` and positions ``pos0...``; commit.
+        :func:`eventstore.log.chain.chain_rows` (``[type, ts, payload, hash, salt, ...]``);
+        insert them at seqs ``seq0...`` and positions ``pos0...``; commit.
         Raises :class:`SeqConflict` (``expected_seq`` is not the head, or another writer took
         the seq; ``actual_seq`` read in the transaction), :class:`SessionNotFound`,
         :class:`AppendOnlyViolation` (any other refusal: a duplicate event_id (code ES007),
@@ -275,10 +282,14 @@ class Backend(ABC):
         """
 
     def append_one(self, session_id: str, type_: str, ts: float, payload: str,
-                   expected_seq: int | None) -> tuple[int, int, str]:
-        """:meth:`append` of one event: ``(seq, position, hash)``. A backend may make this
-        quicker (one INSERT of plain VALUES, hashed with :func:`eventstore.log.chain.chain_hash`)."""
-        return self.append(session_id, [type_], [ts], [payload], expected_seq)
+                   expected_seq: int | None, *, salt: bytes | None = None, commit: str | None = None,
+                   ) -> tuple[int, int, str]:
+        """:meth:`append` of one event (``salt`` and ``commit`` as there): ``(seq, position,
+        hash)``. A backend may make this quicker (one INSERT of plain VALUES, hashed with
+        :func:`eventstore.log.chain.chain_hash`)."""
+        if salt is None:
+            return self.append(session_id, [type_], [ts], [payload], expected_seq)
+        return self.append(session_id, [type_], [ts], [payload], expected_seq, salts=[salt], commits=[commit])
 
     @abstractmethod
     def event_by_id(self, session_id: str, event_id: str) -> tuple[int, int, str, float, str] | None:

@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                   "(mode 0600) and the public key in KEYFILE.pub (give it to `verify "
                                   "--public-key`)."),
     "messages": ("reading:messages", "Print the derived chat messages (the projection) as a JSON array."),
+    "redact": ("redact:redact", "Redact fields of a stored event: they read as a marker, their bytes leave the "
+                                "database."),
     "repair": ("auditing:repair", "Append what an interrupted session needs (never changing what is logged): a "
                                   "tool/result saying the call was interrupted for each dangling tool call, a "
                                   "step/end for an open step, a turn/end for an open turn."),

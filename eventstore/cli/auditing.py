@@ -50,6 +50,8 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpo
     the migrations create, the sessions, and the log: seqs gapless, the hash chain, the
     append-only triggers, streamed chunks against their message, the projection's validity
     for a chat API; with --checkpoint, that the log still extends each kept checkpoint.
+    Lists each redaction: the session, the seq, the paths, why, by whom, when, and what is
+    still proven of the event.
 
     Checks every session, or the SESSION_IDs given. Prints one line per finding (the session,
     the seq, the kind, what is wrong), the first 100 unless --all, then how many of each
@@ -73,6 +75,8 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpo
         click.echo(shown(str(f)), err=head)
     if len(listed) < len(report.findings):
         click.echo(f"... {len(report.findings) - len(listed):,} more not shown (--all prints every finding)", err=head)
+    for r in report.redactions:  # what each redaction removed, and what is still proven
+        click.echo(shown(f"redaction: {r}"), err=head)
     if head:
         for sid, (n, h) in report.heads.items():
             click.echo(f"{shown(sid)}\t{n}\t{h}")
@@ -84,6 +88,8 @@ def verify(ctx: click.Context, session_ids: tuple[str, ...], head: bool, checkpo
     if extra:
         status += f" ({'; '.join(extra)})"
     against = f", against {len(docs)} checkpoint{'' if len(docs) == 1 else 's'}" if docs else ""
+    if report.redactions:
+        status += f", {len(report.redactions)} redaction{'' if len(report.redactions) == 1 else 's'} listed"
     if not report.opened:
         click.echo("not verified: the database could not be opened", err=True)
     else:

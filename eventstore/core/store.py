@@ -38,16 +38,28 @@ from eventstore.log.codec import (
     payload_json_stored,
     payload_jsons,
 )
+from eventstore.log.commit import commit_jsons, new_salts
 from eventstore.log.context import context_at as _context_at
 from eventstore.log.gcpause import paused as _gc_paused
 from eventstore.log.line import event_line
 from eventstore.log.projection import loads as _messages_loads
+from eventstore.log.redaction import Redaction
 from eventstore.log.validate import check_seq as _check_seq
 from eventstore.log.validate import check_session_id as _check_session_id
 from eventstore.log.validate import check_ts as _check_ts
 from eventstore.log.validate import check_type as _check_type
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
+
+
+def _os_user() -> str:
+    """Who runs this process, for a redaction's ``by``: the login name, else the uid."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no login name and no passwd entry: the uid says who
+        return f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown"
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
 _C = TypeVar("_C")
@@ -251,8 +263,11 @@ class Session:
         ts = time.time() if ts is None else _check_ts(ts)
         if expected_seq is not None:
             _check_seq(expected_seq)
+        salts = new_salts(1)  # the commitment needs no seq: computed before the head is locked
+        commit = commit_jsons(salts, [stored])[0]
         try:
-            seq, position, _hash = self._store._backend.append_one(self.id, type, ts, pj, expected_seq)
+            seq, position, _hash = self._store._backend.append_one(self.id, type, ts, pj, expected_seq,
+                                                                   salt=salts[0], commit=commit)
         except (SeqConflict, AppendOnlyViolation):
             # A retry of an append that did land (its answer was lost) meets its own event.
             key = (payload or {}).get("event_id")
@@ -304,8 +319,11 @@ class Session:
                 raise _item_error(self.id, *found) from None
         else:  # encoded item by item as an iterable yielded them
             stored = [loads(pj) for pj in pjs]
+        salts = new_salts(len(types))
+        commits = commit_jsons(salts, stored)
         try:
-            seq0, pos0, _last_hash = self._store._backend.append(self.id, types, tss, pjs, expected_seq)
+            seq0, pos0, _last_hash = self._store._backend.append(self.id, types, tss, pjs, expected_seq,
+                                                                 salts=salts, commits=commits)
         except (SeqConflict, AppendOnlyViolation):
             found = self._stored_batch(list(zip(types, tss, pjs, strict=True)), stored)
             if found is None:
@@ -612,6 +630,63 @@ class EventStore:
         ones, or with ``last`` the last ones), read together: what a reader of items needs
         (the Agents SDK session)."""
         return self._backend.session_payloads(session_id, types, limit, last, from_seq)
+
+    # --- redaction -----------------------------------------------------------------------
+
+    def redact(self, session_id: str, seq: int, paths: list | None = None, *, reason: str,
+               by: str | None = None) -> Redaction:
+        """Redact event ``seq`` of ``session_id``: the values at ``paths`` (each a list like
+        ``["tool_calls", 0, "function", "arguments"]`` or its string form
+        ``"tool_calls[0].function.arguments"``; None: every top-level key) become the string
+        ``"[redacted: REASON]"``, and a ``redaction`` event appended to the session records
+        which seq and paths, why (``reason``), by whom (``by``, default the OS user) and what
+        keeps the rest provable (docs/redaction.md). Both in one transaction; then the old
+        bytes are erased from the database's storage where the backend can
+        (:attr:`Redaction.erasure` says what is left when it cannot).
+
+        Raises :class:`SessionNotFound`, :class:`InvalidEvent` (no such path, a bad reason or
+        path, naming session and seq), :class:`ConflictError` (no event at ``seq``, or it
+        changed meanwhile), :class:`DatabaseError` (a backend that cannot redact, a
+        read-only store)."""
+        from eventstore.backends.capabilities import AuditReads, Redactor
+        from eventstore.errors import ConflictError
+        from eventstore.log import redaction as _r
+        from eventstore.log.commit import commit_json
+
+        _r.check_reason(reason)
+        if by is None:
+            by = _os_user()
+        if not isinstance(by, str) or not by:
+            raise InvalidEvent(f"by must be a non-empty string, not {by!r}")
+        if type(seq) is not int or seq < 0:
+            raise InvalidEvent(f"session {session_id!r}: seq must be an integer >= 0, not {seq!r}")
+        if self.session_meta_json(session_id) is None:
+            raise SessionNotFound(session_id)
+        redactor = self.capability(Redactor)
+        target, earlier = None, []
+        for row in self.capability(AuditReads).verify_rows(session_id):
+            if row[0] == seq:
+                target = row
+            elif row[0] > seq and row[2] == _r.REDACTION and isinstance(row[4], str):
+                try:
+                    rec = loads(row[4])
+                except ValueError:
+                    continue
+                if rec.get(_r.TARGET_SEQ) == seq:
+                    earlier.append(rec)
+        if target is None:
+            raise ConflictError(session_id, seq, "no such event")
+        _seq, _position, _type, _ts, payload_text, stored_hash, salt = target
+        payload = loads(payload_text)
+        kept, new_payload = _r.redacted_payload(session_id, seq, payload, paths, reason)
+        record = _r.redaction_record(seq, kept, reason, by, stored_hash, payload,
+                                     None if salt is None else bytes(salt), earlier)
+        record_json = dumps(record)
+        rsalt = new_salts(1)[0]
+        ts = time.time()
+        rseq = redactor.redact_event(session_id, seq, stored_hash, dumps(new_payload), ts, record_json, rsalt,
+                                     commit_json(rsalt, loads(record_json)))
+        return _r.Redaction(session_id, seq, rseq, kept, reason, by, redactor.erase_old_versions())
 
     # --- JSONL ---------------------------------------------------------------------------
 

@@ -35,7 +35,10 @@ from eventstore.errors import DatabaseError, ImportConflict, InvalidEvent, Inval
 from eventstore.io import parse_worker
 from eventstore.io.jsonl import MAX_LINE_BYTES, JsonlReader
 from eventstore.io.parse_worker import WorkerReader
+from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import dumps, loads, meta_difference
+from eventstore.log.commit import commit_jsons, new_salts
+from eventstore.log.line import event_line
 from eventstore.log.validate import check_session_id as _check_session_id
 
 __all__ = ["Dropped", "ImportReport", "import_jsonl"]
@@ -97,7 +100,8 @@ class ImportReport:
 def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str | None = None,
                  session_id: str | None = None, append: bool = False, salvage: bool = False,
                  progress: Progress | None = None, created_at: float | None = None,
-                 continues: tuple[int, str] | None = None, max_line: int | None = MAX_LINE_BYTES) -> ImportReport:
+                 continues: tuple[int, str] | None = None, max_line: int | None = MAX_LINE_BYTES,
+                 source_rows: Callable[[int], tuple[bytes | None, str] | None] | None = None) -> ImportReport:
     """Import one JSONL session file (the reference format) into ``store``, atomically.
 
     ``source`` is a path or a binary file object (``name`` is what messages call it; a
@@ -125,6 +129,13 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
     that no input grows memory past a few copies of it); None reads any line, for a stream
     of a store's own export (:mod:`eventstore.io.copy`).
 
+    ``source_rows`` (seq -> ``(salt or None, stored hash)`` in the store the stream was
+    exported from, or None) gives the events their salts and the hashes that store gave
+    them (what :mod:`eventstore.io.copy` passes: the JSONL format carries no salts;
+    docs/redaction.md): a salted event is hashed from its commit payload, and a redacted one
+    keeps its source hash (its redaction events prove it, as in the source). Without it each
+    event gets a fresh salt (a new chain: the hashes are not the file's lines').
+
     Returns an :class:`ImportReport`. Raises :class:`~eventstore.errors.InvalidJSONL`
     (``FILE:LINE: reason``; nothing of the file is stored), its subclass
     :class:`~eventstore.errors.ImportConflict` (the session is stored with other events, or
@@ -145,6 +156,7 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
             name = name or str(getattr(source, "name", "<stream>"))
             reader = JsonlReader(source, name, session_id, continues, max_line)
             batches, sid = _first(reader, salvage)
+            batches.salts = source_rows
             return _import_one(store, reader, batches, name, sid, True, salvage, progress, None, continues)
     if isinstance(source, (str, os.PathLike)):
         name = name or os.fspath(source)
@@ -155,22 +167,22 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
                       else None)
             if worker is None:
                 return _import(store, JsonlReader(f, name, session_id, max_line=max_line), name, append, salvage,
-                               progress, created_at)
+                               progress, created_at, source_rows)
             try:
                 reader = WorkerReader(worker, os.path.abspath(source), name, session_id, st)
                 try:
                     if reader.start(BATCH_ROWS, BATCH_BYTES):
-                        return _import(store, reader, name, append, salvage, progress, created_at)
+                        return _import(store, reader, name, append, salvage, progress, created_at, source_rows)
                 finally:
                     reader.close()
             finally:
                 worker.lock.release()
             # the worker opened another file by that path (/dev/stdin, /dev/fd/N: its own)
             return _import(store, JsonlReader(f, name, session_id, max_line=max_line), name, append, salvage,
-                           progress, created_at)
+                           progress, created_at, source_rows)
     name = name or str(getattr(source, "name", "<stream>"))
     return _import(store, JsonlReader(source, name, session_id, max_line=max_line), name, append, salvage,
-                   progress, created_at)
+                   progress, created_at, source_rows)
 
 
 def _check_created_at(created_at) -> float:
@@ -184,12 +196,14 @@ def _check_created_at(created_at) -> float:
 
 
 def _import(store: Any, reader: JsonlReader | WorkerReader, name: str, append: bool, salvage: bool,
-            progress: Progress | None, created_at: float | None) -> ImportReport:
+            progress: Progress | None, created_at: float | None,
+            source_rows: Callable[[int], tuple[bytes | None, str] | None] | None = None) -> ImportReport:
     """import_jsonl's work, reading rows from ``reader`` (in this process or a worker's).
 
     A file of one batch, or one that adds to a session already stored (``append``), goes in
     one write transaction. A longer new session goes in chunks (:func:`_import_chunked`)."""
     batches, sid = _first(reader, salvage)
+    batches.salts = source_rows
     if batches.more():
         report = _import_chunked(store, reader, batches, name, sid, salvage, progress, created_at)
         if report is not None:
@@ -217,6 +231,8 @@ class _Batches:
         self.pending: tuple | None = None  # the rest of a batch split between two transactions
         self.finished = False  # the file is stored (or, with salvage, its valid prefix)
         self.done_bytes = 0  # bytes reported to progress
+        self.salts: Callable[[int], tuple | None] | None = None  # a copy's source rows by seq (import_jsonl)
+        self.prev: str | None = None  # with salts: the hash the next inserted row chains from
         self._fill(2 if self._fill(1) else 1)
 
     def _fill(self, n: int) -> bool:
@@ -409,6 +425,7 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
     position0 = None
     added = taken = size = 0
     failed: tuple[InvalidJSONL, int] | None = None
+    first = True  # the first rows this transaction inserts chain from the stored event before them
     while True:
         item = batches.pending if batches.pending is not None else batches.next()
         batches.pending = None
@@ -433,6 +450,8 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
                 raise _continues(name, lines[0], sid, head)
             if position0 is None:
                 position0 = tx.next_position() - rows[0][0]
+            rows = _salted(tx, batches, sid, rows, first)
+            first = False
             refused = tx.insert(rows, position0)
             if refused is not None:
                 i, refusal = refused
@@ -485,6 +504,38 @@ def _report(reader, name: str, sid: str, status: str | None, head: int, added: i
                         reader.normalized, dropped, note)
 
 
+def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple], first: bool) -> list[tuple]:
+    """``rows`` as they are stored: each with a salt, hashed from its commit payload
+    (docs/redaction.md), chained from the stored event before the first row when ``first``,
+    else from the last row this transaction inserted. A fresh salt for each event, or, for a
+    copy (``batches.salts``: the source's ``(salt, hash)`` by seq), the source's salt, and
+    for an event the source holds unsalted, its source hash (a redacted event: its
+    redaction events prove it, as in the source)."""
+    prev = batches.prev
+    if first or prev is None:
+        seq0 = rows[0][0]
+        prev = genesis_hash(sid) if seq0 == 0 else tx.stored(seq0 - 1, seq0 - 1)[0][4]
+        prev = prev.decode() if type(prev) is bytes else prev
+    texts = [p.decode("utf-8") if type(p) is bytes else p for _s, _t, _ts, p, _h in rows]
+    source = batches.salts
+    if source is None:
+        salts: list = new_salts(len(rows))
+        hashes: list = [None] * len(rows)
+    else:
+        salts, hashes = zip(*[source(r[0]) or (None, None) for r in rows], strict=True)
+    commits = commit_jsons([s for s in salts if s is not None],
+                           [loads(t) for t, s in zip(texts, salts, strict=True) if s is not None])
+    commits.reverse()
+    out = []
+    for (seq, t, ts, payload, _h), text, salt, source_hash in zip(rows, texts, salts, hashes, strict=True):
+        prev = chain_hash(prev, event_line(t, seq, float(ts), text if salt is None else commits.pop()))
+        if salt is None and source_hash is not None:
+            prev = source_hash
+        out.append((seq, t, ts, payload, prev, salt))
+    batches.prev = prev
+    return out
+
+
 def _check_continues(tx: ImportTransaction, reader, name: str, sid: str, head: int, seq: int, hash_: str) -> None:
     """Check that the stored session holds ``seq`` events, the last of them (seq - 1) with
     ``hash_``: then, by the hash chain, they are the events the file continues."""
@@ -506,14 +557,12 @@ def _continues(name: str, line: int, sid: str, head: int) -> ImportConflict:
 def _compare(tx: ImportTransaction, name: str, sid: str, rows: list[tuple], lines: list[int]) -> None:
     """Check that ``rows`` (file rows of a stored session) equal the stored events."""
     stored = tx.stored(rows[0][0], rows[-1][0])
-    for (seq, t, ts, payload, h), (_s, st, sts, sp, sh), line in zip(rows, stored, lines, strict=False):
+    for (seq, t, ts, payload, _h), (_s, st, sts, sp, _sh), line in zip(rows, stored, lines, strict=False):
         if type(payload) is bytes:
             payload = payload.decode("utf-8")
-        what = ("type" if t != st else "ts" if float(ts) != sts else "payload" if payload != sp else
-                "hash" if (h.decode() if type(h) is bytes else h) != sh else None)
-        if what == "hash":
-            raise ImportConflict(name, line, f"session {dumps(sid)} is already stored with the same event at seq "
-                                 f"{seq} but another hash: the stored hash chain is broken (run verify)", sid, seq)
+        # (not the hash: a stored event is salted, so the file's line does not give its hash;
+        # verify checks the stored chain)
+        what = "type" if t != st else "ts" if float(ts) != sts else "payload" if payload != sp else None
         if what is not None:
             raise ImportConflict(name, line, f"session {dumps(sid)} is already stored with other events: "
                                  f"seq {seq} differs ({what})", sid, seq)

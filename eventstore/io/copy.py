@@ -170,6 +170,19 @@ def copy_sessions(src: EventStore, dst: EventStore, session_ids: Iterable[str] |
     return results
 
 
+def _same_events(src: EventStore, dst: EventStore, sid: str, n: int) -> bool:
+    """Whether the target's ``n`` events of ``sid`` are the source's first ``n`` (type, seq,
+    ts, payload), compared a page at a time."""
+    after = -1
+    while after < n - 1:
+        a = src.export_rows(sid, after, min(1000, n - 1 - after))
+        b = dst.export_rows(sid, after, min(1000, n - 1 - after))
+        if not a or a != b:
+            return False
+        after = a[-1][1]
+    return True
+
+
 def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tuple | None,
               src_hash: str | None) -> CopyResult:
     """Copy one session; ``row`` is its source ``(id, created_at, meta, meta_hash)``, ``held``
@@ -192,12 +205,19 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
     if broken:
         raise CopyError(sid, f"its stored events do not verify ({broken[0]}); run eventstore verify")
     events, head = before.heads[sid]
+    def salts() -> dict[int, tuple[bytes | None, str]]:
+        """The source's ``(salt, hash)`` by seq, read after the export (an append since then is
+        in it): they go beside the JSONL stream, which carries neither, so that the copy's
+        hashes are the source's (its stored hashes were verified above)."""
+        return {r[0]: (None if r[6] is None else bytes(r[6]), r[5]) for r in src_audit.verify_rows(sid)}
+
     if held is None:
         with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as buf:
             export_session(src, sid, buf)
             buf.seek(0)
             # max_line=None: the lines are this store's own export, an event of any size
-            report = import_jsonl(dst, buf, name=f"session {sid!r}", created_at=row[1], max_line=None)
+            report = import_jsonl(dst, buf, name=f"session {sid!r}", created_at=row[1], max_line=None,
+                                  source_rows=salts().get)
         status = {"imported": "copied", "appended": "added"}.get(report.status, "skipped")
         added = report.events
     else:
@@ -207,9 +227,12 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
                                  f"{meta_difference(meta, row[2], 'in the target', 'in the source')}")
         if n > events:
             raise CopyError(sid, f"the target holds {n} events, the source only {events}")
-        if n and src_hash != h:
+        own_chain = bool(n) and src_hash != h
+        if own_chain and not _same_events(src, dst, sid, n):
             raise CopyError(sid, f"the target holds other events: the hash of its last event (of {n}) differs "
                                  f"from the source's", n - 1)
+        # own_chain: the same events, salted by an import of their own (docs/redaction.md): the
+        # rest chains from the target's head, and the target's hashes stay its own
         added = 0
         if n < events:  # the rest, chained to the target's head
             with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as buf:
@@ -217,9 +240,12 @@ def _copy_one(src: EventStore, dst: EventStore, sid: str, row: tuple, held: tupl
                     buf.writelines(pieces)
                 buf.seek(0)
                 added = import_jsonl(dst, buf, name=f"session {sid!r}", continues=(n, h) if n else
-                                     (0, genesis_hash(sid)), max_line=None).events
+                                     (0, genesis_hash(sid)), max_line=None,
+                                     source_rows=None if own_chain else salts().get).events
         status = "added" if added else "skipped"
     after = audit.verify(dst.capability(AuditReads), [sid]).heads[sid]
+    if held is not None and own_chain and after[0] >= events:
+        return CopyResult(sid, status, after[0], after[1], added)
     if after != (events, head):
         # An agent appended to the source after its check: the copy holds more, and is
         # right when its last hash is the source's at that seq (the chain vouches for the rest).

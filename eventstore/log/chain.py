@@ -75,18 +75,24 @@ _sha256 = hashlib.sha256
 
 
 def chain_rows(prev_hash: str, first_seq: int, types: list[str], tss: list[float],
-               payload_jsons: list[str], *, pairs: bool = False) -> list:
+               payload_jsons: list[str], *, pairs: bool = False, commits: list[str] | None = None,
+               salts: list[bytes] | None = None) -> list:
     """Consecutive events of one session, hashed: the flat list ``[type, ts, payload_json,
-    hash, type, ts, ...]`` (four items an event, the order of an INSERT's parameters) for
-    seqs ``first_seq``, ``first_seq + 1``, ...; ``prev_hash`` is the hash before the first.
-    Each hash is :func:`chain_hash` of the event's line (:func:`~eventstore.log.line.event_lines`).
-    With ``pairs``, the list is ``[payload_json, hash, payload_json, ...]`` (two items an
-    event: for a caller that binds a batch's one type and ts once). Raises ``ValueError``
-    when the three lists differ in length.
+    hash, salt, type, ts, ...]`` (five items an event, the order of an INSERT's parameters)
+    for seqs ``first_seq``, ``first_seq + 1``, ...; ``prev_hash`` is the hash before the first.
+    Each hash is :func:`chain_hash` of the event's line (:func:`~eventstore.log.line.event_lines`):
+    for salted events (``salts`` and their ``commits``, the
+    :func:`~eventstore.log.commit.commit_json` of each payload) the line built from the commit
+    payload, else from the payload itself (``salt`` None). With ``pairs``, the list is
+    ``[payload_json, hash, salt, payload_json, ...]`` (three items an event: for a caller that
+    binds a batch's one type and ts once). Raises ``ValueError`` when the lists differ in length.
     """
     out: list = []
-    lines = event_lines(types, first_seq, tss, payload_jsons)
-    for type_, ts, pj, line in zip(types, tss, payload_jsons, lines, strict=True):
+    if salts is None:
+        salts = [None] * len(payload_jsons)
+        commits = payload_jsons
+    lines = event_lines(types, first_seq, tss, commits)
+    for type_, ts, pj, salt, line in zip(types, tss, payload_jsons, salts, lines, strict=True):
         prev_hash = chain_hash(prev_hash, line)
-        out += (pj, prev_hash) if pairs else (type_, ts, pj, prev_hash)
+        out += (pj, prev_hash, salt) if pairs else (type_, ts, pj, prev_hash, salt)
     return out

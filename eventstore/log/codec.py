@@ -36,6 +36,7 @@ from eventstore.errors import InvalidEvent
 
 __all__ = [
     "dumps",
+    "canonical_bytes",
     "encodable",
     "good_event_id",
     "fix_surrogates",
@@ -311,6 +312,22 @@ def _orjson_odd(raw: bytes) -> bool:
 
 
 _DOT0 = re.compile(rb"\.0[,}\]]").search  # literal prefixes: fast searches
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """:func:`dumps` of a JSON value read back from stored text (plain ``dict``, ``list``,
+    ``str``, ``int``, ``float``, ``bool``, None), as UTF-8: orjson's text when it is
+    provably the same (see :func:`_orjson_odd`), else :func:`dumps`'. (The commitments of
+    :mod:`eventstore.log.commit` encode every payload value.)"""
+    if type(value) not in (dict, list, str):  # a number's own text (5.0, -0.0) is dumps' to write
+        return dumps(value).encode("utf-8")
+    try:
+        raw = _orjson.dumps(value, option=_ORJSON_STRICT)
+    except (TypeError, _orjson.JSONEncodeError):  # past 2**53, a lone surrogate: dumps decides
+        return dumps(value).encode("utf-8")
+    if type(value) is not str and _orjson_odd(raw):  # (inside a container a number is followed by , } or ])
+        return dumps(value).encode("utf-8")
+    return raw
 
 
 def good_event_id(key: Any) -> bool:

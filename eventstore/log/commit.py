@@ -18,10 +18,10 @@ from typing import Any
 
 import orjson as _orjson
 
-from eventstore.log.codec import dumps
+from eventstore.log.codec import canonical_bytes, dumps
 
 __all__ = ["SALT_BYTES", "new_salts", "key_salt", "value_digest", "commit_payload", "commit_json",
-           "rebuilt_commit_json"]
+           "commit_jsons", "rebuilt_commit_json"]
 
 SALT_BYTES = 16
 _sha256 = hashlib.sha256
@@ -35,14 +35,15 @@ def new_salts(n: int) -> list[bytes]:
 
 def _json_bytes(value: Any) -> bytes:
     """The canonical JSON text of ``value`` as UTF-8: orjson's when it is provably the same
-    (a string without lone surrogates, an int, a bool, None), else :func:`dumps`'."""
+    (:func:`eventstore.log.codec.canonical_bytes`), else :func:`dumps`'."""
     t = type(value)
     if t is str or t is bool or value is None or (t is int and -(2**53) < value < 2**53):
         try:
             return _orjson.dumps(value)
         except _orjson.JSONEncodeError:  # a lone surrogate: dumps escapes it as JavaScript does
             pass
-    return dumps(value).encode("utf-8")
+        return dumps(value).encode("utf-8")
+    return canonical_bytes(value)
 
 
 def key_salt(salt: bytes, key: str) -> bytes:
@@ -67,6 +68,26 @@ def commit_json(salt: bytes, payload: dict) -> str:
     """The canonical JSON object text of :func:`commit_payload` (what goes into the event's
     line in place of its payload when the chain hashes a salted event)."""
     return dumps(commit_payload(salt, payload))
+
+
+def commit_jsons(salts: list[bytes], payloads: list[dict]) -> list[str]:
+    """:func:`commit_json` of each payload under its salt (the append path's batch form,
+    same rule): the object text is joined directly from each key's canonical JSON and its
+    hex digest, unless a key reads as an array index (JavaScript puts those first, so
+    :func:`dumps` orders them)."""
+    sha = _sha256
+    jb = _json_bytes
+    out = []
+    for salt, payload in zip(salts, payloads, strict=True):
+        parts = []
+        index_key = False
+        for k, v in payload.items():
+            kb = jb(k)
+            index_key = index_key or kb[1:2].isdigit()
+            parts.append(kb + b':"' + sha(sha(salt + kb).digest()[:SALT_BYTES] + jb(v)).hexdigest().encode() + b'"')
+        # a key that may read as an array index: dumps puts it where JSON.stringify does
+        out.append(commit_json(salt, payload) if index_key else (b"{" + b",".join(parts) + b"}").decode("utf-8"))
+    return out
 
 
 def rebuilt_commit_json(payload: dict, digests: dict[str, str], salts: dict[str, bytes]) -> str:

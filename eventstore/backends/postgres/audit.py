@@ -188,7 +188,7 @@ class PgAudit(AuditReads):
             "SELECT DISTINCT e.session_id FROM events AS e "
             "WHERE NOT EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = e.session_id) ORDER BY 1")]
 
-    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any]]:
+    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any, Any]]:
         # A connection of its own (kept for the next session): one REPEATABLE READ READ ONLY
         # snapshot per session, streamed through a server-side cursor while other calls go on.
         with self._vlock:
@@ -200,7 +200,7 @@ class PgAudit(AuditReads):
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 with conn.cursor(name="verify_rows") as cur:
                     cur.itersize = 2000
-                    cur.execute("SELECT seq, position, type, ts, payload, hash FROM events WHERE session_id = %s "
+                    cur.execute("SELECT seq, position, type, ts, payload, hash, salt FROM events WHERE session_id = %s "
                                 "ORDER BY seq", (session_id,))
                     for row in cur:
                         yield tuple(row)

@@ -356,7 +356,8 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
     # --- appends ------------------------------------------------------------------------------
 
     def append(self, session_id: str, types: list[str], tss: list[float], payloads: list[str],
-               expected_seq: int | None) -> tuple[int, int, str]:
+               expected_seq: int | None, *, salts: list[bytes] | None = None,
+               commits: list[str] | None = None) -> tuple[int, int, str]:
         if self.readonly:
             raise DatabaseError(f"{self.display}: opened read-only")
         with self._wlock:
@@ -364,7 +365,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
             head = self._heads.get(session_id)
             if head is not None and (expected_seq is None or expected_seq == head[0]):
                 # The cached head: one INSERT, its own transaction.
-                rows = chain_rows(head[1], head[0], types, tss, payloads)
+                rows = chain_rows(head[1], head[0], types, tss, payloads, commits=commits, salts=salts)
                 try:
                     position, flushed = self._insert(conn, session_id, head[0], rows, self._full_level)
                 except DatabaseError:
@@ -376,10 +377,10 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
                         raise self._error(e, session_id) from None
                     # another process appended since: read the head under the lock, below
                 else:
-                    self._heads[session_id] = (head[0] + len(types), rows[-1])
+                    self._heads[session_id] = (head[0] + len(types), rows[-2])
                     if not flushed:
                         self._durable(conn, session_id)
-                    return head[0], position, rows[-1]
+                    return head[0], position, rows[-2]
             self._heads.pop(session_id, None)
             try:
                 with conn.transaction():
@@ -389,7 +390,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
                     seq, prev = row[0], row[1] or genesis_hash(session_id)
                     if expected_seq is not None and expected_seq != seq:
                         raise SeqConflict(session_id, expected_seq, seq)
-                    rows = chain_rows(prev, seq, types, tss, payloads)
+                    rows = chain_rows(prev, seq, types, tss, payloads, commits=commits, salts=salts)
                     position = self._insert(conn, session_id, seq, rows)[0]
             except psycopg.Error as e:
                 if e.sqlstate == base.SEQ_NOT_NEXT and len(types) > 1:
@@ -397,9 +398,9 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
                     # later row of this batch because an earlier one was silently dropped.
                     raise base.not_stored(session_id, seq, len(types)) from None
                 raise self._error(e, session_id) from None
-            self._heads[session_id] = (seq + len(types), rows[-1])
+            self._heads[session_id] = (seq + len(types), rows[-2])
             self._durable(conn, session_id)
-            return seq, position, rows[-1]
+            return seq, position, rows[-2]
 
     @property
     def _full_level(self) -> str | None:
@@ -409,17 +410,18 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, B
     @staticmethod
     def _insert(conn: psycopg.Connection, session_id: str, seq: int, rows: list,
                 level: str | None = None) -> tuple[int, bool]:
-        """Insert the chained ``rows`` (``[type, ts, payload, hash, ...]``) at ``seq``...
+        """Insert the chained ``rows`` (``[type, ts, payload, hash, salt, ...]``) at ``seq``...
         Returns the first position, and whether the commit already flushed (only with a
         durable ``level``, one row, in autocommit: see :data:`INSERT_ONE_FULL`)."""
-        n = len(rows) // 4
+        n = len(rows) // 5
         try:
             if n == 1 and level is not None:
                 cur = conn.execute(INSERT_ONE_FULL, (session_id, seq, *rows, level))
             elif n == 1:
                 cur = conn.execute(INSERT_ONE, (session_id, seq, *rows))
             else:
-                cur = conn.execute(INSERT_MANY, (session_id, seq, rows[0::4], rows[1::4], rows[2::4], rows[3::4]))
+                cur = conn.execute(INSERT_MANY, (session_id, seq, rows[0::5], rows[1::5], rows[2::5], rows[3::5],
+                                                 rows[4::5]))
         except UnicodeEncodeError as e:
             raise InvalidEvent(f"session {session_id!r}: text PostgreSQL cannot hold: {e.reason}") from None
         if cur.rowcount != n:  # a BEFORE INSERT trigger returning NULL drops rows without an error

@@ -91,13 +91,14 @@ class PgImport(ImportTransaction):
             pass  # (text the server cannot take, a ts beyond a float: the row below says which)
         # COPY is all or nothing: find the first row the database refuses or drops, one
         # INSERT at a time, and keep the rows before it.
-        for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
+        for i, (seq, type_, ts, payload, hash_, *salt) in enumerate(rows):
             try:
                 with self._conn.transaction():
                     cur = self._conn.execute(
-                        "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                        (position0 + seq, self._sid, seq, type_, ts, _text(payload), _text(hash_)))
+                        "INSERT INTO events (position, session_id, seq, type, ts, payload, hash, salt) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                        (position0 + seq, self._sid, seq, type_, ts, _text(payload), _text(hash_),
+                         salt[0] if salt else None))
                 if cur.rowcount != 1:  # a BEFORE INSERT trigger returning NULL dropped it
                     return i, Refusal(None, "the database reported the insert done but stored nothing (a trigger "
                                             "ignores it: run eventstore verify); nothing was imported")
@@ -113,7 +114,7 @@ class PgImport(ImportTransaction):
         sid = _copy_text(self._sid)
         types: dict[str, str] = {}
         out = []
-        for seq, type_, ts, payload, hash_ in rows:
+        for seq, type_, ts, payload, hash_, *salt in rows:  # a row may carry its salt
             t = types.get(type_)
             if t is None:
                 t = types[type_] = _copy_text(type_)
@@ -123,9 +124,10 @@ class PgImport(ImportTransaction):
                 hash_ = hash_.decode()
             if type(ts) is not float:
                 ts = float(ts)
-            out.append(f"{position0 + seq}\t{sid}\t{seq}\t{t}\t{ts!r}\t{_copy_text(payload)}\t{hash_}\n")
+            salt_field = "\\\\x" + salt[0].hex() if salt and salt[0] is not None else "\\N"
+            out.append(f"{position0 + seq}\t{sid}\t{seq}\t{t}\t{ts!r}\t{_copy_text(payload)}\t{hash_}\t{salt_field}\n")
         cur = self._conn.cursor()
-        with cur.copy("COPY events (position, session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
+        with cur.copy("COPY events (position, session_id, seq, type, ts, payload, hash, salt) FROM STDIN") as copy:
             copy.write("".join(out).encode())
         return cur.rowcount
 

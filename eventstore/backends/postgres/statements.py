@@ -79,13 +79,13 @@ GUARDS = {
 }
 
 EVENT_COLUMNS = "position, session_id, seq, type, ts, payload"
-INSERT_ONE = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
-               "VALUES (%s, %s, %s, %s, %s, %s) RETURNING position")
+INSERT_ONE = ("INSERT INTO events (session_id, seq, type, ts, payload, hash, salt) "
+               "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING position")
 # A batch: one statement text for every size (the server prepares it once).
-INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
-                "SELECT %s, %s + u.i - 1, u.type, u.ts, u.payload, u.hash "
-                "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[]) "
-                "WITH ORDINALITY AS u(type, ts, payload, hash, i) ORDER BY u.i RETURNING position")
+INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash, salt) "
+                "SELECT %s, %s + u.i - 1, u.type, u.ts, u.payload, u.hash, u.salt "
+                "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[], %s::bytea[]) "
+                "WITH ORDINALITY AS u(type, ts, payload, hash, salt, i) ORDER BY u.i RETURNING position")
 # A durable append (durability other than LOSSY), one event at the cached head: the INSERT
 # first tries the position lock.
 # When the lock is free, the transaction commits at the durable level, so the commit flushes
@@ -93,8 +93,8 @@ INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
 # does; RETURNING says so. When another append holds it, the commit stays asynchronous and
 # the flush follows outside the lock (:data:`FLUSH`), shared with the appends waiting then.
 # (The guard trigger takes the lock again, a no-op for its holder, and reads the heads after.)
-INSERT_ONE_FULL = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
-                    "SELECT %s, %s, %s, %s, %s, %s FROM (SELECT set_config('synchronous_commit', "
+INSERT_ONE_FULL = ("INSERT INTO events (session_id, seq, type, ts, payload, hash, salt) "
+                    "SELECT %s, %s, %s, %s, %s, %s, %s::bytea FROM (SELECT set_config('synchronous_commit', "
                     "CASE WHEN es_try_position_lock() THEN %s ELSE 'off' END, true)) AS d "
                     "RETURNING position, current_setting('synchronous_commit') <> 'off'")
 IDLE_SQL = psycopg.pq.TransactionStatus.IDLE  # (after a statement: it committed on its own)

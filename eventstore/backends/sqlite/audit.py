@@ -91,7 +91,7 @@ class SQLiteAudit(AuditReads):
         return [r[0] for r in self._read("SELECT DISTINCT session_id FROM events WHERE session_id NOT IN "
                                          "(SELECT id FROM sessions) ORDER BY session_id")]
 
-    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any]]:
+    def verify_rows(self, session_id: str) -> Iterator[tuple[int, int, str, float, Any, Any, Any]]:
         # A connection of its own, in one read transaction (a snapshot) for the whole
         # session, so the store's lock is not held while the caller checks the rows. Stored
         # text is canonical JSON (valid UTF-8), so the C decoder reads it fastest; a page
@@ -127,7 +127,7 @@ class SQLiteAudit(AuditReads):
 
 
 
-_VERIFY_ROWS = ("SELECT seq, position, type, ts, payload, hash FROM events "
+_VERIFY_ROWS = ("SELECT seq, position, type, ts, payload, hash, salt FROM events "
                 "WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?")
 _VERIFY_PAGE = 5000
 

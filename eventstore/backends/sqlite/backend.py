@@ -46,6 +46,7 @@ from .export import SQLiteExport
 from .follower import FileFollower, MemoryFollower
 from .importer import SQLiteImport
 from .index import SQLiteIndex
+from .redact import SQLiteRedactor
 from .sandbox import SQLiteSandbox
 from .search import SQLiteSearch
 from .statements import (
@@ -120,7 +121,8 @@ if hasattr(os, "register_at_fork"):
 
 
 
-class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteSandbox, SQLiteExport, Backend):
+class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteSandbox, SQLiteExport, SQLiteRedactor,
+                    Backend):
     """An SQLite database file (or ``:memory:``), through one held connection.
 
     Shared by threads (calls are serialized by a lock); several processes may open the same
@@ -521,11 +523,14 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
         return self._transact(at_head, sid, expected_seq)
 
     def append_one(self, session_id: str, type_: str, ts: float, payload: str,
-                   expected_seq: int | None) -> tuple[int, int, str]:
+                   expected_seq: int | None, *, salt: bytes | None = None, commit: str | None = None,
+                   ) -> tuple[int, int, str]:
+        line_payload = payload if salt is None else commit
+
         def insert(cur: sqlite3.Cursor, seq: int, position: int, prev: str) -> str:
-            hash_ = chain_hash(prev, event_line(type_, seq, ts, payload))
+            hash_ = chain_hash(prev, event_line(type_, seq, ts, line_payload))
             try:
-                cur.execute(INSERT_EVENT, (position, session_id, seq, type_, ts, payload, hash_))
+                cur.execute(INSERT_EVENT, (position, session_id, seq, type_, ts, payload, hash_, salt))
             except sqlite3.IntegrityError as e:
                 raise StaleHead(e) from None
             if cur.rowcount != 1:
@@ -538,12 +543,14 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
         return seq, position, hash_
 
     def append(self, session_id: str, types: list[str], tss: list[float], payloads: list[str],
-               expected_seq: int | None) -> tuple[int, int, str]:
+               expected_seq: int | None, *, salts: list[bytes] | None = None,
+               commits: list[str] | None = None) -> tuple[int, int, str]:
         def insert(cur: sqlite3.Cursor, seq0: int, pos0: int, prev: str) -> str:
             shared = (types[0], tss[0]) if n and types.count(types[0]) == n and tss.count(tss[0]) == n else None
-            rows = chain_rows(prev, seq0, types, tss, payloads, pairs=shared is not None)
+            rows = chain_rows(prev, seq0, types, tss, payloads, pairs=shared is not None, commits=commits,
+                              salts=salts)
             insert_rows(cur, session_id, seq0, pos0, rows, shared)
-            return rows[-1]
+            return rows[-2]
 
         n = len(payloads)
         last_hash, seq0, pos0, cached = self._at_head(session_id, expected_seq, insert)

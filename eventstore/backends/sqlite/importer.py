@@ -36,12 +36,19 @@ PAUSE_SHARE = 0.5
 _VALUES = "(?{a} + {base}, {sid}, ?{a}, ?{b}, ?{c}, CAST(?{d} AS TEXT), CAST(?{e} AS TEXT))"
 _INSERT_HEAD = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
 _payload = itemgetter(3)
+# rows that carry their salt (a copy: docs/redaction.md) bind it as a sixth value
+_VALUES_SALTED = "(?{a} + {base}, {sid}, ?{a}, ?{b}, ?{c}, CAST(?{d} AS TEXT), CAST(?{e} AS TEXT), ?{f})"
+_INSERT_HEAD_SALTED = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash, salt) VALUES "
 _STORED = ("SELECT seq, type, ts, payload, hash FROM events "
            "WHERE session_id = ? AND seq >= ? AND seq <= ? ORDER BY seq")
 
 
-def _import_sql(base_position: int, sid: str, rows: int) -> str:
+def _import_sql(base_position: int, sid: str, rows: int, salted: bool = False) -> str:
     sid_sql = f"CAST(x'{sid.encode('utf-8').hex()}' AS TEXT)"
+    if salted:
+        return _INSERT_HEAD_SALTED + ",".join(_VALUES_SALTED.format(
+            a=6 * i + 1, b=6 * i + 2, c=6 * i + 3, d=6 * i + 4, e=6 * i + 5, f=6 * i + 6, base=base_position,
+            sid=sid_sql) for i in range(rows))
     return _INSERT_HEAD + ",".join(_VALUES.format(a=5 * i + 1, b=5 * i + 2, c=5 * i + 3, d=5 * i + 4, e=5 * i + 5,
                                                   base=base_position, sid=sid_sql) for i in range(rows))
 
@@ -55,7 +62,7 @@ class SQLiteImport(ImportTransaction):
         self.wlock = wlock
         self.began = time.perf_counter()
         self.yielded: bool | None = False  # writers_waiting said yes (None: by time, not seen)
-        self.sql: tuple[int, str, str] | None = None  # (base position, one row, IMPORT_GROUP rows)
+        self.sql: tuple[tuple, str, str] | None = None  # ((base position, salted), one row, IMPORT_GROUP rows)
         self.added = 0
         self.added_bytes = 0
         self.first_position = 0
@@ -122,8 +129,10 @@ class SQLiteImport(ImportTransaction):
             self.wlock.let_waiters_in(max(took * PAUSE_SHARE, 0.0005))
 
     def insert(self, rows: list[tuple], position0: int) -> tuple[int, Refusal] | None:
-        if self.sql is None or self.sql[0] != position0:
-            self.sql = (position0, _import_sql(position0, self.sid, 1), _import_sql(position0, self.sid, IMPORT_GROUP))
+        salted = bool(rows) and len(rows[0]) == 6
+        if self.sql is None or self.sql[0] != (position0, salted):
+            self.sql = ((position0, salted), _import_sql(position0, self.sid, 1, salted),
+                        _import_sql(position0, self.sid, IMPORT_GROUP, salted))
             if not self.added:
                 self.first_position = position0 + rows[0][0]
         refused = self._insert(rows)

@@ -17,7 +17,8 @@ __all__ = ["MAX_CURSOR", "error_code"]
 # plain VALUES, inside one BEGIN IMMEDIATE transaction; the guard trigger re-checks seq and
 # position. (An INSERT ... SELECT ... RETURNING computing all three in SQL costs more:
 # temporary b-trees and a Python SQL-function call per append.)
-INSERT_EVENT = "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
+INSERT_EVENT = ("INSERT INTO events (position, session_id, seq, type, ts, payload, hash, salt) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 HEAD = """SELECT coalesce(max(seq) + 1, 0), (SELECT coalesce(max(position), 0) + 1 FROM events),
                   (SELECT hash FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1)
            FROM events WHERE session_id = ?1"""
@@ -46,19 +47,19 @@ MAX_CURSOR = 2**63 - 1
 # connection's statement cache). SQLite's per-statement work (a statement journal for the
 # guard trigger's ABORT, the program's setup) is then paid once per group instead of once
 # per event. Position and seq are the first row's plus a constant; each row binds its
-# type, ts, payload and hash. A batch of one type and one ts
+# type, ts, payload, hash and salt. A batch of one type and one ts
 # (append_many's usual: ts defaults to one time.time()) binds those two once per statement
-# (_INSERT_SHARED), each row its payload and hash: half the parameters to convert and copy.
+# (_INSERT_SHARED), each row its payload, hash and salt: fewer the parameters to convert and copy.
 _GROUPS = (*range(1, 10), *range(10, 100, 10), 100)
 _INSERT_ROWS = {
-    n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
-       + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?{4 * k + 4}, ?{4 * k + 5}, ?{4 * k + 6}, ?{4 * k + 7})"
+    n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash, salt) VALUES "
+       + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?{5 * k + 4}, ?{5 * k + 5}, ?{5 * k + 6}, ?{5 * k + 7}, ?{5 * k + 8})"
                   for k in range(n))
     for n in _GROUPS
 }
 _INSERT_SHARED = {
-    n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash) VALUES "
-       + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?4, ?5, ?{2 * k + 6}, ?{2 * k + 7})" for k in range(n))
+    n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash, salt) VALUES "
+       + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?4, ?5, ?{3 * k + 6}, ?{3 * k + 7}, ?{3 * k + 8})" for k in range(n))
     for n in _GROUPS
 }
 
@@ -90,11 +91,11 @@ class StaleHead(Exception):
 def insert_rows(cur: sqlite3.Cursor, sid: str, seq0: int, pos0: int, rows: list,
                  shared: tuple[str, float] | None = None) -> None:
     """Insert ``rows`` at seqs ``seq0...`` and positions ``pos0...``: the flat ``[type, ts,
-    payload_json, hash, ...]`` of :func:`eventstore.log.chain.chain_rows`, or with ``shared``
-    (the ``(type, ts)`` of every row) its ``pairs`` form ``[payload_json, hash, ...]``.
+    payload_json, hash, salt, ...]`` of :func:`eventstore.log.chain.chain_rows`, or with
+    ``shared`` (the ``(type, ts)`` of every row) its ``pairs`` form ``[payload_json, hash, salt, ...]``.
     Raises :class:`StaleHead` when the first statement is refused (nothing of the batch is
     stored then), sqlite3 errors for any later one."""
-    width, statements, head = (4, _INSERT_ROWS, ()) if shared is None else (2, _INSERT_SHARED, shared)
+    width, statements, head = (5, _INSERT_ROWS, ()) if shared is None else (3, _INSERT_SHARED, shared)
     done = 0
     total = len(rows) // width
     while done < total:

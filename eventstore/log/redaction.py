@@ -1,0 +1,215 @@
+"""The redaction's rules that need no database (docs/redaction.md): paths, the marker, the
+new payload and the ``redaction`` event's payload with its digests and key salts.
+
+A path is a list of keys and indexes from the payload's root (``["tool_calls", 0,
+"function", "arguments"]``), or its string form ``tool_calls[0].function.arguments``. The
+redacted value becomes the string ``"[redacted: REASON]"``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from eventstore.errors import InvalidEvent
+from eventstore.log.codec import dumps, loads
+from eventstore.log.commit import key_salt, value_digest
+
+__all__ = ["REDACTION", "TARGET_SEQ", "MAX_PATHS", "Redaction", "marker", "parse_path", "path_text", "check_reason",
+           "redacted_payload", "redaction_record", "record_json"]
+
+#: The event type that records a redaction.
+REDACTION = "redaction"
+#: The redaction event's key naming the redacted event's seq (the design's "seq" cannot be a
+#: payload key: type, seq and ts are the line's own, refused in a payload).
+TARGET_SEQ = "event_seq"
+#: The most paths one redaction names (SQLite's trigger applies them in one ``json_set``).
+MAX_PATHS = 32
+
+_STEP = re.compile(r"\[(\d+)\]|\.?([^.\[\]]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """A redaction done by :meth:`eventstore.EventStore.redact`: event ``seq`` of
+    ``session_id`` lost the values at ``paths``; the ``redaction`` event that records it is
+    at ``redaction_seq``. ``erasure`` is None when the old bytes were erased from the
+    database's storage, else a sentence saying what is left to do."""
+
+    session_id: str
+    seq: int
+    redaction_seq: int
+    paths: list
+    reason: str
+    by: str
+    erasure: str | None
+
+
+def marker(reason: str) -> str:
+    """The value a redacted field reads as."""
+    return f"[redacted: {reason}]"
+
+
+def check_reason(reason: Any) -> str:
+    """``reason`` when it can go into the marker: a non-empty string of one line without
+    control characters (the marker must read the same in every JSON encoder)."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidEvent("a redaction needs a reason: a non-empty string")
+    if any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 or 0xd800 <= ord(c) < 0xe000 for c in reason):
+        raise InvalidEvent(f"the reason {reason!r} holds a control character or a lone surrogate: give one line "
+                           f"of plain text")
+    return reason
+
+
+def parse_path(path: Any) -> list:
+    """A path as a list: a list or tuple as it is (keys strings, indexes non-negative
+    integers, the first a key), a string ``a.b[0].c`` or a JSON array text ``["a", 0]``.
+    Raises :class:`InvalidEvent` for anything else."""
+    if isinstance(path, str):
+        text = path.strip()
+        if text.startswith("["):
+            try:
+                path = loads(text)
+            except ValueError:
+                raise InvalidEvent(f"path {text!r} is not a JSON array") from None
+        else:
+            steps, at = [], 0
+            while at < len(text):
+                m = _STEP.match(text, at)
+                if m is None or m.end() == at:
+                    raise InvalidEvent(f"path {text!r}: cannot read it at character {at + 1} (write keys with "
+                                       f"dots and indexes in brackets: tool_calls[0].function.arguments)")
+                steps.append(int(m.group(1)) if m.group(1) is not None else m.group(2))
+                at = m.end()
+            path = steps
+    if not isinstance(path, (list, tuple)) or not path:
+        raise InvalidEvent(f"a path is a non-empty list of keys and indexes, not {path!r}")
+    out = list(path)
+    if not isinstance(out[0], str):
+        raise InvalidEvent(f"path {out!r}: the first step is a top-level key (a string)")
+    for step in out:
+        if isinstance(step, bool) or not isinstance(step, (str, int)) or (isinstance(step, int) and step < 0):
+            raise InvalidEvent(f"path {out!r}: each step is a key (string) or an index (integer >= 0), not {step!r}")
+        if isinstance(step, str) and '"' in step:
+            raise InvalidEvent(f"path {out!r}: a key holding '\"' cannot be redacted by path; redact its parent")
+    return out
+
+
+def path_text(path: list) -> str:
+    """A path's string form (``tool_calls[0].function.arguments``)."""
+    out = str(path[0])
+    for step in path[1:]:
+        out += f"[{step}]" if isinstance(step, int) else f".{step}"
+    return out
+
+
+def _lookup(payload: Any, path: list) -> tuple[bool, Any]:
+    node = payload
+    for step in path:
+        if isinstance(step, int) and isinstance(node, list) and step < len(node):
+            node = node[step]
+        elif isinstance(step, str) and isinstance(node, dict) and step in node:
+            node = node[step]
+        else:
+            return False, None
+    return True, node
+
+
+def _call_paths(payload: dict, path: list) -> list[list]:
+    """``path``, or for ``tool_calls`` as a whole (or one call of it) when it holds calls: the
+    name and arguments of each call, so that the calls keep their ids and shape and their
+    results still pair with them (a chat API refuses a ``tool_calls`` that is no array)."""
+    if path[0] != "tool_calls" or len(path) > 2:
+        return [path]
+    calls = payload["tool_calls"]
+    if not isinstance(calls, list):
+        return [path]
+    indexes = range(len(calls)) if len(path) == 1 else [path[1]]
+    if not all(isinstance(calls[i], dict) and isinstance(calls[i].get("function"), dict) for i in indexes):
+        return [path]
+    return [["tool_calls", i, "function", key] for i in indexes for key in ("name", "arguments")
+            if key in calls[i]["function"]] or [path]
+
+
+def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | None,
+                     reason: str) -> tuple[list, dict]:
+    """``(paths, new payload)``: ``paths`` checked (each leads to a value of ``payload``;
+    None means every top-level key; a path inside another one is dropped; ``tool_calls``
+    as a whole, or one call, means each call's name and arguments) and the payload with the
+    marker at each. Raises :class:`InvalidEvent` naming the session and seq."""
+    where = f"session {session_id!r}, seq {seq}"
+    if paths is None:
+        paths = [[k] for k in payload]
+        if not paths:
+            raise InvalidEvent(f"{where}: the event's payload is empty: there is nothing to redact")
+    else:
+        try:
+            paths = [parse_path(p) for p in paths]
+        except InvalidEvent as e:
+            raise InvalidEvent(f"{where}: {e}") from None
+    for p in paths:
+        if not _lookup(payload, p)[0]:
+            raise InvalidEvent(f"{where}: the payload has no {path_text(p)}")
+        if p[0] == "event_id":
+            raise InvalidEvent(f"{where}: event_id is the event's idempotency key and cannot be redacted")
+    paths = [q for p in paths for q in _call_paths(payload, p)]
+    kept = []
+    for p in paths:  # a path under another (or twice) is covered by it
+        if not any(q != p and q == p[:len(q)] for q in paths) and p not in kept:
+            kept.append(p)
+    if len(kept) > MAX_PATHS:
+        raise InvalidEvent(f"{where}: a redaction names at most {MAX_PATHS} paths ({len(kept)} given): redact "
+                           f"in several steps")
+    new = copy.deepcopy(payload)
+    mark = marker(reason)
+    for p in kept:
+        node = new
+        for step in p[:-1]:
+            node = node[step]
+        node[p[-1]] = mark
+    return kept, new
+
+
+def redaction_record(seq: int, paths: list, reason: str, by: str, stored_hash: str, payload: dict,
+                     salt: bytes | None, earlier: list[dict]) -> dict:
+    """The ``redaction`` event's payload for event ``seq`` (stored ``payload``, ``salt``,
+    and the payloads of the ``redaction`` events that named it before, ``earlier``).
+
+    ``digests``: each touched top-level key's digest of its value before this redaction
+    (from the salt, or from an earlier record); ``salts``: each untouched key's salt (hex),
+    so that it stays provable once the event's salt is gone. Neither for an event that was
+    never salted (a legacy event): its ``hash`` binds it."""
+    record: dict = {TARGET_SEQ: seq, "paths": paths, "reason": reason, "by": by, "hash": stored_hash}
+    touched = list(dict.fromkeys(p[0] for p in paths))
+    known_digests: dict[str, str] = {}
+    known_salts: dict[str, bytes] = {}
+    for rec in earlier:
+        for k, v in (rec.get("digests") or {}).items():
+            known_digests.setdefault(k, v)
+        for k, v in (rec.get("salts") or {}).items():
+            try:
+                known_salts.setdefault(k, bytes.fromhex(v))
+            except (TypeError, ValueError):
+                pass
+    if salt is None and not known_digests and not known_salts:
+        return record
+    digests, salts = {}, {}
+    for k, v in payload.items():
+        ks = key_salt(salt, k) if salt is not None else known_salts.get(k)
+        if k in touched:
+            if salt is None and k in known_digests:
+                digests[k] = known_digests[k]
+            elif ks is not None:
+                digests[k] = value_digest(ks, v)
+        elif ks is not None:
+            salts[k] = ks.hex()
+    record["digests"] = digests
+    record["salts"] = salts
+    return record
+
+
+def record_json(record: dict) -> str:
+    """The canonical text of a redaction record."""
+    return dumps(record)
