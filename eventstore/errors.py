@@ -75,6 +75,19 @@ class IdempotencyConflict(EventStoreError):
         super().__init__(f"session {session_id!r}: event_id {event_id!r} is already stored at seq {seq} {why}")
 
 
+class ConflictError(EventStoreError):
+    """A redaction's event is not as the caller read it: no event at ``seq`` in the session,
+    or one whose stored hash is no longer ``expected_hash`` (another redaction came first)."""
+
+    _init_args = ("session_id", "seq", "why")
+
+    def __init__(self, session_id: str, seq: int, why: str):
+        self.session_id = session_id
+        self.seq = seq
+        self.why = why
+        super().__init__(f"session {session_id!r}, seq {seq}: {why}")
+
+
 class InvalidEvent(EventStoreError, ValueError):
     """An event or payload that the store refuses: not JSON, NaN/Infinity, a reserved key, a bad type."""
 

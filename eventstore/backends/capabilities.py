@@ -18,7 +18,9 @@ The capabilities:
 * :class:`LogViews`: the log's derived views (usage totals, ``session/info`` rows,
   summary titles) read by the database;
 * :class:`SqlSandbox`: a read-only SQL connection for ``eventstore sql``;
-* :class:`Roles`: database roles for writers and auditors (PostgreSQL).
+* :class:`Roles`: database roles for writers and auditors (PostgreSQL);
+* :class:`Redactor`: the one in-place change the log accepts, a redaction (docs/redaction.md);
+  its fallback refuses (the change needs the database's own rule).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["SearchIndex", "AuditReads", "SessionIndex", "LogViews", "SqlSandbox", "Roles", "QueryConnection",
+__all__ = ["SearchIndex", "AuditReads", "SessionIndex", "LogViews", "SqlSandbox", "Roles", "Redactor",
+           "QueryConnection",
            "MULTIPLE_STATEMENTS", "CAPABILITIES"]
 
 
@@ -216,5 +219,27 @@ class Roles(ABC):
         """Run :meth:`roles_sql`'s ``text`` in one transaction; return the server's notices."""
 
 
+class Redactor(ABC):
+    """A redaction: one event's named fields replaced by a marker, together with the
+    ``redaction`` event that records it, in one transaction (docs/redaction.md). The database
+    accepts no other in-place change."""
+
+    @abstractmethod
+    def redact_event(self, session_id: str, seq: int, old_hash: str, new_payload_json: str,
+                     redaction_ts: float, redaction_payload_json: str, redaction_salt: bytes,
+                     redaction_commit_json: str) -> int:
+        """One transaction: event (session_id, seq) must exist with hash old_hash (else
+        ConflictError naming session and seq); append the `redaction` event at the session's
+        next seq, chained from the head like any append (its hash from redaction_commit_json);
+        set event seq's payload to new_payload_json and its salt to NULL. Returns the
+        redaction event's seq. The database refuses the UPDATE in any other form."""
+
+    @abstractmethod
+    def erase_old_versions(self) -> str | None:
+        """After commit: remove the old bytes (SQLite: search index rows, secure_delete,
+        TRUNCATE checkpoint; PostgreSQL: VACUUM events). Returns None, or a sentence saying
+        what could not be done (e.g. the role may not VACUUM) and how to finish it."""
+
+
 #: Every capability, in the order the docs list them.
-CAPABILITIES = (SearchIndex, AuditReads, SessionIndex, LogViews, SqlSandbox, Roles)
+CAPABILITIES = (SearchIndex, AuditReads, SessionIndex, LogViews, SqlSandbox, Roles, Redactor)

@@ -21,11 +21,20 @@ from eventstore.log.chain import session_hash
 from eventstore.log.codec import dumps
 
 from .base import PAGE, Backend
-from .capabilities import AuditReads, LogViews, QueryConnection, Roles, SearchIndex, SessionIndex, SqlSandbox
+from .capabilities import (
+    AuditReads,
+    LogViews,
+    QueryConnection,
+    Redactor,
+    Roles,
+    SearchIndex,
+    SessionIndex,
+    SqlSandbox,
+)
 from .search_terms import TOKEN, query_terms
 
 __all__ = ["capability", "search_text", "ScanSearch", "ScanAudit", "ScanSessionIndex", "ScanLogViews",
-           "NoSandbox", "NoRoles", "FALLBACKS"]
+           "NoSandbox", "NoRoles", "NoRedactor", "FALLBACKS"]
 
 C = TypeVar("C")
 
@@ -287,10 +296,24 @@ class NoRoles(_OnCore, Roles):
         raise self._refuse()
 
 
+class NoRedactor(_OnCore, Redactor):
+    """A backend without a redaction rule of its own: ``redact`` is refused (an in-place
+    change needs the database to enforce its one allowed form)."""
+
+    def redact_event(self, session_id: str, seq: int, old_hash: str, new_payload_json: str,
+                     redaction_ts: float, redaction_payload_json: str, redaction_salt: bytes,
+                     redaction_commit_json: str) -> int:
+        raise DatabaseError(f"{self.core.display}: the {self.core.name} backend cannot redact "
+                            f"(session {session_id!r}, seq {seq}): its log has no in-place change")
+
+    def erase_old_versions(self) -> str | None:
+        raise DatabaseError(f"{self.core.display}: the {self.core.name} backend cannot redact")
+
+
 #: The fallback of each capability.
 FALLBACKS: dict[type, type[_OnCore]] = {
     SearchIndex: ScanSearch, AuditReads: ScanAudit, SessionIndex: ScanSessionIndex, LogViews: ScanLogViews,
-    SqlSandbox: NoSandbox, Roles: NoRoles,
+    SqlSandbox: NoSandbox, Roles: NoRoles, Redactor: NoRedactor,
 }
 
 
