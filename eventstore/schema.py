@@ -27,7 +27,7 @@ from pathlib import Path
 from .errors import DatabaseError, SchemaOutdated
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0300"
+SCHEMA_REVISION = "0320"
 
 #: Revisions that a read-only open reads as they are, without asking for an upgrade: they
 #: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. 0230 changed only
