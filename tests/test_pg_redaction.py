@@ -414,3 +414,70 @@ def test_after_erasure_the_secret_is_in_no_table_file(pg_server):
             assert len(files) >= 5
             assert [f for f in files if SECRET.encode() in f.read_bytes()] == []
             assert conn.execute("SELECT count(*) FROM events WHERE payload LIKE %s", (f"%{SECRET}%",)).fetchone() == (0,)
+
+
+def test_roles_refuses_a_redactor_that_would_give_or_take_more(pg_server):
+    """--redactor naming the writer or auditor, a writer or auditor that is a member of the
+    redactor (it could redact), or a redactor that is a member of the writer (it could
+    append) is refused before any grant."""
+    with owned_database(pg_server, "CREATEROLE") as (tag, owner, name, url):
+        with pg_server.connect() as conn:
+            conn.execute(f"CREATE ROLE red_{tag}")
+            conn.execute(f"CREATE ROLE wkid_{tag} IN ROLE red_{tag}")
+            conn.execute(f"CREATE ROLE wr_{tag}")
+            conn.execute(f"CREATE ROLE rkid_{tag} IN ROLE wr_{tag}")
+        cases = [([f"w_{tag}", f"a_{tag}", f"w_{tag}"], f"the redactor and writer roles must differ (both are 'w_{tag}')"),
+                 ([f"w_{tag}", f"a_{tag}", f"a_{tag}"], "the redactor and auditor roles must differ"),
+                 ([f"wkid_{tag}", f"a_{tag}", f"red_{tag}"], f"role 'wkid_{tag}' is a member of the redactor role "
+                                                             f"'red_{tag}': as writer it would keep the redactor's "
+                                                             "EXECUTE of es_redact"),
+                 ([f"w_{tag}", f"wkid_{tag}", f"red_{tag}"], f"role 'wkid_{tag}' is a member of the redactor role"),
+                 ([f"wr_{tag}", f"a_{tag}", f"rkid_{tag}"], f"role 'rkid_{tag}' is a member of the writer role "
+                                                            f"'wr_{tag}': as redactor it would keep the writer's INSERT"),
+                 ([f"w_{tag}", f"a_{tag}", owner], f"role {owner!r} owns the tables")]
+        for (writer, auditor, redactor), said in cases:
+            r = CliRunner().invoke(cli, ["--db", url, "roles", "--writer", writer, "--auditor", auditor,
+                                         "--redactor", redactor])
+            assert r.exit_code == 1 and r.stderr.startswith(f"error: {said}"), r.stderr
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname IN (%s, %s)",
+                                (f"w_{tag}", f"a_{tag}")).fetchone() == (0,)
+        r = CliRunner().invoke(cli, ["--db", url, "roles", "--writer", f"w_{tag}", "--auditor", f"a_{tag}",
+                                     "--redactor", f"red_{tag}", "--print"])
+        assert r.exit_code == 0 and 'GRANT EXECUTE ON FUNCTION "public".es_redact_head(text), "public".es_redact(' \
+            in r.output and f'TO "red_{tag}";' in r.output, r.output
+
+
+def test_a_database_made_by_main_upgrades_and_its_legacy_events_redact(pg_server, pg_url):
+    """The pg_dump an earlier eventstore wrote (revision 0290) opens, upgrading in place to
+    0320: its events are unsalted (legacy), and one of them redacts through the backend as
+    any other (the redaction event's "hash" binds it); the trigger refuses another form."""
+    import subprocess
+
+    from conftest import DATA
+
+    restore = subprocess.run([str(pg_server.bindir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", pg_url,
+                              "-f", str(DATA / "schema-0290.pg.sql")], capture_output=True, text=True)
+    assert restore.returncode == 0, restore.stderr
+    with EventStore.open(pg_url) as store:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0320",)
+            assert conn.execute("SELECT count(*) FROM events WHERE salt IS NOT NULL").fetchone() == (0,)
+            sid, seq, payload = conn.execute(
+                "SELECT session_id, seq, payload FROM events WHERE type = 'user/message' ORDER BY position "
+                "LIMIT 1").fetchone()
+            rows = conn.execute("SELECT seq, payload, hash FROM events WHERE session_id = %s ORDER BY seq",
+                                (sid,)).fetchall()
+            bad = redaction_args(conn, sid, seq, [["content"]], new_payload={**json.loads(payload), "content": "x"})
+            with pytest.raises(psycopg.DatabaseError) as e:
+                call_redact(conn, bad)
+            assert e.value.sqlstate == "ES004"
+            args = redaction_args(conn, sid, seq, [["content"]])
+        red = store.capability(Redactor)
+        assert red.redact_event(*args) == len(rows)
+        assert red.erase_old_versions() is None  # (the superuser owns the tables here)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            after = conn.execute("SELECT seq, payload, hash FROM events WHERE session_id = %s ORDER BY seq",
+                                 (sid,)).fetchall()
+    assert [r for r in after if r[0] != seq][:-1] == [r for r in rows if r[0] != seq]
+    assert json.loads(after[seq][1])["content"] == f"[redacted: {REASON}]" and after[seq][2] == rows[seq][2]

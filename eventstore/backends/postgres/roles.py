@@ -174,10 +174,11 @@ def check_role_names(backend: Backend, writer: str, auditor: str, redactor: str 
                 (list(names), owner)).fetchall())
 
             def member(who: str | None, of: str | None) -> bool:
-                """Whether role ``who`` is (through any chain) a member of role ``of``."""
+                """Whether role ``who`` is (through any chain) a member of role ``of`` (a
+                superuser is refused below, as such)."""
                 return who is not None and of is not None and conn.execute(
                     "SELECT 1 FROM pg_roles AS a JOIN pg_roles AS w ON w.rolname = %s WHERE a.rolname = %s "
-                    "AND pg_has_role(a.oid, w.oid, 'MEMBER')", (of, who)).fetchone() is not None
+                    "AND NOT a.rolsuper AND pg_has_role(a.oid, w.oid, 'MEMBER')", (of, who)).fetchone() is not None
 
             # an auditor or redactor that is a member of the writer keeps its INSERT; a writer
             # or auditor that is a member of the redactor could redact
