@@ -241,69 +241,50 @@ def test_an_update_without_its_redaction_event_fails_for_every_role(pg_server):
                             "UPDATE events_search SET tsv = to_tsvector('simple', 'x')"):
                     with pytest.raises(pg_errors.InsufficientPrivilege):
                         conn.execute(sql)
-        with psycopg.connect(url["owner"], autocommit=True) as conn:
-            refusals = []
-            # no redaction event at all
-            with pytest.raises(psycopg.DatabaseError) as e:
-                conn.execute(update, (new,))
-            refusals.append(e.value)
-            # a redaction event committed before, in a transaction of its own
-            call_redact(conn, redaction_args(conn, "s", 0, [["content"]]))
-            with pytest.raises(psycopg.DatabaseError) as e:
-                conn.execute(update, (new,))
-            refusals.append(e.value)
-            head = conn.execute("SELECT max(seq) + 1, (array_agg(hash ORDER BY seq DESC))[1] FROM events "
-                                "WHERE session_id = 's'").fetchone()
-            from eventstore.log.chain import chain_hash
-            from eventstore.log.line import event_line
+        from eventstore.log.chain import chain_hash
+        from eventstore.log.line import event_line
 
-            def insert(seq: int, prev: str, type_: str, payload: str) -> str:
-                h = chain_hash(prev, event_line(type_, seq, 9.0, payload))
-                conn.execute("INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES ('s', %s, %s, 9, %s, "
-                             "%s)", (seq, type_, payload, h))
-                return h
-            # a redaction event inserted in this transaction, but another event after it
-            with pytest.raises(psycopg.DatabaseError) as e:
-                with conn.transaction():
-                    h = insert(head[0], head[1], "redaction", args[5])
-                    insert(head[0] + 1, h, "x", "{}")
-                    conn.execute(update, (new,))
-            refusals.append(e.value)
-            # one inserted in a savepoint that was rolled back
-            with pytest.raises(psycopg.DatabaseError) as e:
-                with conn.transaction():
-                    with contextlib.suppress(psycopg.DatabaseError), conn.transaction():
-                        insert(head[0], head[1], "redaction", args[5])
-                        raise psycopg.DatabaseError("roll the savepoint back")
-                    conn.execute(update, (new,))
-            refusals.append(e.value)
-            # one of another session
+        with psycopg.connect(url["owner"], autocommit=True) as conn:
+            def insert(type_: str, payload: str, sid: str = "s") -> None:
+                """The owner's own INSERT of the next event of ``sid``, chained."""
+                seq, prev = conn.execute("SELECT coalesce(max(seq) + 1, 0), (array_agg(hash ORDER BY seq DESC))[1] "
+                                         "FROM events WHERE session_id = %s", (sid,)).fetchone()
+                h = chain_hash(prev or "0" * 64, event_line(type_, seq, 9.0, payload))
+                conn.execute("INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES (%s, %s, %s, 9, "
+                             "%s, %s)", (sid, seq, type_, payload, h))
+
+            def refused(*steps) -> psycopg.DatabaseError:
+                """Run ``steps`` (callables) in one transaction; the last must be refused."""
+                with pytest.raises(psycopg.DatabaseError) as e, conn.transaction():
+                    for step in steps:
+                        step()
+                return e.value
+
+            def update() -> None:
+                conn.execute("UPDATE events SET payload = %s, salt = NULL WHERE session_id = 's' AND seq = 1", (new,))
+
+            def redaction_event() -> None:
+                insert("redaction", args[5])
+
+            refusals = {
+                "no redaction event": refused(update),
+                "one followed by another event": refused(redaction_event, lambda: insert("x", "{}"), update),
+                "one inserted in a savepoint": refused(lambda: conn.execute("SAVEPOINT sp"), redaction_event,
+                                                       lambda: conn.execute("RELEASE SAVEPOINT sp"), update),
+                "the form and another column": refused(redaction_event, lambda: conn.execute(
+                    "UPDATE events SET payload = %s, salt = NULL, ts = 0 WHERE session_id = 's' AND seq = 1", (new,))),
+                "the salt kept": refused(redaction_event, lambda: conn.execute(
+                    "UPDATE events SET payload = %s, salt = '\\x00' WHERE session_id = 's' AND seq = 1", (new,))),
+            }
             conn.execute("INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES ('o', 1, '{}', %s)", ("0" * 64,))
-            with pytest.raises(psycopg.DatabaseError) as e:
-                with conn.transaction():
-                    conn.execute("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
-                                 "VALUES ('o', 0, 'redaction', 9, %s, %s)", (args[5], "0" * 64))
-                    conn.execute(update, (new,))
-            refusals.append(e.value)
-            # the form, plus another column
-            with pytest.raises(psycopg.DatabaseError) as e:
-                with conn.transaction():
-                    insert(head[0], head[1], "redaction", args[5])
-                    conn.execute("UPDATE events SET payload = %s, salt = NULL, ts = 0 WHERE session_id = 's' "
-                                 "AND seq = 1", (new,))
-            refusals.append(e.value)
-            # the salt kept
-            with pytest.raises(psycopg.DatabaseError) as e:
-                with conn.transaction():
-                    insert(head[0], head[1], "redaction", args[5])
-                    conn.execute("UPDATE events SET payload = %s, salt = '\\x00' WHERE session_id = 's' AND seq = 1",
-                                 (new,))
-            refusals.append(e.value)
-            assert [r.sqlstate for r in refusals] == ["ES004"] * len(refusals), refusals
+            refusals["one of another session"] = refused(lambda: insert("redaction", args[5], "o"), update)
+            redaction_event()  # committed on its own, in the session's last place
+            refusals["one committed before"] = refused(update)
+            assert {k: r.sqlstate for k, r in refusals.items()} == dict.fromkeys(refusals, "ES004"), refusals
             # the owner may still do it in the form (its own INSERT and UPDATE)
             with conn.transaction():
-                insert(head[0], head[1], "redaction", args[5])
-                conn.execute(update, (new,))
+                redaction_event()
+                update()
             assert json.loads(events(url["owner"])[1][2])["content"] == f"[redacted: {REASON}]"
 
 
@@ -378,42 +359,69 @@ def _files(conn, datadir: Path, *tables: str) -> list[Path]:
 
 
 def test_after_erasure_the_secret_is_in_no_table_file(pg_server):
-    """The owner redacts every place the key is (a short tool result, a long one stored in
-    TOAST, the assistant's content and tool call arguments) and erase_old_versions rewrites
-    the tables: after a CHECKPOINT the key's bytes are in none of the files of events,
-    events_search, their TOAST tables or pg_statistic. Before the erasure (a plain VACUUM
-    only) they still are."""
+    """The owner redacts every place the key is (short tool results and messages, a long
+    result stored out of line in TOAST, the last event of the heap) and erase_old_versions
+    rewrites the tables: after a CHECKPOINT the key's bytes are in none of the files of
+    events, events_search, their TOAST tables or pg_statistic. A plain VACUUM would not do:
+    it leaves the old row's bytes in the page's free space (the last event's here)."""
+    import base64
+    import os
+
     with redactable(pg_server) as (url, tag):
         with EventStore.open(url["writer"]) as store:
-            store.session("s").append("tool/result", {"tool_call_id": "c3",
-                                                      "content": "log " * 5000 + SECRET + " tail"})  # seq 4, TOASTed
+            noise = base64.b64encode(os.urandom(6000)).decode()  # (incompressible: stored as is, out of line)
+            store.session("s").append_many([
+                ("tool/result", {"tool_call_id": "c3", "content": noise + " " + SECRET + " tail"}),  # seq 4
+                ("tool/result", {"tool_call_id": "c4", "content": (SECRET + " ") * 55})])  # seq 5, inline, last
             catch_up(store)
         datadir = Path(pg_server.folder) / "data"
+        tables = ("events", "events_search", "pg_catalog.pg_statistic")
         with psycopg.connect(url["super"], autocommit=True) as conn:
             conn.execute("ANALYZE events")
             conn.execute("CHECKPOINT")
-            tables = ("events", "events_search", "pg_catalog.pg_statistic")
-            files = _files(conn, datadir, *tables)
-            assert any(SECRET.encode() in f.read_bytes() for f in files)
+            toast_name = conn.execute("SELECT reltoastrelid::regclass::text FROM pg_class "
+                                      "WHERE oid = 'events'::regclass").fetchone()[0]
+            heap, toast = _files(conn, datadir, "events")[0], _files(conn, datadir, toast_name)[0]
+            assert SECRET.encode() in heap.read_bytes() and SECRET.encode() in toast.read_bytes()
         with EventStore.open(url["owner"]) as store:
             red = store.capability(Redactor)
             with psycopg.connect(url["owner"], autocommit=True) as conn:
-                for seq, paths in ((1, [["content"]]), (2, [["content"], ["tool_calls", 0, "function", "arguments"]]),
-                                   (4, [["content"]])):
-                    red.redact_event(*redaction_args(conn, "s", seq, paths))
+                for seq in (5, 4):  # (the old version of 5 is at the end of the heap's pages)
+                    red.redact_event(*redaction_args(conn, "s", seq, [["content"]]))
             with psycopg.connect(url["super"], autocommit=True) as conn:
                 conn.execute("VACUUM events")
-                conn.execute("VACUUM events_search")
                 conn.execute("CHECKPOINT")
-                assert any(SECRET.encode() in f.read_bytes() for f in _files(conn, datadir, *tables)), \
-                    "a plain VACUUM was expected to leave the old bytes in the pages' free space"
+                assert conn.execute("SELECT count(*) FROM events WHERE payload LIKE %s AND seq > 2",
+                                    (f"%{SECRET}%",)).fetchone() == (0,)
+                assert SECRET.encode() in heap.read_bytes(), ("a plain VACUUM was expected to leave the old row's "
+                                                              "bytes in the page's free space")
+            with psycopg.connect(url["owner"], autocommit=True) as conn:
+                for seq, paths in ((1, [["content"]]), (2, [["content"], ["tool_calls", 0, "function", "arguments"]])):
+                    red.redact_event(*redaction_args(conn, "s", seq, paths))
             assert red.erase_old_versions() is None
         with psycopg.connect(url["super"], autocommit=True) as conn:
             conn.execute("CHECKPOINT")
             files = _files(conn, datadir, *tables)
-            assert len(files) >= 5
+            assert len(files) >= 5 and heap not in files
             assert [f for f in files if SECRET.encode() in f.read_bytes()] == []
-            assert conn.execute("SELECT count(*) FROM events WHERE payload LIKE %s", (f"%{SECRET}%",)).fetchone() == (0,)
+            assert not heap.exists() or SECRET.encode() not in heap.read_bytes()  # (truncated at the rewrite)
+
+
+def test_erasure_that_cannot_take_the_lock_says_what_to_run(pg_server):
+    """A reader that holds the log (a long transaction) keeps VACUUM FULL from its lock:
+    erase_old_versions waits busy_timeout and says what remains and the command to run
+    later; the redaction itself is committed."""
+    with redactable(pg_server) as (url, tag):
+        with psycopg.connect(url["auditor"]) as reader:
+            reader.execute("SELECT count(*) FROM events").fetchone()  # (its transaction stays open)
+            with EventStore.open(url["owner"], busy_timeout=0.3) as store:
+                red = store.capability(Redactor)
+                with psycopg.connect(url["owner"], autocommit=True) as conn:
+                    red.redact_event(*redaction_args(conn, "s", 1, [["content"]]))
+                said = red.erase_old_versions()
+            reader.rollback()
+        assert said is not None and "VACUUM FULL waited 0.3 s" in said and "VACUUM (FULL, ANALYZE) events" in said
+        assert json.loads(events(url["owner"])[1][2])["content"] == f"[redacted: {REASON}]"
 
 
 def test_roles_refuses_a_redactor_that_would_give_or_take_more(pg_server):
