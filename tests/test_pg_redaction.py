@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_pg_attacks import state
+from test_pg_attacks import refused, state
 from test_postgres import owned_database
 
 from eventstore import EventStore
@@ -489,3 +489,41 @@ def test_a_database_made_by_main_upgrades_and_its_legacy_events_redact(pg_server
                                  (sid,)).fetchall()
     assert [r for r in after if r[0] != seq][:-1] == [r for r in rows if r[0] != seq]
     assert json.loads(after[seq][1])["content"] == f"[redacted: {REASON}]" and after[seq][2] == rows[seq][2]
+
+
+#: Statements refused before revision 0320 for every role (the owner by the guards, the
+#: others by privileges too), which must stay refused with a redactor in the set-up.
+REFUSED_BEFORE = [
+    "UPDATE events SET ts = 0", "UPDATE events SET payload = '{}'", "UPDATE events SET hash = repeat('1', 64)",
+    "UPDATE events SET salt = NULL", "UPDATE events SET salt = '\\x00'::bytea", "UPDATE events SET seq = seq + 10",
+    "UPDATE events SET payload = payload WHERE seq = 1", "DELETE FROM events", "DELETE FROM events WHERE seq = 3",
+    "TRUNCATE events", "UPDATE sessions SET meta = '{}'", "DELETE FROM sessions", "TRUNCATE sessions, importing",
+    "TRUNCATE importing",
+    "INSERT INTO importing VALUES ('s', 5, 'x', 0)",
+    "UPDATE events_search SET tsv = to_tsvector('simple', 'evil')", "UPDATE events_search SET tsv = tsv",
+    "DELETE FROM events_search", "TRUNCATE events_search",
+    "INSERT INTO events_search VALUES (4, 's', 'user/message', to_tsvector('simple', 'evil'))",
+    "UPDATE events_search_state SET indexed_through = 1000", "DELETE FROM events_search_state",
+    "INSERT INTO events_position_lock DEFAULT VALUES", "TRUNCATE events_position_lock",
+    # inserts that would gap, move far or hide (as test_pg_attacks.BAD_INSERTS, past this session's head)
+    *(f"INSERT INTO events ({cols}session_id, seq, type, ts, payload, hash) VALUES ({vals}, 'x', 1, '{{}}', "
+      f"repeat('0', 64))" for cols, vals in [("", "'s', 9"), ("position, ", "9223372036854775806, 's', 5"),
+                                             ("position, ", "100, 's', 5"), ("", "'new', 0")]),
+    "INSERT INTO importing VALUES ('s', 6, 'x', 0)",
+]
+
+
+@pytest.mark.parametrize("role", ["writer", "auditor", "redactor", "owner"])
+def test_what_was_refused_stays_refused_for_every_role(pg_server, role):
+    """Every statement of REFUSED_BEFORE, run as each role (the redactor included) in a
+    database where a redaction was made, is refused (ES guard code or 42501): nothing
+    changes, and a redaction event committed earlier lends no UPDATE its form."""
+    with redactable(pg_server) as (url, tag):
+        with EventStore.open(url["writer"]) as store:
+            catch_up(store)
+        with EventStore.open(url["redactor"]) as store, psycopg.connect(url["redactor"], autocommit=True) as conn:
+            store.capability(Redactor).redact_event(*redaction_args(conn, "s", 1, [["content"]]))
+        before = state(url["owner"])
+        for sql in REFUSED_BEFORE:
+            refused(url[role], sql)
+        assert state(url["owner"]) == before
