@@ -391,6 +391,14 @@ def test_search_as_the_postgres_auditor_role(pg_server, pg_url):
         assert [h.seq for h in search(ro, "needle")] == [2, 0, 1] and indexed_through(ro) == through
 
 
+#: A PostgreSQL store taken back from revision 0320 to 0300: the redaction's functions and
+#: trigger (0320) and the salt column (0310) go, the UPDATE guard refuses every UPDATE again.
+PG_BEFORE_0310 = ("DROP TRIGGER events_guard_update ON events; DROP FUNCTION es_redaction_guard(), "
+                  "es_redact_head(text), es_redact(text, bigint, text, text, bigint, double precision, text, bytea, "
+                  "text); CREATE TRIGGER events_guard_update BEFORE UPDATE ON events FOR EACH ROW EXECUTE FUNCTION "
+                  "events_refuse_change(); ALTER TABLE events DROP COLUMN salt")
+
+
 def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_url):
     """A database at revision 0150 (the GIN expression index on events), with the roles set
     up: the upgrade drops that index, indexes the stored events, and lets the roles read
@@ -403,6 +411,7 @@ def test_postgres_upgrade_fills_the_index_and_carries_the_grants(pg_server, pg_u
         store.create_session("old").append_many([("user/message", {"content": "ancient scroll"}),
                                                   ("turn/end", {})])
     with psycopg.connect(pg_url, autocommit=True) as conn:  # back to 0150 as it was
+        conn.execute(PG_BEFORE_0310)
         conn.execute("DROP TABLE events_search, events_search_state")
         conn.execute("CREATE INDEX events_search ON events USING gin (es_search_vector(payload)) "
                      "WHERE type IN ('user/message', 'assistant/message', 'tool/result')")
@@ -557,6 +566,7 @@ def test_a_store_indexed_at_0270_gets_its_thinking_and_parts_indexed_by_the_upgr
 
         guard = next(d for d in _migration("0250", "postgres").postgresql("public") if "FUNCTION es_search_guard()" in d)
         with psycopg.connect(backend_url, autocommit=True) as conn:
+            conn.execute(PG_BEFORE_0310)
             conn.execute(guard.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
             conn.execute("CREATE OR REPLACE VIEW events_search_text AS SELECT position, session_id, seq, type, "
                          f"es_search_text(payload) AS text FROM events WHERE type IN {messages}")
@@ -568,6 +578,7 @@ def test_a_store_indexed_at_0270_gets_its_thinking_and_parts_indexed_by_the_upgr
     else:
         con = sqlite3.connect(backend_url)
         with con:
+            con.execute("ALTER TABLE events DROP COLUMN salt")  # (revision 0310)
             con.execute("DROP VIEW events_search_text")
             con.execute(_migration("0100", "sqlite").SEARCH_TEXT)
             con.execute("INSERT INTO events_search (rowid, text) SELECT position, text FROM events_search_text")
