@@ -119,9 +119,9 @@ def test_events_stored_before_the_migration_are_found(tmp_path):
     with EventStore.open(db) as store:
         store.create_session("old").append("user/message", {"content": "ancient scroll"})
     # Take the database back to the baseline 0008 as it was: no index, no views of 0100, no
-    # meta_hash of 0210, no importing table of 0220.
+    # meta_hash of 0210, no importing table of 0220, no salt of 0310.
     con = sqlite3.connect(db)
-    con.executescript("""DROP TABLE events_search; DROP TABLE events_search_state;
+    con.executescript("""ALTER TABLE events DROP COLUMN salt; DROP TABLE events_search; DROP TABLE events_search_state;
                          DROP VIEW events_search_text; DROP VIEW usage; DROP TABLE importing;
                          ALTER TABLE sessions DROP COLUMN meta_hash;
                          UPDATE alembic_version SET version_num = '0008';""")
