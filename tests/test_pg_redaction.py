@@ -75,8 +75,9 @@ def _marked(payload: dict, paths: list[list], reason: str) -> dict:
 def redaction_args(conn, sid: str, seq: int, paths: list[list], reason: str = REASON, *,
                    new_payload: dict | None = None, names: dict | None = None) -> tuple:
     """What ``Redactor.redact_event`` takes for a redaction of ``paths`` of event ``seq``, read
-    through ``conn`` (the caller's side, as EventStore.redact computes it for an unsalted
-    event): ``new_payload`` and ``names`` (keys of the redaction event's payload) override."""
+    through ``conn`` (the caller's side, as EventStore.redact computes it, without the
+    digests and key salts of a salted event, which only verify reads): ``new_payload`` and
+    ``names`` (keys of the redaction event's payload) override."""
     ts, payload, hash_ = conn.execute("SELECT ts, payload, hash FROM events WHERE session_id = %s AND seq = %s",
                                       (sid, seq)).fetchone()
     new = dumps(new_payload if new_payload is not None else _marked(json.loads(payload), paths, reason))
@@ -128,7 +129,6 @@ def test_the_redactor_redacts_through_the_store(pg_server):
         with EventStore.open(url["auditor"], readonly=True) as store:
             assert [h.seq for h in search(store, "sk-live-4f9Qz7WbX2mN8pLk3RtY6vHs")] == [2]
             assert [h.seq for h in search(store, "OPENAI_API_KEY")] == []
-            assert store.session("s").append  # (the session reads on)
             assert [e.seq for e in store.session("s").events()] == [0, 1, 2, 3, 4]
         with EventStore.open(url["writer"]) as store:  # the writer's cached heads do not matter
             assert store.session("s").append("x", {}).seq == 5
@@ -527,3 +527,32 @@ def test_what_was_refused_stays_refused_for_every_role(pg_server, role):
         for sql in REFUSED_BEFORE:
             refused(url[role], sql)
         assert state(url["owner"]) == before
+
+
+def test_a_tables_owner_that_does_not_own_the_database_is_told_about_the_statistics(pg_server, pg_url):
+    """The tables' owner may rewrite events and events_search but not pg_statistic (only the
+    database's owner or a superuser may): erase_old_versions rewrites the tables and says
+    which command the database's owner runs for the rest."""
+    import uuid
+
+    name, role = pg_url.rsplit("/", 1)[1], f"tables_{uuid.uuid4().hex[:8]}"
+    with pg_server.connect(name) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT CREATE ON SCHEMA public TO {role}")
+    try:
+        url = pg_server.url(name, role)
+        with EventStore.open(url) as store:
+            store.create_session("s").append("tool/result", {"tool_call_id": "c", "content": SECRET})
+            red = store.capability(Redactor)
+            with psycopg.connect(url, autocommit=True) as conn:
+                red.redact_event(*redaction_args(conn, "s", 0, [["content"]]))
+                relfile = conn.execute("SELECT pg_relation_filenode('events')").fetchone()[0]
+                said = red.erase_old_versions()
+                assert conn.execute("SELECT pg_relation_filenode('events')").fetchone()[0] != relfile  # rewritten
+        assert said is not None and "stay in pg_statistic's file until the database's owner runs: psql -c " \
+            "'VACUUM (FULL) pg_catalog.pg_statistic'" in said and f"role {role!r} does not own the database" in said
+    finally:
+        with pg_server.connect(name) as conn:
+            conn.execute(f"DROP OWNED BY {role} CASCADE")
+        with pg_server.connect() as conn:
+            conn.execute(f"DROP ROLE {role}")
