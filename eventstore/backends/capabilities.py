@@ -204,16 +204,17 @@ class SqlSandbox(ABC):
 
 class Roles(ABC):
     """Database roles: a writer that may only append and import, an auditor that may only
-    read (``eventstore roles``)."""
+    read, a redactor that may only read and redact (``eventstore roles``)."""
 
     @abstractmethod
-    def check_role_names(self, writer: str, auditor: str) -> None:
-        """Raises :class:`DatabaseError` when the names cannot be the two roles (taken by
-        something else, equal, not identifiers)."""
+    def check_role_names(self, writer: str, auditor: str, redactor: str | None = None) -> None:
+        """Raises :class:`DatabaseError` when the names cannot be the roles (taken by
+        something else, equal, not identifiers); ``redactor`` None: no redactor role."""
 
     @abstractmethod
-    def roles_sql(self, writer: str, auditor: str) -> str:
-        """The SQL that creates the roles and grants them what they may do on this database."""
+    def roles_sql(self, writer: str, auditor: str, redactor: str | None = None) -> str:
+        """The SQL that creates the roles and grants them what they may do on this database
+        (the redactor: reading, and the redaction's functions; none when None)."""
 
     @abstractmethod
     def apply_roles(self, text: str) -> list[str]:

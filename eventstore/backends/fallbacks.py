@@ -286,10 +286,10 @@ class NoRoles(_OnCore, Roles):
     def _refuse(self) -> DatabaseError:
         return DatabaseError(f"{self.core.display}: the {self.core.name} backend has no roles")
 
-    def check_role_names(self, writer: str, auditor: str) -> None:
+    def check_role_names(self, writer: str, auditor: str, redactor: str | None = None) -> None:
         raise self._refuse()
 
-    def roles_sql(self, writer: str, auditor: str) -> str:
+    def roles_sql(self, writer: str, auditor: str, redactor: str | None = None) -> str:
         raise self._refuse()
 
     def apply_roles(self, text: str) -> list[str]:

@@ -46,16 +46,19 @@ def demo(ctx: click.Context) -> None:
 @click.command()
 @click.option("--writer", default="eventstore_writer", show_default=True, type=TEXT, help="Name of the writer role.")
 @click.option("--auditor", default="eventstore_auditor", show_default=True, type=TEXT, help="Name of the auditor role.")
+@click.option("--redactor", default="eventstore_redactor", show_default=True, type=TEXT,
+              help="Name of the redactor role.")
 @click.option("--print", "print_only", is_flag=True, help="Print the SQL instead of running it.")
 @click.pass_context
-def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> None:
+def roles(ctx: click.Context, writer: str, auditor: str, redactor: str, print_only: bool) -> None:
     """PostgreSQL: create the least-privilege roles (run it once as the tables' owner with
     CREATEROLE, or as a superuser).
 
     The writer role may only INSERT and SELECT (it cannot UPDATE, DELETE, TRUNCATE, ALTER,
     DROP or disable triggers): agents and `eventstore import` work as it. The auditor role
-    may only SELECT: for `eventstore sql` and `verify`. Both are NOLOGIN groups; grant them
-    to login roles: GRANT eventstore_writer TO agent1.
+    may only SELECT: for `eventstore sql` and `verify`. The redactor role may SELECT and
+    redact (`eventstore redact`), nothing else. All are NOLOGIN groups; grant them to login
+    roles: GRANT eventstore_writer TO agent1.
     """
     from eventstore.backends import is_postgres_url
 
@@ -66,13 +69,14 @@ def roles(ctx: click.Context, writer: str, auditor: str, print_only: bool) -> No
 
     store = open_store(ctx)  # creates and migrates the schema first: the grants name its tables
     roles = store.capability(Roles)
-    roles.check_role_names(writer, auditor)
-    text = roles.roles_sql(writer, auditor)
+    roles.check_role_names(writer, auditor, redactor)
+    text = roles.roles_sql(writer, auditor, redactor)
     if print_only:
         click.echo(text, nl=False)
         return
     for notice in roles.apply_roles(text):
         click.echo(f"note: {notice}", err=True)
-    click.echo(f"roles {writer} (INSERT, SELECT) and {auditor} (SELECT) are set up on {store.display}")
+    click.echo(f"roles {writer} (INSERT, SELECT), {auditor} (SELECT) and {redactor} (SELECT, redact) are set up "
+               f"on {store.display}")
 
 

@@ -9,7 +9,8 @@
 * :mod:`.connection`: URLs and connection strings, passwords kept out of every message;
 * :mod:`.follower`, :mod:`.importer`: LISTEN/NOTIFY followers, ``COPY`` imports and locks;
 * capabilities: :mod:`.search` (``tsvector``), :mod:`.audit`, :mod:`.index` (the
-  viewer's), :mod:`.views`, :mod:`.sandbox` (``eventstore sql``), :mod:`.roles`.
+  viewer's), :mod:`.views`, :mod:`.sandbox` (``eventstore sql``), :mod:`.roles`,
+  :mod:`.redact` (the one in-place change, and VACUUM FULL after it).
 """
 
 from .backend import PostgresBackend

@@ -54,7 +54,8 @@ class PgAudit(AuditReads):
             with self._rlock:
                 have = self._catalog(self._conn("r"), None)
                 roles = _granted_roles(self._conn("r"))
-                regrants = self._conn("r").execute(_REGRANTS, (list(roles or ()),)).fetchall() if roles else []
+                regrants = (self._conn("r").execute(_REGRANTS, ([x for x in roles if x],)).fetchall()
+                            if roles else [])
         except psycopg.Error as e:
             return [("storage", f"{self.display}: the catalog cannot be read: {first_line(e)}")]
         out += [("schema", f"{who} holds {privilege} on the {what}, which `eventstore roles` revokes (REVOKE "
@@ -377,16 +378,24 @@ SELECT DISTINCT acl.what,
  ORDER BY 1, 2, 3"""
 
 
-def _granted_roles(conn: psycopg.Connection) -> tuple[str, str] | None:
-    """The writer and auditor of :func:`roles_sql` as the grants on ``events`` show them
-    (the one role other than the owner that may INSERT, the one that may only SELECT), or
-    None when the grants are not those of one such pair."""
+def _granted_roles(conn: psycopg.Connection) -> tuple[str, str, str | None] | None:
+    """The writer, auditor and redactor of :func:`roles_sql` as the grants show them (the one
+    role other than the owner that may INSERT into ``events``; the one that may only SELECT
+    it and may not EXECUTE ``es_redact``; the one that may, or None for a set-up made
+    before revision 0320), or None when the grants are not those of one such set."""
     rows = conn.execute(
-        "SELECT pg_get_userbyid(a.grantee), bool_or(a.privilege_type = 'INSERT') FROM pg_class AS c, "
-        "aclexplode(c.relacl) AS a WHERE c.relname = 'events' AND c.relnamespace = current_schema()::regnamespace "
-        "AND a.grantee NOT IN (0, c.relowner) GROUP BY 1").fetchall()
-    writers, auditors = [r[0] for r in rows if r[1]], [r[0] for r in rows if not r[1]]
-    return (writers[0], auditors[0]) if len(writers) == len(auditors) == 1 else None
+        "SELECT pg_get_userbyid(a.grantee), bool_or(a.privilege_type = 'INSERT'), "
+        "bool_or(EXISTS (SELECT 1 FROM pg_proc AS p, aclexplode(p.proacl) AS x WHERE p.proname = 'es_redact' "
+        "AND p.pronamespace = c.relnamespace AND x.grantee = a.grantee AND x.privilege_type = 'EXECUTE')) "
+        "FROM pg_class AS c, aclexplode(c.relacl) AS a WHERE c.relname = 'events' "
+        "AND c.relnamespace = current_schema()::regnamespace AND a.grantee NOT IN (0, c.relowner) "
+        "GROUP BY 1").fetchall()
+    writers = [r[0] for r in rows if r[1]]
+    auditors = [r[0] for r in rows if not r[1] and not r[2]]
+    redactors = [r[0] for r in rows if not r[1] and r[2]]
+    if len(writers) == len(auditors) == 1 and len(redactors) <= 1:
+        return writers[0], auditors[0], (redactors[0] if redactors else None)
+    return None
 
 
 def _apply_roles_to_scratch(conn, statements: list[str]) -> None:
@@ -403,10 +412,11 @@ def _apply_roles_to_scratch(conn, statements: list[str]) -> None:
             conn.exec_driver_sql("RELEASE SAVEPOINT es_roles")
 
 
-def _expected_catalog(url: str, display: str, roles: tuple[str, str] | None = None) -> dict[str, tuple[str, str]]:
+def _expected_catalog(url: str, display: str,
+                      roles: tuple[str, str, str | None] | None = None) -> dict[str, tuple[str, str]]:
     """The catalog (as :meth:`PostgresBackend._catalog`) of a scratch schema migrated to the
-    head revision with the package's Alembic history, and given ``roles`` (writer, auditor)
-    by :func:`roles_sql` as ``eventstore roles`` does, in one transaction that is rolled
+    head revision with the package's Alembic history, and given ``roles`` (writer, auditor,
+    redactor or None) by :func:`roles_sql` as ``eventstore roles`` does, in one transaction that is rolled
     back: nothing is left in the database (built once per process, URL and roles)."""
     key = f"{url}\0{roles}"
     if key in _expected:
@@ -432,7 +442,8 @@ def _expected_catalog(url: str, display: str, roles: tuple[str, str] | None = No
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
                 if roles is not None:
-                    _apply_roles_to_scratch(conn, roles_statements(*roles, schema=scratch))
+                    _apply_roles_to_scratch(conn, roles_statements(roles[0], roles[1], schema=scratch,
+                                                                             redactor=roles[2]))
                 _expected[key] = PgAudit._catalog(conn.connection.driver_connection, scratch)
             finally:
                 tx.rollback()

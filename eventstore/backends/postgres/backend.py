@@ -35,7 +35,7 @@ thread-safe), made again in a forked child (the parent's are left alone: closing
 end the parent's sessions).
 
 The capabilities are mixins of their own modules (:mod:`.search`, :mod:`.audit`,
-:mod:`.index`, :mod:`.views`, :mod:`.sandbox`, :mod:`.roles`).
+:mod:`.index`, :mod:`.views`, :mod:`.sandbox`, :mod:`.roles`, :mod:`.redact`).
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ from .connection import conninfo, display_url, first_line, open_connection
 from .follower import PgFollower
 from .importer import PgImport, PgImportLock
 from .index import PgIndex
+from .redact import PgRedactor
 from .roles import PgRoles
 from .sandbox import PgSandbox
 from .search import PgSearch
@@ -99,7 +100,7 @@ from .views import PgViews
 _inherited: list = []  # connections of a parent process: kept, never used or closed (see module doc)
 
 
-class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, Backend):
+class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, PgRedactor, Backend):
     """One PostgreSQL database (see the module's docstring)."""
 
     name = "postgresql"
