@@ -41,11 +41,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                   "(mode 0600) and the public key in KEYFILE.pub (give it to `verify "
                                   "--public-key`)."),
     "messages": ("reading:messages", "Print the derived chat messages (the projection) as a JSON array."),
+    "redact": ("redact:redact", "Redact fields of a stored event: they read as a marker, their bytes leave the "
+                                "database."),
     "repair": ("auditing:repair", "Append what an interrupted session needs (never changing what is logged): a "
                                   "tool/result saying the call was interrupted for each dangling tool call, a "
                                   "step/end for an open step, a turn/end for an open turn."),
     "roles": ("setup:roles", "PostgreSQL: create the least-privilege roles (run it once as the tables' owner "
                              "with CREATEROLE, or as a superuser)."),
+    "scan": ("secrets:scan", "Find secrets in stored events: API keys and tokens, private keys, JWTs, passwords "
+                             "in URLs."),
     "search": ("search:search", "Full-text search over message content, tool call arguments and tool results."),
     "serve": ("serve:serve", "Start the local, read-only web viewer and print its URL (Ctrl-C stops it)."),
     "sessions": ("reading:sessions", "List stored sessions: id, events, created, last event (UTC), and token "
