@@ -5,10 +5,10 @@ Stripe, SendGrid and PyPI tokens, private keys, JSON Web Tokens, passwords in UR
 the same plugin form, the kinds it lacks (:class:`AnthropicKeyDetector`,
 :class:`OpenAIProjectKeyDetector`, :class:`GitHubFineGrainedTokenDetector`,
 :class:`GoogleApiKeyDetector`, :class:`AssignedSecretDetector` for a high-entropy value
-assigned to a secret-sounding name). Each detector comes with a cheap regular expression
-(:data:`PLUGINS`) that every text it can match must match: one expression of them all
-(:data:`PREFILTER`) runs over an event's whole payload text, and only a text it hits is
-parsed and given to the detectors whose part matched.
+assigned to a secret-sounding name). Each detector comes with its needles
+(:data:`PLUGINS`): lower-case literals, one of which every text it can find a secret in holds.
+A page of events is searched for every needle at once (:func:`candidates`), and only an event
+that holds one is parsed and given to the detectors whose needles it holds.
 
 A :class:`Finding` names the session, the seq (None for the session's meta), the field path
 (``tool_calls[0].function.arguments``) and the kind, with a masked preview: a short prefix
@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,20 +44,33 @@ from detect_secrets.plugins.sendgrid import SendGridDetector
 from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.stripe import StripeDetector
 
-__all__ = ["Finding", "PLUGINS", "PREFILTER", "SecretFilter", "kinds", "mask", "path_text", "scan_payload",
+__all__ = ["Finding", "NEEDLES", "PLUGINS", "SecretFilter", "candidates", "kinds", "mask", "path_text", "scan_payload",
            "scan_payload_json", "scan_store", "secrets_in"]
 
 REDACTION = "redaction"  # the type of the event that records a redaction (docs/redaction.md)
+#: The redaction event's key naming the redacted event's seq. (The design's "seq" cannot be a
+#: payload key: type, seq and ts are the line's own, refused in a payload.)
+TARGET_SEQ = "event_seq"
 
 
-class GitLabTokenFullDetector(GitLabTokenDetector):
-    """detect-secrets' GitLab plugin, yielding each whole token (its first pattern captures
-    only the token's prefix)."""
+class WholeMatch:
+    """For a detect-secrets plugin whose pattern captures only a token's prefix (``ghp``,
+    ``glpat``): yields each whole match instead."""
+
+    denylist: Iterable[re.Pattern]
 
     def analyze_string(self, string: str) -> Iterator[str]:
         for regex in self.denylist:
             for m in regex.finditer(string):
                 yield m.group(0)
+
+
+class GitHubTokenFullDetector(WholeMatch, GitHubTokenDetector):
+    """detect-secrets' GitHub plugin (``ghp_``, ``gho_``, ... tokens), each whole token."""
+
+
+class GitLabTokenFullDetector(WholeMatch, GitLabTokenDetector):
+    """detect-secrets' GitLab plugin, each whole token."""
 
 
 class ArmoredPrivateKeyDetector(PrivateKeyDetector):
@@ -163,11 +177,11 @@ def _looks_random(value: str, limit: float) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Plugin:
-    """A detector and the cheap expression (``prefix``) that every text it finds a secret in
-    matches: the part of :data:`PREFILTER` that decides whether the detector runs."""
+    """A detector and its needles: lower-case literals, one of which every text it finds a
+    secret in holds (ignoring case). The detector runs only on a text that holds one."""
 
     detector: RegexBasedDetector
-    prefix: str
+    needles: tuple[str, ...]
 
     @property
     def kind(self) -> str:
@@ -177,30 +191,66 @@ class Plugin:
 
 GENERIC = AssignedSecretDetector.secret_type  # the kind a specific detector's finding takes precedence over
 
-#: Every detector, with its prefilter: the kinds ``eventstore scan`` finds.
+#: Every detector, with its needles: the kinds ``eventstore scan`` finds.
 PLUGINS: tuple[Plugin, ...] = (
-    Plugin(AWSKeyDetector(), r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}|(?i:aws)"),
-    Plugin(GitHubTokenDetector(), r"gh[pousr]_"),
-    Plugin(GitHubFineGrainedTokenDetector(), r"github_pat_"),
-    Plugin(GitLabTokenFullDetector(), r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941"),
-    Plugin(OpenAIDetector(), r"T3BlbkFJ"),
-    Plugin(OpenAIProjectKeyDetector(), r"sk-(?:proj|svcacct|admin)-"),
-    Plugin(AnthropicKeyDetector(), r"sk-ant-"),
-    Plugin(SlackDetector(), r"(?i:xox[abposr]-|hooks\.slack\.com)"),
-    Plugin(StripeDetector(), r"[rs]k_live_"),
-    Plugin(SendGridDetector(), r"SG\."),
-    Plugin(PypiTokenDetector(), r"pypi-AgE"),
-    Plugin(GoogleApiKeyDetector(), r"AIza"),
-    Plugin(ArmoredPrivateKeyDetector(), r"PRIVATE KEY|PuTTY-User-Key-File"),
-    Plugin(JwtTokenDetector(), r"eyJ"),
-    Plugin(BasicAuthUrlDetector(), r"://[^\s/@]{1,200}:[^\s/@]{1,200}@"),
-    Plugin(AssignedSecretDetector(), r"(?i:(?:key|secret|token|passw|pwd|credential|authorization)[\w.\\'\"\]-]{0,40}"
-                                     r"\s{0,3}(?:=|:|\s\s{0,2}[\"'`]?[A-Za-z0-9+/_-]{16}))"),
+    Plugin(AWSKeyDetector(), ("akia", "asia", "abia", "acca", "a3t", "aws")),
+    Plugin(GitHubTokenFullDetector(), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    Plugin(GitHubFineGrainedTokenDetector(), ("github_pat_",)),
+    Plugin(GitLabTokenFullDetector(), ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-",
+                                       "glimt-", "glptt-", "glagent-", "gloas-")),
+    Plugin(OpenAIDetector(), ("t3blbkfj",)),
+    Plugin(OpenAIProjectKeyDetector(), ("sk-proj-", "sk-svcacct-", "sk-admin-")),
+    Plugin(AnthropicKeyDetector(), ("sk-ant-",)),
+    Plugin(SlackDetector(), ("xox", "hooks.slack.com")),
+    Plugin(StripeDetector(), ("k_live_",)),
+    Plugin(SendGridDetector(), ("sg.",)),
+    Plugin(PypiTokenDetector(), ("pypi-age",)),
+    Plugin(GoogleApiKeyDetector(), ("aiza",)),
+    Plugin(ArmoredPrivateKeyDetector(), ("private key", "putty-user-key-file")),
+    Plugin(JwtTokenDetector(), ("eyj",)),
+    Plugin(BasicAuthUrlDetector(), ("://",)),
+    Plugin(AssignedSecretDetector(), ("key", "secret", "token", "passw", "pwd", "credential", "authoriz")),
 )
 
-#: One expression of every plugin's prefilter, each part a named group ``p0``, ``p1``, ...
-PREFILTER = re.compile("|".join(f"(?P<p{i}>{p.prefix})" for i, p in enumerate(PLUGINS)))
-_ANY = re.compile("|".join(f"(?:{p.prefix})" for p in PLUGINS))  # the same, without groups: a yes or no
+#: Each needle and the plugins (indices in :data:`PLUGINS`) it lets run.
+NEEDLES: dict[str, tuple[int, ...]] = {}
+for _i, _p in enumerate(PLUGINS):
+    for _n in _p.needles:
+        NEEDLES[_n] = (*NEEDLES.get(_n, ()), _i)
+del _i, _p, _n
+
+
+def _plugins_for(low: str) -> set[int]:
+    """The plugins whose needles the lower-cased text ``low`` holds."""
+    out: set[int] = set()
+    for needle, plugins in NEEDLES.items():
+        if needle in low:
+            out.update(plugins)
+    return out
+
+
+def candidates(texts: list[str]) -> list[int]:
+    """The indices of ``texts`` that hold a needle (in order): the only ones a detector can
+    find a secret in. One search per needle over the whole batch (lower-cased, joined), so the
+    cost per text of a batch without secrets is a few passes of C over its characters."""
+    lows = [t.lower() for t in texts]
+    big = "\x00".join(lows)  # (no needle holds NUL, and JSON text holds none unescaped)
+    found = [n for n in NEEDLES if n in big]
+    if not found:
+        return []
+    starts = []
+    pos = 0
+    for low in lows:
+        starts.append(pos)
+        pos += len(low) + 1
+    hit: set[int] = set()
+    for needle in found:
+        at = big.find(needle)
+        while at != -1:
+            i = bisect_right(starts, at) - 1
+            hit.add(i)
+            at = big.find(needle, starts[i + 1] if i + 1 < len(starts) else len(big))  # on from the next text
+    return sorted(hit)
 
 
 def kinds() -> list[str]:
@@ -217,12 +267,12 @@ def mask(secret: str) -> str:
 
 def secrets_in(text: str) -> list[tuple[str, str]]:
     """``(kind, secret)`` of every secret found in ``text``, each once, in the order of :data:`PLUGINS`."""
-    hit = {m.lastgroup for m in PREFILTER.finditer(text)}
+    hit = _plugins_for(text.lower())
     if not hit:
         return []
     out: dict[tuple[str, str], None] = {}
     for i, plugin in enumerate(PLUGINS):
-        if f"p{i}" in hit:
+        if i in hit:
             for secret in plugin.detector.analyze_string(text):
                 if secret:
                     out[plugin.kind, secret] = None
@@ -267,8 +317,6 @@ def scan_payload(payload: dict) -> list[tuple[Path, str, str]]:
     text); a value with two secrets of one kind is named once."""
     out = []
     for path, s in _strings(payload, ()):
-        if _ANY.search(s) is None:
-            continue
         seen = set()
         for kind, secret in secrets_in(s):
             if kind not in seen:
@@ -278,9 +326,9 @@ def scan_payload(payload: dict) -> list[tuple[Path, str, str]]:
 
 
 def scan_payload_json(text: str) -> list[tuple[Path, str, str]]:
-    """:func:`scan_payload` of a payload's JSON text; most texts are passed by one search of
-    :data:`PREFILTER` over the whole text, unparsed."""
-    if _ANY.search(text) is None:
+    """:func:`scan_payload` of a payload's JSON text; a text that holds no needle is passed
+    unparsed."""
+    if not _plugins_for(text.lower()):
         return []
     return scan_payload(json.loads(text))
 
@@ -332,13 +380,10 @@ def scan_store(store, session_ids: Iterable[str] | None = None,
             rows = store.export_rows(sid, after, PAGE_EVENTS, PAGE_BYTES)
             if not rows:
                 break
-            any_ = _ANY.search
-            for _type, seq, _ts, pj in rows:
-                if type(pj) is bytes:
-                    pj = pj.decode("utf-8")
-                if any_(pj) is not None:
-                    for path, kind, secret in scan_payload(json.loads(pj)):
-                        yield Finding(sid, seq, path, kind, mask(secret))
+            texts = [pj.decode("utf-8") if type(pj) is bytes else pj for _type, _seq, _ts, pj in rows]
+            for i in candidates(texts):
+                for path, kind, secret in scan_payload(json.loads(texts[i])):
+                    yield Finding(sid, rows[i][1], path, kind, mask(secret))
             after = rows[-1][1]
             if progress is not None:
                 progress(len(rows))
@@ -396,7 +441,7 @@ class SecretFilter:
 
     def redaction_payload(self, seq: int, paths: list[Path], reason: str) -> dict:
         """The payload of the ``redaction`` event of a field redacted before storing."""
-        return {"seq": seq, "paths": [list(p) for p in paths], "reason": reason, "by": self.by,
+        return {TARGET_SEQ: seq, "paths": [list(p) for p in paths], "reason": reason, "by": self.by,
                 "before_storing": True}
 
     def events(self, first_seq: int, types: list[str], tss: list[float], payload_texts: list[str]
@@ -407,14 +452,15 @@ class SecretFilter:
         fields. None when no event holds a secret (the batch is stored as it is)."""
         from eventstore.log.codec import dumps
 
-        if not any(_ANY.search(t) is not None for t in payload_texts):
+        hit = set(candidates(payload_texts))
+        if not hit:
             return None
         out_types: list[str] = []
         out_tss: list[float] = []
         out_texts: list[str] = []
         changed = False
-        for type_, ts, text in zip(types, tss, payload_texts, strict=True):
-            r = redacted(json.loads(text)) if _ANY.search(text) is not None else None
+        for i, (type_, ts, text) in enumerate(zip(types, tss, payload_texts, strict=True)):
+            r = redacted(json.loads(text)) if i in hit else None
             seq = first_seq + len(out_types)
             if r is None:
                 out_types.append(type_)
@@ -427,3 +473,59 @@ class SecretFilter:
             out_tss += (ts, ts)
             out_texts += (dumps(payload), dumps(self.redaction_payload(seq, paths, reason)))
         return (out_types, out_tss, out_texts) if changed else None
+
+
+class RowRedactor:
+    """The importer's side of :class:`SecretFilter`: rewrites a session's file rows ``(seq,
+    type, ts, payload, hash)`` batch by batch as they are to be stored. An event with a secret
+    gets its markers and is followed by its ``redaction`` event (same ts, same line of the
+    file); every later row moves one seq on per redaction before it and is chained again.
+    The rewriting is a function of the file alone, so a file imported twice gives the same
+    rows (a stored session compares equal). ``start`` is ``(seq, hash before it)`` of the
+    first row, as :func:`eventstore.io.bulk.import_jsonl`'s ``continues`` says (default: seq
+    0 of ``session_id``, its genesis hash)."""
+
+    def __init__(self, secrets: SecretFilter, session_id: str, start: tuple[int, str] | None = None):
+        from eventstore.log.chain import genesis_hash
+
+        self.secrets = secrets
+        self.shift = 0  # redaction events inserted before the next row
+        self.prev = start[1] if start is not None else genesis_hash(session_id)  # the hash of the row before
+
+    def rows(self, rows: list[tuple], lines: list[int], offsets: list[int]) -> tuple[list, list, list]:
+        """``(rows, lines, offsets)`` of a batch as stored (the same lists when nothing changes)."""
+        from eventstore.log.chain import chain_hash
+        from eventstore.log.codec import dumps
+        from eventstore.log.line import event_line
+
+        if not rows:
+            return rows, lines, offsets
+        texts = [r[3].decode("utf-8") if type(r[3]) is bytes else r[3] for r in rows]
+        hit = set(candidates(texts))
+        if not hit and not self.shift:
+            last = rows[-1][4]
+            self.prev = last.decode() if type(last) is bytes else last
+            return rows, lines, offsets
+        out, out_lines, out_offsets = [], [], []
+        prev = self.prev
+        for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
+            r = redacted(json.loads(texts[i])) if i in hit else None
+            binary = type(payload) is bytes
+            if r is None and not self.shift:  # before the first secret: as read
+                out.append((seq, type_, ts, payload, hash_))
+                prev = hash_.decode() if type(hash_) is bytes else hash_
+                out_lines.append(lines[i])
+                out_offsets.append(offsets[i])
+                continue
+            new = [(type_, texts[i] if r is None else dumps(r[0]))]
+            if r is not None:
+                new.append((REDACTION, dumps(self.secrets.redaction_payload(seq + self.shift, r[1], r[2]))))
+            for k, (t, text) in enumerate(new):
+                s = seq + self.shift + k  # the event, then its redaction event
+                prev = chain_hash(prev, event_line(t, s, float(ts), text))
+                out.append((s, t, ts, text.encode() if binary else text, prev.encode() if binary else prev))
+                out_lines.append(lines[i])
+                out_offsets.append(offsets[i])
+            self.shift += len(new) - 1
+        self.prev = prev
+        return out, out_lines, out_offsets

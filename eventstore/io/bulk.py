@@ -144,7 +144,7 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
                 source = opened.enter_context(open(source, "rb"))
             name = name or str(getattr(source, "name", "<stream>"))
             reader = JsonlReader(source, name, session_id, continues, max_line)
-            batches, sid = _first(reader, salvage)
+            batches, sid = _first(reader, salvage, store, continues)
             return _import_one(store, reader, batches, name, sid, True, salvage, progress, None, continues)
     if isinstance(source, (str, os.PathLike)):
         name = name or os.fspath(source)
@@ -189,7 +189,7 @@ def _import(store: Any, reader: JsonlReader | WorkerReader, name: str, append: b
 
     A file of one batch, or one that adds to a session already stored (``append``), goes in
     one write transaction. A longer new session goes in chunks (:func:`_import_chunked`)."""
-    batches, sid = _first(reader, salvage)
+    batches, sid = _first(reader, salvage, store)
     if batches.more():
         report = _import_chunked(store, reader, batches, name, sid, salvage, progress, created_at)
         if report is not None:
@@ -197,12 +197,19 @@ def _import(store: Any, reader: JsonlReader | WorkerReader, name: str, append: b
     return _import_one(store, reader, batches, name, sid, append, salvage, progress, created_at)
 
 
-def _first(reader: JsonlReader | WorkerReader, salvage: bool = False) -> tuple[_Batches, str]:
+def _first(reader: JsonlReader | WorkerReader, salvage: bool = False, store: Any = None,
+           continues: tuple[int, str] | None = None) -> tuple[_Batches, str]:
     """``(reader's batches, the session id)`` once the first batch is read; raises the
-    reader's error when the file names no session or (without salvage) fails there."""
+    reader's error when the file names no session or (without salvage) fails there. A
+    store that redacts secrets before storing gets its rows rewritten (``batches.redactor``)."""
     batches = _Batches(reader)
     if reader.session_id is None or (reader.error is not None and not salvage):
         raise reader.error
+    secrets = getattr(store, "secret_filter", None)
+    if secrets is not None:
+        from eventstore.audit.secrets import RowRedactor
+
+        batches.redactor = RowRedactor(secrets, reader.session_id, continues)
     return batches, reader.session_id
 
 
@@ -217,6 +224,7 @@ class _Batches:
         self.pending: tuple | None = None  # the rest of a batch split between two transactions
         self.finished = False  # the file is stored (or, with salvage, its valid prefix)
         self.done_bytes = 0  # bytes reported to progress
+        self.redactor = None  # rewrites the rows of a store that redacts secrets before storing
         self._fill(2 if self._fill(1) else 1)
 
     def _fill(self, n: int) -> bool:
@@ -421,6 +429,8 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
             k = max(1, max_rows - taken)
             batches.pending = (rows[k:], lines[k:], offsets[k:], nbytes)
             rows, lines, offsets, nbytes = rows[:k], lines[:k], offsets[:k], None
+        if batches.redactor is not None:
+            rows, lines, offsets = batches.redactor.rows(rows, lines, offsets)
         taken += len(rows)
         if rows and rows[0][0] < head:  # these events are stored: they must be the same
             k = min(len(rows), head - rows[0][0])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-NAMES = ("append", "batch", "writers", "import", "export", "read", "sessions", "search", "verify", "viewer",
+NAMES = ("append", "batch", "writers", "import", "export", "read", "sessions", "search", "scan", "verify", "viewer",
          "agents")
 
 
