@@ -41,7 +41,7 @@ def test_every_workload_runs_on_sqlite(tmp_path: Path):
     result, stdout = bench(tmp_path, "all")
     systems = measured(result)
     assert set(systems) == {"Single appends", "Batched appends", "Concurrent writers", "Import", "Export",
-                            "Read one session", "Sessions listing (commands)", "Search", "Verify", "Viewer",
+                            "Read one session", "Sessions listing (commands)", "Search", "Scan", "Verify", "Viewer",
                             "Agents SDK session"}
     for workload in ("Single appends", "Batched appends", "Concurrent writers", "Import", "Export", "Read one session"):
         assert {"eventstore", "raw sqlite3"} <= systems[workload], workload

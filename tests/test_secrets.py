@@ -362,3 +362,19 @@ def test_redact_found_redacts_what_scan_finds(db_path: Path):
         assert _log_problems(store) == []
     data = _database_bytes(db_path)
     assert [s for s in secrets[1:] if s.encode() in data] == []
+
+
+def test_redact_secrets_idempotent_retry_of_an_append(db_path: Path):
+    """An append retried with its event_id (its first answer lost) gets the stored, redacted
+    event back; the same key with other content is still refused."""
+    from eventstore.errors import IdempotencyConflict
+
+    with EventStore.open(db_path, redact_secrets=True) as store:
+        s = store.create_session("r")
+        payload = {"content": SAMPLES["Stripe Access Key"][0][0]}
+        first = s.append("user/message", payload, event_id="k1")
+        again = s.append("user/message", payload, event_id="k1")
+        assert again == first and first.payload["content"] == "[redacted: secret: Stripe Access Key]"
+        assert s.next_seq() == 2
+        with pytest.raises(IdempotencyConflict):
+            s.append("user/message", {"content": "other"}, event_id="k1")
