@@ -147,15 +147,20 @@ class AssignedSecretDetector(RegexBasedDetector):
     secret_type = "Secret Assignment"
     ENTROPY = 3.5
     denylist = [re.compile(
-        r"(?<![A-Za-z0-9])" + SECRET_NAME
+        r"(?<![A-Za-z0-9])(?P<name>" + SECRET_NAME + ")"
         + r"""['"\]]{0,2}\s{0,3}(?:=|:=|:|=>|\s)\s{0,3}(?:["'`]|Bearer\s+|Token\s+)?"""
-        r"([A-Za-z0-9+/=_.~-]{16,})(?![A-Za-z0-9+/=_.~(-])", re.IGNORECASE),
-        re.compile(r"(?i)\bAuthorization:?\s{0,3}(?:Bearer|Basic|Token)\s+([A-Za-z0-9+/=_.~-]{16,})")]
+        r"(?P<value>[A-Za-z0-9+/=_.~-]{16,})(?![A-Za-z0-9+/=_.~(-])", re.IGNORECASE),
+        re.compile(r"(?i)\b(?P<name>Authorization):?\s{0,3}(?:Bearer|Basic|Token)\s+(?P<value>[A-Za-z0-9+/=_.~-]{16,})")]
+    #: A name ending so holds something about a secret, not the secret (``token_hash``, ``key_id``).
+    NOT_SECRET = re.compile(r"[_.-](?:hash|hashes|id|ids|sha|sha1|sha256|digest|checksum|fingerprint|count|len|length"
+                            r"|type|name|names|file|path|url|uri|prefix|version|expiry|expires|ttl)$", re.IGNORECASE)
 
     def analyze_string(self, string: str) -> Iterator[str]:
-        for value in super().analyze_string(string):
-            if _looks_random(value, self.ENTROPY):
-                yield value
+        for regex in self.denylist:
+            for m in regex.finditer(string):
+                value = m.group("value")
+                if not self.NOT_SECRET.search(m.group("name")) and _looks_random(value, self.ENTROPY):
+                    yield value
 
 
 _WORD = re.compile(r"[A-Z][a-z]{2,}|[a-z]{3,}|(?<![A-Za-z0-9])[A-Z]{3,}(?![A-Za-z0-9])")
