@@ -380,3 +380,24 @@ def test_redact_secrets_idempotent_retry_of_an_append(db_path: Path):
         assert s.next_seq() == 2
         with pytest.raises(IdempotencyConflict):
             s.append("user/message", {"content": "other"}, event_id="k1")
+
+
+def test_import_redact_secrets_append_to_a_grown_file(db_path: Path, tmp_path: Path):
+    """--append past a stored head: the file's stored part is rewritten as before (and
+    compares equal), its new events land at the seqs after the redaction events."""
+    src = tmp_path / "g.jsonl"
+    events = [("user/message", {"content": "a"}), ("tool/result", {"tool_call_id": "c", "content":
+                                                                   SAMPLES["Slack Token"][0][0]})]
+    _write_session(src, "grow", events)
+    runner = CliRunner()
+    args = ["--db", str(db_path), "import", "--redact-secrets", "--append", str(src)]
+    assert runner.invoke(cli, args).exit_code == 0
+    events += [("user/message", {"content": "b " + SAMPLES["Google API Key"][0][0]}), ("user/message", {"content": "c"})]
+    _write_session(src, "grow", events)
+    r = runner.invoke(cli, args)
+    assert r.exit_code == 0 and "(0 new, 1 appended), events: 3," in r.stdout, r.output
+    with EventStore.open(db_path) as store:
+        assert [e.type for e in store.session("grow").events()] == [
+            "user/message", "tool/result", "redaction", "user/message", "redaction", "user/message"]
+        _check_redacted_before_storing(store, "grow")
+    assert b"xoxb-" not in _database_bytes(db_path) and b"AIzaSy" not in _database_bytes(db_path)
