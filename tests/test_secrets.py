@@ -236,11 +236,12 @@ def test_redact_secrets_on_append(backend_url: str, db_path: Path):
             (6, [["content", 1, "text"]], "secret: Private Key"),
             (8, [["content"]], "secret: Anthropic API Key"),
             (11, [["content"]], "secret: Stripe Access Key")]
-        # the meta is no event: it is stored as given (scan still finds it there)
-        assert [f.seq for f in scan_store(store)] == [None]
+        # the meta is no event: its secret is replaced by the marker, with no redaction event
+        assert json.loads(store.session_meta_json("leaky")) == {"env": {"GITHUB_TOKEN": "[redacted: secret: GitHub Token]"}}
+        assert list(scan_store(store)) == []
     if backend_url == str(db_path):
         data = _database_bytes(db_path)
-        assert [s for s in secrets[1:] if s.encode() in data] == []
+        assert [s for s in secrets if s.encode() in data] == []
 
 
 def test_redact_secrets_through_the_async_store(db_path: Path):
@@ -256,9 +257,9 @@ def test_redact_secrets_through_the_async_store(db_path: Path):
     assert b"xoxb-" not in _database_bytes(db_path)
 
 
-def _write_session(path: Path, sid: str, payloads: list[tuple[str, dict]]) -> None:
+def _write_session(path: Path, sid: str, payloads: list[tuple[str, dict]], meta: dict | None = None) -> None:
     with open(path, "w") as f:
-        f.write(json.dumps({"type": "session/meta", "id": sid}) + "\n")
+        f.write(json.dumps({"type": "session/meta", "id": sid, **(meta or {})}) + "\n")
         for seq, (t, p) in enumerate(payloads):
             f.write(json.dumps({"type": t, "seq": seq, "ts": 1700000000 + seq, **p}) + "\n")
 
@@ -266,7 +267,7 @@ def _write_session(path: Path, sid: str, payloads: list[tuple[str, dict]]) -> No
 def test_import_redact_secrets_jsonl(backend_url: str, db_path: Path, tmp_path: Path):
     src = tmp_path / "s.jsonl"
     secret = SAMPLES["Google API Key"][0][1]
-    _write_session(src, "imp", [("user/message", {"content": "hi"}),
+    _write_session(src, "imp", meta={"gh": SAMPLES["GitHub Token"][0][0]}, payloads=[("user/message", {"content": "hi"}),
                                 ("tool/result", {"tool_call_id": "c", "content": SAMPLES["Google API Key"][0][0]}),
                                 ("user/message", {"content": "and " + SAMPLES["AWS Access Key"][0][0]}),
                                 ("assistant/message", {"content": "done"})])
@@ -278,13 +279,15 @@ def test_import_redact_secrets_jsonl(backend_url: str, db_path: Path, tmp_path: 
             (0, "user/message"), (1, "tool/result"), (2, "redaction"), (3, "user/message"), (4, "redaction"),
             (5, "assistant/message")]
         _check_redacted_before_storing(store, "imp")
+        assert json.loads(store.session_meta_json("imp")) == {"gh": "[redacted: secret: GitHub Token, Basic Auth Credentials]"}
     # the same file again: the same rows, skipped; without the flag it would store the secret: refused
     r = runner.invoke(cli, ["--db", backend_url, "import", "--redact-secrets", str(src)])
     assert r.exit_code == 0 and "skipped: 1" in r.stdout, r.output
     r = runner.invoke(cli, ["--db", backend_url, "import", str(src)])
-    assert r.exit_code == 1 and "seq 1 differs (payload)" in r.stderr
+    assert r.exit_code == 1 and "is already stored with other" in r.stderr
     if backend_url == str(db_path):
-        assert secret.encode() not in _database_bytes(db_path)
+        data = _database_bytes(db_path)
+        assert secret.encode() not in data and b"ghp_R4nd0m" not in data
 
 
 def test_import_redact_secrets_over_many_batches(db_path: Path, tmp_path: Path):

@@ -449,6 +449,14 @@ class SecretFilter:
         return {TARGET_SEQ: seq, "paths": [list(p) for p in paths], "reason": reason, "by": self.by,
                 "before_storing": True}
 
+    def meta_json(self, meta_json: str) -> str:
+        """A session's meta JSON text as stored: each secret-bearing value replaced by its
+        marker (the meta is no event: no redaction event records it)."""
+        from eventstore.log.codec import dumps
+
+        r = redacted(json.loads(meta_json)) if candidates([meta_json]) else None
+        return meta_json if r is None else dumps(r[0])
+
     def events(self, first_seq: int, types: list[str], tss: list[float], payload_texts: list[str]
                ) -> tuple[list[str], list[float], list[str]] | None:
         """The batch of events ``(types, tss, payload JSON texts)`` that will get seqs
@@ -496,6 +504,10 @@ class RowRedactor:
         self.secrets = secrets
         self.shift = 0  # redaction events inserted before the next row
         self.prev = start[1] if start is not None else genesis_hash(session_id)  # the hash of the row before
+
+    def meta_json(self, meta_json: str) -> str:
+        """:meth:`SecretFilter.meta_json`."""
+        return self.secrets.meta_json(meta_json)
 
     def rows(self, rows: list[tuple], lines: list[int], offsets: list[int]) -> tuple[list, list, list]:
         """``(rows, lines, offsets)`` of a batch as stored (the same lists when nothing changes)."""

@@ -626,6 +626,8 @@ class EventStore:
             if not isinstance(meta, dict) or "type" in meta or "id" in meta:
                 raise InvalidEvent("meta must be a dict without the keys 'type' and 'id'")
             meta_json = dumps(meta)
+            if self._secrets is not None:  # (the meta is no event: its markers have no redaction event)
+                meta_json = self._secrets.meta_json(meta_json)
         self._backend.create_session(sid, time.time(), meta_json)
         return Session(self, sid)
 

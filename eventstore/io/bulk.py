@@ -236,6 +236,11 @@ class _Batches:
             self._ahead.append((rows, list(r.batch_lines), list(r.batch_offsets), r.bytes))
         return True
 
+    def meta_json(self) -> str:
+        """The file's session/meta keys as stored (a redacting store's markers in place of secrets)."""
+        meta = self.reader.meta_json
+        return meta if self.redactor is None else self.redactor.meta_json(meta)
+
     def more(self) -> bool:
         """Whether more than one batch is left."""
         return len(self._ahead) > 1
@@ -260,13 +265,13 @@ def _import_one(store: Any, reader: JsonlReader | WorkerReader, batches: _Batche
             raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} {state}: there is nothing "
                                  f"this rest of it continues", sid)
         if stored is None:
-            _create(tx, reader, name, sid, created_at)
+            _create(tx, reader, name, sid, created_at, batches.meta_json())
             head = 0
         else:
             if tx.importing() is not None:
                 raise _unfinished(name, reader, sid)
-            if reader.meta_line and stored != reader.meta_json:
-                differ = meta_difference(stored, reader.meta_json, "stored", "here")
+            if reader.meta_line and stored != batches.meta_json():
+                differ = meta_difference(stored, batches.meta_json(), "stored", "here")
                 raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} is already stored with other "
                                      f"session/meta keys: {differ}", sid)
             head = tx.next_seq()
@@ -300,15 +305,15 @@ def _import_chunked(store: Any, reader: JsonlReader | WorkerReader, batches: _Ba
         def begin(tx: ImportTransaction) -> int | None:
             stored = tx.session_meta()
             if stored is None:
-                _create(tx, reader, name, sid, created_at)
+                _create(tx, reader, name, sid, created_at, batches.meta_json())
                 tx.begin_import(tx.next_position(), lock.owner, time.time())
                 return 0
             if tx.importing() is None:
                 return None
-            if stored != reader.meta_json:
+            if stored != batches.meta_json():
                 raise ImportConflict(name, reader.meta_line or 1, f"session {dumps(sid)} has an unfinished import "
                                      f"with other session/meta keys: "
-                                     f"{meta_difference(stored, reader.meta_json, 'stored', 'here')}", sid)
+                                     f"{meta_difference(stored, batches.meta_json(), 'stored', 'here')}", sid)
             tx.take_over(lock.owner)
             return tx.next_seq()
 
@@ -394,8 +399,8 @@ def _grew_past(path: str, offset: int, end: int) -> bool:
         return False
 
 
-def _create(tx: ImportTransaction, reader, name: str, sid: str, created_at: float | None) -> None:
-    refusal = tx.create_session(time.time() if created_at is None else created_at, reader.meta_json)
+def _create(tx: ImportTransaction, reader, name: str, sid: str, created_at: float | None, meta_json: str) -> None:
+    refusal = tx.create_session(time.time() if created_at is None else created_at, meta_json)
     if refusal is not None:
         reason = f"the database refused session id {dumps(sid)}: {refusal.message}"
         raise InvalidJSONL(name, reader.meta_line, reason) from None
