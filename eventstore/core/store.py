@@ -517,7 +517,8 @@ class EventStore:
         whose payload holds a secret that ``eventstore scan`` finds is stored with each
         secret-bearing field replaced by ``[redacted: secret: KIND]``, followed in the same
         transaction by a ``redaction`` event naming its seq and paths (``"before_storing":
-        true``); :meth:`Session.append` returns the stored (redacted) event, and
+        true``); a secret in a new session's meta is replaced by its marker too (no redaction
+        event: the meta is no event). :meth:`Session.append` returns the stored (redacted) event, and
         :meth:`Session.append_many` every stored event, the redaction events too.
         """
         return cls(open_backend(target, busy_timeout=busy_timeout, durability=durability,
