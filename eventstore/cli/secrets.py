@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from eventstore.errors import EventStoreError
 from eventstore.live.tailview import CONTROL_OR_NEWLINE, escape_char
 
 from .base import EXIT_ERROR, TEXT, fail
@@ -76,7 +77,8 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
     redact each secret-bearing field through :meth:`EventStore.redact`, one redaction (one
     ``redaction`` event) per event, its paths the fields found; the reason is ``reason`` or
     ``secret: KIND``. Prints what it did; a secret in a session's meta cannot be redacted
-    (the meta is no event): it is said, and the exit status is 1."""
+    (the meta is no event), nor an event the store refuses to redact: each is said, the other
+    events are still redacted, and the exit status is 1."""
     from eventstore.audit.secrets import scan_store
 
     store = open_store(ctx)
@@ -95,7 +97,12 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
                          "error": "a secret in the session's meta cannot be redacted (the meta is not an event)"})
             continue
         why = reason or f"secret: {kinds}"
-        store.redact(sid, seq, [list(p) for p in paths], reason=why)
+        try:
+            store.redact(sid, seq, [list(p) for p in paths], reason=why)
+        except EventStoreError as e:  # said with the rest; the other events are still redacted
+            left.append({"session_id": sid, "seq": seq, "paths": [f.field for f in found], "kind": kinds,
+                         "error": str(e)})
+            continue
         done.append({"session_id": sid, "seq": seq, "paths": list(dict.fromkeys(f.field for f in found)),
                      "kind": kinds, "reason": why})
     if as_json:
@@ -105,7 +112,8 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
             click.echo(f"redacted session {json.dumps(d['session_id'], ensure_ascii=False)} seq {d['seq']}: "
                        f"{', '.join(d['paths'])} ({d['reason']})")
         for d in left:
-            click.echo(f"not redacted: session {json.dumps(d['session_id'], ensure_ascii=False)} meta "
+            where = "meta" if d["seq"] is None else f"seq {d['seq']}"
+            click.echo(f"not redacted: session {json.dumps(d['session_id'], ensure_ascii=False)} {where} "
                        f"{', '.join(d['paths'])} ({d['kind']}): {d['error']}", err=True)
         if not done and not left:
             click.echo("no secrets found: nothing to redact")
