@@ -87,6 +87,8 @@ ORDINARY = [
     "SELECT id, token_hash FROM api_tokens WHERE user_id = 42",
     "token_hash: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
     "AWS_ACCESS_KEY_ID_FILE=/run/secrets/aws_key_2024_rotated_v3",
+    "def load(self, private_key: ed25519.Ed25519PrivateKey, f_priv: _FragList):",
+    'e = create_engine("mssql+pyodbc://u:p@dsn")',
 ]
 
 

@@ -123,11 +123,12 @@ _TEMPLATE = re.compile(r"^(?:<[^>]*>|\{[^}]*\}|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%[
 class BasicAuthUrlDetector(BasicAuthDetector):
     """detect-secrets' plugin for a password in a URL (``scheme://user:password@host``),
     passing over placeholders: a template (``{password}``, ``<password>``, ``$PASS``), stars,
-    or a word the documentation of databases uses (``scott:tiger``, ``user:pass``)."""
+    a word the documentation of databases uses (``scott:tiger``, ``user:pass``), one or two
+    characters (``u:p@``)."""
 
     def analyze_string(self, string: str) -> Iterator[str]:
         for value in super().analyze_string(string):
-            if value.lower() not in PLACEHOLDER_PASSWORDS and not _TEMPLATE.match(value):
+            if len(value) > 2 and value.lower() not in PLACEHOLDER_PASSWORDS and not _TEMPLATE.match(value):
                 yield value
 
 
@@ -163,6 +164,7 @@ class AssignedSecretDetector(RegexBasedDetector):
                     yield value
 
 
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
 _WORD = re.compile(r"[A-Z][a-z]{2,}|[a-z]{3,}|(?<![A-Za-z0-9])[A-Z]{3,}(?![A-Za-z0-9])")
 
 
@@ -174,6 +176,8 @@ def _looks_random(value: str, limit: float) -> bool:
     if value.count("/") > 2 or value.count(".") > 2:  # a path, a URL, a dotted name
         return False
     if sum(map(len, _WORD.findall(value))) * 2 >= len(value):  # made of words: a name, not a key
+        return False
+    if _DOTTED.match(value):  # module.Class, self.attribute: code
         return False
     n = len(value)
     entropy = -sum(c / n * math.log2(c / n) for c in map(value.count, set(value)))
