@@ -132,8 +132,10 @@ class BasicAuthUrlDetector(BasicAuthDetector):
                 yield value
 
 
-#: Names of a variable, key or option that holds a secret (``API_KEY=``, ``"client_secret":``, ``--password ``).
-SECRET_NAME = (r"(?:[A-Za-z0-9]+[_.-])*(?:api[_-]?key|apikey|secret(?:[_-]?(?:access[_-]?)?key)?|access[_-]?key"
+#: Names of a variable, key or option that holds a secret (``API_KEY=``, ``"client_secret":``, ``--password ``),
+#: from the secret word on (``OPENAI_API_KEY`` matches from ``API``): a leading part of the name
+#: would make the expression try every position of a text.
+SECRET_NAME = (r"(?:api[_-]?key|apikey|secret(?:[_-]?(?:access[_-]?)?key)?|access[_-]?key"
                r"|private[_-]?key|auth[_-]?token|access[_-]?token|refresh[_-]?token|bearer[_-]?token|token"
                r"|passw(?:or)?d|pwd|credentials?)(?:[_.-][A-Za-z0-9]+)*")
 
@@ -148,7 +150,7 @@ class AssignedSecretDetector(RegexBasedDetector):
     secret_type = "Secret Assignment"
     ENTROPY = 3.5
     denylist = [re.compile(
-        r"(?<![A-Za-z0-9])(?P<name>" + SECRET_NAME + ")"
+        r"(?<![A-Za-z0-9])(?P<name>" + SECRET_NAME + ")"  # (the name from its secret word on: see SECRET_NAME)
         + r"""['"\]]{0,2}\s{0,3}(?:=|:=|:|=>|\s)\s{0,3}(?:["'`]|Bearer\s+|Token\s+)?"""
         r"(?P<value>[A-Za-z0-9+/=_.~-]{16,})(?![A-Za-z0-9+/=_.~(-])", re.IGNORECASE),
         re.compile(r"(?i)\b(?P<name>Authorization):?\s{0,3}(?:Bearer|Basic|Token)\s+(?P<value>[A-Za-z0-9+/=_.~-]{16,})")]
@@ -156,12 +158,34 @@ class AssignedSecretDetector(RegexBasedDetector):
     NOT_SECRET = re.compile(r"[_.-](?:hash|hashes|id|ids|sha|sha1|sha256|digest|checksum|fingerprint|count|len|length"
                             r"|type|name|names|file|path|url|uri|prefix|version|expiry|expires|ttl)$", re.IGNORECASE)
 
+    #: The same expressions without IGNORECASE, for lower-cased ASCII text: an expression that
+    #: ignores case gets no quick skip to its first characters, and is many times slower.
+    #: (Nor a look-behind first: it is checked in :meth:`analyze_string`.)
+    LOWER = [re.compile(r.pattern.replace("(?i)", "").replace("(?<![A-Za-z0-9])", "").replace("Bearer", "bearer")
+                        .replace("Basic", "basic").replace("Token", "token").replace("Authorization", "authorization"))
+             for r in denylist]
+
     def analyze_string(self, string: str) -> Iterator[str]:
-        for regex in self.denylist:
-            for m in regex.finditer(string):
-                value = m.group("value")
-                if not self.NOT_SECRET.search(m.group("name")) and _looks_random(value, self.ENTROPY):
-                    yield value
+        ascii_ = string.isascii()  # (then lower() keeps every offset)
+        if not ascii_:
+            yield from self._values(string, string, self.denylist)
+            return
+        text = string.lower()
+        for regex in self.LOWER:
+            at = 0
+            while (m := regex.search(text, at)) is not None:
+                at = m.start() + 1
+                if m.start() and text[m.start() - 1].isalnum():  # inside a longer word: look on from there
+                    continue
+                at = m.end()
+                yield from self._values(string, text, (), m)
+
+    def _values(self, string: str, text: str, regexes, one: re.Match | None = None) -> Iterator[str]:
+        """The values of ``one`` (or of every match of ``regexes`` in ``text``) that are secrets."""
+        for m in [one] if one is not None else [m for r in regexes for m in r.finditer(text)]:
+            value = string[m.start("value"):m.end("value")]
+            if not self.NOT_SECRET.search(m.group("name")) and _looks_random(value, self.ENTROPY):
+                yield value
 
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -228,7 +252,7 @@ for _i, _p in enumerate(PLUGINS):
         NEEDLES[_n] = (*NEEDLES.get(_n, ()), _i)
 
 
-def _probes() -> list[tuple[Any, str | None]]:
+def _probes() -> list[tuple[Any, str | None, list[str]]]:
     """How :func:`candidates` looks for the needles: a plain substring search for a needle
     alone, one expression for the needles that share a first character (``akia|asia|aws``:
     the expression engine skips to that character, where one search per needle would pass
@@ -236,12 +260,12 @@ def _probes() -> list[tuple[Any, str | None]]:
     by_first: dict[str, list[str]] = {}
     for needle in NEEDLES:
         by_first.setdefault(needle[0], []).append(needle)
-    out: list[tuple[Any, str | None]] = []
+    out: list[tuple[Any, str | None, list[str]]] = []
     for group in by_first.values():
         if len(group) == 1:
-            out.append((None, group[0]))
+            out.append((None, group[0], group))
         else:
-            out.append((re.compile("|".join(map(re.escape, sorted(group, key=len, reverse=True)))), None))
+            out.append((re.compile("|".join(map(re.escape, sorted(group, key=len, reverse=True)))), None, group))
     return out
 
 
@@ -252,9 +276,14 @@ del _i, _p, _n
 def _plugins_for(low: str) -> set[int]:
     """The plugins whose needles the lower-cased text ``low`` holds."""
     out: set[int] = set()
-    for needle, plugins in NEEDLES.items():
-        if needle in low:
-            out.update(plugins)
+    for rx, needle, group in _PROBES:
+        if rx is None:
+            if needle in low:
+                out.update(NEEDLES[needle])
+        elif rx.search(low) is not None:
+            for n in group:
+                if n in low:
+                    out.update(NEEDLES[n])
     return out
 
 
@@ -268,7 +297,7 @@ def candidates(texts: list[str]) -> list[int]:
     starts: list[int] | None = None
     end = len(big)
     hit: set[int] = set()
-    for rx, needle in _PROBES:
+    for rx, needle, _group in _PROBES:
         at = big.find(needle) if rx is None else (m.start() if (m := rx.search(big)) else -1)
         if at == -1:
             continue
