@@ -360,7 +360,7 @@ def test_redact_found_redacts_what_scan_finds(db_path: Path):
     runner = CliRunner()
     r = runner.invoke(cli, ["--db", str(db_path), "redact", "--found"])
     assert r.exit_code == 1, r.output  # the meta's secret cannot be redacted: said, and the status is 1
-    assert "redacted session \"leaky\" seq 2: tool_calls[0].function.arguments (secret: Basic Auth Credentials)" \
+    assert "redacted session \"leaky\" seq 1: tool_calls[0].function.arguments (secret: Basic Auth Credentials)" \
         in r.stdout
     assert "not redacted: session \"leaky\" meta env.GITHUB_TOKEN" in r.stderr
     r = runner.invoke(cli, ["--db", str(db_path), "scan", "--json"])
