@@ -94,13 +94,11 @@ def run(bench) -> None:
         with_secret = sum(1 for p in paths for line in open(p, "rb") if b"cat .env" in line)
         bench.check("scan finds every planted secret, nothing else", len(found) == with_secret,
                     f"{len(found)} findings, {with_secret} planted")
-        rounds = bench.pick(2, 3)
         bench.measure(NAME, f"{n:,} events in {files} sessions",
                       {ES: lambda: timed(lambda: list(scan_store(store)), n),
                        f"{ES} scan": lambda: scan_command(db) / n},
                       "event", {ES: "list(scan_store(store)): read, prefilter, detectors on the few hits",
-                                f"{ES} scan": "the command, a fresh interpreter, table to /dev/null"},
-                      rounds=rounds)
+                                f"{ES} scan": "the command, a fresh interpreter, table to /dev/null"})
         sample = [orjson.loads(line) for line in open(paths[0], "rb")][1:bench.pick(1000, 20_000)]
         texts = [orjson.dumps({k: v for k, v in e.items() if k not in ("type", "seq", "ts")}).decode()
                  for e in sample]
@@ -115,8 +113,7 @@ def run(bench) -> None:
                        ES: lambda: timed(lambda: _scan(texts), len(texts))},
                       "event", {"every detector, no prefilter": "detect-secrets' analyze_string of each plugin "
                                                                 "over each payload's JSON text",
-                                ES: "candidates() over the batch, then scan_payload of the events it lets through"},
-                      rounds=rounds)
+                                ES: "candidates() over the batch, then scan_payload of the events it lets through"})
 
 
 def _scan(texts: list[str]) -> list:
