@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from conftest import SHARED
 
 from eventstore import EventStore
-from eventstore.audit.secrets import PLUGINS, candidates, kinds, mask, scan_store, secrets_in
+from eventstore.audit.secrets import PLUGINS, candidates, kinds, mask, path_text, scan_payload, scan_store, secrets_in
 from eventstore.audit.verify import verify
 from eventstore.backends.capabilities import AuditReads
 from eventstore.cli import cli
@@ -406,3 +406,33 @@ def test_import_redact_secrets_append_to_a_grown_file(db_path: Path, tmp_path: P
             "user/message", "tool/result", "redaction", "user/message", "redaction", "user/message"]
         _check_redacted_before_storing(store, "grow")
     assert b"xoxb-" not in _database_bytes(db_path) and b"AIzaSy" not in _database_bytes(db_path)
+
+
+def test_non_ascii_text_around_secrets():
+    """lower() may lengthen a text (İ is two characters lower-cased): the page search maps
+    each needle to its own text all the same, and the detectors see the original."""
+    texts = ["İ" * 30 + " AKIAQ3EGRT7XZJ4KPL2M", "ordinary 文字", 'İstanbul: client_secret = "q8Zr2mKx7VbN4cLp9TyW3sDf"',
+             "İİ", "token"]
+    assert candidates(texts) == [0, 2, 4]
+    assert scan_payload({"a b": texts[0], "x": [1, None, {"y": texts[2]}]}) == [
+        (("a b",), "AWS Access Key", "AKIAQ3EGRT7XZJ4KPL2M"),
+        (("x", 2, "y"), "Secret Assignment", "q8Zr2mKx7VbN4cLp9TyW3sDf")]
+    assert path_text(("a b", 0, "c")) == '["a b"][0].c'
+
+
+def test_scan_and_redact_secrets_as_the_postgres_roles(pg_server):
+    """The writer role appends through the secret filter; the auditor (who may only read)
+    scans, and so does the owner: each sees the one secret written without the filter."""
+    from test_pg_attacks import as_readme
+
+    with as_readme(pg_server) as (url, _tag):
+        with EventStore.open(url["writer"], redact_secrets=True) as store:
+            e = store.session("s").append("user/message", {"content": SAMPLES["Anthropic API Key"][0][0]})
+            assert e.payload == {"content": "[redacted: secret: Anthropic API Key]"}
+        with EventStore.open(url["writer"]) as store:
+            store.session("s").append("user/message", {"content": SAMPLES["Slack Token"][0][0]})
+        for role in ("auditor", "owner"):
+            r = CliRunner().invoke(cli, ["--db", url[role], "scan", "--json"])
+            assert r.exit_code == 1, (role, r.output)
+            assert [(f["seq"], f["kind"]) for f in json.loads(r.stdout)] == [(5, "Slack Token")]
+            assert "xoxb-1234" not in r.output
