@@ -351,6 +351,9 @@ def test_redact_usage_errors(db_path: Path):
     assert r.exit_code == 2 and "--found redacts what scan finds" in r.output
     r = runner.invoke(cli, ["--db", str(db_path), "redact", "s"])
     assert r.exit_code == 2 and "give SESSION_ID and SEQ" in r.output
+    r = runner.invoke(cli, ["--db", str(db_path), "redact", "--found"])  # a mistyped path: no new database
+    assert (r.exit_code, r.stderr) == (1, f"error: no database at {db_path}: there is nothing to redact\n")
+    assert not db_path.exists()
 
 
 @pytest.mark.skipif(not hasattr(EventStore, "redact"), reason="EventStore.redact is not on this branch yet")

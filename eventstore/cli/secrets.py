@@ -79,8 +79,14 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
     ``secret: KIND``. Prints what it did; a secret in a session's meta cannot be redacted
     (the meta is no event), nor an event the store refuses to redact: each is said, the other
     events are still redacted, and the exit status is 1."""
-    from eventstore.audit.secrets import scan_store
+    import os
 
+    from eventstore.audit.secrets import scan_store
+    from eventstore.backends import is_postgres_url
+
+    db = ctx.find_root().obj["db"]
+    if not is_postgres_url(db) and not db.lower().startswith("sqlite:") and not os.path.exists(db):
+        fail(f"no database at {os.path.abspath(db)}: there is nothing to redact")  # (not a new empty one)
     store = open_store(ctx)
     if not hasattr(store, "redact"):
         fail("this eventstore cannot redact (EventStore.redact is missing)")
