@@ -50,7 +50,7 @@ def test_every_workload_runs_on_sqlite(tmp_path: Path):
     result, stdout = bench(tmp_path, *(name for name in names if name != "conversation"))
     systems = measured(result)
     assert set(systems) == {"Single appends", "Batched appends", "Concurrent writers", "Import", "Export",
-                            "Read one session", "Start-up (commands)", "Sessions listing (commands)", "Search",
+                            "Read one session", "Start-up (commands)", "Sessions listing (commands)", "Search", "Scan",
                             "Verify", "Viewer",
                             "Agents SDK session"}
     for workload in ("Single appends", "Batched appends", "Concurrent writers", "Import", "Export", "Read one session"):

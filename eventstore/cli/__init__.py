@@ -43,6 +43,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                   "step/end for an open step, a turn/end for an open turn."),
     "roles": ("setup:roles", "PostgreSQL: create the least-privilege roles (run it once as the tables' owner "
                              "with CREATEROLE, or as a superuser)."),
+    "scan": ("secrets:scan", "Find secrets in stored events: API keys and tokens, private keys, JWTs, passwords "
+                             "in URLs."),
     "search": ("search:search", "Full-text search over message content, tool call arguments and tool results."),
     "serve": ("serve:serve", "Start the local, read-only web viewer and print its URL (Ctrl-C stops it)."),
     "sessions": ("reading:sessions", "List stored sessions: id, events, created, last event (UTC), and token "

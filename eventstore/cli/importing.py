@@ -42,10 +42,13 @@ class FormatChoice(click.Choice):
               help="Keep importing as the files grow (and new files appear) until Ctrl-C.")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, metavar="SECONDS",
               help="With --watch: how often to look at the files' sizes and times.")
+@click.option("--redact-secrets", is_flag=True,
+              help="Store each field holding a secret `eventstore scan` would find as [redacted: secret: KIND], "
+                   "with a redaction event after its event: the secret never lands.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per file, not only for problems.")
 @click.pass_context
 def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session_id: str | None, append: bool,
-            salvage: bool, watch: bool, interval: float, verbose: bool) -> None:
+            salvage: bool, watch: bool, interval: float, redact_secrets: bool, verbose: bool) -> None:
     """Import JSONL files: eventstore sessions, Claude Code transcripts, Codex rollouts.
 
     A folder means every *.jsonl below it, - is stdin. The format of each file is detected
@@ -64,7 +67,7 @@ def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, session
         streams = check_arguments(files, unreadable, session_id=session_id, watch=watch)
     except ImportArgumentError as e:
         raise click.UsageError(str(e)) from None
-    store = open_store(ctx)
+    store = open_store(ctx, redact_secrets=redact_secrets)
     bar = Bar("import", len(files), None if streams else sum(os.path.getsize(f) for f in files))
     run = ImportRun(store, fmt=fmt, session_id=session_id, append=append, salvage=salvage, verbose=verbose,
                     watching=watch, note=bar.note, progress=bar.advance, file_done=bar.file_done)

@@ -263,6 +263,18 @@ class Session:
         ts = time.time() if ts is None else _check_ts(ts)
         if expected_seq is not None:
             _check_seq(expected_seq)
+        if self._store.secret_filter is not None:
+            try:
+                redacted = self._append_redacting([type], [ts], [pj], expected_seq)
+            except (SeqConflict, AppendOnlyViolation):  # a retry meets its own event, stored redacted
+                key = (payload or {}).get("event_id")
+                out = self._store.secret_filter.events(0, [type], [ts], [pj])
+                stored = None if key is None or out is None else self._stored_for_key(key, type, out[2][0])
+                if stored is None:
+                    raise
+                return stored
+            if redacted is not None:
+                return redacted[0]
         salts = new_salts(1)  # the commitment needs no seq: computed before the head is locked
         commit = commit_jsons(salts, [stored])[0]
         try:
@@ -319,6 +331,10 @@ class Session:
                 raise _item_error(self.id, *found) from None
         else:  # encoded item by item as an iterable yielded them
             stored = [loads(pj) for pj in pjs]
+        if self._store.secret_filter is not None:
+            redacted = self._append_redacting(types, tss, pjs, expected_seq)
+            if redacted is not None:
+                return redacted
         salts = new_salts(len(types))
         commits = commit_jsons(salts, stored)
         try:
@@ -330,6 +346,33 @@ class Session:
                 raise
             return found
         return _new_events(self.id, seq0, pos0, types, tss, stored)
+
+    def _append_redacting(self, types: list[str], tss: list[float], pjs: list[str],
+                          expected_seq: int | None) -> list[Event] | None:
+        """Append a batch through the store's secret filter (``open(..., redact_secrets=True)``):
+        None when no event of it holds a secret (the caller appends it as it is), else the
+        events as stored: each secret-bearing field holds ``[redacted: secret: KIND]`` and each
+        such event is followed by its ``redaction`` event (see :class:`eventstore.audit.secrets.SecretFilter`).
+        The redaction events name their event's seq, so the batch is appended at the seq read
+        first (again if another writer got there in between, unless ``expected_seq`` was given)."""
+        secrets = self._store.secret_filter
+        for _attempt in range(100):
+            seq0 = self.next_seq() if expected_seq is None else expected_seq
+            out = secrets.events(seq0, types, tss, pjs)
+            if out is None:
+                return None
+            out_types, out_tss, out_pjs = out
+            stored = [loads(pj) for pj in out_pjs]
+            salts = new_salts(len(out_types))
+            try:
+                seq, position, _hash = self._store._backend.append(self.id, out_types, out_tss, out_pjs, seq0,
+                                                                   salts=salts, commits=commit_jsons(salts, stored))
+            except SeqConflict:
+                if expected_seq is not None:
+                    raise
+                continue  # another writer appended after the read: the seqs the redactions name moved
+            return _new_events(self.id, seq, position, out_types, out_tss, stored)
+        raise SeqConflict(self.id, seq0, self.next_seq())
 
     def _stored_batch(self, prepared: list[tuple], payloads: list[dict]) -> list[Event] | None:
         """After a refused batch of ``prepared`` ``(type, ts, payload_json)`` with the
@@ -464,13 +507,18 @@ class EventStore:
     connection: its first call opens a connection of its own.
     """
 
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Backend, *, redact_secrets: bool = False):
         self._backend = backend  # the core contract; capabilities through capability()
+        self._secrets = None  # the secret filter appends go through (open(..., redact_secrets=True))
+        if redact_secrets:
+            from eventstore.audit.secrets import SecretFilter  # (imported when used: detect-secrets is slow to load)
+
+            self._secrets = SecretFilter()
 
     @classmethod
     def open(cls, target: str | os.PathLike = "eventstore.db", *,
              busy_timeout: float = DEFAULT_BUSY_TIMEOUT, durability: str = "normal",
-             write_queue: bool = True, readonly: bool = False) -> EventStore:
+             write_queue: bool = True, readonly: bool = False, redact_secrets: bool = False) -> EventStore:
         """Open (creating and migrating if needed) the database at ``target``.
 
         ``target`` is a file path, ``:memory:``, an SQLAlchemy ``sqlite://`` URL, or a
@@ -490,9 +538,17 @@ class EventStore:
         opened read-only (for auditors, or a file the user may only read): appends raise
         :class:`DatabaseError`. Raises :class:`DatabaseError` (:class:`SchemaOutdated` when
         ``readonly`` meets a database an older eventstore wrote: a writable open upgrades it).
+
+        With ``redact_secrets``, secrets never land: an appended event (and an imported one)
+        whose payload holds a secret that ``eventstore scan`` finds is stored with each
+        secret-bearing field replaced by ``[redacted: secret: KIND]``, followed in the same
+        transaction by a ``redaction`` event naming its seq and paths (``"before_storing":
+        true``); a secret in a new session's meta is replaced by its marker too (no redaction
+        event: the meta is no event). :meth:`Session.append` returns the stored (redacted) event, and
+        :meth:`Session.append_many` every stored event, the redaction events too.
         """
         return cls(open_backend(target, busy_timeout=busy_timeout, durability=durability,
-                                write_queue=write_queue, readonly=readonly))
+                                write_queue=write_queue, readonly=readonly), redact_secrets=redact_secrets)
 
     def close(self) -> None:
         """Close the connection. The store cannot be used afterwards."""
@@ -503,6 +559,12 @@ class EventStore:
         """What messages call the database: a file path, ``:memory:``, or the URL without
         its password."""
         return self._backend.display
+
+    @property
+    def secret_filter(self):
+        """The :class:`eventstore.audit.secrets.SecretFilter` appends and imports go through
+        (``open(..., redact_secrets=True)``), or None."""
+        return self._secrets
 
     @property
     def upgraded_from(self) -> str | None:
@@ -591,6 +653,8 @@ class EventStore:
             if not isinstance(meta, dict) or "type" in meta or "id" in meta:
                 raise InvalidEvent("meta must be a dict without the keys 'type' and 'id'")
             meta_json = dumps(meta)
+            if self._secrets is not None:  # (the meta is no event: its markers have no redaction event)
+                meta_json = self._secrets.meta_json(meta_json)
         self._backend.create_session(sid, time.time(), meta_json)
         return Session(self, sid)
 

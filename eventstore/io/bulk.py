@@ -155,7 +155,7 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
                 source = opened.enter_context(open(source, "rb"))
             name = name or str(getattr(source, "name", "<stream>"))
             reader = JsonlReader(source, name, session_id, continues, max_line)
-            batches, sid = _first(reader, salvage)
+            batches, sid = _first(reader, salvage, store, continues)
             batches.salts = source_rows
             return _import_one(store, reader, batches, name, sid, True, salvage, progress, None, continues)
     if isinstance(source, (str, os.PathLike)):
@@ -202,7 +202,7 @@ def _import(store: Any, reader: JsonlReader | WorkerReader, name: str, append: b
 
     A file of one batch, or one that adds to a session already stored (``append``), goes in
     one write transaction. A longer new session goes in chunks (:func:`_import_chunked`)."""
-    batches, sid = _first(reader, salvage)
+    batches, sid = _first(reader, salvage, store)
     batches.salts = source_rows
     if batches.more():
         report = _import_chunked(store, reader, batches, name, sid, salvage, progress, created_at)
@@ -211,12 +211,19 @@ def _import(store: Any, reader: JsonlReader | WorkerReader, name: str, append: b
     return _import_one(store, reader, batches, name, sid, append, salvage, progress, created_at)
 
 
-def _first(reader: JsonlReader | WorkerReader, salvage: bool = False) -> tuple[_Batches, str]:
+def _first(reader: JsonlReader | WorkerReader, salvage: bool = False, store: Any = None,
+           continues: tuple[int, str] | None = None) -> tuple[_Batches, str]:
     """``(reader's batches, the session id)`` once the first batch is read; raises the
-    reader's error when the file names no session or (without salvage) fails there."""
+    reader's error when the file names no session or (without salvage) fails there. A
+    store that redacts secrets before storing gets its rows rewritten (``batches.redactor``)."""
     batches = _Batches(reader)
     if reader.session_id is None or (reader.error is not None and not salvage):
         raise reader.error
+    secrets = getattr(store, "secret_filter", None)
+    if secrets is not None:
+        from eventstore.audit.secrets import RowRedactor
+
+        batches.redactor = RowRedactor(secrets, reader.session_id, continues)
     return batches, reader.session_id
 
 
@@ -233,6 +240,7 @@ class _Batches:
         self.done_bytes = 0  # bytes reported to progress
         self.salts: Callable[[int], tuple | None] | None = None  # a copy's source rows by seq (import_jsonl)
         self.prev: str | None = None  # with salts: the hash the next inserted row chains from
+        self.redactor = None  # rewrites the rows of a store that redacts secrets before storing
         self._fill(2 if self._fill(1) else 1)
 
     def _fill(self, n: int) -> bool:
@@ -243,6 +251,11 @@ class _Batches:
                 return False
             self._ahead.append((rows, list(r.batch_lines), list(r.batch_offsets), r.bytes))
         return True
+
+    def meta_json(self) -> str:
+        """The file's session/meta keys as stored (a redacting store's markers in place of secrets)."""
+        meta = self.reader.meta_json
+        return meta if self.redactor is None else self.redactor.meta_json(meta)
 
     def more(self) -> bool:
         """Whether more than one batch is left."""
@@ -272,13 +285,13 @@ def _import_one(store: Any, reader: JsonlReader | WorkerReader, batches: _Batche
             raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} {state}: there is nothing "
                                  f"this rest of it continues", sid)
         if stored is None:
-            _create(tx, reader, name, sid, created_at)
+            _create(tx, reader, name, sid, created_at, batches.meta_json())
             head = 0
         else:
             if tx.importing() is not None:
                 raise _unfinished(name, reader, sid)
-            if reader.meta_line and stored != reader.meta_json:
-                differ = meta_difference(stored, reader.meta_json, "stored", "here")
+            if reader.meta_line and stored != batches.meta_json():
+                differ = meta_difference(stored, batches.meta_json(), "stored", "here")
                 raise ImportConflict(name, reader.meta_line, f"session {dumps(sid)} is already stored with other "
                                      f"session/meta keys: {differ}", sid)
             head = tx.next_seq()
@@ -314,15 +327,15 @@ def _import_chunked(store: Any, reader: JsonlReader | WorkerReader, batches: _Ba
         def begin(tx: ImportTransaction) -> int | None:
             stored = tx.session_meta()
             if stored is None:
-                _create(tx, reader, name, sid, created_at)
+                _create(tx, reader, name, sid, created_at, batches.meta_json())
                 tx.begin_import(tx.next_position(), lock.owner, time.time())
                 return 0
             if tx.importing() is None:
                 return None
-            if stored != reader.meta_json:
+            if stored != batches.meta_json():
                 raise ImportConflict(name, reader.meta_line or 1, f"session {dumps(sid)} has an unfinished import "
                                      f"with other session/meta keys: "
-                                     f"{meta_difference(stored, reader.meta_json, 'stored', 'here')}", sid)
+                                     f"{meta_difference(stored, batches.meta_json(), 'stored', 'here')}", sid)
             tx.take_over(lock.owner)
             return tx.next_seq()
 
@@ -400,8 +413,8 @@ def _grew_past(path: str, offset: int, end: int) -> bool:
         return False
 
 
-def _create(tx: ImportTransaction, reader, name: str, sid: str, created_at: float | None) -> None:
-    refusal = tx.create_session(time.time() if created_at is None else created_at, reader.meta_json)
+def _create(tx: ImportTransaction, reader, name: str, sid: str, created_at: float | None, meta_json: str) -> None:
+    refusal = tx.create_session(time.time() if created_at is None else created_at, meta_json)
     if refusal is not None:
         reason = f"the database refused session id {dumps(sid)}: {refusal.message}"
         raise InvalidJSONL(name, reader.meta_line, reason) from None
@@ -438,6 +451,8 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
             k = max(1, min(CHUNK_SLICE, max_rows - taken))
             batches.pending = (rows[k:], lines[k:], offsets[k:], nbytes)
             rows, lines, offsets, nbytes = rows[:k], lines[:k], offsets[:k], None
+        if batches.redactor is not None:
+            rows, lines, offsets = batches.redactor.rows(rows, lines, offsets)
         taken += len(rows)
         if rows and rows[0][0] < head:  # these events are stored: they must be the same
             k = min(len(rows), head - rows[0][0])

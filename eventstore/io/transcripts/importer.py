@@ -93,6 +93,23 @@ def _is_repair(payload: dict) -> bool:
     return payload.get("repair") is True and "event_id" not in payload
 
 
+def _added(type_: str, payload: dict) -> bool:
+    """An event the store added, not of the file: one ``eventstore repair`` appended, or the
+    ``redaction`` event of a secret redacted before storing (``--redact-secrets``)."""
+    return _is_repair(payload) or (type_ == "redaction" and payload.get("before_storing") is True)
+
+
+def _same_payload(stored: dict, converted: dict) -> bool:
+    """Whether a stored payload is the converted one: equal, or equal once its secrets are
+    redacted as a store that redacts before storing did."""
+    if stored == converted:
+        return True
+    from eventstore.audit.secrets import redacted
+
+    r = redacted(converted)
+    return r is not None and r[0] == stored
+
+
 def _first_difference(s, events: list[tuple[str, dict, float]], n: int) -> tuple[tuple[int, str] | None, int]:
     """Compare the ``n`` stored events of session ``s`` with the converted ``events``
     (``(type, payload, ts)``): ``(difference, matched)``, where ``difference`` is ``(seq,
@@ -105,13 +122,14 @@ def _first_difference(s, events: list[tuple[str, dict, float]], n: int) -> tuple
     for e in s.events():  # (more may be stored by now than n)
         if e.seq >= n:
             break
-        if _is_repair(e.payload):
+        if _added(e.type, e.payload):
             continue
         if k >= len(events):
             k += 1
             continue
         type_, payload, ts = events[k]
-        what = "type" if e.type != type_ else "ts" if e.ts != ts else "payload" if e.payload != payload else None
+        what = ("type" if e.type != type_ else "ts" if e.ts != ts else
+                "payload" if not _same_payload(e.payload, payload) else None)
         if what is not None:
             return (e.seq, f"seq {e.seq} differs ({what})"), k
         k += 1

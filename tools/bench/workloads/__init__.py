@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-NAMES = ("append", "batch", "writers", "import", "export", "read", "startup", "sessions", "search", "verify", "viewer",
+NAMES = ("append", "batch", "writers", "import", "export", "read", "startup", "sessions", "search", "scan", "verify", "viewer",
          "conversation", "agents")
 
 

@@ -1,0 +1,129 @@
+"""``eventstore scan``: secrets in stored events; and what ``redact --found`` does with them."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from eventstore.errors import EventStoreError
+from eventstore.live.tailview import CONTROL_OR_NEWLINE, escape_char
+
+from .base import EXIT_ERROR, TEXT, fail
+from .common import open_store, out_bytes, plural, printable, stderr_is_terminal
+from .table import print_table
+
+#: ``scan``'s exit status when it finds a secret (as secret scanners do: a CI step fails).
+EXIT_FOUND = 1
+
+
+def _progress():
+    """A progress line on stderr when it is a terminal, else None."""
+    if not stderr_is_terminal():
+        return None
+    done = 0
+
+    def progress(events: int) -> None:
+        nonlocal done
+        done += events
+        click.echo(f"\rscanned {done:,} events", err=True, nl=False)
+    return progress
+
+
+def _cell(text: str) -> str:
+    return CONTROL_OR_NEWLINE.sub(escape_char, printable(text))
+
+
+@click.command()
+@click.argument("session_ids", nargs=-1, metavar="[SESSION_ID...]", type=TEXT)
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of findings instead of a table.")
+@click.pass_context
+def scan(ctx: click.Context, session_ids: tuple[str, ...], as_json: bool) -> None:
+    """Find secrets in stored events: API keys and tokens, private keys, JWTs, passwords in URLs.
+
+    Scans every session (or the SESSION_IDs given): each string of each event's payload
+    (message content, tool call arguments, tool results, nested parts) and the session's
+    meta. Each finding names the session, the seq (meta for the session's meta), the field
+    and the kind, with a masked preview: a few leading characters at most, never the secret.
+    Exits with status 1 when something is found, 0 when the store is clean. `eventstore
+    redact --found` redacts what scan finds.
+    """
+    from eventstore.audit.secrets import scan_store
+
+    store = open_store(ctx, readonly=True)
+    progress = _progress()
+    findings = list(scan_store(store, session_ids or None, progress))
+    if progress is not None:
+        click.echo("", err=True)
+    if as_json:
+        click.echo(json.dumps([f.to_dict() for f in findings], ensure_ascii=False))
+    elif findings:
+        rows = ([_cell(f.session_id), "meta" if f.seq is None else str(f.seq), _cell(f.field), f.kind, _cell(f.preview)]
+                for f in findings)
+        print_table(out_bytes(), ["SESSION", "SEQ", "FIELD", "KIND", "PREVIEW"], rows, right=(1,), strip=True)
+        events = len({(f.session_id, f.seq) for f in findings})
+        sessions = len({f.session_id for f in findings})
+        click.echo(f"{plural(len(findings), 'secret')} in {plural(events, 'event')} of "
+                   f"{plural(sessions, 'session')}; `eventstore redact --found` redacts them", err=True)
+    else:
+        click.echo("no secrets found")
+    if findings:
+        sys.exit(EXIT_FOUND)
+
+
+def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str | None, as_json: bool) -> None:
+    """``eventstore redact --found``: scan the sessions (all, or ``session_ids``) again and
+    redact each secret-bearing field through :meth:`EventStore.redact`, one redaction (one
+    ``redaction`` event) per event, its paths the fields found; the reason is ``reason`` or
+    ``secret: KIND``. Prints what it did; a secret in a session's meta cannot be redacted
+    (the meta is no event), nor an event the store refuses to redact: each is said, the other
+    events are still redacted, and the exit status is 1."""
+    import os
+
+    from eventstore.audit.secrets import scan_store
+    from eventstore.backends import is_postgres_url
+
+    db = ctx.find_root().obj["db"]
+    if not is_postgres_url(db) and not db.lower().startswith("sqlite:") and not os.path.exists(db):
+        fail(f"no database at {os.path.abspath(db)}: there is nothing to redact")  # (not a new empty one)
+    store = open_store(ctx)
+    if not hasattr(store, "redact"):
+        fail("this eventstore cannot redact (EventStore.redact is missing)")
+    by_event: dict[tuple[str, int | None], list] = {}
+    for f in scan_store(store, session_ids or None, _progress()):
+        by_event.setdefault((f.session_id, f.seq), []).append(f)
+    done = []
+    left = []
+    for (sid, seq), found in by_event.items():
+        kinds = ", ".join(dict.fromkeys(f.kind for f in found))
+        paths = list(dict.fromkeys(f.path for f in found))
+        if seq is None:
+            left.append({"session_id": sid, "seq": None, "paths": [f.field for f in found], "kind": kinds,
+                         "error": "a secret in the session's meta cannot be redacted (the meta is not an event)"})
+            continue
+        why = reason or f"secret: {kinds}"
+        try:
+            store.redact(sid, seq, [list(p) for p in paths], reason=why)
+        except EventStoreError as e:  # said with the rest; the other events are still redacted
+            left.append({"session_id": sid, "seq": seq, "paths": [f.field for f in found], "kind": kinds,
+                         "error": str(e)})
+            continue
+        done.append({"session_id": sid, "seq": seq, "paths": list(dict.fromkeys(f.field for f in found)),
+                     "kind": kinds, "reason": why})
+    if as_json:
+        click.echo(json.dumps({"redacted": done, "not_redacted": left}, ensure_ascii=False))
+    else:
+        for d in done:
+            click.echo(f"redacted session {json.dumps(d['session_id'], ensure_ascii=False)} seq {d['seq']}: "
+                       f"{', '.join(d['paths'])} ({d['reason']})")
+        for d in left:
+            where = "meta" if d["seq"] is None else f"seq {d['seq']}"
+            click.echo(f"not redacted: session {json.dumps(d['session_id'], ensure_ascii=False)} {where} "
+                       f"{', '.join(d['paths'])} ({d['kind']}): {d['error']}", err=True)
+        if not done and not left:
+            click.echo("no secrets found: nothing to redact")
+        elif done:
+            click.echo(f"{plural(len(done), 'event')} redacted; `eventstore verify` lists the redactions")
+    if left:
+        sys.exit(EXIT_ERROR)
