@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-NAMES = ("append", "batch", "writers", "import", "export", "read", "startup", "sessions", "search", "scan", "verify", "viewer",
-         "conversation", "agents")
+NAMES = ("append", "batch", "writers", "import", "export", "read", "startup", "sessions", "search", "scan", "verify",
+         "viewer", "conversation", "agents")
 
 
 def load(name: str):
