@@ -513,7 +513,9 @@ def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple
         prev = prev.decode() if type(prev) is bytes else prev
     texts = [p.decode("utf-8") if type(p) is bytes else p for _s, _t, _ts, p, _h in rows]
     source = batches.salts
-    if source is None:
+    if not tx.stores_salts:  # a backend without salts: the events chain as their lines
+        salts, hashes = [None] * len(rows), [None] * len(rows)
+    elif source is None:
         salts: list = new_salts(len(rows))
         hashes: list = [None] * len(rows)
     else:
@@ -526,7 +528,7 @@ def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple
         prev = chain_hash(prev, event_line(t, seq, float(ts), text if salt is None else commits.pop()))
         if salt is None and source_hash is not None:
             prev = source_hash
-        out.append((seq, t, ts, payload, prev, salt))
+        out.append((seq, t, ts, payload, prev, salt) if tx.stores_salts else (seq, t, ts, payload, prev))
     batches.prev = prev
     return out
 
