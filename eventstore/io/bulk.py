@@ -28,6 +28,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO, Any
 
+import orjson as _orjson
+
 from eventstore.backends import base
 from eventstore.backends.base import ImportTransaction, Refusal
 from eventstore.errors import DatabaseError, ImportConflict, InvalidEvent, InvalidJSONL
@@ -499,6 +501,15 @@ def _report(reader, name: str, sid: str, status: str | None, head: int, added: i
                         reader.normalized, dropped, note)
 
 
+def _stored(text: str) -> Any:
+    """A payload as stored, read from its canonical text: by orjson, unless it holds what
+    orjson does not read as :func:`loads` does (a lone surrogate escape, an integer past 64 bits)."""
+    try:
+        return _orjson.loads(text)
+    except _orjson.JSONDecodeError:
+        return loads(text)
+
+
 def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple], first: bool) -> list[tuple]:
     """``rows`` as they are stored: each with a salt, hashed from its commit payload
     (docs/redaction.md), chained from the stored event before the first row when ``first``,
@@ -521,7 +532,7 @@ def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple
     else:
         salts, hashes = zip(*[source(r[0]) or (None, None) for r in rows], strict=True)
     commits = commit_jsons([s for s in salts if s is not None],
-                           [loads(t) for t, s in zip(texts, salts, strict=True) if s is not None])
+                           [_stored(t) for t, s in zip(texts, salts, strict=True) if s is not None])
     commits.reverse()
     out = []
     for (seq, t, ts, payload, _h), text, salt, source_hash in zip(rows, texts, salts, hashes, strict=True):
