@@ -461,6 +461,10 @@ class ImportTransaction(ABC):
     """What an import does inside its one write transaction
     (:meth:`Backend.import_transaction`)."""
 
+    #: Whether :meth:`insert` stores a row's salt (a sixth item, bytes or None; revision
+    #: 0310): the importer then salts each event (docs/redaction.md); else rows come unsalted.
+    stores_salts: ClassVar[bool] = False
+
     @abstractmethod
     def session_meta(self) -> str | None:
         """The session's stored meta JSON text, or None when it is not stored (an unfinished

@@ -29,6 +29,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO, Any
 
+import orjson as _orjson
+
 from eventstore.backends import base
 from eventstore.backends.base import ImportTransaction, Refusal
 from eventstore.errors import DatabaseError, ImportConflict, InvalidEvent, InvalidJSONL
@@ -519,6 +521,15 @@ def _report(reader, name: str, sid: str, status: str | None, head: int, added: i
                         reader.normalized, dropped, note)
 
 
+def _stored(text: str) -> Any:
+    """A payload as stored, read from its canonical text: by orjson, unless it holds what
+    orjson does not read as :func:`loads` does (a lone surrogate escape, an integer past 64 bits)."""
+    try:
+        return _orjson.loads(text)
+    except _orjson.JSONDecodeError:
+        return loads(text)
+
+
 def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple], first: bool) -> list[tuple]:
     """``rows`` as they are stored: each with a salt, hashed from its commit payload
     (docs/redaction.md), chained from the stored event before the first row when ``first``,
@@ -533,20 +544,22 @@ def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple
         prev = prev.decode() if type(prev) is bytes else prev
     texts = [p.decode("utf-8") if type(p) is bytes else p for _s, _t, _ts, p, _h in rows]
     source = batches.salts
-    if source is None:
+    if not tx.stores_salts:  # a backend without salts: the events chain as their lines
+        salts, hashes = [None] * len(rows), [None] * len(rows)
+    elif source is None:
         salts: list = new_salts(len(rows))
         hashes: list = [None] * len(rows)
     else:
         salts, hashes = zip(*[source(r[0]) or (None, None) for r in rows], strict=True)
     commits = commit_jsons([s for s in salts if s is not None],
-                           [loads(t) for t, s in zip(texts, salts, strict=True) if s is not None])
+                           [_stored(t) for t, s in zip(texts, salts, strict=True) if s is not None])
     commits.reverse()
     out = []
     for (seq, t, ts, payload, _h), text, salt, source_hash in zip(rows, texts, salts, hashes, strict=True):
         prev = chain_hash(prev, event_line(t, seq, float(ts), text if salt is None else commits.pop()))
         if salt is None and source_hash is not None:
             prev = source_hash
-        out.append((seq, t, ts, payload, prev, salt))
+        out.append((seq, t, ts, payload, prev, salt) if tx.stores_salts else (seq, t, ts, payload, prev))
     batches.prev = prev
     return out
 

@@ -35,6 +35,8 @@ class PgImportLock(ImportLock):
 class PgImport(ImportTransaction):
     """An import's work inside its transaction (see :meth:`PostgresBackend.import_transaction`)."""
 
+    stores_salts = True
+
     def __init__(self, conn: psycopg.Connection, session_id: str):
         self._conn = conn
         self._sid = session_id

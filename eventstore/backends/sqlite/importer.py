@@ -56,6 +56,8 @@ def _import_sql(base_position: int, sid: str, rows: int, salted: bool = False) -
 class SQLiteImport(ImportTransaction):
     """An import's transaction on the store's cursor (see :meth:`SQLiteBackend.import_transaction`)."""
 
+    stores_salts = True
+
     def __init__(self, cur: sqlite3.Cursor, sid: str, wlock: WriteLock | None = None):
         self.cur = cur
         self.sid = sid
