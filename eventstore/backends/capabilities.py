@@ -25,7 +25,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SearchIndex", "AuditReads", "SessionIndex", "LogViews", "SqlSandbox", "Roles", "QueryConnection",
            "MULTIPLE_STATEMENTS", "CAPABILITIES"]

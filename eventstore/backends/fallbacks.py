@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
 
 from eventstore.errors import DatabaseError, QueryError
 from eventstore.log.chain import session_hash
@@ -24,10 +23,14 @@ from .base import PAGE, Backend
 from .capabilities import AuditReads, LogViews, QueryConnection, Roles, SearchIndex, SessionIndex, SqlSandbox
 from .search_terms import TOKEN, query_terms
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+    C = TypeVar("C")
+
 __all__ = ["capability", "search_text", "ScanSearch", "ScanAudit", "ScanSessionIndex", "ScanLogViews",
            "NoSandbox", "NoRoles", "FALLBACKS"]
 
-C = TypeVar("C")
 
 #: The event types whose text is searchable (the ``events_search_text`` view's).
 SEARCHABLE = ("user/message", "assistant/message", "tool/result", "assistant/part", "assistant/thinking")

@@ -10,12 +10,9 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import repeat
-from typing import IO, Any, TypeVar
 
 from eventstore.backends import open_backend
 from eventstore.backends.base import PAGE, Backend, Follower, ImportLock, ImportTransaction
@@ -45,14 +42,19 @@ from eventstore.log.validate import check_seq as _check_seq
 from eventstore.log.validate import check_session_id as _check_session_id
 from eventstore.log.validate import check_ts as _check_ts
 from eventstore.log.validate import check_type as _check_type
+from eventstore.records import frozen_record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import IO, Any, TypeVar
+    _C = TypeVar("_C")
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
-_C = TypeVar("_C")
 _MAX_LIMIT = 2**62  # events(last=N): any N past this is "all" (a bound every database binds)
 
-@dataclass(frozen=True, slots=True)
+@frozen_record  # @dataclass(frozen=True, slots=True), without importing dataclasses at start-up
 class Event:
     """One stored event.
 
@@ -61,12 +63,22 @@ class Event:
     every key besides ``type``, ``seq`` and ``ts``.
     """
 
+    __slots__ = ("session_id", "seq", "position", "type", "ts", "payload")
     session_id: str
     seq: int
     position: int
     type: str
     ts: float
     payload: dict
+
+    def __init__(self, session_id: str, seq: int, position: int, type: str, ts: float, payload: dict) -> None:
+        _init = object.__setattr__
+        _init(self, "session_id", session_id)
+        _init(self, "seq", seq)
+        _init(self, "position", position)
+        _init(self, "type", type)
+        _init(self, "ts", ts)
+        _init(self, "payload", payload)
 
     def to_dict(self) -> dict:
         """The event as the JSONL format spells it: ``{"type", "seq", "ts", **payload}``."""
@@ -77,14 +89,22 @@ class Event:
         return event_line(self.type, self.seq, self.ts, dumps(self.payload))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_record  # @dataclass(frozen=True, slots=True), without importing dataclasses at start-up
 class SessionInfo:
     """A row of the session registry: ``events`` is the count, ``last_ts`` None when empty."""
 
+    __slots__ = ("id", "created_at", "events", "last_ts")
     id: str
     created_at: float
     events: int
     last_ts: float | None
+
+    def __init__(self, id: str, created_at: float, events: int, last_ts: float | None) -> None:
+        _init = object.__setattr__
+        _init(self, "id", id)
+        _init(self, "created_at", created_at)
+        _init(self, "events", events)
+        _init(self, "last_ts", last_ts)
 
 
 _set = [Event.__dict__[f].__set__ for f in ("session_id", "seq", "position", "type", "ts", "payload")]
@@ -562,6 +582,8 @@ class EventStore:
         Raises :class:`SessionExists` if the id is taken, :class:`InvalidEvent` for a bad id
         or meta.
         """
+        import uuid  # (imported when used: eventstore's start-up)
+
         sid = str(uuid.uuid4())[:12] if session_id is None else _check_session_id(session_id)
         meta_json = "{}"
         if meta:

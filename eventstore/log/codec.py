@@ -28,11 +28,12 @@ import math
 import re
 from itertools import repeat
 from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
-from typing import Any
-
-import orjson as _orjson
 
 from eventstore.errors import InvalidEvent
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "dumps",
@@ -277,11 +278,34 @@ def encodable(text: Any) -> bool:
 
 
 
-_ORJSON_STRICT = (_orjson.OPT_STRICT_INTEGER | _orjson.OPT_PASSTHROUGH_SUBCLASS
-                  | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME)
+class _LazyOrjson:
+    """orjson, imported at its first use (then this module's ``_orjson`` is orjson itself):
+    its import (dataclasses, uuid, enum, json) costs more than the rest of the start-up of a
+    command that writes no JSON, such as ``eventstore sessions``. Sets ``_ORJSON_STRICT``
+    and ``_fast_float`` too, so a call ``_orjson.f(..., _ORJSON_STRICT)`` gets the real
+    options (the callee is evaluated before the arguments)."""
+
+    def __getattr__(self, name: str) -> Any:
+        global _orjson, _ORJSON_STRICT, _fast_float
+        import orjson
+
+        _ORJSON_STRICT = (orjson.OPT_STRICT_INTEGER | orjson.OPT_PASSTHROUGH_SUBCLASS
+                          | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME)
+        _fast_float = orjson.dumps
+        _orjson = orjson
+        return getattr(orjson, name)
+
+
+_orjson: Any = _LazyOrjson()
+_ORJSON_STRICT: int = 0  # set with orjson's import (see _LazyOrjson)
 # orjson writes exponents with their sign, as JavaScript does, since 3.11.7 (pyproject
 # requires it; before, 1e16 came out as "1e16"): _orjson_odd() finds exponents by it.
-_fast_float = _orjson.dumps
+
+
+def _fast_float(f: float) -> bytes:
+    """``orjson.dumps(f)``; orjson's own function once imported."""
+    return _orjson.dumps(f)
+
 
 _EXP_AFTER_DIGIT = re.compile(rb"[0-9]e[-+]").search
 _DIGIT_AFTER_QUOTE = re.compile(rb'"[0-9]').search  # literal first: a quick scan

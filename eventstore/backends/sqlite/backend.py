@@ -22,7 +22,6 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Collection
-from typing import Any
 
 from eventstore.errors import (
     AppendOnlyViolation,
@@ -65,6 +64,10 @@ from .statements import (
 from .views import SQLiteViews
 from .walcheck import check_wal
 from .writelock import open_write_lock
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SQLiteBackend", "error_code"]
 

@@ -9,12 +9,9 @@ import sqlite3
 from collections.abc import Iterator
 from operator import truediv
 
-import orjson
-
 from eventstore.log.codec import dumps, encodable
 from eventstore.log.codec import js_float as _js_float
 from eventstore.log.line import event_line, line_head, meta_line
-from eventstore.log.lines_fast import rewritten_payload
 
 from ..base import Backend
 
@@ -91,6 +88,8 @@ _ROW_BY_ROW = re.compile(rb'\x02\{(?:"[0-9]|[ \t])').search
 def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[bytes]) -> bytes | None:
     """The JSONL text of ``n`` events from seq ``first`` (see _EXPORT_FAST), or None when
     the row-by-row path must write them."""
+    import orjson  # (imported when used, as below: not at eventstore's start-up)
+
     if b"\x01" in blob:  # a long payload (or a type holding \x01, which needs an escape anyway)
         return None
     if blob.count(b"\n") != n - 1 or b"\r" in blob:  # a line break in a payload (or a type): row by row
@@ -152,6 +151,7 @@ def _export_chunks(backend: Backend, session_id: str, meta_json: str):
 
     Pages of EXPORT_PAGE events, each one short read transaction: _fast_page writes a page in
     one piece when it can, else the page goes row by row."""
+    from eventstore.log.lines_fast import rewritten_payload
 
     out: list = [(meta_line(session_id, meta_json) + "\n").encode("utf-8")]
     size = len(out[0])

@@ -14,13 +14,16 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from ...errors import DatabaseError, QueryError
 from ..capabilities import MULTIPLE_STATEMENTS, QueryConnection, SqlSandbox
 from .engine import database_path as _database_path
 from .engine import no_database, open_read_only, refuse_hard_links
 from .walcheck import check_wal
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SQLiteQueryConnection", "connect_readonly", "database_path", "query"]
 

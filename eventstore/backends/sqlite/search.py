@@ -13,7 +13,6 @@ after many writes pays for indexing them.
 from __future__ import annotations
 
 import sqlite3
-import unicodedata
 from collections.abc import Callable
 
 from ...errors import DatabaseError, QueryError
@@ -152,6 +151,8 @@ SCAN_BATCH = 500
 def _fold(text: str) -> str:
     """``text`` as the index compares it: lower case, diacritics removed (unicode61's
     ``remove_diacritics``)."""
+    import unicodedata  # (imported when used: eventstore's start-up)
+
     text = unicodedata.normalize("NFKD", text.lower())
     return "".join(c for c in text if not unicodedata.combining(c))
 

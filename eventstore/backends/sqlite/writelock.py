@@ -27,7 +27,6 @@ import os
 import threading
 from collections.abc import Callable
 from functools import partial
-from queue import SimpleQueue
 
 try:
     import fcntl
@@ -35,6 +34,10 @@ except ImportError:  # pragma: no cover - not POSIX: SQLite's busy handler only
     fcntl = None
 
 from ...errors import DatabaseError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from queue import SimpleQueue
 
 __all__ = ["WriteLock", "lock_path", "open_write_lock"]
 
@@ -107,6 +110,8 @@ class WriteLock:
         req = _Request()
         with self._mutex:
             if self._queue is None:
+                from queue import SimpleQueue  # (imported when used: eventstore's start-up)
+
                 self._queue = SimpleQueue()
                 threading.Thread(target=self._serve, args=(self._queue,), name="eventstore-write-lock",
                                  daemon=True).start()
