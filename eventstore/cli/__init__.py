@@ -159,6 +159,11 @@ def main() -> None:
                 sys.stderr.write(f"error: writing the help: {e.strerror or e}\n")
             sys.exit(1)
         return
+    if sys.argv[-1:] == ["sessions"]:  # the listing of sessions, without importing click when it can
+        from .listing import run_sessions
+
+        if run_sessions(sys.argv[1:]):
+            return
     from .group import cli
 
     cli(prog_name="eventstore")
