@@ -121,12 +121,15 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
     return [Hit(sid, seq, t, ts, snippet(text or "", terms, context), score) for sid, seq, t, ts, text, score in rows]
 
 
-def count(store, query: str, *, session_id: str | None = None, type: str | None = None, raw: bool = False) -> int:
-    """How many indexed events match ``query`` (with the filters of :func:`search`).
-    Raises :class:`QueryError` and :class:`SessionNotFound` as :func:`search` does."""
+def count(store, query: str, *, session_id: str | None = None, type: str | None = None, raw: bool = False,
+          at_most: int | None = None) -> int:
+    """How many indexed events match ``query`` (with the filters of :func:`search`); with
+    ``at_most``, counting stops there (a common word's matches are not all counted: the
+    answer is ``min(matches, at_most)``). Raises :class:`QueryError` and
+    :class:`SessionNotFound` as :func:`search` does."""
     backend = _index(store)
     _check(backend, query, raw, session_id)
-    return backend.search_count(query, raw=raw, session_id=session_id, type_=type)
+    return backend.search_count(query, raw=raw, session_id=session_id, type_=type, at_most=at_most)
 
 
 def _check(backend, query: str, raw: bool, session_id: str | None) -> None:

@@ -62,8 +62,11 @@ class SearchIndex(ABC):
         :class:`QueryError` (empty or malformed query, no index)."""
 
     @abstractmethod
-    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
-        """How many indexed message events match ``query`` (as :meth:`search`)."""
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None,
+                     at_most: int | None = None) -> int:
+        """How many indexed message events match ``query`` (as :meth:`search`); with
+        ``at_most``, counting stops there (the answer is at most ``at_most``), so that a
+        common word is not counted through all its matches."""
 
 
 class AuditReads(ABC):

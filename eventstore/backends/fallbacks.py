@@ -129,8 +129,11 @@ class ScanSearch(_OnCore, SearchIndex):
         hits = list(self._matches(query, raw, session_id, type_))
         return [(*hit, 0.0) for hit in reversed(hits[-limit:])] if limit > 0 else []
 
-    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
-        return sum(1 for _ in self._matches(query, raw, session_id, type_))
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None,
+                     at_most: int | None = None) -> int:
+        from itertools import islice
+
+        return sum(1 for _ in islice(self._matches(query, raw, session_id, type_), at_most))
 
 
 class ScanAudit(_OnCore, AuditReads):

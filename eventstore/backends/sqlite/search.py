@@ -133,13 +133,17 @@ def search(backend: Backend, query: str, raw: bool, session_id: str | None, type
     return hits
 
 
-def count(backend: Backend, query: str, raw: bool, session_id: str | None, type_: str | None) -> int:
+def count(backend: Backend, query: str, raw: bool, session_id: str | None, type_: str | None,
+          at_most: int | None = None) -> int:
     match = query if raw else fts_query(query)
     _require_index(backend)
     join, where, params = _filters(session_id, type_)
+    sql = f"SELECT count(*) FROM events_search {join} WHERE events_search MATCH ? {where}"
+    if at_most is not None:  # FTS5 stops reading the words' doclists at the limit
+        sql = f"SELECT count(*) FROM (SELECT 1 FROM events_search {join} WHERE events_search MATCH ? {where} LIMIT ?)"
+        params = (*params, max(at_most, 0))
     try:
-        return backend._read(f"SELECT count(*) FROM events_search {join} WHERE events_search MATCH ? {where}",
-                             (match, *params))[0][0]
+        return backend._read(sql, (match, *params))[0][0]
     except DatabaseError as e:
         raise QueryError(f"search {match!r}: {e}") from None
 
@@ -239,5 +243,6 @@ class SQLiteSearch(SearchIndex):
                rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
         return search(self, query, raw, session_id, type_, limit, rank_window)
 
-    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
-        return count(self, query, raw, session_id, type_)
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None,
+                     at_most: int | None = None) -> int:
+        return count(self, query, raw, session_id, type_, at_most)
