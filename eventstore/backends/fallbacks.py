@@ -12,13 +12,13 @@ its backend, so a caller handed a capability needs nothing else.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 
 from eventstore.errors import DatabaseError, QueryError
 from eventstore.log.chain import session_hash
 from eventstore.log.codec import dumps
 
+from ..lazy import LazyModule
 from .base import PAGE, Backend
 from .capabilities import AuditReads, LogViews, QueryConnection, Roles, SearchIndex, SessionIndex, SqlSandbox
 from .search_terms import TOKEN, query_terms
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["capability", "search_text", "ScanSearch", "ScanAudit", "ScanSessionIndex", "ScanLogViews",
            "NoSandbox", "NoRoles", "FALLBACKS"]
+
+json = LazyModule("json")  # imported at the first payload read (its import compiles its patterns)
 
 
 #: The event types whose text is searchable (the ``events_search_text`` view's).

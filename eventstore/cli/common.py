@@ -8,10 +8,10 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
-import re
 import sys
 
 from eventstore.core.store import EventStore
+from eventstore.lazy import LazyPattern
 from eventstore.live.tailview import CONTROL_OR_NEWLINE, UNSAFE_CHARS, escape_char
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     import click
 
 # Shown escaped in CSV written to a terminal (a tab and a newline are CSV's own).
-UNSAFE = re.compile(f"[{UNSAFE_CHARS}]")
+UNSAFE = LazyPattern(f"[{UNSAFE_CHARS}]")  # (each compiled at first use: not at start-up)
 # Shown escaped in a table cell: a tab and what no terminal should get raw (a newline is kept).
-CONTROL = re.compile(f"[\t{UNSAFE_CHARS}]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+CONTROL = LazyPattern(f"[\t{UNSAFE_CHARS}]")
+_SURROGATE = LazyPattern("[\ud800-\udfff]")
 
 
 def db_shown(db: str, store: EventStore) -> str:
@@ -98,6 +98,8 @@ def plural(n: int, noun: str) -> str:
 
 def printable(text: str) -> str:
     """Text safe to encode as UTF-8: a lone surrogate becomes its escape (``\\ud83d``)."""
+    if text.isprintable():  # (no surrogate then: the common case, without the regex)
+        return text
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

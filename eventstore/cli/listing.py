@@ -62,7 +62,7 @@ def print_sessions(infos: list[SessionInfo], tokens: dict[str, UsageTotals], ech
         return
     # Streamed, so that memory does not grow with the sessions: the widest id, count and
     # token cells are known here, so no rows are held to lay the table out.
-    ids = [CONTROL_OR_NEWLINE.sub(escape_char, printable(i.id)) for i in infos]
+    ids = [i.id if i.id.isprintable() else CONTROL_OR_NEWLINE.sub(escape_char, printable(i.id)) for i in infos]
     header = ["SESSION", "EVENTS", "CREATED (UTC)", "LAST EVENT (UTC)"]
     widths = [max(map(text_width, ids)), len(str(max(i.events for i in infos))),
               19, 19]

@@ -7,7 +7,6 @@ locking, migrations and error translation.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import deque
@@ -25,6 +24,7 @@ from eventstore.errors import (
     SessionExists,
     SessionNotFound,
 )
+from eventstore.lazy import LazyModule
 from eventstore.live import follow as _follow
 from eventstore.log.codec import (
     dumps,
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     _C = TypeVar("_C")
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
+
+json = LazyModule("json")  # imported at the first payload read (its import compiles its patterns)
 
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
 _MAX_LIMIT = 2**62  # events(last=N): any N past this is "all" (a bound every database binds)

@@ -23,13 +23,17 @@ every doubtful case and gives every error its message.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from itertools import repeat
-from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
+
+try:  # C: keeps non-ASCII as is (json.encoder's, without importing json: its import compiles its patterns)
+    from _json import encode_basestring as _c_encode_str
+except ImportError:  # pragma: no cover - an interpreter without json's C part
+    from json.encoder import encode_basestring as _c_encode_str
 
 from eventstore.errors import InvalidEvent
+from eventstore.lazy import LazyPattern
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
 if TYPE_CHECKING:
@@ -52,7 +56,7 @@ __all__ = [
 MAX_SAFE_INTEGER = 2**53 - 1
 RESERVED_KEYS = ("type", "seq", "ts")
 
-SURROGATES = re.compile("[\ud800-\udfff]+")
+SURROGATES = LazyPattern("[\ud800-\udfff]+")  # (compiled at first use: not at start-up)
 
 
 # --- numbers -------------------------------------------------------------------------
@@ -236,7 +240,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-_std_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+def _std_decode(text: str) -> Any:
+    """``json.JSONDecoder(parse_constant=_reject_constant).decode``, made at the first call."""
+    global _std_decode
+    import json
+
+    _std_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+    return _std_decode(text)
 
 
 def loads(text: str) -> Any:
@@ -245,7 +255,7 @@ def loads(text: str) -> Any:
     Lone surrogate escapes (``\\ud83d``) are kept as lone surrogates in the ``str``.
     Raises ``ValueError`` (``json.JSONDecodeError``) on invalid input.
     """
-    return _std_decoder.decode(text)
+    return _std_decode(text)
 
 
 _MISSING = object()

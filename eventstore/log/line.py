@@ -10,7 +10,11 @@ append path (each type's head and each ts encoded once per run); both give the s
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
+
+try:  # C: keeps non-ASCII as is (json.encoder's, without importing json: its import compiles its patterns)
+    from _json import encode_basestring as _c_encode_str
+except ImportError:  # pragma: no cover - an interpreter without json's C part
+    from json.encoder import encode_basestring as _c_encode_str
 
 from eventstore.log.codec import SURROGATES, dumps, fix_surrogates, js_float, loads
 

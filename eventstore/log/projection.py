@@ -20,7 +20,7 @@ surrogates included) and numbers come out exactly as they went in.
 
 from __future__ import annotations
 
-import json
+from eventstore.lazy import LazyModule
 
 
 class _LazyOrjson:
@@ -35,6 +35,7 @@ class _LazyOrjson:
 
 
 orjson = _LazyOrjson()
+json = LazyModule("json")  # imported at its first use, like orjson
 
 # orjson gives the same objects as json.loads except where it cannot: a lone surrogate
 # escape (``"\ud83d"``) or a number beyond a double (``1e400``) makes it raise, and an

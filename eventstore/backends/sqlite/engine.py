@@ -209,6 +209,18 @@ class WalMarks:
             self._fd = None
 
 
+def _random_below(n: int) -> int:
+    """``secrets.randbelow(n)`` (the same draw: ``n.bit_length()`` random bits from
+    ``os.urandom`` until below ``n``), without importing secrets (and with it random,
+    hashlib, hmac and base64) into every command that writes."""
+    bits = n.bit_length()
+    size = (bits + 7) // 8
+    while True:
+        r = int.from_bytes(os.urandom(size), "big") >> (8 * size - bits)
+        if r < n:
+            return r
+
+
 def new_mark(conn: sqlite3.Connection, busy_timeout: float) -> bool:
     """On ``conn`` (autocommit, outside a transaction): give an eventstore database a mark
     of its own (see :class:`WalMarks`) and copy it into the file. Two transactions: the
@@ -228,9 +240,7 @@ def new_mark(conn: sqlite3.Connection, busy_timeout: float) -> bool:
                 cur.execute("ROLLBACK")
                 return True
             if fresh:
-                import secrets  # (imported when used: eventstore's start-up)
-
-                cur.execute(f"PRAGMA user_version = {1 + secrets.randbelow(MARK_MAX)}")
+                cur.execute(f"PRAGMA user_version = {1 + _random_below(MARK_MAX)}")
             else:
                 move_mark(cur)
             cur.execute("COMMIT")

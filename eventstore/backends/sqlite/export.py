@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import itertools
-import re
 import sqlite3
 from collections.abc import Iterator
 from operator import truediv
@@ -13,6 +12,7 @@ from eventstore.log.codec import dumps, encodable
 from eventstore.log.codec import js_float as _js_float
 from eventstore.log.line import event_line, line_head, meta_line
 
+from ...lazy import LazyPattern
 from ..base import Backend
 
 
@@ -82,7 +82,7 @@ _EMPTY = b"}\n"  # what is left of "{}"
 # before revision 0006 of the first release ("{ }", '{ "a":1}'; a line break or \r sends
 # the page row by row anyway). A false hit, a type starting with '"' and a digit, a space
 # or a tab, only costs speed.
-_ROW_BY_ROW = re.compile(rb'\x02\{(?:"[0-9]|[ \t])').search
+_ROW_BY_ROW = LazyPattern(rb'\x02\{(?:"[0-9]|[ \t])')  # (compiled at first use)
 
 
 def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[bytes]) -> bytes | None:
@@ -105,7 +105,7 @@ def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[byt
     if b"e" in ts_text or b".0," in ts_text or ts_text.endswith(b".0]"):
         return None
     parts = blob.split(b"\x02{")
-    if len(parts) != 2 * n or _ROW_BY_ROW(blob) is not None:
+    if len(parts) != 2 * n or _ROW_BY_ROW.search(blob) is not None:
         return None
     parts[-1] += b"\n"
     types = parts[0::2]
