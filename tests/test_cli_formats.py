@@ -242,7 +242,7 @@ SESSIONS_NEVER_IMPORTS = frozenset({
     "eventstore.cli.group", "eventstore.cli.reading", "eventstore.cli.importing", "eventstore.cli.auditing",
     "eventstore.io.bulk", "eventstore.io.jsonl", "eventstore.io.parse_worker", "eventstore.io.transcripts",
     "eventstore.audit.verify", "eventstore.web", "eventstore.log.toolcalls", "eventstore.log.lines_fast",
-    "eventstore.backends.postgres",
+    "eventstore.backends.postgres", "eventstore.backends.fallbacks", "eventstore.log.context",
     "orjson", "dataclasses", "inspect", "ast", "tokenize", "typing", "hashlib", "uuid", "pathlib", "urllib.parse",
     "secrets", "random", "queue", "unicodedata", "textwrap",
 })

@@ -15,7 +15,6 @@ from itertools import repeat
 
 from eventstore.backends import open_backend
 from eventstore.backends.base import PAGE, Backend, Follower, ImportLock, ImportTransaction
-from eventstore.backends.fallbacks import capability as _capability
 from eventstore.errors import (
     AppendOnlyViolation,
     IdempotencyConflict,
@@ -35,7 +34,6 @@ from eventstore.log.codec import (
     payload_json_stored,
     payload_jsons,
 )
-from eventstore.log.context import context_at as _context_at
 from eventstore.log.line import event_line
 from eventstore.log.projection import loads as _messages_loads
 from eventstore.log.validate import check_seq as _check_seq
@@ -432,7 +430,9 @@ class Session:
         ``{"messages": [...], "tools": [...]}`` in the chat-completions request shape, the
         instructions as a leading system message, retractions honoured. See
         :func:`eventstore.log.context.context_at`; raises :class:`InvalidEvent`."""
-        return _context_at(self, seq)
+        from eventstore.log.context import context_at  # (imported when used: eventstore's start-up)
+
+        return context_at(self, seq)
 
     def repair(self) -> list[Event]:
         """Append what an interrupted session needs for its projection to be valid for a
@@ -522,7 +522,11 @@ class EventStore:
         (:mod:`eventstore.backends.fallbacks`). What it returns also answers the core
         contract's reads (``imports``, ``session_meta``, ...), for the code that receives it
         (``verify``, search, the viewer's index)."""
-        return _capability(self._backend, kind)
+        if isinstance(self._backend, kind):  # its own (the fallbacks are imported when one is needed)
+            return self._backend
+        from eventstore.backends.fallbacks import capability
+
+        return capability(self._backend, kind)
 
     def __enter__(self) -> EventStore:
         return self
