@@ -266,6 +266,22 @@ def test_a_count_stops_at_its_bound_and_the_command_says_more_than_the_window(st
     assert r.stderr == "more than 20 matches; the best 5 shown (ranked among the newest 20)\n"
 
 
+@pytest.mark.sqlite_only
+def test_a_search_of_an_up_to_date_index_writes_nothing(tmp_path):
+    """No write transaction (nor a new store's first settling of the WAL) when there is
+    nothing to index: another connection sees no commit."""
+    db = tmp_path / "s.db"
+    with EventStore.open(db) as store:
+        store.create_session("s").append("user/message", {"content": "quiet words"})
+        catch_up(store)
+    watcher = sqlite3.connect(db)
+    version = watcher.execute("PRAGMA data_version").fetchone()[0]
+    with EventStore.open(db) as store:
+        assert catch_up(store) == 0 and [h.seq for h in search(store, "quiet")] == [0]
+    assert watcher.execute("PRAGMA data_version").fetchone()[0] == version
+    watcher.close()
+
+
 def test_usage_view_has_one_row_per_model_response(loaded):
     store = loaded
     rows = db_rows(store, "SELECT session_id, turn, step, model, input_tokens, output_tokens, cache_read_tokens "

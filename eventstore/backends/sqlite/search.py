@@ -66,6 +66,10 @@ def catch_up(backend: Backend, progress: Callable[[int, int], None] | None = Non
     :data:`CATCH_UP_BATCH` positions; safe from several processes at once (each batch reads
     the state inside its transaction)."""
     _require_index(backend)
+    (through, last), = backend._read("SELECT (SELECT indexed_through FROM events_search_state), "
+                                     "(SELECT coalesce(max(position), 0) FROM events)", ())
+    if last <= through and not backend.readonly:  # up to date: no write transaction (a read-only store still refuses)
+        return 0
     done = 0
     total = None
     while True:
