@@ -244,7 +244,7 @@ SESSIONS_NEVER_IMPORTS = frozenset({
     "eventstore.audit.verify", "eventstore.web", "eventstore.log.toolcalls", "eventstore.log.lines_fast",
     "eventstore.backends.postgres", "eventstore.backends.fallbacks", "eventstore.log.context",
     "orjson", "dataclasses", "inspect", "ast", "tokenize", "typing", "hashlib", "uuid", "pathlib", "urllib.parse",
-    "secrets", "random", "queue", "unicodedata", "textwrap",
+    "secrets", "random", "queue", "unicodedata", "textwrap", "threading", "weakref",
 })
 
 

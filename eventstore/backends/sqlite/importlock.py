@@ -10,9 +10,9 @@ the file of an unfinished import stays until an import of the same session compl
 
 from __future__ import annotations
 
+import _thread  # threading's own lock, without importing threading (eventstore's start-up)
 import errno
 import os
-import threading
 import time
 
 try:
@@ -121,7 +121,7 @@ class MemoryImportLock(ImportLock):
             del self.held[self.session_id]
 
 
-_memory_guard = threading.Lock()
+_memory_guard = _thread.allocate_lock()
 
 
 def memory_lock(held: dict[str, str], session_id: str) -> MemoryImportLock | None:

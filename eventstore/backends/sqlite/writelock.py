@@ -23,8 +23,8 @@ abandoned, and the helper releases the lock as soon as it gets it.
 
 from __future__ import annotations
 
+import _thread  # threading's own locks, without importing threading (eventstore's start-up)
 import os
-import threading
 from collections.abc import Callable
 from functools import partial
 
@@ -63,7 +63,7 @@ class _Request:
     __slots__ = ("done", "granted", "abandoned", "error")
 
     def __init__(self):
-        self.done = threading.Lock()  # held until the helper thread is done with the request
+        self.done = _thread.allocate_lock()  # held until the helper thread is done with the request
         self.done.acquire()
         self.granted = False
         self.abandoned = False
@@ -85,7 +85,7 @@ class WriteLock:
         #: ``release()`` lets the next writer in. A C call (no Python frame): an interrupt
         #: (Ctrl-C) cannot land between the call and the unlock, and leave the lock held.
         self.release: Callable[[], None] = partial(fcntl.flock, self.fd, fcntl.LOCK_UN)
-        self._mutex = threading.Lock()
+        self._mutex = _thread.allocate_lock()
         self._queue: SimpleQueue | None = None
         self._pending = 0  # requests handed to the helper thread and not finished by it
         self._waiting = False  # the helper thread is inside a blocking flock()
@@ -113,6 +113,8 @@ class WriteLock:
                 from queue import SimpleQueue  # (imported when used: eventstore's start-up)
 
                 self._queue = SimpleQueue()
+                import threading
+
                 threading.Thread(target=self._serve, args=(self._queue,), name="eventstore-write-lock",
                                  daemon=True).start()
             self._pending += 1
@@ -181,7 +183,7 @@ class WriteLock:
         child's copy leaves the parent's lock alone, while keeping it open would keep the
         lock alive after the parent dies. The parent's helper thread does not exist here.
         """
-        self._mutex = threading.Lock()
+        self._mutex = _thread.allocate_lock()
         self._queue = None
         self._waiting = False
         if not self._closed:
