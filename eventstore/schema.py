@@ -22,8 +22,6 @@ revision ids: a frozen baseline written out in full, then one revision per chang
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from .errors import DatabaseError, SchemaOutdated
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
@@ -51,6 +49,8 @@ def migrations_path(dialect: str) -> str:
     repository's top-level ``migrations/``), or in that folder of a source checkout. Each
     database has a history of its own, with the same revision ids; a released revision
     never changes (tests/test_migrations.py pins their hashes)."""
+    from pathlib import Path  # (imported when used: eventstore's start-up)
+
     folder = MIGRATION_FOLDERS[dialect]
     here = Path(__file__).resolve().parent
     for base in (here / "migrations", here.parent / "migrations"):

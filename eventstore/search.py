@@ -16,11 +16,11 @@ snippets and the result types.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from .backends.capabilities import LogViews, SearchIndex
 from .backends.search_terms import TOKEN, query_terms, query_words
 from .errors import DatabaseError, QueryError, SessionNotFound
+from .records import frozen_record
 
 #: What :func:`search` puts around each matched term in a snippet.
 MARK_START, MARK_END = "\x02", "\x03"
@@ -38,7 +38,7 @@ SNIPPET_GAP, SNIPPET_TOKEN = 80, 80
 
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_record  # @dataclass(frozen=True, slots=True), without importing dataclasses at start-up
 class Hit:
     """One search result: the event (``session_id``, ``seq``, ``type``, ``ts`` in seconds),
     a ``snippet`` of its text with each match between :data:`MARK_START` and
@@ -46,12 +46,22 @@ class Hit:
     ``ts_rank`` on PostgreSQL; on SQLite 0.0 for a hit found by scanning events not indexed
     yet, which PostgreSQL ranks as the others)."""
 
+    __slots__ = ("session_id", "seq", "type", "ts", "snippet", "score")
     session_id: str
     seq: int
     type: str
     ts: float
     snippet: str
     score: float
+
+    def __init__(self, session_id: str, seq: int, type: str, ts: float, snippet: str, score: float) -> None:
+        _init = object.__setattr__
+        _init(self, "session_id", session_id)
+        _init(self, "seq", seq)
+        _init(self, "type", type)
+        _init(self, "ts", ts)
+        _init(self, "snippet", snippet)
+        _init(self, "score", score)
 
 
 def _index(store) -> SearchIndex:
@@ -112,12 +122,15 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
     return [Hit(sid, seq, t, ts, snippet(text or "", terms, context), score) for sid, seq, t, ts, text, score in rows]
 
 
-def count(store, query: str, *, session_id: str | None = None, type: str | None = None, raw: bool = False) -> int:
-    """How many indexed events match ``query`` (with the filters of :func:`search`).
-    Raises :class:`QueryError` and :class:`SessionNotFound` as :func:`search` does."""
+def count(store, query: str, *, session_id: str | None = None, type: str | None = None, raw: bool = False,
+          at_most: int | None = None) -> int:
+    """How many indexed events match ``query`` (with the filters of :func:`search`); with
+    ``at_most``, counting stops there (a common word's matches are not all counted: the
+    answer is ``min(matches, at_most)``). Raises :class:`QueryError` and
+    :class:`SessionNotFound` as :func:`search` does."""
     backend = _index(store)
     _check(backend, query, raw, session_id)
-    return backend.search_count(query, raw=raw, session_id=session_id, type_=type)
+    return backend.search_count(query, raw=raw, session_id=session_id, type_=type, at_most=at_most)
 
 
 def _check(backend, query: str, raw: bool, session_id: str | None) -> None:
@@ -190,15 +203,25 @@ def snippet_ranges(marked: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(text), ranges
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_record  # @dataclass(frozen=True, slots=True), without importing dataclasses at start-up
 class UsageTotals:
     """A session's token counts, summed over its model responses (the ``usage`` view)."""
 
+    __slots__ = ("responses", "input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
     responses: int
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int
     cache_creation_tokens: int
+
+    def __init__(self, responses: int, input_tokens: int, output_tokens: int, cache_read_tokens: int,
+                 cache_creation_tokens: int) -> None:
+        _init = object.__setattr__
+        _init(self, "responses", responses)
+        _init(self, "input_tokens", input_tokens)
+        _init(self, "output_tokens", output_tokens)
+        _init(self, "cache_read_tokens", cache_read_tokens)
+        _init(self, "cache_creation_tokens", cache_creation_tokens)
 
 
 def usage_totals(store) -> dict[str, UsageTotals]:

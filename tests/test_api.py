@@ -479,3 +479,39 @@ def _raise_seq_conflict():
     s = EventStore.open(":memory:").create_session("s")
     s.append("a", {})
     s.append("a", {}, expected_seq=0)
+
+
+def test_the_records_behave_as_frozen_dataclasses(tmp_path):
+    """Event, SessionInfo, Hit and UsageTotals are made without importing dataclasses
+    (eventstore's start-up), and still behave as @dataclass(frozen=True, slots=True) does."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from eventstore.search import Hit, UsageTotals
+
+    with eventstore.EventStore.open(tmp_path / "r.db") as store:
+        store.create_session("s").append("user/message", {"content": "hi"}, ts=5.0)
+        (event,) = store.session("s").events()
+        (info,) = store.sessions()
+    assert repr(event) == ("Event(session_id='s', seq=0, position=1, type='user/message', ts=5.0, "
+                           "payload={'content': 'hi'})")
+    assert event == eventstore.Event("s", 0, 1, "user/message", 5.0, {"content": "hi"}) != info
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'seq'"):
+        event.seq = 1
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'seq'"):
+        del event.seq
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(event)  # (its payload is a dict)
+    assert hash(info) == hash(copy.copy(info)) and pickle.loads(pickle.dumps(info)) == info
+    assert copy.deepcopy(event) == event and pickle.loads(pickle.dumps(event)) == event
+    assert dataclasses.is_dataclass(event) and dataclasses.is_dataclass(UsageTotals)
+    assert [f.name for f in dataclasses.fields(eventstore.SessionInfo)] == ["id", "created_at", "events", "last_ts"]
+    assert dataclasses.asdict(info) == {"id": "s", "created_at": info.created_at, "events": 1, "last_ts": 5.0}
+    assert dataclasses.replace(event, seq=7).seq == 7 and dataclasses.astuple(UsageTotals(1, 2, 3, 4, 5)) == (1, 2, 3, 4, 5)
+    assert Event.__dataclass_params__.frozen and Hit.__match_args__[0] == "session_id"
+    match info:
+        case eventstore.SessionInfo(sid, _created, n, last):
+            assert (sid, n, last) == ("s", 1, 5.0)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'last_ts'"):
+        eventstore.SessionInfo("s", 1.0, 2)

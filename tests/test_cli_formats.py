@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -231,16 +233,113 @@ def test_short_help_is_clicks():
             assert short_help(text, limit) == click.Command("x", help=text).get_short_help_str(limit), (text, limit)
 
 
+# What `eventstore sessions` on an up-to-date SQLite store never imports: click (the table is
+# written without it, as --help is), the other commands, what only a migration, a progress
+# bar or PostgreSQL needs, and the modules (of eventstore and of Python) that only writing,
+# reading payloads, searching, importing or verifying needs.
+SESSIONS_NEVER_IMPORTS = frozenset({
+    "click", "rich", "sqlalchemy", "alembic", "psycopg",
+    "eventstore.cli.group", "eventstore.cli.reading", "eventstore.cli.importing", "eventstore.cli.auditing",
+    "eventstore.io.bulk", "eventstore.io.jsonl", "eventstore.io.parse_worker", "eventstore.io.transcripts",
+    "eventstore.audit.verify", "eventstore.web", "eventstore.log.toolcalls", "eventstore.log.commit",
+    "eventstore.log.redaction", "eventstore.log.gcpause", "eventstore.audit.secrets",
+    "eventstore.backends.postgres", "eventstore.backends.fallbacks", "eventstore.log.context",
+    "orjson", "dataclasses", "inspect", "ast", "tokenize", "typing", "hashlib", "uuid", "pathlib", "urllib.parse",
+    "secrets", "random", "queue", "unicodedata", "textwrap", "threading", "weakref",
+})
+
+
+def all_modules_loaded(*args: str) -> set[str]:
+    """Every module in ``sys.modules`` after ``eventstore ARGS`` ran (as the console script)."""
+    code = ("import sys; from eventstore.cli import main; sys.argv = ['eventstore', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('MODULES', *sorted(sys.modules), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return set([x for x in proc.stderr.splitlines() if x.startswith("MODULES ")][-1].split()[1:])
+
+
 def test_sessions_imports_only_what_it_needs(tmp_path):
+    """Listing the sessions of an up-to-date store imports none of SESSIONS_NEVER_IMPORTS."""
     db = tmp_path / "s.db"
     with EventStore.open(db) as store:
         store.create_session("a").append("user/message", {"content": "hi"})
-    loaded = modules_loaded("sessions", db=db)
+        store.create_session("b").append("assistant/message", {"content": "yes", "usage": {"input_tokens": 3}})
+    for args in (["--db", str(db), "sessions"], [f"--db={db}", "--durability", "full", "sessions"]):
+        loaded = all_modules_loaded(*args)
+        assert "eventstore.cli.listing" in loaded
+        assert not loaded & SESSIONS_NEVER_IMPORTS, sorted(loaded & SESSIONS_NEVER_IMPORTS)
+    loaded = all_modules_loaded("--db", str(db), "sessions", "--json")  # (through click)
     assert "eventstore.cli.reading" in loaded and "eventstore.cli.importing" not in loaded
-    for heavy in ("eventstore.io.bulk", "eventstore.io.parse_worker", "eventstore.audit.verify",
-                  "eventstore.io.transcripts.claude_code", "eventstore.web",
-                  "sqlalchemy", "alembic", "rich"):  # (Alembic only for a migration; rich only on a terminal)
-        assert heavy not in loaded, heavy
+    assert not loaded & {"sqlalchemy", "alembic", "rich", "eventstore.io.bulk", "eventstore.audit.verify"}
+
+
+# `eventstore sessions` through click alone, as before the listing was written without it.
+CLICK_ONLY = ("import sys\n"
+              "for s in (sys.stdout, sys.stderr):\n    s.reconfigure(errors='backslashreplace')\n"
+              "from eventstore.cli.group import cli\ncli(prog_name='eventstore')")
+
+
+def both_ways(args: list[str], env: dict | None = None, stdout=subprocess.PIPE) -> tuple:
+    """``(returncode, stdout, stderr)`` of ``eventstore ARGS`` as run, and through click alone."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    runs = [subprocess.run([sys.executable, *how, *args], stdout=stdout, stderr=subprocess.PIPE, env=env,
+                           timeout=60) for how in (["-m", "eventstore"], ["-c", CLICK_ONLY])]
+    return tuple((r.returncode, r.stdout, r.stderr) for r in runs)
+
+
+def test_sessions_without_click_prints_what_click_prints(tmp_path):
+    """The table, its token columns, escaped ids and odd times; an empty store; and every
+    error (no file, a folder, a bad --durability or $EVENTSTORE_DURABILITY, an in-memory
+    database, a store of a newer schema) exactly as through click."""
+    db = tmp_path / "s.db"
+    with EventStore.open(tmp_path / "empty.db"):
+        pass
+    fast, slow = both_ways(["--db", str(tmp_path / "empty.db"), "sessions"])
+    assert fast == slow and fast[1] == b"no sessions\n"
+    with EventStore.open(db) as store:
+        store.create_session("two\nlines\x00\u202e").append("user/message", {"content": "hi"})
+        store.create_session("ms").append("x", {}, ts=1764460800401)
+        store.create_session("tokens").append("assistant/message", {"content": "a", "usage": {
+            "input_tokens": 1234567, "output_tokens": 5, "cache_read_input_tokens": 7}})
+        store.create_session("none")
+    cases = [(["--db", str(db), "sessions"], None), ([f"--db={db}", "sessions"], None),
+             (["--durability", "FULL", "sessions"], {"EVENTSTORE_DB": str(db)}),
+             (["sessions"], {"EVENTSTORE_DB": str(db), "EVENTSTORE_DURABILITY": "may-lose-recent"}),
+             (["--db", str(tmp_path / "missing.db"), "sessions"], None),
+             (["--db", str(tmp_path), "sessions"], None),
+             (["--db", str(db), "--durability", "sometimes", "sessions"], None),
+             (["--db", str(db), "sessions"], {"EVENTSTORE_DURABILITY": "sometimes"}),
+             (["--db", ":memory:", "sessions"], None), (["--db", "", "sessions"], None),
+             (["--db", str(db), "--db", str(tmp_path / "missing.db"), "sessions"], None)]
+    for args, env in cases:
+        fast, slow = both_ways(args, env)
+        assert fast == slow, (args, env, fast, slow)
+    fast, _slow = both_ways(["--db", str(db), "sessions"])
+    assert fast[0] == 0 and b"two\\nlines\\x00\\u202e" in fast[1] and b"1,234,567" in fast[1]
+    assert b"ts 1764460800401.0 (not a date)" in fast[1]
+    newer = tmp_path / "newer.db"
+    shutil.copy(db, newer)
+    with sqlite3.connect(newer) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    fast, slow = both_ways(["--db", str(newer), "sessions"])
+    assert fast == slow and fast[0] == 1 and fast[2].startswith(b"error: ")
+
+
+def test_sessions_to_a_closed_pipe_exits_as_click_does(tmp_path):
+    """The reader gone (``| head``, before the first row): status 1, nothing on stderr."""
+    db = tmp_path / "s.db"
+    with EventStore.open(db) as store:
+        for k in range(50):
+            store.create_session(f"s{k}")
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        fast, slow = both_ways(["--db", str(db), "sessions"], stdout=w)
+    finally:
+        os.close(w)
+    assert fast == slow == (1, None, b"")
 
 
 def test_a_mistyped_command_is_matched_against_every_command():

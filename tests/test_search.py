@@ -241,6 +241,54 @@ def test_a_common_word_is_ranked_among_the_newest_matches(store, monkeypatch):
     assert search(store, "common", limit=1)[0].seq == 0
 
 
+def test_a_count_stops_at_its_bound_and_the_command_says_more_than_the_window(store, backend_url, monkeypatch):
+    """count(at_most=N) is min(matches, N) on every database (indexed, and past the index);
+    the command counts up to the ranking's window only and says "more than" past it."""
+    import eventstore.search as search_module
+
+    s = store.create_session("many")
+    s.append_many([("user/message", {"content": f"wombat number {k}"}) for k in range(30)])
+    catch_up(store)
+    s.append_many([("user/message", {"content": f"wombat again {k}"}) for k in range(5)])  # past the index
+    for indexed in (False, True):  # (PostgreSQL counts the events past the index too)
+        if indexed:
+            catch_up(store)
+        n = es_count(store, "wombat")
+        assert n == 35 or (n == 30 and store._backend.name == "sqlite" and not indexed)
+        for at_most in (0, 1, 20, 29, 30, 31, 34, 35, 36, 10**6):
+            assert es_count(store, "wombat", at_most=at_most) == min(n, at_most), (indexed, at_most)
+    assert es_count(store, "wombat again", at_most=3) == 3 and es_count(store, "number 7", at_most=99) == 1
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    cmd = [sys.executable, "-m", "eventstore", "--db", backend_url, "search", "wombat", "--limit", "5"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stderr == "35 matches; the best 5 shown\n", r.stderr
+    # a window smaller than the matches (in process: the command's own code, with RANK_WINDOW at 20)
+    monkeypatch.setattr(search_module, "RANK_WINDOW", 20)
+    from click.testing import CliRunner
+
+    from eventstore.cli import cli
+
+    r = CliRunner().invoke(cli, ["--db", backend_url, "search", "wombat", "--limit", "5"])
+    assert r.exit_code == 0, r.output
+    assert r.stderr == "more than 20 matches; the best 5 shown (ranked among the newest 20)\n"
+
+
+@pytest.mark.sqlite_only
+def test_a_search_of_an_up_to_date_index_writes_nothing(tmp_path):
+    """No write transaction (nor a new store's first settling of the WAL) when there is
+    nothing to index: another connection sees no commit."""
+    db = tmp_path / "s.db"
+    with EventStore.open(db) as store:
+        store.create_session("s").append("user/message", {"content": "quiet words"})
+        catch_up(store)
+    watcher = sqlite3.connect(db)
+    version = watcher.execute("PRAGMA data_version").fetchone()[0]
+    with EventStore.open(db) as store:
+        assert catch_up(store) == 0 and [h.seq for h in search(store, "quiet")] == [0]
+    assert watcher.execute("PRAGMA data_version").fetchone()[0] == version
+    watcher.close()
+
+
 def test_usage_view_has_one_row_per_model_response(loaded):
     store = loaded
     rows = db_rows(store, "SELECT session_id, turn, step, model, input_tokens, output_tokens, cache_read_tokens "

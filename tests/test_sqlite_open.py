@@ -580,3 +580,26 @@ def test_a_reader_holding_the_new_mark_out_of_the_file_does_not_stop_the_write(v
         reader.close()
         store.close()
     assert intact(victim, EVENTS + 1)
+
+
+def test_paths_and_uris_are_spelled_as_pathlib_and_urllib_spell_them(tmp_path, monkeypatch):
+    """The engine spells a database's absolute path and its read-only URI itself (not to
+    import pathlib and urllib at start-up): the same text as they give, for every shape."""
+    import itertools
+    import random
+    from pathlib import Path
+    from urllib.parse import quote
+
+    from eventstore.backends.sqlite import engine
+
+    monkeypatch.chdir(tmp_path)
+    parts = ["a", "..", ".", "", "~", "x y.db", "é", "//"]
+    for k in range(1, 4):
+        for combo in itertools.product(parts, repeat=k):
+            for text in ("/".join(combo), "/" + "/".join(combo), "//" + "/".join(combo)):
+                if text:
+                    assert engine.database_url(text) == "sqlite:///" + str(Path(text).expanduser().absolute()), text
+    rng = random.Random(5)
+    for _ in range(2000):
+        raw = bytes(rng.randrange(256) for _ in range(rng.randrange(10)))
+        assert engine._quote(raw) == quote(raw), raw

@@ -22,6 +22,7 @@ import os
 import re
 
 from ..errors import DatabaseError
+from ..lazy import LazyPattern
 from .base import Backend
 
 __all__ = ["Backend", "backend_class", "check_target", "is_postgres_url", "open_backend"]
@@ -43,14 +44,14 @@ _LIBPQ_KEYWORDS = frozenset("""
     sslnegotiation sslcompression sslcert sslkey sslpassword sslcertmode sslrootcert sslcrl sslcrldir
     sslsni requirepeer ssl_min_protocol_version ssl_max_protocol_version krbsrvname gsslib gssdelegation
     service target_session_attrs load_balance_hosts""".split())
-_KEYWORD_START = re.compile(r"\s*([A-Za-z_]+)\s*=")
-_PASSWORD_VALUE = re.compile(r"((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|\S)*)", re.IGNORECASE)
+_KEYWORD_START = LazyPattern(r"\s*([A-Za-z_]+)\s*=")  # (compiled at first use: not at start-up)
+_PASSWORD_VALUE = LazyPattern(r"((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|\S)*)", re.IGNORECASE)
 
 
 def check_target(target: str | os.PathLike) -> None:
     """Raises :class:`DatabaseError` when ``target`` is a libpq keyword/value string (see the
     module's docstring); the message shows it with its passwords hidden."""
-    if not isinstance(target, str):
+    if not isinstance(target, str) or "=" not in target:
         return
     m = _KEYWORD_START.match(target)
     if m and m[1].lower() in _LIBPQ_KEYWORDS:

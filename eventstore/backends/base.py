@@ -30,7 +30,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator
-from typing import ClassVar, TypeVar
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import ClassVar, TypeVar
+    T = TypeVar("T")
 
 __all__ = [
     "Backend",
@@ -90,7 +94,6 @@ CODES = {
 #: Rows per page of :meth:`Backend.session_events` when the caller gives no limit.
 PAGE = 1000
 
-T = TypeVar("T")
 
 
 def schema_differences(have: dict[str, tuple[str, str]], want: dict[str, tuple[str, str]],

@@ -27,7 +27,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SearchIndex", "AuditReads", "SessionIndex", "LogViews", "SqlSandbox", "Roles", "Redactor",
            "QueryConnection",
@@ -62,8 +65,11 @@ class SearchIndex(ABC):
         :class:`QueryError` (empty or malformed query, no index)."""
 
     @abstractmethod
-    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
-        """How many indexed message events match ``query`` (as :meth:`search`)."""
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None,
+                     at_most: int | None = None) -> int:
+        """How many indexed message events match ``query`` (as :meth:`search`); with
+        ``at_most``, counting stops there (the answer is at most ``at_most``), so that a
+        common word is not counted through all its matches."""
 
 
 class AuditReads(ABC):

@@ -12,14 +12,13 @@ its backend, so a caller handed a capability needs nothing else.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
 
 from eventstore.errors import DatabaseError, QueryError
 from eventstore.log.chain import session_hash
 from eventstore.log.codec import dumps
 
+from ..lazy import LazyModule
 from .base import PAGE, Backend
 from .capabilities import (
     AuditReads,
@@ -33,10 +32,16 @@ from .capabilities import (
 )
 from .search_terms import TOKEN, query_terms
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+    C = TypeVar("C")
+
 __all__ = ["capability", "search_text", "ScanSearch", "ScanAudit", "ScanSessionIndex", "ScanLogViews",
            "NoSandbox", "NoRoles", "NoRedactor", "FALLBACKS"]
 
-C = TypeVar("C")
+json = LazyModule("json")  # imported at the first payload read (its import compiles its patterns)
+
 
 #: The event types whose text is searchable (the ``events_search_text`` view's).
 SEARCHABLE = ("user/message", "assistant/message", "tool/result", "assistant/part", "assistant/thinking")
@@ -135,8 +140,11 @@ class ScanSearch(_OnCore, SearchIndex):
         hits = list(self._matches(query, raw, session_id, type_))
         return [(*hit, 0.0) for hit in reversed(hits[-limit:])] if limit > 0 else []
 
-    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
-        return sum(1 for _ in self._matches(query, raw, session_id, type_))
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None,
+                     at_most: int | None = None) -> int:
+        from itertools import islice
+
+        return sum(1 for _ in islice(self._matches(query, raw, session_id, type_), at_most))
 
 
 class ScanAudit(_OnCore, AuditReads):

@@ -1,16 +1,17 @@
 """A search query's words and tokens, as the indexes match them: shared by the backends'
 search (SQLite FTS5, PostgreSQL ``tsquery``, the scanning fallback) and by
-:mod:`eventstore.search` (snippets). Below the backends: it imports nothing of the project.
+:mod:`eventstore.search` (snippets). Below the backends: it imports nothing of the project
+but :mod:`eventstore.lazy` (its patterns are compiled at first use, not at start-up).
 """
 
 from __future__ import annotations
 
-import re
+from eventstore.lazy import LazyPattern
 
 __all__ = ["TOKEN", "WORD", "query_terms", "query_words"]
 
-WORD = re.compile(r"\S+")  # what separates a query's words: whitespace
-TOKEN = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer takes as a token (letters, digits)
+WORD = LazyPattern(r"\S+")  # what separates a query's words: whitespace
+TOKEN = LazyPattern(r"[^\W_]+")  # what FTS5's unicode61 tokenizer takes as a token (letters, digits)
 _FTS_OPERATORS = {"and", "or", "not", "near"}
 
 

@@ -8,8 +8,9 @@ shows its traceback instead.
 
 Each command lives in a module of this package, imported only when that command runs:
 ``eventstore --help`` lists the commands from :data:`COMMANDS` without importing them, and
-alone it is written without importing click (:func:`help_text`). The click group itself
-is in :mod:`eventstore.cli.group`.
+alone it is written without importing click (:func:`help_text`), as is the table of
+``eventstore sessions`` (:mod:`eventstore.cli.listing`). The click group itself is in
+:mod:`eventstore.cli.group`.
 """
 
 from __future__ import annotations
@@ -163,6 +164,11 @@ def main() -> None:
                 sys.stderr.write(f"error: writing the help: {e.strerror or e}\n")
             sys.exit(1)
         return
+    if sys.argv[-1:] == ["sessions"]:  # the listing of sessions, without importing click when it can
+        from .listing import run_sessions
+
+        if run_sessions(sys.argv[1:]):
+            return
     from .group import cli
 
     cli(prog_name="eventstore")

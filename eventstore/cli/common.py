@@ -1,24 +1,28 @@
 """Helpers the command modules share: opening the store of ``--db``, stdout as bytes, text
-made safe for a terminal, dates, the progress bar, option callbacks."""
+made safe for a terminal, dates, the progress bar, option callbacks. Imports click only
+where a function needs it: ``eventstore sessions`` uses this module without click
+(:mod:`eventstore.cli.listing`)."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import math
 import os
-import re
 import sys
 
-import click
-
 from eventstore.core.store import EventStore
+from eventstore.lazy import LazyPattern
 from eventstore.live.tailview import CONTROL_OR_NEWLINE, UNSAFE_CHARS, escape_char
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    import click
+
 # Shown escaped in CSV written to a terminal (a tab and a newline are CSV's own).
-UNSAFE = re.compile(f"[{UNSAFE_CHARS}]")
+UNSAFE = LazyPattern(f"[{UNSAFE_CHARS}]")  # (each compiled at first use: not at start-up)
 # Shown escaped in a table cell: a tab and what no terminal should get raw (a newline is kept).
-CONTROL = re.compile(f"[\t{UNSAFE_CHARS}]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+CONTROL = LazyPattern(f"[\t{UNSAFE_CHARS}]")
+_SURROGATE = LazyPattern("[\ud800-\udfff]")
 
 
 def db_shown(db: str, store: EventStore) -> str:
@@ -44,6 +48,8 @@ def open_store(ctx: click.Context, readonly: bool = False, redact_secrets: bool 
 def say_if_upgraded(db: str, store: EventStore) -> None:
     """One line on stderr when opening ``db`` upgraded an older eventstore's database."""
     if store.upgraded_from is not None:
+        import click
+
         from eventstore.schema import SCHEMA_REVISION
 
         click.echo(f"{db_shown(db, store)}: upgraded from schema revision {store.upgraded_from} to "
@@ -94,6 +100,8 @@ def plural(n: int, noun: str) -> str:
 
 def printable(text: str) -> str:
     """Text safe to encode as UTF-8: a lone surrogate becomes its escape (``\\ud83d``)."""
+    if text.isprintable():  # (no surrogate then: the common case, without the regex)
+        return text
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
@@ -121,6 +129,8 @@ def plain(value: object) -> object:
 def finite_seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
     """An option's callback: a number of seconds must be finite (FloatRange lets nan through)."""
     if value is not None and not math.isfinite(value):
+        import click
+
         raise click.BadParameter(f"{value} is not a finite number of seconds")
     return value
 
@@ -129,6 +139,8 @@ def named_path(ctx: click.Context, param: click.Parameter, value: str | None) ->
     """An export destination must name something: an empty one (an unset shell variable,
     say) is a usage error, as is a file name ending in a slash, like click's own check of
     -o naming a folder (it wrote a file in the current folder, or to stdout)."""
+    import click
+
     if value is None:
         return None
     if value == "":
@@ -191,6 +203,8 @@ class Bar:
         if self.progress is not None:
             self.progress.console.print(message, markup=False, highlight=False, soft_wrap=True)
         else:
+            import click
+
             click.echo(message, err=True)
 
     def close(self) -> None:

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 
 import click
 
 from eventstore.core.store import EventStore
 from eventstore.errors import SessionNotFound
-from eventstore.live.tailview import CONTROL_OR_NEWLINE, escape_char
 
 from .base import TEXT
-from .common import DayCache, finite_seconds, open_store, out_bytes, printable
-from .table import print_table, text_width
+from .common import finite_seconds, open_store, out_bytes, printable
 
 
 @click.command()
@@ -23,49 +20,9 @@ from .table import print_table, text_width
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List stored sessions: id, events, created, last event (UTC), and token totals
     (input, output, cache read, cache write) of sessions whose source recorded them."""
-    from eventstore.search import UsageTotals, usage_totals
+    from .listing import write_sessions
 
-    store = open_store(ctx, readonly=True)
-    infos = store.sessions()
-    tokens = usage_totals(store)
-    none = UsageTotals(0, 0, 0, 0, 0)
-    if as_json:  # info: what the session's session/info events say (facts an import learned later)
-        from eventstore.io.transcripts.common import all_info
-
-        info = all_info(store)
-        click.echo(json.dumps([{"id": i.id, "events": i.events, "created_at": i.created_at,
-                                "last_ts": i.last_ts, "input_tokens": tokens.get(i.id, none).input_tokens,
-                                "output_tokens": tokens.get(i.id, none).output_tokens,
-                                "cache_read_tokens": tokens.get(i.id, none).cache_read_tokens,
-                                "cache_creation_tokens": tokens.get(i.id, none).cache_creation_tokens,
-                                "info": info.get(i.id, {})}
-                               for i in infos], ensure_ascii=False))
-        return
-    if not infos:
-        click.echo("no sessions")
-        return
-    # Streamed, so that memory does not grow with the sessions: the widest id, count and
-    # token cells are known here, so no rows are held to lay the table out.
-    ids = [CONTROL_OR_NEWLINE.sub(escape_char, printable(i.id)) for i in infos]
-    header = ["SESSION", "EVENTS", "CREATED (UTC)", "LAST EVENT (UTC)"]
-    widths = [max(map(text_width, ids)), len(str(max(i.events for i in infos))),
-              19, 19]
-    token_cells = {sid: [f"{t.input_tokens:,}", f"{t.output_tokens:,}", f"{t.cache_read_tokens:,}",
-                         f"{t.cache_creation_tokens:,}"] for sid, t in tokens.items()}
-    if tokens:  # the token columns only where some session recorded usage
-        header += ["IN TOKENS", "OUT TOKENS", "CACHE READ", "CACHE WRITE"]
-        widths += [max(len(c[k]) for c in token_cells.values()) for k in range(4)]
-    when = DayCache()
-    no_tokens = ["-"] * 4
-
-    def rows() -> Iterator[list[str]]:
-        for sid, i in zip(ids, infos, strict=True):
-            row = [sid, str(i.events), when(i.created_at), when(i.last_ts)]
-            yield row + token_cells.get(i.id, no_tokens) if tokens else row
-
-    out = out_bytes()
-    print_table(out, header, rows(), right={1, 4, 5, 6, 7}, strip=True, min_widths=widths, layout_rows=0)
-    out.flush()
+    write_sessions(open_store(ctx, readonly=True), as_json, click.echo)
 
 
 @click.command()

@@ -59,9 +59,11 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
         pass  # a file we may only read: search() scans what is not indexed
     hits = run_search(store, query, session_id=session_id, type=type_, limit=limit, raw=raw)
     if len(hits) == limit and not as_json:
-        n = count(store, query, session_id=session_id, type=type_, raw=raw)
+        # counted up to the ranking's window only: a common word is not counted through all its matches
+        n = count(store, query, session_id=session_id, type=type_, raw=raw, at_most=RANK_WINDOW + 1)
         if n > limit:
-            click.echo(f"{n:,} matches; the best {limit} shown" + (f" (ranked among the newest {RANK_WINDOW:,})"
+            many = f"more than {RANK_WINDOW:,}" if n > RANK_WINDOW else f"{n:,}"
+            click.echo(f"{many} matches; the best {limit} shown" + (f" (ranked among the newest {RANK_WINDOW:,})"
                                                                     if n > RANK_WINDOW else ""), err=True)
     if as_json:
         click.echo(json.dumps([{"session_id": h.session_id, "seq": h.seq, "type": h.type, "ts": h.ts,

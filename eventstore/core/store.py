@@ -7,19 +7,14 @@ locking, migrations and error translation.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import repeat
-from typing import IO, Any, TypeVar
 
 from eventstore.backends import open_backend
 from eventstore.backends.base import PAGE, Backend, Follower, ImportLock, ImportTransaction
-from eventstore.backends.fallbacks import capability as _capability
 from eventstore.errors import (
     AppendOnlyViolation,
     IdempotencyConflict,
@@ -28,6 +23,7 @@ from eventstore.errors import (
     SessionExists,
     SessionNotFound,
 )
+from eventstore.lazy import LazyModule
 from eventstore.live import follow as _follow
 from eventstore.log.codec import (
     dumps,
@@ -38,16 +34,20 @@ from eventstore.log.codec import (
     payload_json_stored,
     payload_jsons,
 )
-from eventstore.log.commit import commit_jsons, new_salts
-from eventstore.log.context import context_at as _context_at
-from eventstore.log.gcpause import paused as _gc_paused
 from eventstore.log.line import event_line
 from eventstore.log.projection import loads as _messages_loads
-from eventstore.log.redaction import Redaction
 from eventstore.log.validate import check_seq as _check_seq
 from eventstore.log.validate import check_session_id as _check_session_id
 from eventstore.log.validate import check_ts as _check_ts
 from eventstore.log.validate import check_type as _check_type
+from eventstore.records import frozen_record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import IO, Any, TypeVar
+
+    from eventstore.log.redaction import Redaction
+    _C = TypeVar("_C")
 
 __all__ = ["EventStore", "Session", "Event", "SessionInfo"]
 
@@ -61,11 +61,17 @@ def _os_user() -> str:
     except Exception:  # noqa: BLE001 - no login name and no passwd entry: the uid says who
         return f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown"
 
+
+json = LazyModule("json")  # imported at the first payload read (its import compiles its patterns)
+# Imported at first use, not at eventstore's start-up (a listing appends nothing).
+_commit = LazyModule("eventstore.log.commit")
+_gcpause = LazyModule("eventstore.log.gcpause")
+
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds
-_C = TypeVar("_C")
 _MAX_LIMIT = 2**62  # events(last=N): any N past this is "all" (a bound every database binds)
 
-@dataclass(frozen=True, slots=True)
+
+@frozen_record  # @dataclass(frozen=True, slots=True), without importing dataclasses at start-up
 class Event:
     """One stored event.
 
@@ -74,12 +80,22 @@ class Event:
     every key besides ``type``, ``seq`` and ``ts``.
     """
 
+    __slots__ = ("session_id", "seq", "position", "type", "ts", "payload")
     session_id: str
     seq: int
     position: int
     type: str
     ts: float
     payload: dict
+
+    def __init__(self, session_id: str, seq: int, position: int, type: str, ts: float, payload: dict) -> None:
+        _init = object.__setattr__
+        _init(self, "session_id", session_id)
+        _init(self, "seq", seq)
+        _init(self, "position", position)
+        _init(self, "type", type)
+        _init(self, "ts", ts)
+        _init(self, "payload", payload)
 
     def to_dict(self) -> dict:
         """The event as the JSONL format spells it: ``{"type", "seq", "ts", **payload}``."""
@@ -90,14 +106,22 @@ class Event:
         return event_line(self.type, self.seq, self.ts, dumps(self.payload))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_record  # @dataclass(frozen=True, slots=True), without importing dataclasses at start-up
 class SessionInfo:
     """A row of the session registry: ``events`` is the count, ``last_ts`` None when empty."""
 
+    __slots__ = ("id", "created_at", "events", "last_ts")
     id: str
     created_at: float
     events: int
     last_ts: float | None
+
+    def __init__(self, id: str, created_at: float, events: int, last_ts: float | None) -> None:
+        _init = object.__setattr__
+        _init(self, "id", id)
+        _init(self, "created_at", created_at)
+        _init(self, "events", events)
+        _init(self, "last_ts", last_ts)
 
 
 _set = [Event.__dict__[f].__set__ for f in ("session_id", "seq", "position", "type", "ts", "payload")]
@@ -275,8 +299,8 @@ class Session:
                 return stored
             if redacted is not None:
                 return redacted[0]
-        salts = new_salts(1)  # the commitment needs no seq: computed before the head is locked
-        commit = commit_jsons(salts, [stored])[0]
+        salts = _commit.new_salts(1)  # the commitment needs no seq: computed before the head is locked
+        commit = _commit.commit_jsons(salts, [stored])[0]
         try:
             seq, position, _hash = self._store._backend.append_one(self.id, type, ts, pj, expected_seq,
                                                                    salt=salts[0], commit=commit)
@@ -335,8 +359,8 @@ class Session:
             redacted = self._append_redacting(types, tss, pjs, expected_seq)
             if redacted is not None:
                 return redacted
-        salts = new_salts(len(types))
-        commits = commit_jsons(salts, stored)
+        salts = _commit.new_salts(len(types))
+        commits = _commit.commit_jsons(salts, stored)
         try:
             seq0, pos0, _last_hash = self._store._backend.append(self.id, types, tss, pjs, expected_seq,
                                                                  salts=salts, commits=commits)
@@ -363,10 +387,11 @@ class Session:
                 return None
             out_types, out_tss, out_pjs = out
             stored = [loads(pj) for pj in out_pjs]
-            salts = new_salts(len(out_types))
+            salts = _commit.new_salts(len(out_types))
             try:
+                commits = _commit.commit_jsons(salts, stored)
                 seq, position, _hash = self._store._backend.append(self.id, out_types, out_tss, out_pjs, seq0,
-                                                                   salts=salts, commits=commit_jsons(salts, stored))
+                                                                   salts=salts, commits=commits)
             except SeqConflict:
                 if expected_seq is not None:
                     raise
@@ -421,7 +446,7 @@ class Session:
         after = -1 if after_seq is None else max(-1, after_seq)
         if last is not None:
             n = min(_check_seq(last, "last"), _MAX_LIMIT)
-            with _gc_paused():
+            with _gcpause.paused():
                 rows = self._store._backend.session_events(self.id, after, types, n, last=True) if n else []
                 return iter([_new_event(self.id, seq, position, type_, ts, _messages_loads(payload))
                              for seq, position, type_, ts, payload in rows])
@@ -432,7 +457,7 @@ class Session:
         read = self._store._backend.session_events
         loads = _messages_loads  # json.loads's result, through orjson where that gives the same
         while True:
-            with _gc_paused():  # a page is built at once; the caller's work runs with the collector on
+            with _gcpause.paused():  # a page is built at once; the caller's work runs with the collector on
                 rows = read(sid, last, types, PAGE)
                 page = [_new_event(sid, seq, position, type_, ts, loads(payload))
                         for seq, position, type_, ts, payload in rows]
@@ -458,7 +483,7 @@ class Session:
     def derive_messages(self) -> list[dict]:
         """The projection: the chat ``messages`` array (list of dicts) for this session,
         read from the ``messages`` view (see :mod:`eventstore.log.projection`)."""
-        with _gc_paused():
+        with _gcpause.paused():
             return _messages_loads(self._store._backend.messages_json(self.id))
 
     def messages_json(self, upto_seq: int | None = None) -> str:
@@ -476,7 +501,9 @@ class Session:
         ``{"messages": [...], "tools": [...]}`` in the chat-completions request shape, the
         instructions as a leading system message, retractions honoured. See
         :func:`eventstore.log.context.context_at`; raises :class:`InvalidEvent`."""
-        return _context_at(self, seq)
+        from eventstore.log.context import context_at  # (imported when used: eventstore's start-up)
+
+        return context_at(self, seq)
 
     def repair(self) -> list[Event]:
         """Append what an interrupted session needs for its projection to be valid for a
@@ -585,7 +612,11 @@ class EventStore:
         (:mod:`eventstore.backends.fallbacks`). What it returns also answers the core
         contract's reads (``imports``, ``session_meta``, ...), for the code that receives it
         (``verify``, search, the viewer's index)."""
-        return _capability(self._backend, kind)
+        if isinstance(self._backend, kind):  # its own (the fallbacks are imported when one is needed)
+            return self._backend
+        from eventstore.backends.fallbacks import capability
+
+        return capability(self._backend, kind)
 
     def __enter__(self) -> EventStore:
         return self
@@ -647,6 +678,8 @@ class EventStore:
         Raises :class:`SessionExists` if the id is taken, :class:`InvalidEvent` for a bad id
         or meta.
         """
+        import uuid  # (imported when used: eventstore's start-up)
+
         sid = str(uuid.uuid4())[:12] if session_id is None else _check_session_id(session_id)
         meta_json = "{}"
         if meta:
@@ -746,7 +779,7 @@ class EventStore:
         record = _r.redaction_record(seq, kept, reason, by, stored_hash, payload,
                                      None if salt is None else bytes(salt), earlier)
         record_json = dumps(record)
-        rsalt = new_salts(1)[0]
+        rsalt = _commit.new_salts(1)[0]
         ts = time.time()
         rseq = redactor.redact_event(session_id, seq, stored_hash, dumps(new_payload), ts, record_json, rsalt,
                                      commit_json(rsalt, loads(record_json)))

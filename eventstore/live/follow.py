@@ -28,15 +28,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, TypeVar
 
 from eventstore.errors import InvalidEvent
 from eventstore.log.codec import encodable
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from eventstore.backends.base import Backend, Follower
 
-E = TypeVar("E")  # what make_event makes of a row (the store's Event)
+    E = TypeVar("E")  # what make_event makes of a row (the store's Event)
 
 __all__ = ["DeadOwners", "follow_store", "follow_session", "wait_for_session", "DEFAULT_POLL_INTERVAL", "PAGE"]
 

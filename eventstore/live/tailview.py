@@ -16,11 +16,13 @@ than newline and tab are shown escaped (``\\x1b``), so a payload cannot drive th
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 
 from eventstore.core.store import Event
+from eventstore.lazy import LazyModule, LazyPattern
+
+json = LazyModule("json")  # imported at the first payload shown
 
 __all__ = ["TailView"]
 
@@ -29,9 +31,9 @@ __all__ = ["TailView"]
 #: bidirectional-text and line-separator characters that make a terminal show text in
 #: another order or on other lines than it is stored (U+202E, "Trojan Source").
 UNSAFE_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
-_CONTROL = re.compile(f"[{UNSAFE_CHARS}]")
+_CONTROL = LazyPattern(f"[{UNSAFE_CHARS}]")  # (compiled at first use: not at start-up)
 #: The same, and tab and newline: for what must stay on one line (a session id).
-CONTROL_OR_NEWLINE = re.compile(f"[\t\n{UNSAFE_CHARS}]")
+CONTROL_OR_NEWLINE = LazyPattern(f"[\t\n{UNSAFE_CHARS}]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 #: Payload keys that other events are shown without: the idempotency key, and the source
 #: line an import of an agent's transcript keeps beside what it mapped (docs/import-export.md).

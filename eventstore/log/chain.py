@@ -10,9 +10,6 @@ every later hash; ``verify`` recomputes the chain. Backends call :func:`chain_ro
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from eventstore.log.line import event_lines, meta_line
 
 __all__ = ["chain_hash", "chain_rows", "genesis_hash", "session_hash", "session_hash_changes"]
@@ -20,12 +17,14 @@ __all__ = ["chain_hash", "chain_rows", "genesis_hash", "session_hash", "session_
 
 def genesis_hash(session_id: str) -> str:
     """The hash chain's start for a session: SHA-256 (hex) of ``{"type":"session/meta","id":ID}``."""
-    return hashlib.sha256(meta_line(session_id).encode("utf-8")).hexdigest()
+    return _sha256(meta_line(session_id).encode("utf-8")).hexdigest()
 
 
 def _half(session_id: str, field: str, value) -> str:
+    import json  # (imported when used: eventstore's start-up)
+
     text = json.dumps([session_id, field, value], ensure_ascii=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+    return _sha256(text.encode("ascii")).hexdigest()[:32]
 
 
 def session_hash(session_id: str, created_at: float, meta_json: str) -> str:
@@ -71,7 +70,14 @@ def chain_hash(prev_hash: str, line: str | bytes) -> str:
     return h.hexdigest()
 
 
-_sha256 = hashlib.sha256
+def _sha256(data: bytes = b""):
+    """``hashlib.sha256(data)``; hashlib's own function once imported, at the first hash
+    (its import, OpenSSL's start-up, is a large part of a command that hashes nothing)."""
+    global _sha256
+    import hashlib
+
+    _sha256 = hashlib.sha256
+    return _sha256(data)
 
 
 def chain_rows(prev_hash: str, first_seq: int, types: list[str], tss: list[float],

@@ -23,16 +23,21 @@ every doubtful case and gives every error its message.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from itertools import repeat
-from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
-from typing import Any
 
-import orjson as _orjson
+try:  # C: keeps non-ASCII as is (json.encoder's, without importing json: its import compiles its patterns)
+    from _json import encode_basestring as _c_encode_str
+except ImportError:  # pragma: no cover - an interpreter without json's C part
+    from json.encoder import encode_basestring as _c_encode_str
 
 from eventstore.errors import InvalidEvent
+from eventstore.lazy import LazyPattern
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "dumps",
@@ -52,7 +57,7 @@ __all__ = [
 MAX_SAFE_INTEGER = 2**53 - 1
 RESERVED_KEYS = ("type", "seq", "ts")
 
-SURROGATES = re.compile("[\ud800-\udfff]+")
+SURROGATES = LazyPattern("[\ud800-\udfff]+")  # (compiled at first use: not at start-up)
 
 
 # --- numbers -------------------------------------------------------------------------
@@ -236,7 +241,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-_std_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+def _std_decode(text: str) -> Any:
+    """``json.JSONDecoder(parse_constant=_reject_constant).decode``, made at the first call."""
+    global _std_decode
+    import json
+
+    _std_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+    return _std_decode(text)
 
 
 def loads(text: str) -> Any:
@@ -245,7 +256,7 @@ def loads(text: str) -> Any:
     Lone surrogate escapes (``\\ud83d``) are kept as lone surrogates in the ``str``.
     Raises ``ValueError`` (``json.JSONDecodeError``) on invalid input.
     """
-    return _std_decoder.decode(text)
+    return _std_decode(text)
 
 
 _MISSING = object()
@@ -278,11 +289,34 @@ def encodable(text: Any) -> bool:
 
 
 
-_ORJSON_STRICT = (_orjson.OPT_STRICT_INTEGER | _orjson.OPT_PASSTHROUGH_SUBCLASS
-                  | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME)
+class _LazyOrjson:
+    """orjson, imported at its first use (then this module's ``_orjson`` is orjson itself):
+    its import (dataclasses, uuid, enum, json) costs more than the rest of the start-up of a
+    command that writes no JSON, such as ``eventstore sessions``. Sets ``_ORJSON_STRICT``
+    and ``_fast_float`` too, so a call ``_orjson.f(..., _ORJSON_STRICT)`` gets the real
+    options (the callee is evaluated before the arguments)."""
+
+    def __getattr__(self, name: str) -> Any:
+        global _orjson, _ORJSON_STRICT, _fast_float
+        import orjson
+
+        _ORJSON_STRICT = (orjson.OPT_STRICT_INTEGER | orjson.OPT_PASSTHROUGH_SUBCLASS
+                          | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME)
+        _fast_float = orjson.dumps
+        _orjson = orjson
+        return getattr(orjson, name)
+
+
+_orjson: Any = _LazyOrjson()
+_ORJSON_STRICT: int = 0  # set with orjson's import (see _LazyOrjson)
 # orjson writes exponents with their sign, as JavaScript does, since 3.11.7 (pyproject
 # requires it; before, 1e16 came out as "1e16"): _orjson_odd() finds exponents by it.
-_fast_float = _orjson.dumps
+
+
+def _fast_float(f: float) -> bytes:
+    """``orjson.dumps(f)``; orjson's own function once imported."""
+    return _orjson.dumps(f)
+
 
 _EXP_AFTER_DIGIT = re.compile(rb"[0-9]e[-+]").search
 _DIGIT_AFTER_QUOTE = re.compile(rb'"[0-9]').search  # literal first: a quick scan

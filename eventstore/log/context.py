@@ -31,8 +31,6 @@ projection and ignores all three extension events.
 
 from __future__ import annotations
 
-from typing import Any
-
 from eventstore.errors import InvalidEvent
 from eventstore.log.codec import js_truthy
 from eventstore.log.types import (
@@ -45,6 +43,10 @@ from eventstore.log.types import (
     SYSTEM_MESSAGE,
     USER_MESSAGE,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["context_at", "SYSTEM", "TOOLS", "RETRACT", "MESSAGE_TYPES", "retraction"]
 

@@ -15,13 +15,18 @@ so that memory does not grow with the session.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from json.encoder import encode_basestring as _c_encode_str  # C: keeps non-ASCII as is
-from typing import Any
 
-import orjson
+try:  # C: keeps non-ASCII as is (json.encoder's, without importing json: its import compiles its patterns)
+    from _json import encode_basestring as _c_encode_str
+except ImportError:  # pragma: no cover - an interpreter without json's C part
+    from json.encoder import encode_basestring as _c_encode_str
 
 from eventstore.errors import DatabaseError
 from eventstore.log.codec import SURROGATES, dumps, encodable, fix_surrogates, js_float, loads
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["EXPORT_BUFFER", "PAGE_BYTES", "PAGE_ROWS", "chunks_from_rows", "event_line", "event_lines",
            "line_head", "line_start", "lines_bytes", "meta_line", "rewritten_payload", "row_pages"]
@@ -101,6 +106,8 @@ def lines_bytes(types: list[bytes], first_seq: int, tss: list[float], rests: lis
     ``{`` plus a newline, whose first key the caller made sure is not an array index (JavaScript
     writes those first). ``plain_types`` caches the types found plain (updated in place).
     """
+    import orjson  # (imported when used: eventstore's start-up)
+
     n = len(types)
     ts_text = orjson.dumps(tss)
     # orjson writes a finite double as JavaScript does, but for integer values (5.0) and

@@ -20,9 +20,22 @@ surrogates included) and numbers come out exactly as they went in.
 
 from __future__ import annotations
 
-import json
+from eventstore.lazy import LazyModule
 
-import orjson
+
+class _LazyOrjson:
+    """orjson, imported at its first use (then this module's ``orjson`` is orjson itself):
+    its import costs more than the rest of the start-up of a command that reads no payload."""
+
+    def __getattr__(self, name: str):
+        global orjson
+        import orjson
+
+        return getattr(orjson, name)
+
+
+orjson = _LazyOrjson()
+json = LazyModule("json")  # imported at its first use, like orjson
 
 # orjson gives the same objects as json.loads except where it cannot: a lone surrogate
 # escape (``"\ud83d"``) or a number beyond a double (``1e400``) makes it raise, and an

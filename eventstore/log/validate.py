@@ -6,9 +6,12 @@ Each raises :class:`~eventstore.errors.InvalidEvent` with a sentence saying what
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from eventstore.errors import InvalidEvent
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["check_seq", "check_session_id", "check_ts", "check_type"]
 

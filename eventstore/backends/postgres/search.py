@@ -124,15 +124,19 @@ class PgSearch(SearchIndex):
                                  {**params, "window": rank_window, "limit": limit, "through": self._indexed_through()})
         return [(sid, seq, t, ts, text, float(score)) for sid, seq, t, ts, text, score in rows]
 
-    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None,
+                     at_most: int | None = None) -> int:
         where_s, params = _search_filters("s", session_id, type_)
         where_e, _ = _search_filters("e", session_id, type_)
-        return self._search_read(query, raw, f"""
-            SELECT (SELECT count(*) FROM events_search AS s
-                     WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s})
-                 + (SELECT count(*) FROM {PAST_BOUND}
-                       AND {SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e})""",
-                                 {**params, "through": self._indexed_through()})[0][0]
+        n = self._search_read(query, raw, f"""
+            SELECT (SELECT count(*) FROM (SELECT 1 FROM events_search AS s
+                     WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
+                     LIMIT %(at_most)s) AS indexed)
+                 + (SELECT count(*) FROM (SELECT 1 FROM {PAST_BOUND}
+                       AND {SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e} LIMIT %(at_most)s) AS past)""",
+                              {**params, "through": self._indexed_through(),
+                               "at_most": None if at_most is None else max(at_most, 0)})[0][0]
+        return n if at_most is None else min(n, at_most)
 
 
 # --- search -----------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from eventstore.errors import (
     DatabaseError,
@@ -18,6 +17,10 @@ from .. import base
 from ..capabilities import AuditReads
 from . import engine as _engine
 from .statements import MAX_CURSOR
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class SQLiteAudit(AuditReads):

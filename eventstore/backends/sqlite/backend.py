@@ -16,13 +16,12 @@ The capabilities are mixins of their own modules (:mod:`.search`, :mod:`.audit`,
 
 from __future__ import annotations
 
+import _thread  # threading's own RLock, without importing threading (eventstore's start-up)
 import functools
 import os
 import sqlite3
-import threading
-import weakref
+from _weakrefset import WeakSet  # weakref.WeakSet, without importing weakref
 from collections.abc import Callable, Collection
-from typing import Any
 
 from eventstore.errors import (
     AppendOnlyViolation,
@@ -67,6 +66,10 @@ from .views import SQLiteViews
 from .walcheck import check_wal
 from .writelock import open_write_lock
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["SQLiteBackend", "error_code"]
 
 
@@ -77,7 +80,7 @@ def _checkpoint_connection(database: str, busy_timeout: float) -> sqlite3.Connec
 
 # Backends alive in this process, and connections inherited from a parent process that
 # must stay open (unused) in a forked child: see SQLiteBackend._reopen_after_fork.
-_live: weakref.WeakSet[SQLiteBackend] = weakref.WeakSet()
+_live: WeakSet[SQLiteBackend] = WeakSet()
 _inherited: list = []
 
 # Database files that a thread of the parent was writing to (in a transaction) when this
@@ -105,7 +108,7 @@ def _after_fork_in_child() -> None:
                     _forked_mid_write.add(backend._file)
             except Exception:  # pragma: no cover - a closed handle
                 pass
-        backend._lock = threading.RLock()  # another thread may have held it at the fork
+        backend._lock = _thread.RLock()  # another thread may have held it at the fork
         if backend._conn is not None:
             backend._forked = True
         if backend._wlock is not None:
@@ -138,7 +141,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
         self.busy_timeout = busy_timeout
         self.durability = durability
         self.readonly = readonly
-        self._lock = threading.RLock()
+        self._lock = _thread.RLock()
         self._forked = False
         self._conn: sqlite3.Connection | None = None
         self._marks: _engine.WalMarks | None = None  # moves the mark on at each WAL generation
@@ -232,6 +235,8 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
             self._marks = _engine.WalMarks(self._file)
         self._unchecked_frames = 0  # WAL frames (estimated) this store wrote since its last checkpoint
         if self._write_queue:
+            import weakref  # (a store that writes: not at eventstore's start-up)
+
             self._wlock = open_write_lock(self._file)
             if self._wlock is not None:  # a store dropped without close() frees its lock file
                 weakref.finalize(self, self._wlock.close)
@@ -245,6 +250,8 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
             self._checkpointer = Checkpointer(
                 self._file, functools.partial(_checkpoint_connection, self._file, self.busy_timeout),
                 self.busy_timeout)
+            import weakref
+
             weakref.finalize(self, self._checkpointer.close, False)
 
     def _reopen_after_fork(self) -> None:

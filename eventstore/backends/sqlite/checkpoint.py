@@ -18,7 +18,6 @@ over and stays bounded under steady writing from several processes and a reader.
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable
 
 from ...errors import DatabaseError
@@ -75,6 +74,8 @@ class Checkpointer:
         self.database = database
         self._connect = connect
         self.busy_timeout = busy_timeout
+        import threading  # (imported by a store that writes: not at eventstore's start-up)
+
         self._wanted = threading.Condition()
         self._pending = False
         self._running = False
@@ -89,6 +90,8 @@ class Checkpointer:
                 return
             self._pending = True
             if self._thread is None:
+                import threading
+
                 self._thread = threading.Thread(target=self._run, name="eventstore-checkpoint", daemon=True)
                 self._thread.start()
             self._wanted.notify()
@@ -137,12 +140,16 @@ class Checkpointer:
             self._closed = True
             self._wanted.notify_all()
             thread = self._thread
+        import threading
+
         if wait and thread is not None and thread is not threading.current_thread():
             thread.join()
 
     def forget(self) -> None:
         """In a forked child: the thread does not exist here, and its connection and lock
         file are the parent's; drop them without touching them."""
+        import threading
+
         self._wanted = threading.Condition()
         self._closed = True
         self._thread = None

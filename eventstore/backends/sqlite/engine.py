@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import sqlite3
 import struct
 import time
-from pathlib import Path
-from typing import NamedTuple
-from urllib.parse import quote
+from collections import namedtuple
 
 from ...errors import DatabaseError, WalMismatch
 from ...schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION, outdated
@@ -65,7 +62,19 @@ def database_url(target: str | os.PathLike) -> str:
         raise DatabaseError("the database path is empty (give a file, an sqlite:// URL or :memory:)")
     if text == ":memory:":
         return "sqlite://"
-    return "sqlite:///" + str(Path(text).expanduser().absolute())
+    return "sqlite:///" + _absolute(text)
+
+
+def _absolute(text: str) -> str:
+    """``str(Path(text).expanduser().absolute())``: without importing pathlib (a fifth of
+    a small command's start-up) for a plain path, whose text Path would not change: no
+    ``~``, no empty or ``.`` part, not ``//`` (Path keeps ``..``, as this does)."""
+    parts = text.split("/")
+    if os.sep == "/" and not text.startswith(("~", "//")) and "" not in parts[1:] and "." not in parts:
+        return text if text.startswith("/") else os.path.join(os.getcwd(), text)
+    from pathlib import Path
+
+    return str(Path(text).expanduser().absolute())
 
 
 def database_path(target: str | os.PathLike) -> str | None:
@@ -198,6 +207,18 @@ class WalMarks:
             self._fd = None
 
 
+def _random_below(n: int) -> int:
+    """``secrets.randbelow(n)`` (the same draw: ``n.bit_length()`` random bits from
+    ``os.urandom`` until below ``n``), without importing secrets (and with it random,
+    hashlib, hmac and base64) into every command that writes."""
+    bits = n.bit_length()
+    size = (bits + 7) // 8
+    while True:
+        r = int.from_bytes(os.urandom(size), "big") >> (8 * size - bits)
+        if r < n:
+            return r
+
+
 def new_mark(conn: sqlite3.Connection, busy_timeout: float) -> bool:
     """On ``conn`` (autocommit, outside a transaction): give an eventstore database a mark
     of its own (see :class:`WalMarks`) and copy it into the file. Two transactions: the
@@ -217,7 +238,7 @@ def new_mark(conn: sqlite3.Connection, busy_timeout: float) -> bool:
                 cur.execute("ROLLBACK")
                 return True
             if fresh:
-                cur.execute(f"PRAGMA user_version = {1 + secrets.randbelow(MARK_MAX)}")
+                cur.execute(f"PRAGMA user_version = {1 + _random_below(MARK_MAX)}")
             else:
                 move_mark(cur)
             cur.execute("COMMIT")
@@ -256,7 +277,7 @@ def open_read_only(path: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **conn
     :class:`DatabaseError` saying why a ``-wal`` that is there cannot be read."""
     # The path's bytes, percent-encoded: a file name that is not UTF-8 (Python holds its
     # bytes as surrogate escapes) opens as the same file, as the read-write open does.
-    uri = "file:" + quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
+    uri = "file:" + _quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
     args = {"timeout": busy_timeout, "check_same_thread": False, **connect_args}
     conn = sqlite3.connect(uri, uri=True, **args)
     try:
@@ -362,10 +383,19 @@ _TAIL = {
 _KEY = {"events": "position", "sessions": "rowid"}
 
 
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def _quote(path: bytes) -> str:
+    """``urllib.parse.quote(path)``: each byte but letters, digits and ``_.-~/`` as ``%XX``
+    (without importing urllib, a tenth of a small command's start-up)."""
+    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in path)
+
+
 def _file_alone(path: str) -> dict[str, list] | None:
     """The last rows of the log as the database file alone holds them (its WAL ignored), or
     None when they cannot be read so (an empty file, a schema that only the WAL holds)."""
-    uri = "file:" + quote(os.fsencode(os.path.abspath(path))) + "?mode=ro&immutable=1"
+    uri = "file:" + _quote(os.fsencode(os.path.abspath(path))) + "?mode=ro&immutable=1"
     try:
         conn = sqlite3.connect(uri, uri=True)
     except sqlite3.Error:
@@ -475,10 +505,11 @@ class _Borrowed:
         pass
 
 
-class Upgrade(NamedTuple):
+class Upgrade(namedtuple("Upgrade", ["migrated", "found"])):
     """What :func:`upgrade` did: ``migrated`` (by this call), and the revision it ``found``
-    (None: a new, empty database)."""
+    (None: a new, empty database). (collections' namedtuple: typing's costs its import.)"""
 
+    __slots__ = ()
     migrated: bool
     found: str | None
 

@@ -4,12 +4,9 @@
 from __future__ import annotations
 
 import itertools
-import re
 import sqlite3
 from collections.abc import Iterator
 from operator import truediv
-
-import orjson
 
 from eventstore.log.line import (
     EXPORT_BUFFER,
@@ -21,6 +18,7 @@ from eventstore.log.line import (
     rewritten_payload,
 )
 
+from ...lazy import LazyPattern
 from ..base import Backend
 
 
@@ -86,12 +84,14 @@ _TS_MIN, _TS_MAX = 1073741824.0, 2199023255552.0  # 2**30, 2**41
 # before revision 0006 of the first release ("{ }", '{ "a":1}'; a line break or \r sends
 # the page row by row anyway). A false hit, a type starting with '"' and a digit, a space
 # or a tab, only costs speed.
-_ROW_BY_ROW = re.compile(rb'\x02\{(?:"[0-9]|[ \t])').search
+_ROW_BY_ROW = LazyPattern(rb'\x02\{(?:"[0-9]|[ \t])')  # (compiled at first use)
 
 
 def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[bytes]) -> bytes | None:
     """The JSONL text of ``n`` events from seq ``first`` (see _EXPORT_FAST), or None when
     the row-by-row path must write them."""
+    import orjson  # (imported when used, as below: not at eventstore's start-up)
+
     if b"\x01" in blob:  # a long payload (or a type holding \x01, which needs an escape anyway)
         return None
     if blob.count(b"\n") != n - 1 or b"\r" in blob:  # a line break in a payload (or a type): row by row
@@ -102,7 +102,7 @@ def _fast_page(blob: bytes, mtext: str, first: int, n: int, plain_types: set[byt
     if len(ts) != n or min(ts) < _TS_MIN or max(ts) >= _TS_MAX:
         return None
     parts = blob.split(b"\x02{")
-    if len(parts) != 2 * n or _ROW_BY_ROW(blob) is not None:
+    if len(parts) != 2 * n or _ROW_BY_ROW.search(blob) is not None:
         return None
     parts[-1] += b"\n"
     return lines_bytes(parts[0::2], first, ts, parts[1::2], plain_types)
@@ -129,7 +129,6 @@ def _export_chunks(backend: Backend, session_id: str, meta_json: str):
 
     Pages of EXPORT_PAGE events, each one short read transaction: _fast_page writes a page in
     one piece when it can, else the page goes row by row."""
-
     out: list = [(meta_line(session_id, meta_json) + "\n").encode("utf-8")]
     size = len(out[0])
     pending = 0  # events in out

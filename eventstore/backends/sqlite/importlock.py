@@ -10,12 +10,10 @@ the file of an unfinished import stays until an import of the same session compl
 
 from __future__ import annotations
 
+import _thread  # threading's own lock, without importing threading (eventstore's start-up)
 import errno
-import hashlib
 import os
-import threading
 import time
-import uuid
 
 try:
     import fcntl
@@ -32,6 +30,8 @@ TAKE_WAIT = 1.0  # seconds a taker retries while a reader tests the lock (a few 
 
 def lock_file(database: str, session_id: str) -> str:
     """The lock file of ``session_id``'s import into the database file ``database``."""
+    import hashlib  # (imported when used: eventstore's start-up)
+
     digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
     return f"{database}-import-{digest}"
 
@@ -42,6 +42,8 @@ class FileImportLock(ImportLock):
     def __init__(self, path: str, fd: int):
         self.path = path
         self.fd = fd
+        import uuid  # (imported when used: eventstore's start-up)
+
         self.owner = f"{path}#{uuid.uuid4().hex[:12]}"
 
     def release(self, unlink: bool) -> None:
@@ -109,6 +111,8 @@ class MemoryImportLock(ImportLock):
     def __init__(self, held: dict[str, str], session_id: str):
         self.held = held
         self.session_id = session_id
+        import uuid
+
         self.owner = f"memory#{uuid.uuid4().hex[:12]}"
         held[session_id] = self.owner
 
@@ -117,7 +121,7 @@ class MemoryImportLock(ImportLock):
             del self.held[self.session_id]
 
 
-_memory_guard = threading.Lock()
+_memory_guard = _thread.allocate_lock()
 
 
 def memory_lock(held: dict[str, str], session_id: str) -> MemoryImportLock | None:

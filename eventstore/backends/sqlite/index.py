@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..capabilities import SessionIndex
 from .statements import MAX_CURSOR
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class SQLiteIndex(SessionIndex):

@@ -14,13 +14,17 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from ...errors import DatabaseError, QueryError
+from ...lazy import LazyPattern
 from ..capabilities import MULTIPLE_STATEMENTS, QueryConnection, SqlSandbox
 from .engine import database_path as _database_path
 from .engine import no_database, open_read_only, refuse_hard_links
 from .walcheck import check_wal
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SQLiteQueryConnection", "connect_readonly", "database_path", "query"]
 
@@ -212,7 +216,7 @@ def query(conn: sqlite3.Connection, sql: str, params: Iterable[Any] = ()) -> tup
 # A "--" or "/*" inside a string literal makes this strip too much, but the literal's
 # opening quote and the keyword before it stay: only comments, ';' and whitespace strip
 # to nothing.
-_SQL_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
+_SQL_COMMENTS = LazyPattern(r"--[^\n]*|/\*.*?(\*/|$)", re.S)  # (compiled at first use)
 
 
 def _statements(sql: str) -> list[str]:

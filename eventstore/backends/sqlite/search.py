@@ -13,7 +13,6 @@ search after many writes pays for indexing them.
 from __future__ import annotations
 
 import sqlite3
-import unicodedata
 from collections.abc import Callable
 
 from ...errors import DatabaseError, QueryError
@@ -67,6 +66,10 @@ def catch_up(backend: Backend, progress: Callable[[int, int], None] | None = Non
     :data:`CATCH_UP_BATCH` positions; safe from several processes at once (each batch reads
     the state inside its transaction)."""
     _require_index(backend)
+    (through, last), = backend._read("SELECT (SELECT indexed_through FROM events_search_state), "
+                                     "(SELECT coalesce(max(position), 0) FROM events)", ())
+    if last <= through and not backend.readonly:  # up to date: no write transaction (a read-only store still refuses)
+        return 0
     done = 0
     total = None
     while True:
@@ -134,13 +137,17 @@ def search(backend: Backend, query: str, raw: bool, session_id: str | None, type
     return hits
 
 
-def count(backend: Backend, query: str, raw: bool, session_id: str | None, type_: str | None) -> int:
+def count(backend: Backend, query: str, raw: bool, session_id: str | None, type_: str | None,
+          at_most: int | None = None) -> int:
     match = query if raw else fts_query(query)
     _require_index(backend)
     join, where, params = _filters(session_id, type_)
+    sql = f"SELECT count(*) FROM events_search {join} WHERE events_search MATCH ? {where}"
+    if at_most is not None:  # FTS5 stops reading the words' doclists at the limit
+        sql = f"SELECT count(*) FROM (SELECT 1 FROM events_search {join} WHERE events_search MATCH ? {where} LIMIT ?)"
+        params = (*params, max(at_most, 0))
     try:
-        return backend._read(f"SELECT count(*) FROM events_search {join} WHERE events_search MATCH ? {where}",
-                             (match, *params))[0][0]
+        return backend._read(sql, (match, *params))[0][0]
     except DatabaseError as e:
         raise QueryError(f"search {match!r}: {e}") from None
 
@@ -152,6 +159,8 @@ SCAN_BATCH = 500
 def _fold(text: str) -> str:
     """``text`` as the index compares it: lower case, diacritics removed (unicode61's
     ``remove_diacritics``)."""
+    import unicodedata  # (imported when used: eventstore's start-up)
+
     text = unicodedata.normalize("NFKD", text.lower())
     return "".join(c for c in text if not unicodedata.combining(c))
 
@@ -238,5 +247,6 @@ class SQLiteSearch(SearchIndex):
                rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
         return search(self, query, raw, session_id, type_, limit, rank_window)
 
-    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None) -> int:
-        return count(self, query, raw, session_id, type_)
+    def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None,
+                     at_most: int | None = None) -> int:
+        return count(self, query, raw, session_id, type_, at_most)

@@ -7,8 +7,6 @@ import sqlite3
 from bisect import bisect_right
 from collections.abc import Collection
 
-import orjson
-
 from .. import base
 
 __all__ = ["MAX_CURSOR", "error_code"]
@@ -51,22 +49,34 @@ MAX_CURSOR = 2**63 - 1
 # (append_many's usual: ts defaults to one time.time()) binds those two once per statement
 # (_INSERT_SHARED), each row its payload, hash and salt: fewer the parameters to convert and copy.
 _GROUPS = (*range(1, 10), *range(10, 100, 10), 100)
-_INSERT_ROWS = {
-    n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash, salt) VALUES "
-       + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?{5 * k + 4}, ?{5 * k + 5}, ?{5 * k + 6}, ?{5 * k + 7}, ?{5 * k + 8})"
-                  for k in range(n))
-    for n in _GROUPS
-}
-_INSERT_SHARED = {
-    n: "INSERT INTO events (position, session_id, seq, type, ts, payload, hash, salt) VALUES "
-       + ",".join(f"(?1 + {k}, ?2, ?3 + {k}, ?4, ?5, ?{3 * k + 6}, ?{3 * k + 7}, ?{3 * k + 8})" for k in range(n))
-    for n in _GROUPS
-}
+
+
+class _Inserts(dict):
+    """``{n: the INSERT of n rows}`` for n in _GROUPS, each spelled at its first use (not at
+    eventstore's start-up); ``row(k)`` spells the VALUES of row k."""
+
+    def __init__(self, row) -> None:
+        super().__init__()
+        self.row = row
+
+    def __missing__(self, n: int) -> str:
+        text = self[n] = ("INSERT INTO events (position, session_id, seq, type, ts, payload, hash, salt) VALUES "
+                          + ",".join(map(self.row, range(n))))
+        return text
+
+
+_INSERT_ROWS = _Inserts(lambda k: f"(?1 + {k}, ?2, ?3 + {k}, ?{5 * k + 4}, ?{5 * k + 5}, ?{5 * k + 6}, "
+                                  f"?{5 * k + 7}, ?{5 * k + 8})")
+_INSERT_SHARED = _Inserts(lambda k: f"(?1 + {k}, ?2, ?3 + {k}, ?4, ?5, ?{3 * k + 6}, ?{3 * k + 7}, ?{3 * k + 8})")
 
 
 def import_owners(dead_owners: Collection[str]) -> str:
     """``dead_owners`` as the JSON array text the barrier's ``json_each`` reads."""
-    return orjson.dumps(list(dead_owners)).decode() if dead_owners else "[]"
+    if not dead_owners:
+        return "[]"
+    import orjson  # (imported when used: eventstore's start-up)
+
+    return orjson.dumps(list(dead_owners)).decode()
 
 
 def error_code(e: sqlite3.Error) -> str | None:

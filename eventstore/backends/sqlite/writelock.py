@@ -28,14 +28,13 @@ file while it waits, and the holder tests for one with ``F_OFD_GETLK``, one syst
 
 from __future__ import annotations
 
+import _thread  # threading's own locks, without importing threading (eventstore's start-up)
 import os
 import struct
 import sys
-import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from queue import SimpleQueue
 
 try:
     import fcntl
@@ -43,6 +42,10 @@ except ImportError:  # pragma: no cover - not POSIX: SQLite's busy handler only
     fcntl = None
 
 from ...errors import DatabaseError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from queue import SimpleQueue
 
 # Open file description locks (Linux 3.15+): owned by the open file, so two stores in one
 # process see each other's; ``struct flock`` is (type, whence, start, len, pid) with a
@@ -83,7 +86,7 @@ class _Request:
     __slots__ = ("done", "granted", "abandoned", "error")
 
     def __init__(self):
-        self.done = threading.Lock()  # held until the helper thread is done with the request
+        self.done = _thread.allocate_lock()  # held until the helper thread is done with the request
         self.done.acquire()
         self.granted = False
         self.abandoned = False
@@ -105,7 +108,7 @@ class WriteLock:
         #: ``release()`` lets the next writer in. A C call (no Python frame): an interrupt
         #: (Ctrl-C) cannot land between the call and the unlock, and leave the lock held.
         self.release: Callable[[], None] = partial(fcntl.flock, self.fd, fcntl.LOCK_UN)
-        self._mutex = threading.Lock()
+        self._mutex = _thread.allocate_lock()
         self._queue: SimpleQueue | None = None
         self._pending = 0  # requests handed to the helper thread and not finished by it
         self._waiting = False  # the helper thread is inside a blocking flock()
@@ -131,7 +134,11 @@ class WriteLock:
         req = _Request()
         with self._mutex:
             if self._queue is None:
+                from queue import SimpleQueue  # (imported when used: eventstore's start-up)
+
                 self._queue = SimpleQueue()
+                import threading
+
                 threading.Thread(target=self._serve, args=(self._queue,), name="eventstore-write-lock",
                                  daemon=True).start()
             self._pending += 1
@@ -233,7 +240,7 @@ class WriteLock:
         child's copy leaves the parent's lock alone, while keeping it open would keep the
         lock alive after the parent dies. The parent's helper thread does not exist here.
         """
-        self._mutex = threading.Lock()
+        self._mutex = _thread.allocate_lock()
         self._queue = None
         self._waiting = False
         if not self._closed:

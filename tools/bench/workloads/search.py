@@ -18,7 +18,7 @@ SUMMARY = "search of agent sessions: eventstore.search.search() in process and `
 NAME = "Search"
 QUERIES = ("session", "shell build", "function error")
 #: the plain script: the queries eventstore's SQLite backend runs (the newest 2,000 matches
-#: ranked by BM25, the best 20 read back with their text, the number of matches), one print a hit
+#: ranked by BM25, the best 20 read back with their text, the matches counted up to 2,001), one print a hit
 SCRIPT = """import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1])
 match = " ".join('"' + w + '"' for w in sys.argv[2].split())
@@ -29,8 +29,9 @@ best = conn.execute("SELECT rowid, bm25(events_search) AS score FROM events_sear
 for position, score in best:
     print(*conn.execute("SELECT e.session_id, e.seq, e.type, (SELECT x.text FROM events_search_text AS x "
                         "WHERE x.position = e.position) FROM events AS e WHERE e.position = ?", (position,)).fetchone())
-n = conn.execute("SELECT count(*) FROM events_search WHERE events_search MATCH ?", (match,)).fetchone()[0]
-print(n, "matches", file=sys.stderr)
+n = conn.execute("SELECT count(*) FROM (SELECT 1 FROM events_search WHERE events_search MATCH ? LIMIT 2001)",
+                 (match,)).fetchone()[0]
+print(n, "matches (at most 2,001 counted)", file=sys.stderr)
 """
 
 
