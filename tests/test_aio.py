@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import io
-import multiprocessing as mp
 import time
 from pathlib import Path
 
 import agent_workers
 import pytest
+import workers
 
 from eventstore import AsyncEventStore, EventStore, SessionNotFound
 
-CTX = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+CTX = workers.CTX  # fresh processes from a server that imported eventstore once
 DATA = Path(__file__).parent / "data"
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import multiprocessing as mp
 import sqlite3
 import threading
 import time
@@ -31,7 +30,7 @@ from eventstore.schema import SCHEMA_REVISION
 psycopg = pytest.importorskip("psycopg")
 from psycopg import errors as pg_errors  # noqa: E402
 
-CTX = mp.get_context("spawn")
+CTX = workers.CTX  # fresh processes from a server that imported eventstore once
 
 
 def filled(url: str) -> EventStore:
