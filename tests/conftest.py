@@ -31,7 +31,14 @@ settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-DATA = Path(__file__).parent / "data"
+#: This folder (the tests' helpers and data; the tests themselves sit in folders below it,
+#: mirroring the package) and the checkout above it.
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+DATA = TESTS / "data"
+# A test module may import another's helpers by its name (from test_postgres import
+# owned_database) from whichever folder either sits in.
+sys.path[1:1] = [str(d) for d in sorted(TESTS.iterdir()) if d.is_dir() and any(d.glob("test_*.py"))]
 FIXTURES = sorted(p.stem for p in DATA.glob("*.jsonl"))
 # The project's shared folder (spec, reference implementation) sits beside the checkout;
 # EVENTSTORE_SHARED points elsewhere. Tests that need it skip when it is absent.

@@ -12,11 +12,12 @@ from pathlib import Path
 import agent_workers
 import pytest
 import workers
+from conftest import TESTS
 
 from eventstore import AsyncEventStore, EventStore, SessionNotFound
 
 CTX = workers.CTX  # fresh processes from a server that imported eventstore once
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 
 def run(coro):

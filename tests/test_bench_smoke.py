@@ -13,7 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import TESTS
+
+ROOT = TESTS.parent
 
 
 def bench(tmp_path: Path, *args: str) -> tuple[dict, str]:

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, new_sqlite_store
+from conftest import DATA, TESTS, new_sqlite_store
 
 from eventstore import EventStore
 from eventstore.cli import cli
 from eventstore.io.transcripts.importer import Watcher
 
-TRANSCRIPTS = Path(__file__).parent / "transcripts_data"
+TRANSCRIPTS = TESTS / "transcripts_data"
 SOURCES = {  # a file of each format import detects
     "eventstore": DATA / "demo.jsonl",
     "claude-code": TRANSCRIPTS / "claude-code" / "v2.1-main.jsonl",

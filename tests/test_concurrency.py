@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 import workers
-from conftest import db_rows
+from conftest import TESTS, db_rows
 
 from eventstore import DatabaseError, EventStore
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.line import event_line
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 CTX = workers.CTX  # fresh processes from a server that imported eventstore once
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and fork are POSIX")
 

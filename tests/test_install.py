@@ -10,12 +10,11 @@ import re
 import subprocess
 import sys
 import venv
-from pathlib import Path
 
 import pytest
-from conftest import DATA, FIXTURES
+from conftest import DATA, FIXTURES, TESTS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 
 pytestmark = pytest.mark.install
 

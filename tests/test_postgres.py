@@ -15,12 +15,11 @@ import sqlite3
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import workers
 from click.testing import CliRunner
-from conftest import DATA, FIXTURES, export_bytes
+from conftest import DATA, FIXTURES, TESTS, export_bytes
 
 from eventstore import DatabaseError, EventStore, SeqConflict
 from eventstore.audit import verify as audit
@@ -1015,7 +1014,7 @@ def test_ctrl_c_stops_a_long_sql_query(pg_url):
     import sys
 
     filled(pg_url).close()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
     proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", pg_url, "sql", "SELECT pg_sleep(600)"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
