@@ -8,6 +8,7 @@ SQLite itself (WAL, checkpoints, the lock file, fork, attacks through sqlite3) t
 
 from __future__ import annotations
 
+import atexit
 import io
 import os
 import shutil
@@ -15,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +31,14 @@ settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-DATA = Path(__file__).parent / "data"
+#: This folder (the tests' helpers and data; the tests themselves sit in folders below it,
+#: mirroring the package) and the checkout above it.
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+DATA = TESTS / "data"
+# A test module may import another's helpers by its name (from test_postgres import
+# owned_database) from whichever folder either sits in.
+sys.path[1:1] = [str(d) for d in sorted(TESTS.iterdir()) if d.is_dir() and any(d.glob("test_*.py"))]
 FIXTURES = sorted(p.stem for p in DATA.glob("*.jsonl"))
 # The project's shared folder (spec, reference implementation) sits beside the checkout;
 # EVENTSTORE_SHARED points elsewhere. Tests that need it skip when it is absent.
@@ -46,14 +55,34 @@ def db_path(tmp_path: Path) -> Path:
 BACKENDS = ["sqlite", "postgres"]
 
 
-@pytest.fixture(scope="session")
-def sqlite_store_template(tmp_path_factory) -> Path:
-    """An SQLite file migrated to the head revision once per run (copying it takes a
-    hundredth of a second, where migrating a new file takes a fifth)."""
-    path = tmp_path_factory.mktemp("template") / "events.db"
-    EventStore.open(path).close()
-    assert not Path(f"{path}-wal").exists()  # closed cleanly: the file alone is the store
+_TEMPLATE: list[Path] = []
+
+
+def _sqlite_template() -> Path:
+    """An SQLite file migrated to the head revision once per test process."""
+    if not _TEMPLATE:
+        folder = Path(tempfile.mkdtemp(prefix="eventstore-template-"))
+        atexit.register(shutil.rmtree, folder, True)
+        path = folder / "events.db"
+        EventStore.open(path).close()
+        assert not Path(f"{path}-wal").exists()  # closed cleanly: the file alone is the store
+        _TEMPLATE.append(path)
+    return _TEMPLATE[0]
+
+
+def new_sqlite_store(path: Path) -> Path:
+    """``path`` made an empty store at the head revision, a copy of one migrated once per
+    process (copying takes a hundredth of a second, where migrating a new file takes a fifth,
+    and half a second in a new process that must import Alembic): for a test that hands a
+    database to a real process when migrating it is not what the test is about."""
+    shutil.copyfile(_sqlite_template(), path)
     return path
+
+
+@pytest.fixture(scope="session")
+def sqlite_store_template() -> Path:
+    """An SQLite file migrated to the head revision once per run (see new_sqlite_store)."""
+    return _sqlite_template()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -95,6 +124,21 @@ def db_rows(store: EventStore, sql: str, params: tuple = ()) -> list[tuple]:
     if store._backend.name == "postgresql":
         return [tuple(r) for r in store._backend._read(sql.replace("?", "%s"), params)]
     raise AssertionError(f"db_rows: no reader for backend {store._backend.name!r}")  # pragma: no cover
+
+
+def pytest_configure(config):
+    """Where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``), compile the package,
+    its migrations and these helpers once before the run: the tests start ``python -m
+    eventstore`` hundreds of times, and each start compiled the package again (half again the
+    CPU time of a short command). Python reads the files even where it writes none. (Done in
+    the controlling process only, before any xdist worker starts.)"""
+    if not sys.dont_write_bytecode or hasattr(config, "workerinput"):
+        return
+    import compileall
+
+    root = Path(__file__).resolve().parents[1]
+    for folder, depth in ((root / "eventstore", 20), (root / "migrations", 20), (Path(__file__).parent, 0)):
+        compileall.compile_dir(folder, maxlevels=depth, quiet=2)  # (a read-only checkout: nothing written, no harm)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import io
-import multiprocessing as mp
 import time
 from pathlib import Path
 
 import agent_workers
 import pytest
+import workers
+from conftest import TESTS
 
 from eventstore import AsyncEventStore, EventStore, SessionNotFound
 
-CTX = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
-DATA = Path(__file__).parent / "data"
+CTX = workers.CTX  # fresh processes from a server that imported eventstore once
+DATA = TESTS / "data"
 
 
 def run(coro):

@@ -8,7 +8,7 @@ import sqlite3
 import time
 
 import pytest
-from conftest import db_rows
+from conftest import TESTS, db_rows
 
 import eventstore
 from eventstore import (
@@ -355,9 +355,8 @@ def test_hash_chain_covers_every_append_path(store, raw):
     s.append("a", {"x": 1})
     s.append_many([("b", {"y": [1.5, "\ud800"]}), ("c", {})])
     s.append("d", {"z": None}, ts=3.0)
-    from pathlib import Path
 
-    store.import_jsonl(io.BytesIO((Path(__file__).parent / "data" / "demo.jsonl").read_bytes()), name="demo")
+    store.import_jsonl(io.BytesIO((TESTS / "data" / "demo.jsonl").read_bytes()), name="demo")
     from eventstore.log.codec import loads
     from eventstore.log.commit import commit_json
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, FIXTURES
+from conftest import DATA, FIXTURES, TESTS
 
 from eventstore import AppendOnlyViolation, DatabaseError, EventStore, QueryError, SessionNotFound
 from eventstore.audit import repair as repair_mod
@@ -25,7 +25,7 @@ from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.line import event_line
 from eventstore.schema import SCHEMA_REVISION
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "schema.md"
+DOCS = TESTS.parent / "docs" / "schema.md"
 
 VIEW_COLUMNS = {
     "messages": ["session_id", "seq", "role", "message"],

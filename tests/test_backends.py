@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TESTS
 
 from eventstore import DatabaseError, EventStore
 from eventstore.backends import backend_class, base
 from eventstore.backends.sqlite import SQLiteBackend, error_code
 
-PACKAGE = Path(__file__).resolve().parents[1] / "eventstore"
+PACKAGE = TESTS.parent / "eventstore"
 DRIVERS = {"sqlite3", "psycopg", "psycopg2", "sqlalchemy", "alembic"}
 
 

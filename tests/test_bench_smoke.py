@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TESTS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 
 
 def bench(tmp_path: Path, *args: str) -> tuple[dict, str]:

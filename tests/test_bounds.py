@@ -22,13 +22,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import PEAK
+from conftest import PEAK, TESTS
 
 from eventstore import DatabaseError, EventStore, InvalidJSONL
 from eventstore.io.bulk import import_jsonl
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).parent / "transcripts_data"
+ROOT = TESTS.parent
+DATA = TESTS / "transcripts_data"
 MB = 1 << 20
 
 

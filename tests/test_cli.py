@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import DATA, TESTS
 
 from eventstore import EventStore
 from eventstore.cli import cli
@@ -618,7 +618,7 @@ def test_sql_refuses_to_print_a_value_past_its_memory_limit(backend_url):
     EventStore.open(backend_url).close()
     query = "SELECT repeat('x', 20000000) AS v" if backend_url.startswith("postgres") else \
         "SELECT hex(zeroblob(10000000)) AS v"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
 
     def sql(q):
         return subprocess.run([sys.executable, "-m", "eventstore", "--db", backend_url, "sql", q, "--csv",

@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from conftest import TESTS
 
 from eventstore import EventStore
 from eventstore.cli import COMMANDS, cli
@@ -26,7 +27,7 @@ from eventstore.io import transcripts
 from eventstore.io.transcripts.detect import detect_file
 from eventstore.io.transcripts.importer import convert_file
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 
 # One file: a toy agent's transcript, {"toy": "say", "text": ...} per line, as one session.
 TOY_FORMAT = '''

@@ -3,7 +3,6 @@ SIGKILL, real files. No timing assertions: what is checked is what ends up store
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import sqlite3
 import time
@@ -11,19 +10,14 @@ from pathlib import Path
 
 import pytest
 import workers
-from conftest import db_rows
+from conftest import TESTS, db_rows
 
 from eventstore import DatabaseError, EventStore
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.line import event_line
 
-DATA = Path(__file__).parent / "data"
-# Fresh processes that share nothing with the test process: "forkserver" starts them from a
-# clean server process (started like "spawn") that has imported eventstore once, so each
-# child does not pay the imports again. Nothing is opened in the server before it forks.
-CTX = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
-if CTX.get_start_method() == "forkserver":
-    CTX.set_forkserver_preload(["eventstore", "eventstore.backends.sqlite", "alembic.command", "workers"])
+DATA = TESTS / "data"
+CTX = workers.CTX  # fresh processes from a server that imported eventstore once
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and fork are POSIX")
 
 

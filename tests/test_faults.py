@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import DATA, TESTS
 
 from eventstore import DatabaseError, EventStore
 from eventstore.audit.integrity import verify_database
@@ -26,7 +26,7 @@ from eventstore.backends.sqlite.walcheck import WalMismatch, wal_mismatch
 from eventstore.cli import cli
 from eventstore.io import export
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 
 
 def run(db: Path, *args: str, env: dict | None = None):

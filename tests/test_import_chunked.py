@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import db_rows
+from conftest import TESTS, db_rows
 
 from eventstore import EventStore, SessionNotFound
 from eventstore.errors import ImportConflict, InvalidJSONL
 from eventstore.io.bulk import CHUNK_ROWS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 N = 60_000  # events in the big file: many chunks, a second or more to import
 
 

@@ -7,12 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from conftest import DATA, TESTS
 
 from eventstore import EventStore
 from eventstore.io.importer import ImportArgumentError, ImportRun, check_arguments, find_files
 
-TRANSCRIPTS = Path(__file__).parent / "transcripts_data"
+TRANSCRIPTS = TESTS / "transcripts_data"
 
 
 @pytest.fixture

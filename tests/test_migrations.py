@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from conftest import DATA, TESTS
 
 from eventstore import EventStore
 from eventstore.schema import SCHEMA_REVISION, migrations_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 MIGRATIONS = ROOT / "migrations"
 #: Each database's folder under migrations/, and its SQLAlchemy dialect name.
 DATABASES = {"sqlite": "sqlite", "postgres": "postgresql"}

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing as mp
 import os
 import time
 
 import agent_workers
 import pytest
+import workers
 
 pytest.importorskip("agents")
 
@@ -22,7 +22,7 @@ from eventstore import AsyncEventStore, EventStore, SeqConflict  # noqa: E402
 from eventstore.audit.verify import verify  # noqa: E402
 from eventstore.integrations.openai_agents import EventStoreSession, event_items, item_events  # noqa: E402
 
-CTX = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+CTX = workers.CTX  # fresh processes from a server that imported eventstore once
 
 
 @function_tool

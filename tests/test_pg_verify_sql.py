@@ -14,7 +14,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from conftest import PEAK
+from conftest import PEAK, TESTS
 
 from eventstore import EventStore
 from eventstore.cli import cli
@@ -22,7 +22,7 @@ from eventstore.cli import cli
 psycopg = pytest.importorskip("psycopg")
 from test_postgres import owned_database  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(TESTS.parent)
 
 
 @contextlib.contextmanager

@@ -11,17 +11,15 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import multiprocessing as mp
 import sqlite3
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import workers
 from click.testing import CliRunner
-from conftest import DATA, FIXTURES, export_bytes
+from conftest import DATA, FIXTURES, TESTS, export_bytes
 
 from eventstore import DatabaseError, EventStore, SeqConflict
 from eventstore.audit import verify as audit
@@ -31,7 +29,7 @@ from eventstore.schema import SCHEMA_REVISION
 psycopg = pytest.importorskip("psycopg")
 from psycopg import errors as pg_errors  # noqa: E402
 
-CTX = mp.get_context("spawn")
+CTX = workers.CTX  # fresh processes from a server that imported eventstore once
 
 
 def filled(url: str) -> EventStore:
@@ -1016,7 +1014,7 @@ def test_ctrl_c_stops_a_long_sql_query(pg_url):
     import sys
 
     filled(pg_url).close()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
     proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", pg_url, "sql", "SELECT pg_sleep(600)"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

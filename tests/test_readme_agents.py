@@ -4,12 +4,12 @@ place of the real one: no network)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import TESTS
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (TESTS.parent / "README.md").read_text()
 
 
 def example(name: str) -> str:

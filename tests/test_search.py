@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import db_rows
+from conftest import TESTS, db_rows
 
 from eventstore import DatabaseError, EventStore, QueryError, SessionNotFound
 from eventstore.backends.sqlite.search import fts_query
@@ -20,8 +20,8 @@ from eventstore.io.transcripts.importer import import_transcript
 from eventstore.search import MARK_END, MARK_START, catch_up, search, usage_totals
 from eventstore.search import count as es_count
 
-DATA = Path(__file__).parent / "transcripts_data"
-ROOT = Path(__file__).resolve().parent.parent
+DATA = TESTS / "transcripts_data"
+ROOT = TESTS.parent
 CODEX = "019aeb31-58f2-7a44-b1c9-d03e6f7a8b92"
 CLAUDE = "5a9d17e2-c3b0-4f4e-a812-6b2f09d8c1a4"
 

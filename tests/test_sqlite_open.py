@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import DATA, TESTS
 
 from eventstore import DatabaseError, EventStore, WalMismatch
 from eventstore.audit.integrity import verify_database
@@ -23,7 +23,7 @@ from eventstore.backends.sqlite import engine as _engine
 from eventstore.backends.sqlite.walcheck import APPLICATION_ID, wal_verdict
 from eventstore.cli import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 EVENTS = 600  # in the database under attack
 
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from conftest import TESTS
 
 from eventstore import EventStore
 from eventstore.cli import cli
@@ -202,7 +203,7 @@ def test_tail_follow_waits_for_a_session_that_another_process_creates(store, bac
     another process creates (woken by the followers' wait for commits: LISTEN/NOTIFY on
     PostgreSQL, polling on SQLite); without -f a missing session stays an error."""
     env = {**os.environ, "NO_COLOR": "1",
-           "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+           "PYTHONPATH": os.pathsep.join([str(TESTS.parent),
                                           os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(backend_url), "tail", "-f", "shared-1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -251,7 +252,7 @@ def test_tail_follow_of_a_session_that_never_comes_ends_at_the_timeout(store, ba
 
 @pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child process")
 def test_ctrl_c_while_tail_follow_waits_for_a_session_stops_it_quietly(store, backend_url):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent),
                                                         os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(backend_url), "tail", "-f", "never"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,

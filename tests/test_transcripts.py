@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import db_rows
+from conftest import TESTS, db_rows
 
 from eventstore import DatabaseError, EventStore, ImportConflict, InvalidJSONL
 from eventstore.io.transcripts import claude_code, codex
@@ -24,9 +24,9 @@ from eventstore.io.transcripts.detect import detect_file
 from eventstore.io.transcripts.importer import convert_file, import_transcript
 
 # Not under tests/data: the tests that import that whole folder expect eventstore files only.
-DATA = Path(__file__).parent / "transcripts_data"
+DATA = TESTS / "transcripts_data"
 EXPECTED = json.loads((DATA / "expected.json").read_text())
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = TESTS.parent
 
 
 def convert(rel: str):

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import db_rows
+from conftest import TESTS, db_rows
 
 from eventstore import DatabaseError, EventStore
 from eventstore.io.transcripts import codex
@@ -26,8 +26,8 @@ from eventstore.io.transcripts.importer import convert_file, import_transcript
 from eventstore.search import usage_totals
 from eventstore.web.index import Summary
 
-DATA = Path(__file__).parent / "transcripts_data"
-ROOT = Path(__file__).resolve().parent.parent
+DATA = TESTS / "transcripts_data"
+ROOT = TESTS.parent
 SAMPLES = (sorted((DATA / "codex").glob("*.jsonl")) + sorted((DATA / "codex-cases").glob("*.jsonl"))
            + [DATA / "bad/codex-unknown-type.jsonl"])
 IDS = [p.name for p in SAMPLES]

@@ -16,14 +16,15 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TESTS
 
 from eventstore import EventStore
 from eventstore.io.transcripts.common import effective_meta, read_lines
 from eventstore.io.transcripts.importer import convert_file, import_transcript
 from eventstore.web.index import Summary
 
-DATA = Path(__file__).parent / "transcripts_data"
-ROOT = Path(__file__).resolve().parent.parent
+DATA = TESTS / "transcripts_data"
+ROOT = TESTS.parent
 SAMPLES = sorted(str(p.relative_to(DATA)) for p in (DATA / "claude-code").rglob("*.jsonl"))
 
 

@@ -9,11 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import TESTS
 
 from eventstore.io.transcripts.importer import import_transcript
 from eventstore.web.index import Summary
 
-DATA = Path(__file__).parent / "transcripts_data"
+DATA = TESTS / "transcripts_data"
 SAMPLES = sorted(str(p.relative_to(DATA)) for p in (DATA / "claude-code").rglob("*.jsonl"))
 CODEX = sorted(str(p.relative_to(DATA)) for p in DATA.glob("codex*/*.jsonl"))
 

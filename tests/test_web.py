@@ -19,11 +19,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import TESTS
 
 from eventstore import EventStore
 from eventstore.web.index import SessionIndex
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 HOSTILE_ID = '<img src=x onerror="window.__pwned=1">"</script><script>window.__pwned=2</script>'
 HOSTILE_TEXT = ('<script>window.__pwned=3</script> <img src=x onerror="window.__pwned=4"> '
@@ -834,7 +835,7 @@ def test_hostile_content_in_a_snippet_stays_inert(page, searchable):
 
 # --- imported transcripts: the conversation view (issue #34) -------------------------------
 
-TRANSCRIPTS = Path(__file__).parent / "transcripts_data"
+TRANSCRIPTS = TESTS / "transcripts_data"
 CLAUDE_MAIN = "e2c84b1f-6d3a-4a07-b5e9-93f1c0a7d258"  # v2.1-main: a Task call and its subagent
 CLAUDE_SUB = CLAUDE_MAIN + ":agent:0a1b2c3"
 CLAUDE_TASK = "toolu_014PQ1EfIalQLVQlmj6GUitA"
