@@ -14,6 +14,8 @@ from conftest import TESTS, db_rows
 
 from eventstore import DatabaseError, EventStore
 from eventstore.log.chain import chain_hash, genesis_hash
+from eventstore.log.codec import loads
+from eventstore.log.commit import commit_json
 from eventstore.log.line import event_line
 
 DATA = TESTS / "data"
@@ -49,12 +51,14 @@ def run_all(target, arg_lists, parties: int | None = None, timeout: float = 120)
 
 def check_session(conn: sqlite3.Connection, sid: str) -> list[tuple]:
     """Assert the session is gapless (seq 0..n-1) and its hash chain is intact; return its rows."""
-    rows = conn.execute("SELECT seq, type, ts, payload, hash, position FROM events WHERE session_id = ? ORDER BY seq",
-                        (sid,)).fetchall()
+    salted = conn.execute("SELECT seq, type, ts, payload, hash, position, salt FROM events WHERE session_id = ? "
+                          "ORDER BY seq", (sid,)).fetchall()
+    rows = [r[:6] for r in salted]
     assert [r[0] for r in rows] == list(range(len(rows))), f"session {sid} has a gap or a duplicate"
     prev = genesis_hash(sid)
-    for seq, type_, ts, payload, stored, _pos in rows:
-        prev = chain_hash(prev, event_line(type_, seq, ts, payload))
+    for seq, type_, ts, payload, stored, _pos, salt in salted:  # a salted event's line covers its commitments
+        committed = payload if salt is None else commit_json(salt, loads(payload))
+        prev = chain_hash(prev, event_line(type_, seq, ts, committed))
         assert stored == prev, f"session {sid}: hash chain broken at seq {seq}"
     return rows
 
