@@ -28,11 +28,10 @@ from .errors import DatabaseError, SchemaOutdated
 SCHEMA_REVISION = "0320"
 
 #: Revisions that a read-only open reads as they are, without asking for an upgrade: they
-#: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. 0230 changed only
-#: SQLite's insert guard, so 0220 and 0230 qualify up to 0240 (older ones lack 0220's
-#: ``importing`` table, which every read consults to hide unfinished imports); 0270 changed the
-#: projection's views, so no revision before it reads as the current one.
-READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset({"0220", "0230"})
+#: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. None does now:
+#: 0270 changed the projection's views and 0310 added the salt column every read of events
+#: selects, so a read-only open of an older database asks for the upgrade.
+READ_COMPATIBLE_REVISIONS: frozenset[str] = frozenset()
 
 #: The last revision of the first release (its history 0001-0007 was replaced by the
 #: baseline 0008): a database stamped with it is upgraded in place on a writable open.

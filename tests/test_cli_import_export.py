@@ -130,8 +130,8 @@ def test_usage_errors(db, tmp_path):
         (["export"], "give one SESSION_ID"),
         (["export", "a", "b"], "give one SESSION_ID (for several, or --all, use --out DIR)"),
         (["export", "--all"], "--all needs --out DIR"),
-        (["export", "--all", "x", "--out", str(tmp_path / "o")], "give SESSION_IDs or --all (not both)"),
-        (["export", "--out", str(tmp_path / "o")], "give SESSION_IDs or --all (not both)"),
+        (["export", "--all", "x", "--out", str(tmp_path / "o")], "give SESSION_IDs or --all, not both"),
+        (["export", "--out", str(tmp_path / "o")], "with --out DIR, give SESSION_IDs or --all"),
         (["export", "x", "-o", "f", "--out", str(tmp_path / "o")], "-o FILE is for one session"),
         # an empty destination (an unset shell variable) wrote to stdout, or into the current folder
         (["export", "x", "-o", ""], "'-o' / '--output': it is empty; give a path, or - for stdout"),

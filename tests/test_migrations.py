@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, TESTS
 
-from eventstore import EventStore
+from eventstore import EventStore, SchemaOutdated
 from eventstore.schema import SCHEMA_REVISION, migrations_path
 
 ROOT = TESTS.parent
@@ -246,6 +246,21 @@ def test_an_sqlite_file_an_earlier_eventstore_wrote_upgrades_in_place(tmp_path, 
     assert got == EXPECTED_READS
     result = verify(str(db))
     assert result.returncode == 0 and "5 sessions, 77 events: OK" in result.stdout + result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("revision", ["0290", "0220", "0100"])
+def test_a_read_only_open_of_an_earlier_file_asks_for_the_upgrade_and_changes_nothing(tmp_path, revision):
+    """Every read of today's code selects what the older schema lacks (the salt column, the
+    views of 0270), so a read-only open refuses the file with SchemaOutdated, naming both
+    revisions and the command that upgrades it, and leaves its bytes as they were."""
+    db = tmp_path / f"schema-{revision}.db"
+    shutil.copyfile(DATA / db.name, db)
+    before = db.read_bytes()
+    with pytest.raises(SchemaOutdated) as err:
+        EventStore.open(db, readonly=True)
+    assert f"'{revision}'" in str(err.value) and f"'{SCHEMA_REVISION}'" in str(err.value)
+    assert "eventstore init" in str(err.value)
+    assert db.read_bytes() == before
 
 
 @pytest.mark.parametrize("revision", ["0290", "0220"])

@@ -38,7 +38,8 @@ def export(ctx: click.Context, session_ids: tuple[str, ...], output: str | None,
     elif output is not None:
         raise click.UsageError("-o FILE is for one session; --out DIR takes the files")
     elif all_ == bool(session_ids):
-        raise click.UsageError("with --out DIR, give SESSION_IDs or --all (not both)")
+        raise click.UsageError("with --out DIR, give SESSION_IDs or --all, not both" if all_
+                               else "with --out DIR, give SESSION_IDs or --all")
     store = open_store(ctx, readonly=True)
     if out_dir is None:
         if output is not None and output != "-":
