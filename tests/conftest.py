@@ -116,6 +116,16 @@ def sqlite_store(db_path: Path):
         yield s
 
 
+def hashed_line(type_: str, seq: int, ts: float, payload: str, salt: bytes | None) -> str:
+    """The line an event's chain hash covers (docs/redaction.md): its JSONL line, with the
+    payload's salted commitments in place of the payload when ``salt`` is stored."""
+    from eventstore.log.codec import loads
+    from eventstore.log.commit import commit_json
+    from eventstore.log.line import event_line
+
+    return event_line(type_, seq, ts, payload if salt is None else commit_json(bytes(salt), loads(payload)))
+
+
 def db_rows(store: EventStore, sql: str, params: tuple = ()) -> list[tuple]:
     """Rows of a plain SQL read (``?`` placeholders) on ``store``'s own database, for tests
     that look at what is stored."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, FIXTURES, TESTS
+from conftest import DATA, FIXTURES, TESTS, hashed_line
 
 from eventstore import AppendOnlyViolation, DatabaseError, EventStore, QueryError, SessionNotFound
 from eventstore.audit import repair as repair_mod
@@ -22,7 +22,6 @@ from eventstore.backends.sqlite import sandbox
 from eventstore.backends.sqlite.schema import GUARDS
 from eventstore.cli import cli
 from eventstore.log.chain import chain_hash, genesis_hash
-from eventstore.log.line import event_line
 from eventstore.schema import SCHEMA_REVISION
 
 DOCS = TESTS.parent / "docs" / "schema.md"
@@ -492,8 +491,8 @@ def test_verify_catches_an_edit_whose_hash_was_recomputed(store, backend_url, ra
     prev, = raw.execute("SELECT hash FROM events WHERE session_id = ? AND seq = 4", (sid,)).fetchone()
     raw.execute("DROP TRIGGER events_guard_update")
     raw.execute("UPDATE events SET payload = '{\"tool_call_id\":\"call_b\",\"content\":\"x\"}' WHERE seq = 5")
-    t, ts, p = raw.execute("SELECT type, ts, payload FROM events WHERE seq = 5").fetchone()
-    raw.execute("UPDATE events SET hash = ? WHERE seq = 5", (chain_hash(prev, event_line(t, 5, ts, p)),))
+    t, ts, p, salt = raw.execute("SELECT type, ts, payload, salt FROM events WHERE seq = 5").fetchone()
+    raw.execute("UPDATE events SET hash = ? WHERE seq = 5", (chain_hash(prev, hashed_line(t, 5, ts, p, salt)),))
     assert kinds(check(backend_url, [sid])) == [("trigger", None, None), ("hash", sid, 6)]
 
 
@@ -504,9 +503,9 @@ def test_verify_rewritten_chain_is_caught_by_a_kept_head(store, backend_url, raw
     raw.execute("DROP TRIGGER events_guard_update")
     raw.execute("UPDATE events SET payload = '{\"tool_call_id\":\"call_b\",\"content\":\"x\"}' WHERE seq = 5")
     prev = raw.execute("SELECT hash FROM events WHERE seq = 4").fetchone()[0]
-    rows = raw.execute("SELECT seq, type, ts, payload FROM events WHERE seq >= 5 ORDER BY seq").fetchall()
-    for seq, t, ts, p in rows:
-        prev = chain_hash(prev, event_line(t, seq, ts, p))
+    rows = raw.execute("SELECT seq, type, ts, payload, salt FROM events WHERE seq >= 5 ORDER BY seq").fetchall()
+    for seq, t, ts, p, salt in rows:
+        prev = chain_hash(prev, hashed_line(t, seq, ts, p, salt))
         raw.execute("UPDATE events SET hash = ? WHERE seq = ?", (prev, seq))
     raw.execute(GUARDS["events_guard_update"])
     assert check(backend_url).ok  # a consistent rewrite of the whole chain ...

@@ -10,13 +10,10 @@ from pathlib import Path
 
 import pytest
 import workers
-from conftest import TESTS, db_rows
+from conftest import TESTS, db_rows, hashed_line
 
 from eventstore import DatabaseError, EventStore
 from eventstore.log.chain import chain_hash, genesis_hash
-from eventstore.log.codec import loads
-from eventstore.log.commit import commit_json
-from eventstore.log.line import event_line
 
 DATA = TESTS / "data"
 CTX = workers.CTX  # fresh processes from a server that imported eventstore once
@@ -57,8 +54,7 @@ def check_session(conn: sqlite3.Connection, sid: str) -> list[tuple]:
     assert [r[0] for r in rows] == list(range(len(rows))), f"session {sid} has a gap or a duplicate"
     prev = genesis_hash(sid)
     for seq, type_, ts, payload, stored, _pos, salt in salted:  # a salted event's line covers its commitments
-        committed = payload if salt is None else commit_json(salt, loads(payload))
-        prev = chain_hash(prev, event_line(type_, seq, ts, committed))
+        prev = chain_hash(prev, hashed_line(type_, seq, ts, payload, salt))
         assert stored == prev, f"session {sid}: hash chain broken at seq {seq}"
     return rows
 

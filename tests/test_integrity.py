@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, db_rows
+from conftest import DATA, db_rows, hashed_line
 
 from eventstore import DatabaseError, EventStore, SchemaOutdated
 from eventstore.audit import anchor, integrity
 from eventstore.backends.sqlite.schema import GUARDS
 from eventstore.cli import cli
 from eventstore.log.chain import chain_hash, genesis_hash
-from eventstore.log.line import event_line
 from eventstore.schema import SCHEMA_REVISION
 
 
@@ -114,9 +113,10 @@ def rechain(conn, sid: str) -> None:
     """Recompute a session's whole hash chain in place (what a careful forger does);
     ``conn`` an :class:`Attacker` or a plain sqlite3 connection."""
     prev = genesis_hash(sid)
-    for position, seq, type_, ts, payload in conn.execute(
-            "SELECT position, seq, type, ts, payload FROM events WHERE session_id = ? ORDER BY seq", (sid,)).fetchall():
-        prev = chain_hash(prev, event_line(type_, seq, ts, payload))
+    for position, seq, type_, ts, payload, salt in conn.execute(
+            "SELECT position, seq, type, ts, payload, salt FROM events WHERE session_id = ? ORDER BY seq",
+            (sid,)).fetchall():
+        prev = chain_hash(prev, hashed_line(type_, seq, ts, payload, salt))
         conn.execute("UPDATE events SET hash = ? WHERE position = ?", (prev, position))
 
 
