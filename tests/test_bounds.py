@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -79,8 +80,9 @@ def test_a_link_to_dev_urandom_fails_at_its_first_line_or_past_the_lines_salvage
                                      *(["--salvage"] if salvage else []), timeout=120)
     if salvage:  # (the list of dropped lines grew with the device before)
         assert code == 1 and "; more than 10000 bad lines to drop: not a transcript that --salvage can keep" in err
-    else:
-        assert code == 1 and f"{link}:1: " in err, err
+    else:  # at its first line, or after the blank lines the device may start with (1 in 256)
+        first = re.search(re.escape(str(link)) + r":(\d+): ", err)
+        assert code == 1 and first is not None and int(first.group(1)) <= 3, err
     assert peak < 200 * MB, peak / MB
 
 
