@@ -251,10 +251,12 @@ SESSIONS_NEVER_IMPORTS = frozenset({
 
 
 def all_modules_loaded(*args: str) -> set[str]:
-    """Every module in ``sys.modules`` after ``eventstore ARGS`` ran (as the console script)."""
-    code = ("import sys; from eventstore.cli import main; sys.argv = ['eventstore', *sys.argv[1:]]\n"
+    """Every module in ``sys.modules`` after ``eventstore ARGS`` ran (as the console script),
+    less those the interpreter had loaded before (site's, and an editable install's finder)."""
+    code = ("import sys; before = set(sys.modules)\n"
+            "from eventstore.cli import main; sys.argv = ['eventstore', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('MODULES', *sorted(sys.modules), file=sys.stderr)")
+            "print('MODULES', *sorted(set(sys.modules) - before), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert proc.returncode == 0, proc.stderr
