@@ -227,16 +227,16 @@ class CoreContract:
                        salts=salts, commits=[commit_json(s, p) for s, p in zip(salts, payloads, strict=True)])
         rows = {r[0]: r for r in capability(backend, AuditReads).verify_rows("a")}
         paths, new = redacted_payload("a", 1, payloads[1], ["content"], "k")
-        record = json.dumps(redaction_record(1, paths, "k", "me", rows[1][5], payloads[1], salts[1], []),
-                            separators=(",", ":"))
+        body, new_salt = redaction_record(1, paths, "k", "me", rows[1][5], payloads[1], salts[1], [])
+        record = json.dumps(body, separators=(",", ":"))
         rsalt = new_salts(1)[0]
         with pytest.raises(ConflictError, match="session 'a', seq 1"):
-            backend.redact_event("a", 1, "0" * 64, json.dumps(new), 2.0, record, rsalt,
+            backend.redact_event("a", 1, "0" * 64, json.dumps(new), new_salt, 2.0, record, rsalt,
                                  commit_json(rsalt, json.loads(record)))
-        assert backend.redact_event("a", 1, rows[1][5], json.dumps(new, separators=(",", ":")), 2.0, record, rsalt,
-                                    commit_json(rsalt, json.loads(record))) == 3
+        assert backend.redact_event("a", 1, rows[1][5], json.dumps(new, separators=(",", ":")), new_salt, 2.0,
+                                    record, rsalt, commit_json(rsalt, json.loads(record))) == 3
         after = {r[0]: r for r in capability(backend, AuditReads).verify_rows("a")}
-        assert after[1][4] == '{"content":"[redacted: k]","n":1}' and after[1][6] is None
+        assert after[1][4] == '{"content":"[redacted: k]","n":1}' and bytes(after[1][6]) == new_salt  # n's salt
         assert [after[s] for s in (0, 2)] == [rows[s] for s in (0, 2)] and after[1][:4] == rows[1][:4]
         assert after[1][5] == rows[1][5] and after[3][2] == "redaction" and bytes(after[3][6]) == rsalt
         from eventstore.audit.verify import verify

@@ -49,7 +49,7 @@ RELEASED = {
     "postgres/versions/0290_summary_titles.py": "b1af57a619bf99be0278bc06e4e3a28a6b22f8e45b2a76cada15fa370565dca4",
     "postgres/versions/0300_turns_answered.py": "0fb070ab47011757df0e889f0e654a0d876abeccd4df043364c6e48191a195df",
     "postgres/versions/0310_event_salt.py": "72f1d996195add289b5fd47c5e9725e955c6f1046240fc59970cfe08df33d6d5",
-    "postgres/versions/0320_redaction.py": "18c9c4d929e7f40fb502ee6693d5de8ced3752b750450c76c0acd3a7da1ba68d",
+    "postgres/versions/0320_redaction.py": "eb533bd932d532f631109fe2cc4d08651306a8bbdc0507edfd319677c9b6eae2",
     "sqlite/versions/0008_baseline.py": "d06bdb291441b929fcdfbb561f993d8fbf7a242def540d92fe222894d8684ea9",
     "sqlite/versions/0100_usage_and_search.py": "c39869f20c21ce9fb16774620657f6566a5351843f485c84793363e4eb12b924",
     "sqlite/versions/0150_tool_calls_is_error.py": "c06f21375b5662823dc17f0cc68c795e9a54727e33f70490b4afbb807b71dbed",
@@ -65,7 +65,7 @@ RELEASED = {
     "sqlite/versions/0290_summary_titles.py": "26c817f52537c21510e4aeb1b45a42974c332e52b4306db134e693e8f9031e13",
     "sqlite/versions/0300_turns_answered.py": "41f4cf59caf8d0f984b2203a97a85057db6d7564efab789f1adee016c25213e0",
     "sqlite/versions/0310_event_salt.py": "ea91c804e9bac17cab07246478e13cd699bcb036099815b797cde4a44979f7d4",
-    "sqlite/versions/0320_redaction.py": "e7ec20d19e4035ed6163d98ba1c351fea9e0cce7b9f5ac6430904ea44f8c0406",
+    "sqlite/versions/0320_redaction.py": "e4fe76a6e399c46e09d9f006581c9fb9382cb79672449eb6b48e67bde31cc284",
 }
 
 EVENTS = "SELECT position, session_id, seq, type, ts, payload, hash FROM events ORDER BY position"

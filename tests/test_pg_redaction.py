@@ -31,7 +31,7 @@ REASON = "secret: api key"
 #: The redaction payload's key naming the redacted seq ("seq" itself is a key of the line,
 #: which no payload may hold); the trigger names the event by its hash.
 SEQ_KEY = "event_seq"
-ARGS = "text, bigint, text, text, bigint, double precision, text, bytea, text"
+ARGS = "text, bigint, text, text, bytea, bigint, double precision, text, bytea, text"
 
 
 @contextlib.contextmanager
@@ -83,7 +83,7 @@ def redaction_args(conn, sid: str, seq: int, paths: list[list], reason: str = RE
     new = dumps(new_payload if new_payload is not None else _marked(json.loads(payload), paths, reason))
     rp = {SEQ_KEY: seq, "paths": paths, "reason": reason, "by": "tester", "hash": hash_, **(names or {})}
     salt = new_salts(1)[0]
-    return sid, seq, hash_, new, ts + 1, dumps(rp), salt, commit_json(salt, rp)
+    return sid, seq, hash_, new, None, ts + 1, dumps(rp), salt, commit_json(salt, rp)
 
 
 def call_redact(conn, args: tuple) -> int:
@@ -91,12 +91,12 @@ def call_redact(conn, args: tuple) -> int:
     from eventstore.log.chain import chain_hash
     from eventstore.log.line import event_line
 
-    sid, seq, old_hash, new, ts, rp, salt, commit = args
+    sid, seq, old_hash, new, new_salt, ts, rp, salt, commit = args
     with conn.transaction():
         next_seq, last = conn.execute("SELECT next_seq, last_hash FROM es_redact_head(%s)", (sid,)).fetchone()
         h = chain_hash(last, event_line("redaction", next_seq, ts, commit))
-        return conn.execute("SELECT es_redact(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                            (sid, seq, old_hash, new, next_seq, ts, rp, salt, h)).fetchone()[0]
+        return conn.execute("SELECT es_redact(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            (sid, seq, old_hash, new, new_salt, next_seq, ts, rp, salt, h)).fetchone()[0]
 
 
 def events(url: str, sid: str = "s") -> list:
@@ -132,6 +132,9 @@ def test_the_redactor_redacts_through_the_store(pg_server):
             assert [e.seq for e in store.session("s").events()] == [0, 1, 2, 3, 4]
         with EventStore.open(url["writer"]) as store:  # the writer's cached heads do not matter
             assert store.session("s").append("x", {}).seq == 5
+        with EventStore.open(url["redactor"]) as store:  # the record names the login role, beside the OS user
+            done = store.redact("s", 2, ["content"], reason="key")
+            assert done.by.startswith(f"database role red_{tag} (OS user ")
 
 
 def test_redact_event_refusals_are_the_stores_errors(pg_server):
@@ -219,6 +222,13 @@ def test_the_trigger_refuses_every_other_form(pg_server):
         payload = json.loads(events(url["owner"])[2][2])
         assert payload["content"] == f"[redacted: {REASON}]"
         assert payload["tool_calls"][0]["function"] == {"name": "sh", "arguments": f"[redacted: {REASON}]"}
+        before = state(url["owner"])
+        for role in ("redactor", "owner"):  # a redaction event is the proof of one: never redacted itself
+            with psycopg.connect(url[role], autocommit=True) as conn:
+                with pytest.raises(psycopg.DatabaseError) as e:
+                    call_redact(conn, redaction_args(conn, "s", 4, [["reason"]]))
+                assert e.value.sqlstate == "ES004", (role, e.value)
+        assert state(url["owner"]) == before
 
 
 def test_an_update_without_its_redaction_event_fails_for_every_role(pg_server):
@@ -264,7 +274,7 @@ def test_an_update_without_its_redaction_event_fails_for_every_role(pg_server):
                 conn.execute("UPDATE events SET payload = %s, salt = NULL WHERE session_id = 's' AND seq = 1", (new,))
 
             def redaction_event() -> None:
-                insert("redaction", args[5])
+                insert("redaction", args[6])
 
             refusals = {
                 "no redaction event": refused(update),
@@ -277,7 +287,7 @@ def test_an_update_without_its_redaction_event_fails_for_every_role(pg_server):
                     "UPDATE events SET payload = %s, salt = '\\x00' WHERE session_id = 's' AND seq = 1", (new,))),
             }
             conn.execute("INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES ('o', 1, '{}', %s)", ("0" * 64,))
-            refusals["one of another session"] = refused(lambda: insert("redaction", args[5], "o"), update)
+            refusals["one of another session"] = refused(lambda: insert("redaction", args[6], "o"), update)
             redaction_event()  # committed on its own, in the session's last place
             refusals["one committed before"] = refused(update)
             assert {k: r.sqlstate for k, r in refusals.items()} == dict.fromkeys(refusals, "ES004"), refusals
@@ -297,7 +307,7 @@ def test_only_the_redactor_may_execute_the_functions(pg_server):
         for role in ("writer", "auditor"):
             with psycopg.connect(url[role], autocommit=True) as conn:
                 for sql in ("SELECT es_redact_head('s')",
-                            "SELECT es_redact('s', 1, 'h', '{}', 4, 1, '{}', NULL, repeat('0', 64))"):
+                            "SELECT es_redact('s', 1, 'h', '{}', NULL, 4, 1, '{}', NULL, repeat('0', 64))"):
                     with pytest.raises(pg_errors.InsufficientPrivilege):
                         conn.execute(sql)
         with psycopg.connect(url["super"], autocommit=True) as conn:
@@ -326,7 +336,7 @@ def test_only_the_redactor_may_execute_the_functions(pg_server):
             conn.execute(f"GRANT EXECUTE ON FUNCTION es_redact({ARGS}) TO agent_{tag}")  # (a warning: no grant option)
         with psycopg.connect(url["writer"], autocommit=True) as conn:
             with pytest.raises(pg_errors.InsufficientPrivilege):
-                conn.execute("SELECT es_redact('s', 1, 'h', '{}', 4, 1, '{}', NULL, repeat('0', 64))")
+                conn.execute("SELECT es_redact('s', 1, 'h', '{}', NULL, 4, 1, '{}', NULL, repeat('0', 64))")
         assert state(url["owner"]) == before
 
 

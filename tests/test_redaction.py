@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import DATA, db_rows
 
 from eventstore import ConflictError, EventStore, InvalidEvent
 from eventstore.audit import anchor
@@ -27,6 +27,7 @@ from eventstore.backends.capabilities import Redactor, SearchIndex
 from eventstore.backends.fallbacks import NoRedactor
 from eventstore.cli import cli
 from eventstore.log.codec import dumps, loads
+from eventstore.log.commit import key_salts_of, value_digest
 
 # long and unique: found in the raw bytes only if it is really there
 SECRET = "sk-proj-QzX7redactTESTsecret9f3b2c41d8e6a0775e"
@@ -57,7 +58,9 @@ def test_a_redacted_field_reads_as_its_marker_and_verify_lists_it(store):
     assert SECRET not in store.session("s").messages_json()
     [event] = [e for e in store.session("s").events() if e.seq == 4]
     assert event.type == "redaction" and event.payload["event_seq"] == 2 and event.payload["by"] == "alice"
-    assert set(event.payload["digests"]) == {"content"} and set(event.payload["salts"]) == {"tool_call_id"}
+    assert set(event.payload["digests"]) == {"content"} and "salts" not in event.payload
+    [(salt,)] = db_rows(store, "SELECT salt FROM events WHERE session_id = 's' AND seq = 2")
+    assert set(key_salts_of(bytes(salt))) == {"tool_call_id"}  # kept with the content, not in the log
     report = audit.verify(store._backend)
     assert report.ok, report.findings
     [r] = report.redactions
@@ -88,7 +91,8 @@ def test_a_deep_tool_call_path_keeps_the_pairing_and_a_whole_tool_calls_keeps_an
     ("UPDATE events SET payload = json_set(payload, '$.tool_call_id', 'call_2') WHERE seq = 2", 2),  # a kept key
     ("UPDATE events SET payload = json_set(payload, '$.content', 'other') WHERE seq = 2", 2),  # the marker
     ("UPDATE events SET payload = json_set(payload, '$.reason', 'other') WHERE seq = 4", 4),  # its record
-    ("UPDATE events SET payload = json_set(payload, '$.salts.tool_call_id', '00') WHERE seq = 4", 4),
+    ("UPDATE events SET salt = CAST('{\"tool_call_id\":\"00112233445566778899aabbccddeeff\"}' AS BLOB) "
+     "WHERE seq = 2", 2),  # a kept key's salt
     ("UPDATE events SET salt = x'00112233445566778899aabbccddeeff' WHERE seq = 0", 0),  # a salt
     ("UPDATE events SET salt = NULL WHERE seq = 3", 3),  # a salt removed
 ])
@@ -236,7 +240,7 @@ def test_bad_redactions_say_which_session_and_seq(store):
         store.redact("s", 2, reason="two\nlines")
     backend = store.capability(Redactor)
     with pytest.raises(ConflictError, match="session 's', seq 2"):  # the event changed since it was read
-        backend.redact_event("s", 2, "0" * 64, "{}", 1.0, dumps({"event_seq": 2}), b"\0" * 16, "{}")
+        backend.redact_event("s", 2, "0" * 64, "{}", None, 1.0, dumps({"event_seq": 2}), b"\0" * 16, "{}")
     assert audit.verify(store._backend).ok
 
 
@@ -268,14 +272,77 @@ def test_the_cli_redacts_and_verify_lists_it(db_path):
 
 def test_a_redaction_record_rebuilds_the_commit_payload():
     """The record's digests and key salts give back the commit payload the hash covers."""
-    from eventstore.log.commit import commit_json, new_salts, rebuilt_commit_json
+    from eventstore.log.commit import commit_json, key_salts_of, new_salts, rebuilt_commit_json
     from eventstore.log.redaction import redacted_payload, redaction_record
 
     salt = new_salts(1)[0]
     payload = loads(dumps({"content": SECRET, "tool_calls": [CALL], "n": 1}))
     paths, new = redacted_payload("s", 0, payload, ["content", "tool_calls[0].function.arguments"], "k")
-    rec = redaction_record(0, paths, "k", "me", "h", payload, salt, [])
-    assert set(rec["digests"]) == {"content", "tool_calls"} and set(rec["salts"]) == {"n"}
-    salts = {k: bytes.fromhex(v) for k, v in rec["salts"].items()}
+    rec, kept = redaction_record(0, paths, "k", "me", "h", payload, salt, [])
+    assert set(rec["digests"]) == {"content", "tool_calls"} and "salts" not in rec
+    salts = key_salts_of(kept)
+    assert set(salts) == {"n"}
     assert rebuilt_commit_json(new, rec["digests"], salts) == commit_json(salt, payload)
     assert SECRET not in dumps(rec) and SECRET not in dumps(new)
+
+
+def test_a_second_redaction_of_one_event_leaves_no_digest_a_guess_can_be_tested_against(store):
+    """Redacting one key, then another of the same event: the second key's salt stayed in
+    the event's row (not in the first record), so it goes with its value; nothing kept in
+    the database lets anyone test the 10,000 PINs against the second digest; verify passes,
+    listing both."""
+    _can_redact(store)
+    s = store.create_session("pin")
+    s.append("user/message", {"content": "my PIN is 4821", "note": "call me"})
+    store.redact("pin", 0, ["note"], reason="private")
+    store.redact("pin", 0, ["content"], reason="pin")
+    texts = [t for (t,) in db_rows(store, "SELECT payload FROM events WHERE session_id = 'pin' ORDER BY seq")]
+    [(salt,)] = db_rows(store, "SELECT salt FROM events WHERE session_id = 'pin' AND seq = 0")
+    assert salt is None  # no key is left unredacted: no key salt either
+    second = loads(texts[2])["digests"]["content"]
+    published = [bytes.fromhex(v) for t in texts for v in (loads(t).get("salts") or {}).values()]
+    assert not published
+    guesses = {value_digest(ks, f"my PIN is {pin:04d}") for ks in published for pin in range(10_000)}
+    assert second not in guesses and all("4821" not in t for t in texts)
+    report = audit.verify(store._backend)
+    assert report.ok, report.findings
+    assert [(r.seq, r.paths, r.kind) for r in report.redactions] == [(0, [["note"]], "salted"),
+                                                                      (0, [["content"]], "salted")]
+
+
+def test_a_redaction_event_cannot_be_redacted(store, backend_url):
+    """A redaction event is the proof of another one: the store refuses it, naming the
+    session and seq, and nothing changes; verify still passes."""
+    _can_redact(store)
+    _session(store)
+    done = store.redact("s", 2, ["content"], reason="api key")
+    before = db_rows(store, "SELECT seq, payload, hash, salt FROM events WHERE session_id = 's' ORDER BY seq")
+    for paths in (None, ["reason"], ["digests"]):
+        with pytest.raises(InvalidEvent, match=f"session 's', seq {done.redaction_seq}: a redaction event"):
+            store.redact("s", done.redaction_seq, paths, reason="hide it")
+    assert db_rows(store, "SELECT seq, payload, hash, salt FROM events WHERE session_id = 's' ORDER BY seq") == before
+    r = CliRunner().invoke(cli, ["--db", backend_url, "redact", "s", str(done.redaction_seq), "--reason", "x"])
+    assert r.exit_code == 1 and "a redaction event is the proof" in r.output and "Traceback" not in r.output
+    assert audit.verify(store._backend).ok
+
+
+def test_the_sqlite_trigger_refuses_to_redact_a_redaction_event(sqlite_store):
+    """Below the store: an UPDATE of a redaction event in the redaction's form, right after
+    a redaction event naming it, is refused by the trigger (ES004)."""
+    _session(sqlite_store)
+    done = sqlite_store.redact("s", 2, ["content"], reason="api key")
+    conn = sqlite3.connect(sqlite_store._backend._file, isolation_level=None)
+    try:
+        seq, h, ts = conn.execute("SELECT seq, hash, ts FROM events WHERE session_id = 's' AND seq = ?",
+                                  (done.redaction_seq,)).fetchone()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
+                     "SELECT max(position) + 1, 's', ?, 'redaction', ?, ?, ? FROM events",
+                     (seq + 1, ts + 1, dumps({"event_seq": seq, "paths": [["reason"]], "reason": "x", "by": "me",
+                                              "hash": h}), "0" * 64))
+        with pytest.raises(sqlite3.IntegrityError, match="ES004"):
+            conn.execute("UPDATE events SET payload = json_set(payload, '$.reason', '[redacted: x]') "
+                         "WHERE session_id = 's' AND seq = ?", (seq,))
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()

@@ -449,8 +449,8 @@ def test_search_as_the_postgres_auditor_role(pg_server, pg_url):
 #: A PostgreSQL store taken back from revision 0320 to 0300: the redaction's functions and
 #: trigger (0320) and the salt column (0310) go, the UPDATE guard refuses every UPDATE again.
 PG_BEFORE_0310 = ("DROP TRIGGER events_guard_update ON events; DROP FUNCTION es_redaction_guard(), "
-                  "es_redact_head(text), es_redact(text, bigint, text, text, bigint, double precision, text, bytea, "
-                  "text); CREATE TRIGGER events_guard_update BEFORE UPDATE ON events FOR EACH ROW EXECUTE FUNCTION "
+                  "es_redact_head(text), es_redact(text, bigint, text, text, bytea, bigint, double precision, text, "
+                  "bytea, text); CREATE TRIGGER events_guard_update BEFORE UPDATE ON events FOR EACH ROW EXECUTE FUNCTION "
                   "events_refuse_change(); ALTER TABLE events DROP COLUMN salt")
 
 

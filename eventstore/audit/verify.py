@@ -23,7 +23,7 @@ from eventstore.backends.fallbacks import capability
 from eventstore.errors import SessionNotFound
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import loads
-from eventstore.log.commit import commit_json, rebuilt_commit_json
+from eventstore.log.commit import commit_json, is_event_salt, key_salts_of, rebuilt_commit_json
 from eventstore.log.line import event_line
 from eventstore.log.redaction import REDACTION, TARGET_SEQ, path_text
 from eventstore.log.toolcalls import Call, ToolCallTracker
@@ -255,13 +255,16 @@ class _Redactions:
 
     def __init__(self):
         self.unmarked: list[tuple[int, Finding]] = []  # (finding index, finding)
-        self.pending: dict[int, tuple] = {}  # seq -> (prev_hash, type, ts, payload, stored hash, finding index)
-        self.records: dict[int, dict] = {}  # seq -> merged {"digests", "salts", "hashes"}
+        # seq -> (prev_hash, type, ts, payload, stored hash, key salts column, finding index)
+        self.pending: dict[int, tuple] = {}
+        self.records: dict[int, dict] = {}  # seq -> merged {"digests", "hashes"}
         self.infos: list[RedactionInfo] = []
 
-    def mismatch(self, seq: int, prev: str, type_: str, ts: float, payload: Any, stored: Any, at: int) -> None:
-        """Event ``seq`` did not chain; ``at`` is where its finding goes if nothing proves it."""
-        self.pending[seq] = (prev, type_, ts, payload, stored, at)
+    def mismatch(self, seq: int, prev: str, type_: str, ts: float, payload: Any, stored: Any, key_salts: Any,
+                 at: int) -> None:
+        """Event ``seq`` did not chain (``key_salts``: its salt column, the salts of the keys a
+        redaction kept, or None); ``at`` is where its finding goes if nothing proves it."""
+        self.pending[seq] = (prev, type_, ts, payload, stored, key_salts, at)
 
     def record(self, sid: str, seq: int, ts: float, payload: Any) -> None:
         """Take the ``redaction`` event at ``seq`` and resolve the event it names, if waiting."""
@@ -274,17 +277,11 @@ class _Redactions:
             self.infos.append(RedactionInfo(sid, target, seq, body.get("paths"), body.get("reason"), body.get("by"),
                                             ts, "invalid", "names no event (its seq is not an integer)"))
             return
-        rec = self.records.setdefault(target, {"digests": {}, "salts": {}, "hashes": set()})
-        digests, salts = body.get("digests"), body.get("salts")
+        rec = self.records.setdefault(target, {"digests": {}, "hashes": set()})
+        digests = body.get("digests")
         if isinstance(digests, dict):
             for k, v in digests.items():
                 rec["digests"].setdefault(k, v)
-        if isinstance(salts, dict):
-            for k, v in salts.items():
-                try:
-                    rec["salts"].setdefault(k, bytes.fromhex(v))
-                except (TypeError, ValueError):
-                    pass
         if isinstance(body.get("hash"), str):
             rec["hashes"].add(body["hash"])
         if isinstance(body.get("paths"), list):
@@ -318,12 +315,12 @@ class _Redactions:
     def _resolve(seq: int, waiting: tuple, rec: dict) -> str | None:
         """``"salted"`` or ``"legacy"`` when the waiting event's stored hash is proven by the
         records of its redactions, else None."""
-        prev, type_, ts, payload, stored, _at = waiting
+        prev, type_, ts, payload, stored, key_salts, _at = waiting
         if stored not in rec["hashes"]:
             return None
-        if rec["digests"] or rec["salts"]:
+        if rec["digests"] or key_salts is not None:
             try:
-                commit = rebuilt_commit_json(loads(payload), rec["digests"], rec["salts"])
+                commit = rebuilt_commit_json(loads(payload), rec["digests"], key_salts_of(key_salts))
                 if chain_hash(prev, event_line(type_, seq, ts, commit)) == stored:
                     return "salted"
             except Exception:  # noqa: BLE001 - a payload or record no append could write: not proven
@@ -384,15 +381,16 @@ def _verify_session(backend: AuditReads, sid: str, report: VerifyReport) -> None
                                          f"position {prev_position}: events out of commit order"))
         prev_position = position
         try:
-            if salt is None:
-                want = chain_hash(prev_hash, event_line(type_, seq, ts, payload))
-            else:  # a salted event: its line holds the commit payload (docs/redaction.md)
+            if is_event_salt(salt):  # a salted event: its line holds the commit payload (docs/redaction.md)
                 want = chain_hash(prev_hash, event_line(type_, seq, ts, commit_json(bytes(salt), loads(payload))))
+            else:  # unsalted, or redacted (the salt column then holds the kept keys' salts)
+                want = chain_hash(prev_hash, event_line(type_, seq, ts, payload))
         except Exception as e:  # noqa: BLE001 - a value that the append path could never have written
             want = f"(no canonical line: {e})"
         if stored != want:
-            if salt is None and isinstance(payload, str):  # maybe redacted: a later redaction event may prove it
-                redactions.mismatch(seq, prev_hash, type_, ts, payload, stored, len(walk.findings))
+            if not is_event_salt(salt) and isinstance(payload, str):  # maybe redacted: a later record may prove it
+                redactions.mismatch(seq, prev_hash, type_, ts, payload, stored,
+                                    None if salt is None else bytes(salt), len(walk.findings))
             else:
                 add(_hash_finding(sid, seq))
         if type_ == REDACTION:

@@ -234,13 +234,19 @@ class Redactor(ABC):
 
     @abstractmethod
     def redact_event(self, session_id: str, seq: int, old_hash: str, new_payload_json: str,
-                     redaction_ts: float, redaction_payload_json: str, redaction_salt: bytes,
-                     redaction_commit_json: str) -> int:
+                     new_salt: bytes | None, redaction_ts: float, redaction_payload_json: str,
+                     redaction_salt: bytes, redaction_commit_json: str) -> int:
         """One transaction: event (session_id, seq) must exist with hash old_hash (else
         ConflictError naming session and seq); append the `redaction` event at the session's
         next seq, chained from the head like any append (its hash from redaction_commit_json);
-        set event seq's payload to new_payload_json and its salt to NULL. Returns the
-        redaction event's seq. The database refuses the UPDATE in any other form."""
+        set event seq's payload to new_payload_json and its salt to new_salt (the key salts
+        it keeps, or NULL). Returns the redaction event's seq. The database refuses the
+        UPDATE in any other form."""
+
+    def actor(self) -> str | None:
+        """Who redacts as the database knows it (a PostgreSQL login role), for the record's
+        ``by`` beside the OS user; None where the database has no users (SQLite)."""
+        return None
 
     @abstractmethod
     def erase_old_versions(self) -> str | None:

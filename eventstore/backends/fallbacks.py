@@ -309,8 +309,8 @@ class NoRedactor(_OnCore, Redactor):
     change needs the database to enforce its one allowed form)."""
 
     def redact_event(self, session_id: str, seq: int, old_hash: str, new_payload_json: str,
-                     redaction_ts: float, redaction_payload_json: str, redaction_salt: bytes,
-                     redaction_commit_json: str) -> int:
+                     new_salt: bytes | None, redaction_ts: float, redaction_payload_json: str,
+                     redaction_salt: bytes, redaction_commit_json: str) -> int:
         raise DatabaseError(f"{self.core.display}: the {self.core.name} backend cannot redact "
                             f"(session {session_id!r}, seq {seq}): its log has no in-place change")
 

@@ -736,7 +736,8 @@ class EventStore:
         ``["tool_calls", 0, "function", "arguments"]`` or its string form
         ``"tool_calls[0].function.arguments"``; None: every top-level key) become the string
         ``"[redacted: REASON]"``, and a ``redaction`` event appended to the session records
-        which seq and paths, why (``reason``), by whom (``by``, default the OS user) and what
+        which seq and paths, why (``reason``), by whom (``by``; default the OS user, and on
+        PostgreSQL the database role too) and what
         keeps the rest provable (docs/redaction.md). Both in one transaction; then the old
         bytes are erased from the database's storage where the backend can
         (:attr:`Redaction.erasure` says what is left when it cannot).
@@ -751,15 +752,16 @@ class EventStore:
         from eventstore.log.commit import commit_json
 
         _r.check_reason(reason)
+        redactor = self.capability(Redactor)
         if by is None:
-            by = _os_user()
+            role = redactor.actor()
+            by = _os_user() if role is None else f"database role {role} (OS user {_os_user()})"
         if not isinstance(by, str) or not by:
             raise InvalidEvent(f"by must be a non-empty string, not {by!r}")
         if type(seq) is not int or seq < 0:
             raise InvalidEvent(f"session {session_id!r}: seq must be an integer >= 0, not {seq!r}")
         if self.session_meta_json(session_id) is None:
             raise SessionNotFound(session_id)
-        redactor = self.capability(Redactor)
         target, earlier = None, []
         for row in self.capability(AuditReads).verify_rows(session_id):
             if row[0] == seq:
@@ -773,16 +775,19 @@ class EventStore:
                     earlier.append(rec)
         if target is None:
             raise ConflictError(session_id, seq, "no such event")
-        _seq, _position, _type, _ts, payload_text, stored_hash, salt = target
+        _seq, _position, type_, _ts, payload_text, stored_hash, salt = target
+        if type_ == _r.REDACTION:
+            raise InvalidEvent(f"session {session_id!r}, seq {seq}: a redaction event is the proof of another "
+                               f"event's redaction and cannot be redacted itself")
         payload = loads(payload_text)
         kept, new_payload = _r.redacted_payload(session_id, seq, payload, paths, reason)
-        record = _r.redaction_record(seq, kept, reason, by, stored_hash, payload,
-                                     None if salt is None else bytes(salt), earlier)
+        record, new_salt = _r.redaction_record(seq, kept, reason, by, stored_hash, payload,
+                                               None if salt is None else bytes(salt), earlier)
         record_json = dumps(record)
         rsalt = _commit.new_salts(1)[0]
         ts = time.time()
-        rseq = redactor.redact_event(session_id, seq, stored_hash, dumps(new_payload), ts, record_json, rsalt,
-                                     commit_json(rsalt, loads(record_json)))
+        rseq = redactor.redact_event(session_id, seq, stored_hash, dumps(new_payload), new_salt, ts, record_json,
+                                     rsalt, commit_json(rsalt, loads(record_json)))
         return _r.Redaction(session_id, seq, rseq, kept, reason, by, redactor.erase_old_versions())
 
     # --- JSONL ---------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from eventstore.io.jsonl import MAX_LINE_BYTES, JsonlReader
 from eventstore.io.parse_worker import WorkerReader
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import dumps, loads, meta_difference
-from eventstore.log.commit import commit_jsons, new_salts
+from eventstore.log.commit import commit_jsons, is_event_salt, new_salts
 from eventstore.log.line import event_line
 from eventstore.log.validate import check_session_id as _check_session_id
 
@@ -535,8 +535,9 @@ def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple
     (docs/redaction.md), chained from the stored event before the first row when ``first``,
     else from the last row this transaction inserted. A fresh salt for each event, or, for a
     copy (``batches.salts``: the source's ``(salt, hash)`` by seq), the source's salt, and
-    for an event the source holds unsalted, its source hash (a redacted event: its
-    redaction events prove it, as in the source)."""
+    for an event the source holds without one (unsalted, or redacted: its salt column then
+    holds the kept keys' salts, carried as they are), its source hash (its redaction events
+    prove it, as in the source)."""
     prev = batches.prev
     if first or prev is None:
         seq0 = rows[0][0]
@@ -551,13 +552,13 @@ def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple
         hashes: list = [None] * len(rows)
     else:
         salts, hashes = zip(*[source(r[0]) or (None, None) for r in rows], strict=True)
-    commits = commit_jsons([s for s in salts if s is not None],
-                           [_stored(t) for t, s in zip(texts, salts, strict=True) if s is not None])
+    commits = commit_jsons([s for s in salts if is_event_salt(s)],
+                           [_stored(t) for t, s in zip(texts, salts, strict=True) if is_event_salt(s)])
     commits.reverse()
     out = []
     for (seq, t, ts, payload, _h), text, salt, source_hash in zip(rows, texts, salts, hashes, strict=True):
-        prev = chain_hash(prev, event_line(t, seq, float(ts), text if salt is None else commits.pop()))
-        if salt is None and source_hash is not None:
+        prev = chain_hash(prev, event_line(t, seq, float(ts), commits.pop() if is_event_salt(salt) else text))
+        if not is_event_salt(salt) and source_hash is not None:
             prev = source_hash
         out.append((seq, t, ts, payload, prev, salt) if tx.stores_salts else (seq, t, ts, payload, prev))
     batches.prev = prev

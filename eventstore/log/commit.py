@@ -18,10 +18,10 @@ from typing import Any
 
 import orjson as _orjson
 
-from eventstore.log.codec import canonical_bytes, dumps
+from eventstore.log.codec import canonical_bytes, dumps, loads
 
 __all__ = ["SALT_BYTES", "new_salts", "key_salt", "value_digest", "commit_payload", "commit_json",
-           "commit_jsons", "rebuilt_commit_json"]
+           "commit_jsons", "rebuilt_commit_json", "is_event_salt", "key_salts_blob", "key_salts_of"]
 
 SALT_BYTES = 16
 _sha256 = hashlib.sha256
@@ -88,6 +88,31 @@ def commit_jsons(salts: list[bytes], payloads: list[dict]) -> list[str]:
         # a key that may read as an array index: dumps puts it where JSON.stringify does
         out.append(commit_json(salt, payload) if index_key else (b"{" + b",".join(parts) + b"}").decode("utf-8"))
     return out
+
+
+def is_event_salt(salt: bytes | None) -> bool:
+    """Whether a stored ``salt`` is an event's own salt (:data:`SALT_BYTES` bytes), not the
+    key salts a redaction left (:func:`key_salts_blob`, always longer) nor NULL."""
+    return salt is not None and len(salt) == SALT_BYTES
+
+
+def key_salts_blob(salts: dict[str, bytes]) -> bytes | None:
+    """What a redacted event stores in its salt column: the salts of the keys it keeps, as
+    the UTF-8 canonical JSON object ``{key: hex salt}`` (longer than :data:`SALT_BYTES`), or
+    None when it keeps none. They stay with the content, so a later redaction of one of
+    those keys removes its salt with it (docs/redaction.md)."""
+    return dumps({k: v.hex() for k, v in salts.items()}).encode("utf-8") if salts else None
+
+
+def key_salts_of(blob: bytes | None) -> dict[str, bytes]:
+    """The key salts in a redacted event's salt column (:func:`key_salts_blob`); ``{}`` for
+    NULL or an event salt. Raises ``ValueError`` for a blob no redaction wrote."""
+    if blob is None or is_event_salt(blob):
+        return {}
+    salts = loads(bytes(blob).decode("utf-8"))
+    if not isinstance(salts, dict):
+        raise ValueError("the key salts are not a JSON object")
+    return {k: bytes.fromhex(v) for k, v in salts.items()}
 
 
 def rebuilt_commit_json(payload: dict, digests: dict[str, str], salts: dict[str, bytes]) -> str:

@@ -1,5 +1,6 @@
 """The redaction's rules that need no database (docs/redaction.md): paths, the marker, the
-new payload and the ``redaction`` event's payload with its digests and key salts.
+new payload, the ``redaction`` event's payload with its digests, and the key salts that stay
+with the event.
 
 A path is a list of keys and indexes from the payload's root (``["tool_calls", 0,
 "function", "arguments"]``), or its string form ``tool_calls[0].function.arguments``. The
@@ -15,7 +16,7 @@ from typing import Any
 
 from eventstore.errors import InvalidEvent
 from eventstore.log.codec import dumps, loads
-from eventstore.log.commit import key_salt, value_digest
+from eventstore.log.commit import is_event_salt, key_salt, key_salts_blob, key_salts_of, value_digest
 
 __all__ = ["REDACTION", "TARGET_SEQ", "MAX_PATHS", "Redaction", "marker", "parse_path", "path_text", "check_reason",
            "redacted_payload", "redaction_record", "record_json"]
@@ -173,41 +174,39 @@ def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | Non
 
 
 def redaction_record(seq: int, paths: list, reason: str, by: str, stored_hash: str, payload: dict,
-                     salt: bytes | None, earlier: list[dict]) -> dict:
-    """The ``redaction`` event's payload for event ``seq`` (stored ``payload``, ``salt``,
-    and the payloads of the ``redaction`` events that named it before, ``earlier``).
+                     salt: bytes | None, earlier: list[dict]) -> tuple[dict, bytes | None]:
+    """``(record, new salt)``: the ``redaction`` event's payload for event ``seq`` (stored
+    ``payload`` and ``salt``, and the payloads of the ``redaction`` events that named it
+    before, ``earlier``), and what the event's salt column holds afterwards.
 
-    ``digests``: each touched top-level key's digest of its value before this redaction
-    (from the salt, or from an earlier record); ``salts``: each untouched key's salt (hex),
-    so that it stays provable once the event's salt is gone. Neither for an event that was
-    never salted (a legacy event): its ``hash`` binds it."""
+    ``digests`` in the record: each touched top-level key's digest of its value before this
+    redaction (from the event's salt, from the key salts an earlier redaction left in the
+    column, or from an earlier record). The key salts of the untouched keys go into the
+    column (:func:`~eventstore.log.commit.key_salts_blob`), not into the log, so that a later
+    redaction of one of them removes its salt with its value and leaves only a digest
+    nobody can test a guess against. Neither for an event that was never salted (a legacy
+    event): its ``hash`` binds it."""
     record: dict = {TARGET_SEQ: seq, "paths": paths, "reason": reason, "by": by, "hash": stored_hash}
     touched = list(dict.fromkeys(p[0] for p in paths))
     known_digests: dict[str, str] = {}
-    known_salts: dict[str, bytes] = {}
     for rec in earlier:
         for k, v in (rec.get("digests") or {}).items():
             known_digests.setdefault(k, v)
-        for k, v in (rec.get("salts") or {}).items():
-            try:
-                known_salts.setdefault(k, bytes.fromhex(v))
-            except (TypeError, ValueError):
-                pass
-    if salt is None and not known_digests and not known_salts:
-        return record
-    digests, salts = {}, {}
+    key_salts = {} if salt is None or is_event_salt(salt) else key_salts_of(salt)
+    if salt is None and not known_digests:
+        return record, None
+    digests, kept = {}, {}
     for k, v in payload.items():
-        ks = key_salt(salt, k) if salt is not None else known_salts.get(k)
+        ks = key_salt(salt, k) if is_event_salt(salt) else key_salts.get(k)
         if k in touched:
-            if salt is None and k in known_digests:
-                digests[k] = known_digests[k]
-            elif ks is not None:
+            if ks is not None:
                 digests[k] = value_digest(ks, v)
+            elif k in known_digests:
+                digests[k] = known_digests[k]
         elif ks is not None:
-            salts[k] = ks.hex()
+            kept[k] = ks
     record["digests"] = digests
-    record["salts"] = salts
-    return record
+    return record, key_salts_blob(kept)
 
 
 def record_json(record: dict) -> str:

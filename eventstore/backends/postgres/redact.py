@@ -31,7 +31,7 @@ from .connection import first_line
 #: Takes the position lock, then the session's head (next seq, last hash), as the owner.
 REDACT_HEAD = "SELECT next_seq, last_hash FROM es_redact_head(%s)"
 #: Appends the redaction event and updates the event (revision 0320).
-REDACT = "SELECT es_redact(%s, %s, %s, %s, %s, %s, %s, %s::bytea, %s)"
+REDACT = "SELECT es_redact(%s, %s, %s, %s, %s::bytea, %s, %s, %s, %s::bytea, %s)"
 EVENT_HASH = "SELECT hash FROM events WHERE session_id = %s AND seq = %s"
 
 #: What removes a redacted value's old bytes from the files (in this order): the log and the
@@ -55,8 +55,8 @@ class PgRedactor(Redactor):
     """The redaction of :class:`~.backend.PostgresBackend`."""
 
     def redact_event(self, session_id: str, seq: int, old_hash: str, new_payload_json: str,
-                     redaction_ts: float, redaction_payload_json: str, redaction_salt: bytes,
-                     redaction_commit_json: str) -> int:
+                     new_salt: bytes | None, redaction_ts: float, redaction_payload_json: str,
+                     redaction_salt: bytes, redaction_commit_json: str) -> int:
         if self.readonly:
             raise DatabaseError(f"{self.display}: opened read-only")
         with self._wlock:
@@ -75,8 +75,8 @@ class PgRedactor(Redactor):
                                                              f"it again)")
                     line = event_line("redaction", next_seq, redaction_ts, redaction_commit_json)
                     hash_ = chain_hash(last_hash or genesis_hash(session_id), line)
-                    conn.execute(REDACT, (session_id, seq, old_hash, new_payload_json, next_seq, redaction_ts,
-                                          redaction_payload_json, redaction_salt, hash_))
+                    conn.execute(REDACT, (session_id, seq, old_hash, new_payload_json, new_salt, next_seq,
+                                          redaction_ts, redaction_payload_json, redaction_salt, hash_))
             except pg_errors.InsufficientPrivilege as e:
                 raise DatabaseError(f"{self.display}: session {session_id!r}, seq {seq}: {first_line(e)} (role "
                                     f"{conn.info.user!r} may not redact: grant it eventstore_redactor; `eventstore "
@@ -85,6 +85,9 @@ class PgRedactor(Redactor):
                 raise self._error(e, session_id) from None
             self._durable(conn, session_id)
             return next_seq
+
+    def actor(self) -> str | None:
+        return self._one("SELECT session_user", ())[0]
 
     def erase_old_versions(self) -> str | None:
         if self.readonly:

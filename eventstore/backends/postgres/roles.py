@@ -37,8 +37,8 @@ STORE_FUNCTIONS = ("pg_logical_emit_message(boolean, text, text)", "pg_try_advis
 
 
 #: The functions of a redaction (revision 0320): SECURITY DEFINER, EXECUTE only for the redactor.
-REDACT_FUNCTIONS = ("es_redact_head(text)", "es_redact(text, bigint, text, text, bigint, double precision, text, "
-                                            "bytea, text)")
+REDACT_FUNCTIONS = ("es_redact_head(text)", "es_redact(text, bigint, text, text, bytea, bigint, double precision, "
+                                            "text, bytea, text)")
 
 
 def roles_statements(writer: str = "eventstore_writer", auditor: str = "eventstore_auditor",

@@ -32,8 +32,8 @@ class SQLiteRedactor(Redactor):
     """The redaction of :class:`~.backend.SQLiteBackend`."""
 
     def redact_event(self, session_id: str, seq: int, old_hash: str, new_payload_json: str,
-                     redaction_ts: float, redaction_payload_json: str, redaction_salt: bytes,
-                     redaction_commit_json: str) -> int:
+                     new_salt: bytes | None, redaction_ts: float, redaction_payload_json: str,
+                     redaction_salt: bytes, redaction_commit_json: str) -> int:
         def redact(cur: sqlite3.Cursor) -> tuple[int, int, str]:
             row = cur.execute("SELECT position, hash FROM events WHERE session_id = ? AND seq = ?",
                               (session_id, seq)).fetchone()
@@ -53,8 +53,8 @@ class SQLiteRedactor(Redactor):
             indexed = _indexed(cur, position)
             if indexed:
                 cur.execute(_UNINDEX, (position,))
-            cur.execute("UPDATE events SET payload = ?, salt = NULL WHERE session_id = ? AND seq = ?",
-                        (new_payload_json, session_id, seq))
+            cur.execute("UPDATE events SET payload = ?, salt = ? WHERE session_id = ? AND seq = ?",
+                        (new_payload_json, new_salt, session_id, seq))
             if cur.rowcount != 1:
                 raise base.not_stored(session_id, seq)
             if indexed:

@@ -12,7 +12,16 @@ GUARDS = {
 CREATE TRIGGER events_guard_update BEFORE UPDATE ON events
 WHEN NOT coalesce((
   SELECT NEW.position IS OLD.position AND NEW.session_id IS OLD.session_id AND NEW.seq IS OLD.seq
-     AND NEW.type IS OLD.type AND NEW.ts IS OLD.ts AND NEW.hash IS OLD.hash AND NEW.salt IS NULL
+     AND NEW.type IS OLD.type AND NEW.ts IS OLD.ts AND NEW.hash IS OLD.hash
+     AND CASE WHEN NEW.salt IS NULL THEN 1
+              WHEN OLD.salt IS NULL OR NOT json_valid(CAST(NEW.salt AS TEXT)) THEN 0
+              WHEN json_type(CAST(NEW.salt AS TEXT)) <> 'object' THEN 0
+              WHEN length(OLD.salt) = 16 THEN 1
+              WHEN NOT json_valid(CAST(OLD.salt AS TEXT)) THEN 0
+              ELSE NOT EXISTS (SELECT 1 FROM json_each(CAST(NEW.salt AS TEXT)) AS n WHERE NOT EXISTS (
+                     SELECT 1 FROM json_each(CAST(OLD.salt AS TEXT)) AS o WHERE o.key = n.key AND o.value = n.value))
+         END
+     AND OLD.type <> 'redaction'
      AND r.type = 'redaction' AND r.seq > OLD.seq
      AND json_type(r.payload, '$.event_seq') = 'integer' AND json_extract(r.payload, '$.event_seq') = OLD.seq
      AND json_extract(r.payload, '$.hash') IS OLD.hash

@@ -7,12 +7,16 @@ Create Date: 2026-12-07
 
 A redaction (docs/redaction.md) appends a ``redaction`` event to a session and, in the same
 transaction, replaces named fields of one earlier event's payload with the marker
-``"[redacted: REASON]"`` and clears its salt. Everything else stays refused.
+``"[redacted: REASON]"`` and replaces its salt by the salts of the keys it keeps (or NULL).
+Everything else stays refused.
 
 * ``events_guard_update`` (the trigger) now runs ``es_redaction_guard()``: an UPDATE of
   ``events`` is accepted only when
 
-  - no column but ``payload`` and ``salt`` changes, and ``salt`` becomes NULL;
+  - no column but ``payload`` and ``salt`` changes, and ``salt`` becomes NULL or, where the
+    event had one, the key salts it keeps: a JSON object (UTF-8), holding only entries of
+    the old one when that was already such an object (their digests are checked by verify);
+  - the event is not a ``redaction`` event (the proof of another redaction);
   - the session's last event is a ``redaction`` event inserted by this very transaction
     (its ``xmin`` is the transaction's id: no other transaction, role or setting can make
     that true), whose payload names this event by its stored hash (``hash``: the chain
@@ -51,7 +55,7 @@ depends_on = None
 _SETTINGS = "SET search_path = pg_catalog, pg_temp"
 _TYPES = "('user/message', 'assistant/message', 'tool/result', 'assistant/part', 'assistant/thinking')"
 #: The signature of es_redact (the grants name it).
-REDACT_ARGS = "text, bigint, text, text, bigint, double precision, text, bytea, text"
+REDACT_ARGS = "text, bigint, text, text, bytea, bigint, double precision, text, bytea, text"
 
 
 def postgresql(s: str) -> list[str]:
@@ -70,10 +74,21 @@ DECLARE
   step jsonb;
   steps text[];
   touched text[] := '{{}}';
+  kept jsonb;
+  salt_ok boolean := NEW.salt IS NULL OR NEW.salt IS NOT DISTINCT FROM OLD.salt;
 BEGIN
+  IF NOT salt_ok AND OLD.salt IS NOT NULL THEN  -- key salts: a JSON object, of the old ones' entries only
+    BEGIN
+      kept := convert_from(NEW.salt, 'UTF8')::jsonb;
+      salt_ok := jsonb_typeof(kept) = 'object'
+                 AND (length(OLD.salt) = 16 OR convert_from(OLD.salt, 'UTF8')::jsonb @> kept);
+    EXCEPTION WHEN OTHERS THEN
+      salt_ok := false;
+    END;
+  END IF;
   IF to_jsonb(NEW) - 'payload' - 'salt' - 'event_id' IS DISTINCT FROM to_jsonb(OLD) - 'payload' - 'salt' - 'event_id'
-     OR NEW.salt IS NOT NULL THEN
-    RAISE EXCEPTION 'eventstore: events are append-only: UPDATE refused (a redaction changes only the payload and clears the salt)'
+     OR NOT salt_ok OR OLD.type = 'redaction' THEN
+    RAISE EXCEPTION 'eventstore: events are append-only: UPDATE refused (a redaction changes only the payload and the salt, of an event other than a redaction)'
       {refuse};
   END IF;
   SELECT x.type, x.payload, x.xmin = pg_current_xact_id()::xid AS mine INTO r FROM {s}.events AS x
@@ -186,8 +201,8 @@ $$""",
         # The UPDATE is checked by es_redaction_guard (the trigger), whoever runs it; this only
         # puts the two statements in one call and refreshes the event's index row.
         f"""
-CREATE FUNCTION es_redact(sid text, target_seq bigint, old_hash text, new_payload text, redaction_seq bigint,
-                          redaction_ts double precision, redaction_payload text, redaction_salt bytea,
+CREATE FUNCTION es_redact(sid text, target_seq bigint, old_hash text, new_payload text, new_salt bytea,
+                          redaction_seq bigint, redaction_ts double precision, redaction_payload text, redaction_salt bytea,
                           redaction_hash text) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER {_SETTINGS} AS $$
 DECLARE
   target record;
@@ -200,7 +215,7 @@ BEGIN
   END IF;
   INSERT INTO {s}.events (session_id, seq, type, ts, payload, hash, salt)
   VALUES (sid, redaction_seq, 'redaction', redaction_ts, redaction_payload, redaction_hash, redaction_salt);
-  UPDATE {s}.events SET payload = new_payload, salt = NULL WHERE session_id = sid AND seq = target_seq;
+  UPDATE {s}.events SET payload = new_payload, salt = new_salt WHERE session_id = sid AND seq = target_seq;
   UPDATE {s}.events_search SET tsv = tsv WHERE position = target.position;
   RETURN redaction_seq;
 END

@@ -6,10 +6,13 @@ Create Date: 2026-12-07
 
 A redaction (docs/redaction.md) appends a ``redaction`` event to a session and, in the same
 transaction, replaces named fields of one earlier event's payload with the marker
-``"[redacted: REASON]"`` and clears its salt. ``events_guard_update`` is created again so
+``"[redacted: REASON]"`` and replaces its salt by the salts of the keys it keeps (or NULL). ``events_guard_update`` is created again so
 that it accepts exactly that UPDATE and refuses every other one, as before, with ES004:
 
-* no column but ``payload`` and ``salt`` changes, and ``salt`` becomes NULL;
+* no column but ``payload`` and ``salt`` changes, and ``salt`` becomes NULL or, where the
+  event had one, the key salts it keeps: a JSON object (UTF-8), holding only entries of the
+  old one when that was already such an object (their digests are checked by verify);
+* the event is not a ``redaction`` event (the proof of another redaction);
 * the session's last event is a ``redaction`` event that names this event by its seq
   (``event_seq``: a payload holds no ``seq`` key) and its stored hash, holds 1 to 32 ``paths`` (each a JSON array from a top-level key: object
   keys as strings, array indexes as integers), a ``reason`` string and, for a salted event,
@@ -49,7 +52,16 @@ TRIGGER = f"""
 CREATE TRIGGER events_guard_update BEFORE UPDATE ON events
 WHEN NOT coalesce((
   SELECT NEW.position IS OLD.position AND NEW.session_id IS OLD.session_id AND NEW.seq IS OLD.seq
-     AND NEW.type IS OLD.type AND NEW.ts IS OLD.ts AND NEW.hash IS OLD.hash AND NEW.salt IS NULL
+     AND NEW.type IS OLD.type AND NEW.ts IS OLD.ts AND NEW.hash IS OLD.hash
+     AND CASE WHEN NEW.salt IS NULL THEN 1
+              WHEN OLD.salt IS NULL OR NOT json_valid(CAST(NEW.salt AS TEXT)) THEN 0
+              WHEN json_type(CAST(NEW.salt AS TEXT)) <> 'object' THEN 0
+              WHEN length(OLD.salt) = 16 THEN 1
+              WHEN NOT json_valid(CAST(OLD.salt AS TEXT)) THEN 0
+              ELSE NOT EXISTS (SELECT 1 FROM json_each(CAST(NEW.salt AS TEXT)) AS n WHERE NOT EXISTS (
+                     SELECT 1 FROM json_each(CAST(OLD.salt AS TEXT)) AS o WHERE o.key = n.key AND o.value = n.value))
+         END
+     AND OLD.type <> 'redaction'
      AND r.type = 'redaction' AND r.seq > OLD.seq
      AND json_type(r.payload, '$.event_seq') = 'integer' AND json_extract(r.payload, '$.event_seq') = OLD.seq
      AND json_extract(r.payload, '$.hash') IS OLD.hash
