@@ -91,8 +91,9 @@ class SQLiteRedactor(Redactor):
             busy, _log, _done = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy:
             return (f"{self.display}: the WAL could not be emptied (another connection is reading or writing): "
-                    f"the old bytes may remain in {self.display}-wal until a checkpoint; run 'eventstore redact' "
-                    f"again, or close the other connections and open the database once")
+                    f"the old bytes may remain in {self.display} and {self.display}-wal until the WAL is copied "
+                    f"into the file; close the other connections (SQLite copies it and removes it when the "
+                    f"last one closes)")
         return None
 
 
