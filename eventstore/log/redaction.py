@@ -17,7 +17,8 @@ from eventstore.errors import InvalidEvent
 from eventstore.log.codec import dumps, loads
 from eventstore.log.commit import key_salt, value_digest
 
-__all__ = ["REDACTION", "TARGET_SEQ", "MAX_PATHS", "Redaction", "marker", "parse_path", "path_text", "check_reason",
+__all__ = ["REDACTION", "TARGET_SEQ", "MAX_PATHS", "Redaction", "marker", "pairing_id", "parse_path", "path_text",
+           "check_reason",
            "redacted_payload", "redaction_record", "record_json"]
 
 #: The event type that records a redaction.
@@ -117,11 +118,21 @@ def _lookup(payload: Any, path: list) -> tuple[bool, Any]:
     return True, node
 
 
+def pairing_id(path: list) -> bool:
+    """Whether ``path`` names an identifier that pairs messages in the projection: a tool
+    result's ``tool_call_id`` or a call's ``tool_calls[i].id``. Such a value is never
+    redacted: without it a call and its result no longer pair, and the ``messages`` a chat API
+    is given are invalid (a dangling call, an orphan result)."""
+    return path == ["tool_call_id"] or (len(path) == 3 and path[0] == "tool_calls" and type(path[1]) is int
+                                        and path[2] == "id")
+
+
 def _call_paths(payload: dict, path: list) -> list[list]:
-    """``path``, or for ``tool_calls`` as a whole (or one call of it) when it holds calls: the
-    name and arguments of each call, so that the calls keep their ids and shape and their
-    results still pair with them (a chat API refuses a ``tool_calls`` that is no array)."""
-    if path[0] != "tool_calls" or len(path) > 2:
+    """``path``, or for ``tool_calls`` as a whole, one call of it or one call's ``function``,
+    when it holds calls: the name and arguments of each call, so that the calls keep their
+    ids and shape and their results still pair with them (a chat API refuses a ``tool_calls``
+    that is no array, a call without an id or whose ``function`` is no object)."""
+    if path[0] != "tool_calls" or len(path) > 3 or (len(path) == 3 and path[2] != "function"):
         return [path]
     calls = payload["tool_calls"]
     if not isinstance(calls, list):
@@ -137,13 +148,17 @@ def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | Non
                      reason: str) -> tuple[list, dict]:
     """``(paths, new payload)``: ``paths`` checked (each leads to a value of ``payload``;
     None means every top-level key; a path inside another one is dropped; ``tool_calls``
-    as a whole, or one call, means each call's name and arguments) and the payload with the
-    marker at each. Raises :class:`InvalidEvent` naming the session and seq."""
+    as a whole, one call or its ``function``, means each call's name and arguments; the
+    identifiers that pair a call with its result, :func:`pairing_id`, are kept: refused when
+    named, left out of the whole payload) and the payload with the marker at each. Raises
+    :class:`InvalidEvent` naming the session and seq."""
     where = f"session {session_id!r}, seq {seq}"
     if paths is None:
-        paths = [[k] for k in payload]
+        paths = [[k] for k in payload if not pairing_id([k])]
         if not paths:
-            raise InvalidEvent(f"{where}: the event's payload is empty: there is nothing to redact")
+            raise InvalidEvent(f"{where}: the event's payload is empty: there is nothing to redact" if not payload else
+                               f"{where}: the event's payload holds only {', '.join(payload)}, which pairs "
+                               f"messages and is kept: there is nothing to redact")
     else:
         try:
             paths = [parse_path(p) for p in paths]
@@ -154,6 +169,9 @@ def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | Non
             raise InvalidEvent(f"{where}: the payload has no {path_text(p)}")
         if p[0] == "event_id":
             raise InvalidEvent(f"{where}: event_id is the event's idempotency key and cannot be redacted")
+        if pairing_id(p):
+            raise InvalidEvent(f"{where}: {path_text(p)} pairs a tool call with its result (the messages a chat "
+                               f"API is given need it) and cannot be redacted; redact the other fields")
     paths = [q for p in paths for q in _call_paths(payload, p)]
     kept = []
     for p in paths:  # a path under another (or twice) is covered by it
