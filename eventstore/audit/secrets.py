@@ -48,6 +48,10 @@ from detect_secrets.plugins.sendgrid import SendGridDetector
 from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.stripe import StripeDetector
 
+# a path's text (``tool_calls[0].function.arguments``, ``env["GITHUB.TOKEN"]``): the one that
+# ``redact --path`` reads back (eventstore.log.redaction.parse_path)
+from eventstore.log.redaction import path_text
+
 __all__ = ["ChunkRuns", "Finding", "NEEDLES", "PLUGINS", "SecretFilter", "candidates", "chunk_secrets", "kinds",
            "mask", "path_text", "scan_payload", "scan_payload_json", "scan_store", "secrets_in"]
 
@@ -349,20 +353,6 @@ def secrets_in(text: str) -> list[tuple[str, str]]:
 
 
 Path = tuple  # a field path: keys and list indices from the payload's root
-
-
-def path_text(path: Path) -> str:
-    """``("tool_calls", 0, "function", "arguments")`` as ``tool_calls[0].function.arguments``
-    (a key that is not a plain name is written as JSON in brackets: ``["a b"]``)."""
-    out = []
-    for k in path:
-        if type(k) is int:
-            out.append(f"[{k}]")
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", k):
-            out.append(f".{k}" if out else k)
-        else:
-            out.append(f"[{json.dumps(k, ensure_ascii=False)}]")
-    return "".join(out)
 
 
 def _strings(value: Any, path: tuple) -> Iterator[tuple[tuple, str]]:

@@ -9,6 +9,7 @@ import click
 
 from eventstore.errors import EventStoreError
 from eventstore.live.tailview import CONTROL_OR_NEWLINE, escape_char
+from eventstore.log.redaction import path_text
 
 from .base import EXIT_ERROR, TEXT, fail
 from .common import open_store, out_bytes, plural, printable, stderr_is_terminal
@@ -72,6 +73,12 @@ def scan(ctx: click.Context, session_ids: tuple[str, ...], as_json: bool) -> Non
         sys.exit(EXIT_FOUND)
 
 
+def _redactable(path: tuple) -> tuple:
+    """``path`` up to the first key holding '"' (which a redaction's path cannot name): the
+    part of it that can be redacted, empty when its top-level key holds one."""
+    return next((path[:i] for i, step in enumerate(path) if isinstance(step, str) and '"' in step), path)
+
+
 def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str | None, as_json: bool) -> None:
     """``eventstore redact --found``: scan the sessions (all, or ``session_ids``) again and
     redact each secret-bearing field through :meth:`EventStore.redact`, one redaction (one
@@ -103,13 +110,24 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
                          "error": "a secret in the session's meta cannot be redacted (the meta is not an event)"})
             continue
         why = reason or f"secret: {kinds}"
+        # a key holding '"' cannot be named in a redaction's path (SQLite's JSON paths): its
+        # parent is redacted instead; a top-level one is said, and the event's other fields redacted
+        targets = [_redactable(f.path) for f in found]
+        bad = [f for f, t in zip(found, targets, strict=True) if not t]
+        if bad:
+            left.append({"session_id": sid, "seq": seq, "paths": [f.field for f in bad], "kind": kinds,
+                         "error": "a top-level key holding '\"' cannot be redacted by path"})
+            found = [f for f, t in zip(found, targets, strict=True) if t]
+        paths = list(dict.fromkeys(t for t in targets if t))
+        if not paths:
+            continue
         try:
             store.redact(sid, seq, [list(p) for p in paths], reason=why)
         except EventStoreError as e:  # said with the rest; the other events are still redacted
             left.append({"session_id": sid, "seq": seq, "paths": [f.field for f in found], "kind": kinds,
                          "error": str(e)})
             continue
-        done.append({"session_id": sid, "seq": seq, "paths": list(dict.fromkeys(f.field for f in found)),
+        done.append({"session_id": sid, "seq": seq, "paths": [path_text(p) for p in paths],
                      "kind": kinds, "reason": why})
     if as_json:
         click.echo(json.dumps({"redacted": done, "not_redacted": left}, ensure_ascii=False))

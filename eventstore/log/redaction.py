@@ -9,6 +9,7 @@ redacted value becomes the string ``"[redacted: REASON]"``.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,6 @@ TARGET_SEQ = "event_seq"
 #: The most paths one redaction names (SQLite's trigger applies them in one ``json_set``).
 MAX_PATHS = 32
 
-_STEP = re.compile(r"\[(\d+)\]|\.?([^.\[\]]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,25 +66,20 @@ def check_reason(reason: Any) -> str:
 
 def parse_path(path: Any) -> list:
     """A path as a list: a list or tuple as it is (keys strings, indexes non-negative
-    integers, the first a key), a string ``a.b[0].c`` or a JSON array text ``["a", 0]``.
-    Raises :class:`InvalidEvent` for anything else."""
+    integers, the first a key), a JSON array text ``["a", 0]``, or the text
+    :func:`path_text` writes: ``a.b[0].c``, a key that is not a plain name in brackets as a
+    JSON string (``env["GITHUB.TOKEN"]``, ``["a b"][0]``). ``parse_path(path_text(p)) == p``
+    for every path. Raises :class:`InvalidEvent` for anything else."""
     if isinstance(path, str):
         text = path.strip()
-        if text.startswith("["):
+        path = None
+        if text.startswith("["):  # a JSON array; or a first key in brackets, read below
             try:
                 path = loads(text)
             except ValueError:
-                raise InvalidEvent(f"path {text!r} is not a JSON array") from None
-        else:
-            steps, at = [], 0
-            while at < len(text):
-                m = _STEP.match(text, at)
-                if m is None or m.end() == at:
-                    raise InvalidEvent(f"path {text!r}: cannot read it at character {at + 1} (write keys with "
-                                       f"dots and indexes in brackets: tool_calls[0].function.arguments)")
-                steps.append(int(m.group(1)) if m.group(1) is not None else m.group(2))
-                at = m.end()
-            path = steps
+                path = None
+        if path is None:
+            path = _read_steps(text)
     if not isinstance(path, (list, tuple)) or not path:
         raise InvalidEvent(f"a path is a non-empty list of keys and indexes, not {path!r}")
     out = list(path)
@@ -93,17 +88,59 @@ def parse_path(path: Any) -> list:
     for step in out:
         if isinstance(step, bool) or not isinstance(step, (str, int)) or (isinstance(step, int) and step < 0):
             raise InvalidEvent(f"path {out!r}: each step is a key (string) or an index (integer >= 0), not {step!r}")
-        if isinstance(step, str) and '"' in step:
-            raise InvalidEvent(f"path {out!r}: a key holding '\"' cannot be redacted by path; redact its parent")
     return out
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a key path_text writes bare
+_BARE = re.compile(r"[^.\[\]\"]+")  # a key parse_path reads bare (any text without . [ ] ")
+_INDEX = re.compile(r"\[(\d+)\]")
+_JSON = json.JSONDecoder()
+
+
+def _read_steps(text: str) -> list:
+    """The steps of a path's text (see :func:`parse_path`)."""
+    steps: list = []
+    at = 0
+    while at < len(text):
+        m = _INDEX.match(text, at)
+        if m is not None:
+            steps.append(int(m.group(1)))
+            at = m.end()
+            continue
+        if text.startswith('["', at):
+            try:
+                key, end = _JSON.raw_decode(text, at + 1)
+            except ValueError:
+                key, end = None, at
+            if isinstance(key, str) and text.startswith("]", end):
+                steps.append(key)
+                at = end + 1
+                continue
+        elif not steps or text[at] == ".":  # the first key, or .key
+            m = _BARE.match(text, at + 1 if steps else at)
+            if m is not None:
+                steps.append(m.group(0))
+                at = m.end()
+                continue
+        raise InvalidEvent(f"path {text!r}: cannot read it at character {at + 1} (write keys with dots, indexes "
+                           f"in brackets and other keys as JSON strings in brackets: "
+                           f'tool_calls[0].function.arguments, env["GITHUB.TOKEN"])')
+    return steps
 
 
 def path_text(path: list) -> str:
-    """A path's string form (``tool_calls[0].function.arguments``)."""
-    out = str(path[0])
-    for step in path[1:]:
-        out += f"[{step}]" if isinstance(step, int) else f".{step}"
-    return out
+    """A path's string form, which :func:`parse_path` reads back: ``tool_calls[0].function.arguments``;
+    a key that is not a plain name (``[A-Za-z_][A-Za-z0-9_-]*``) as a JSON string in brackets
+    (``env["GITHUB.TOKEN"]``, ``["a b"][0]``)."""
+    out = []
+    for i, step in enumerate(path):
+        if type(step) is int:
+            out.append(f"[{step}]")
+        elif isinstance(step, str) and _NAME.fullmatch(step):
+            out.append(f".{step}" if i else step)
+        else:
+            out.append(f"[{json.dumps(step, ensure_ascii=False)}]")
+    return "".join(out)
 
 
 def _lookup(payload: Any, path: list) -> tuple[bool, Any]:
@@ -169,6 +206,9 @@ def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | Non
             raise InvalidEvent(f"{where}: the payload has no {path_text(p)}")
         if p[0] == "event_id":
             raise InvalidEvent(f"{where}: event_id is the event's idempotency key and cannot be redacted")
+        if any(isinstance(step, str) and '"' in step for step in p):  # SQLite's JSON paths cannot name it
+            raise InvalidEvent(f"{where}: path {path_text(p)}: a key holding '\"' cannot be redacted by path; "
+                               f"redact its parent")
         if pairing_id(p):
             raise InvalidEvent(f"{where}: {path_text(p)} pairs a tool call with its result (the messages a chat "
                                f"API is given need it) and cannot be redacted; redact the other fields")
