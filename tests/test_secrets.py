@@ -167,7 +167,7 @@ def test_scan_command_table_json_and_exit_status(db_path: Path):
     r = runner.invoke(cli, ["--db", str(db_path), "scan", "--json", "clean"])
     assert (r.exit_code, r.stdout) == (0, "[]\n")
     r = runner.invoke(cli, ["--db", str(db_path), "scan", "nope"])
-    assert (r.exit_code, r.stderr) == (1, "error: session 'nope' not found\n")
+    assert (r.exit_code, r.stderr) == (2, "error: session 'nope' not found\n")  # an error, not a finding
     for args in (["scan"], ["scan", "--json"]):
         out = runner.invoke(cli, ["--db", str(db_path), *args]).output
         assert not [s for s in secrets if s in out]
@@ -439,3 +439,29 @@ def test_scan_and_redact_secrets_as_the_postgres_roles(pg_server):
             assert r.exit_code == 1, (role, r.output)
             assert [(f["seq"], f["kind"]) for f in json.loads(r.stdout)] == [(5, "Slack Token")]
             assert "xoxb-1234" not in r.output
+
+
+def test_scan_exit_status_tells_findings_from_errors(db_path: Path, tmp_path: Path):
+    """0 clean, 1 secrets found, 2 nothing could be scanned (one line, no traceback)."""
+    import subprocess
+    import sys
+
+    with EventStore.open(db_path) as store:
+        _store_with_secrets(store)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all" * 100)
+
+    def scan(db, *args):
+        return subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db), "scan", *args],
+                              capture_output=True, text=True, cwd=ROOT)
+
+    assert scan(db_path, "clean").returncode == 0
+    assert scan(db_path, "leaky").returncode == 1
+    for db, args, words in [(db_path, ["nope"], "session 'nope' not found"),
+                            (db_path, ["clean", "nope"], "session 'nope' not found"),
+                            (tmp_path / "missing.db", [], "missing.db"),
+                            (junk, [], "junk.db")]:
+        p = scan(db, *args)
+        assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "2 when it cannot" in CliRunner().invoke(cli, ["scan", "--help"]).output

@@ -14,6 +14,10 @@ A :class:`Finding` names the session, the seq (None for the session's meta), the
 (``tool_calls[0].function.arguments``) and the kind, with a masked preview: a short prefix
 of the secret at most, never the secret.
 
+A secret streamed in pieces (``assistant/chunk`` deltas) is in no one event: each run of
+chunks is also scanned with its deltas joined (:class:`ChunkRuns`), and every chunk holding a
+piece of a secret is a finding (``delta.content``).
+
 :class:`SecretFilter` is the write-time side (``EventStore.open(..., redact_secrets=True)``,
 ``eventstore import --redact-secrets``): each secret-bearing field is stored as the marker
 ``[redacted: secret: KIND]``, and a ``redaction`` event right after the event says so.
@@ -44,8 +48,12 @@ from detect_secrets.plugins.sendgrid import SendGridDetector
 from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.stripe import StripeDetector
 
-__all__ = ["Finding", "NEEDLES", "PLUGINS", "SecretFilter", "candidates", "kinds", "mask", "path_text", "scan_payload",
-           "scan_payload_json", "scan_store", "secrets_in"]
+# a path's text (``tool_calls[0].function.arguments``, ``env["GITHUB.TOKEN"]``): the one that
+# ``redact --path`` reads back (eventstore.log.redaction.parse_path)
+from eventstore.log.redaction import path_text
+
+__all__ = ["ChunkRuns", "Finding", "NEEDLES", "PLUGINS", "SecretFilter", "candidates", "chunk_secrets", "kinds",
+           "mask", "path_text", "scan_payload", "scan_payload_json", "scan_store", "secrets_in"]
 
 REDACTION = "redaction"  # the type of the event that records a redaction (docs/redaction.md)
 #: The redaction event's key naming the redacted event's seq. (The design's "seq" cannot be a
@@ -347,20 +355,6 @@ def secrets_in(text: str) -> list[tuple[str, str]]:
 Path = tuple  # a field path: keys and list indices from the payload's root
 
 
-def path_text(path: Path) -> str:
-    """``("tool_calls", 0, "function", "arguments")`` as ``tool_calls[0].function.arguments``
-    (a key that is not a plain name is written as JSON in brackets: ``["a b"]``)."""
-    out = []
-    for k in path:
-        if type(k) is int:
-            out.append(f"[{k}]")
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", k):
-            out.append(f".{k}" if out else k)
-        else:
-            out.append(f"[{json.dumps(k, ensure_ascii=False)}]")
-    return "".join(out)
-
-
 def _strings(value: Any, path: tuple) -> Iterator[tuple[tuple, str]]:
     """Every string inside ``value`` with its path."""
     if type(value) is str:
@@ -393,6 +387,96 @@ def scan_payload_json(text: str) -> list[tuple[Path, str, str]]:
     if not _plugins_for(text.lower()):
         return []
     return scan_payload(json.loads(text))
+
+
+# --- streamed chunks -----------------------------------------------------------------------
+
+#: The event type of a streamed increment of an assistant message (``{"delta": {"content": ...}}``).
+CHUNK = "assistant/chunk"
+#: The event types that end a run of chunks: the message they stream, or a new step or turn
+#: (the same runs verify checks against their message).
+RUN_ENDS = frozenset({"assistant/message", "step/start", "turn/start"})
+
+
+class ChunkRuns:
+    """The runs of ``assistant/chunk`` events of one session, read in order, and the secrets
+    their deltas hold joined: a key streamed in 8-character pieces is in no one chunk.
+
+    Every string in a chunk's ``delta`` (``content``; any other text a chunk carries, such as
+    reasoning or tool call argument deltas) is joined with the same path's strings of the
+    run's other chunks. :meth:`feed` takes each event; when a run ends (its message, a new
+    step or turn; :meth:`close` at the end of what is read) it returns ``(key, path, kind,
+    secret)`` for every chunk whose piece overlaps a secret of the joined text, ``key`` being
+    what the caller passed (a seq, an index), ``path`` the piece's (``("delta", "content")``)."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self):
+        self.pieces: dict[Path, list[tuple[Any, str]]] = {}  # path -> [(key, piece)] in order
+
+    @property
+    def open(self) -> bool:
+        """Whether a run has chunks not yet looked at."""
+        return bool(self.pieces)
+
+    def feed(self, key: Any, type_: str, payload: Any) -> list[tuple[Any, Path, str, str]]:
+        """Take the next event (``payload`` a dict or its JSON text); the findings of the run it
+        ends, if it ends one."""
+        if type_ == CHUNK:
+            if isinstance(payload, (str, bytes)):
+                try:
+                    payload = json.loads(payload)
+                except ValueError:
+                    return []
+            delta = payload.get("delta") if isinstance(payload, dict) else None
+            if isinstance(delta, dict):
+                for path, piece in _strings(delta, ("delta",)):
+                    self.pieces.setdefault(path, []).append((key, piece))
+            return []
+        return self.close() if type_ in RUN_ENDS else []
+
+    def close(self) -> list[tuple[Any, Path, str, str]]:
+        """The findings of the run read so far, which ends here."""
+        out: dict[tuple, tuple] = {}
+        for path, pieces in self.pieces.items():
+            if len(pieces) < 2:  # one piece is scanned with its own event
+                continue
+            joined = "".join(p for _k, p in pieces)
+            found = secrets_in(joined)
+            if not found:
+                continue
+            starts, at = [], 0
+            for _k, p in pieces:
+                starts.append(at)
+                at += len(p)
+            for kind, secret in found:
+                pos = joined.find(secret)
+                while pos != -1 and secret:
+                    end = pos + len(secret)
+                    i = bisect_right(starts, pos) - 1  # the piece the secret starts in, then each one it reaches
+                    while i < len(pieces) and starts[i] < end:
+                        if pieces[i][1]:
+                            out.setdefault((pieces[i][0], path, kind), (pieces[i][0], path, kind, secret))
+                        i += 1
+                    pos = joined.find(secret, end)
+        self.pieces = {}
+        return list(out.values())
+
+
+def chunk_secrets(types: list[str], texts: list[str]) -> dict[int, list[tuple[Path, str, str]]]:
+    """For a batch of events (``types``, payload JSON ``texts``): index -> ``(path, kind,
+    secret)`` of each chunk whose delta overlaps a secret streamed across chunks of the batch
+    (:class:`ChunkRuns`; a run still open at the batch's end is looked at as it is)."""
+    runs = ChunkRuns()
+    found: list = []
+    for i, (type_, text) in enumerate(zip(types, texts, strict=True)):
+        if type_ == CHUNK or (runs.open and type_ in RUN_ENDS):
+            found += runs.feed(i, type_, text)
+    found += runs.close()
+    out: dict[int, list] = {}
+    for i, path, kind, secret in found:
+        out.setdefault(i, []).append((path, kind, secret))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,17 +522,36 @@ def scan_store(store, session_ids: Iterable[str] | None = None,
         for path, kind, secret in scan_payload_json(meta):
             yield Finding(sid, None, path, kind, mask(secret))
         after = -1
+        runs = ChunkRuns()
+        held: list[Finding] = []  # while a run of chunks is open: its secrets are known when it ends
         while True:
             rows = store.export_rows(sid, after, PAGE_EVENTS, PAGE_BYTES)
             if not rows:
                 break
             texts = [pj.decode("utf-8") if type(pj) is bytes else pj for _type, _seq, _ts, pj in rows]
-            for i in candidates(texts):
-                for path, kind, secret in scan_payload(json.loads(texts[i])):
-                    yield Finding(sid, rows[i][1], path, kind, mask(secret))
+            hits = {i: scan_payload(json.loads(texts[i])) for i in candidates(texts)}
+            for i, (type_, seq, _ts, _pj) in enumerate(rows):
+                if type_ == CHUNK or (runs.open and type_ in RUN_ENDS):
+                    _add_run(held, sid, runs.feed(seq, type_, texts[i]))
+                held += [Finding(sid, seq, path, kind, mask(secret)) for path, kind, secret in hits.get(i, ())]
+                if held and not runs.open:
+                    held.sort(key=lambda f: f.seq)  # (stable: each event's findings in their order)
+                    yield from held
+                    held = []
             after = rows[-1][1]
             if progress is not None:
                 progress(len(rows))
+        _add_run(held, sid, runs.close())
+        held.sort(key=lambda f: f.seq)
+        yield from held
+
+
+def _add_run(held: list[Finding], sid: str, found: list[tuple[Any, Path, str, str]]) -> None:
+    """Add the findings of a run of chunks to ``held``, but for a secret a chunk holds whole
+    (found with its event already)."""
+    seen = {(f.seq, f.path, f.kind) for f in held}
+    held += [Finding(sid, seq, path, kind, mask(secret)) for seq, path, kind, secret in found
+             if (seq, path, kind) not in seen]
 
 
 # --- write time ----------------------------------------------------------------------------
@@ -478,11 +581,14 @@ def _set(payload: Any, path: Path, value: Any) -> Any:
     return out
 
 
-def redacted(payload: dict) -> tuple[dict, list[Path], str] | None:
+def redacted(payload: dict, streamed: Iterable[tuple[Path, str, str]] = ()) -> tuple[dict, list[Path], str] | None:
     """``(payload with each secret-bearing field replaced by its marker, the paths replaced,
     the reason)``, or None when ``payload`` holds no secret. The reason is ``secret: KIND``
-    (the kinds in order, comma-separated, when a payload holds several)."""
+    (the kinds in order, comma-separated, when a payload holds several). ``streamed``: more
+    ``(path, kind, secret)`` to redact, the pieces of a secret streamed across chunks
+    (:func:`chunk_secrets`)."""
     found = scan_payload(payload)
+    found += [f for f in streamed if (f[0], f[1]) not in {(p, k) for p, k, _s in found}]
     if not found:
         return None
     by_path: dict[Path, list[str]] = {}
@@ -522,7 +628,8 @@ class SecretFilter:
         fields. None when no event holds a secret (the batch is stored as it is)."""
         from eventstore.log.codec import dumps
 
-        hit = set(candidates(payload_texts))
+        streamed = chunk_secrets(types, payload_texts)
+        hit = set(candidates(payload_texts)) | set(streamed)
         if not hit:
             return None
         out_types: list[str] = []
@@ -530,7 +637,7 @@ class SecretFilter:
         out_texts: list[str] = []
         changed = False
         for i, (type_, ts, text) in enumerate(zip(types, tss, payload_texts, strict=True)):
-            r = redacted(json.loads(text)) if i in hit else None
+            r = redacted(json.loads(text), streamed.get(i, ())) if i in hit else None
             seq = first_seq + len(out_types)
             if r is None:
                 out_types.append(type_)
@@ -575,7 +682,8 @@ class RowRedactor:
         if not rows:
             return rows, lines, offsets
         texts = [r[3].decode("utf-8") if type(r[3]) is bytes else r[3] for r in rows]
-        hit = set(candidates(texts))
+        streamed = chunk_secrets([r[1] for r in rows], texts)
+        hit = set(candidates(texts)) | set(streamed)
         if not hit and not self.shift:
             last = rows[-1][4]
             self.prev = last.decode() if type(last) is bytes else last
@@ -583,7 +691,7 @@ class RowRedactor:
         out, out_lines, out_offsets = [], [], []
         prev = self.prev
         for i, (seq, type_, ts, payload, hash_) in enumerate(rows):
-            r = redacted(json.loads(texts[i])) if i in hit else None
+            r = redacted(json.loads(texts[i]), streamed.get(i, ())) if i in hit else None
             binary = type(payload) is bytes
             if r is None and not self.shift:  # before the first secret: as read
                 out.append((seq, type_, ts, payload, hash_))

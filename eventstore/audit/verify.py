@@ -92,7 +92,7 @@ class _Walk(ToolCallTracker):
     """One session read in seq order: the tool-call rules' problems and the streamed chunks
     checked against their message, as findings."""
 
-    __slots__ = ("sid", "findings", "chunks", "chunk_seqs")
+    __slots__ = ("sid", "findings", "chunks", "chunk_seqs", "chunk_findings", "redacted")
 
     def __init__(self, session_id: str):
         super().__init__()
@@ -100,6 +100,10 @@ class _Walk(ToolCallTracker):
         self.findings: list[Finding] = []
         self.chunks: list[str] = []
         self.chunk_seqs: list[int] = []
+        # each chunks finding with the seqs it compares: dropped at the end when a redaction
+        # event names one of them (a redacted piece or message differs by design)
+        self.chunk_findings: list[tuple[Finding, list[int]]] = []
+        self.redacted: set[int] = set()  # the seqs the session's redaction events name
 
     def _add(self, kind: str, seq: int | None, message: str) -> None:
         self.findings.append(Finding(kind, self.sid, seq, message))
@@ -143,7 +147,22 @@ class _Walk(ToolCallTracker):
             self._check_chunks(seq, payload)
         elif type_ == STEP_START or type_ == TURN_START:
             self._reset_chunks()
+        elif type_ == REDACTION:
+            try:
+                target = (loads(payload) if isinstance(payload, str) else payload).get(TARGET_SEQ)
+            except (ValueError, AttributeError):
+                target = None
+            if isinstance(target, int):
+                self.redacted.add(target)
         super().feed(seq, type_, payload)
+
+    def finish(self) -> None:
+        """The log ends here: the tool-call rules' last findings; a chunks finding of a run
+        whose message or any chunk was redacted is no finding."""
+        super().finish()
+        drop = {id(f) for f, seqs in self.chunk_findings if self.redacted.intersection(seqs)}
+        if drop:
+            self.findings = [f for f in self.findings if id(f) not in drop]
 
     def _reset_chunks(self) -> None:
         self.chunks = []
@@ -158,6 +177,7 @@ class _Walk(ToolCallTracker):
                 + (f"..{self.chunk_seqs[-1]}" if len(self.chunk_seqs) > 1 else ""))
         if content is None:
             content = ""
+        before = len(self.findings)
         if not isinstance(content, str):
             self._add("chunks", seq, f"content is a {type(content).__name__}, not the text streamed by {span}")
         else:
@@ -167,6 +187,8 @@ class _Walk(ToolCallTracker):
                           min(len(content), len(streamed)))
                 self._add("chunks", seq, f"content ({len(content)} characters) differs from the concatenation "
                                          f"of {span} ({len(streamed)} characters) at character {at}")
+        if len(self.findings) > before:
+            self.chunk_findings.append((self.findings[-1], [seq, *self.chunk_seqs]))
         self._reset_chunks()
 
 

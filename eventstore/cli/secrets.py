@@ -9,13 +9,18 @@ import click
 
 from eventstore.errors import EventStoreError
 from eventstore.live.tailview import CONTROL_OR_NEWLINE, escape_char
+from eventstore.log.redaction import path_text
 
-from .base import EXIT_ERROR, TEXT, fail
+from .base import EXIT_ERROR, TEXT, fail, invoke_reporting_errors
 from .common import open_store, out_bytes, plural, printable, stderr_is_terminal
 from .table import print_table
 
 #: ``scan``'s exit status when it finds a secret (as secret scanners do: a CI step fails).
 EXIT_FOUND = 1
+#: ``scan``'s exit status when it cannot scan (no such session, a database it cannot read):
+#: not 1, so that a CI step tells "secrets found" from "nothing was scanned" (a usage error
+#: exits 2 too, as for every command).
+EXIT_SCAN_ERROR = 2
 
 
 def _progress():
@@ -46,9 +51,22 @@ def scan(ctx: click.Context, session_ids: tuple[str, ...], as_json: bool) -> Non
     (message content, tool call arguments, tool results, nested parts) and the session's
     meta. Each finding names the session, the seq (meta for the session's meta), the field
     and the kind, with a masked preview: a few leading characters at most, never the secret.
-    Exits with status 1 when something is found, 0 when the store is clean. `eventstore
-    redact --found` redacts what scan finds.
+    Exit status: 0 when the store is clean, 1 when something is found, 2 when it cannot
+    scan (a session that is not stored, a database it cannot open or read, a usage error).
+    `eventstore redact --found` redacts what scan finds.
     """
+    try:  # an error is one line, as for every command, but its status is not the one of a finding
+        found = invoke_reporting_errors(lambda ctx: _scan(ctx, session_ids, as_json), ctx)
+    except SystemExit as e:
+        if e.code == EXIT_ERROR:
+            sys.exit(EXIT_SCAN_ERROR)
+        raise
+    if found:
+        sys.exit(EXIT_FOUND)
+
+
+def _scan(ctx: click.Context, session_ids: tuple[str, ...], as_json: bool) -> bool:
+    """``scan``'s work: prints the findings; whether there are any."""
     from eventstore.audit.secrets import scan_store
 
     store = open_store(ctx, readonly=True)
@@ -68,8 +86,13 @@ def scan(ctx: click.Context, session_ids: tuple[str, ...], as_json: bool) -> Non
                    f"{plural(sessions, 'session')}; `eventstore redact --found` redacts them", err=True)
     else:
         click.echo("no secrets found")
-    if findings:
-        sys.exit(EXIT_FOUND)
+    return bool(findings)
+
+
+def _redactable(path: tuple) -> tuple:
+    """``path`` up to the first key holding '"' (which a redaction's path cannot name): the
+    part of it that can be redacted, empty when its top-level key holds one."""
+    return next((path[:i] for i, step in enumerate(path) if isinstance(step, str) and '"' in step), path)
 
 
 def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str | None, as_json: bool) -> None:
@@ -103,13 +126,24 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
                          "error": "a secret in the session's meta cannot be redacted (the meta is not an event)"})
             continue
         why = reason or f"secret: {kinds}"
+        # a key holding '"' cannot be named in a redaction's path (SQLite's JSON paths): its
+        # parent is redacted instead; a top-level one is said, and the event's other fields redacted
+        targets = [_redactable(f.path) for f in found]
+        bad = [f for f, t in zip(found, targets, strict=True) if not t]
+        if bad:
+            left.append({"session_id": sid, "seq": seq, "paths": [f.field for f in bad], "kind": kinds,
+                         "error": "a top-level key holding '\"' cannot be redacted by path"})
+            found = [f for f, t in zip(found, targets, strict=True) if t]
+        paths = list(dict.fromkeys(t for t in targets if t))
+        if not paths:
+            continue
         try:
             store.redact(sid, seq, [list(p) for p in paths], reason=why)
         except EventStoreError as e:  # said with the rest; the other events are still redacted
             left.append({"session_id": sid, "seq": seq, "paths": [f.field for f in found], "kind": kinds,
                          "error": str(e)})
             continue
-        done.append({"session_id": sid, "seq": seq, "paths": list(dict.fromkeys(f.field for f in found)),
+        done.append({"session_id": sid, "seq": seq, "paths": [path_text(p) for p in paths],
                      "kind": kinds, "reason": why})
     if as_json:
         click.echo(json.dumps({"redacted": done, "not_redacted": left}, ensure_ascii=False))

@@ -49,6 +49,9 @@ BATCH_ROWS = 5000  # rows per batch (the backend's fastest bulk insert: multi-ro
 BATCH_BYTES = 4 << 20  # bytes of lines per batch
 CHUNK_ROWS = 5000  # rows of each write transaction of a chunked import, at most
 CHUNK_BYTES = 16 << 20  # bytes of lines of each, about, at most (the WAL a transaction holds)
+#: A redacting store's batch ending in a run of streamed chunks takes the next batches in,
+#: up to this many rows, so that the run is scanned whole.
+MERGE_ROWS = 100_000
 CHUNK_SLICE = 250  # rows inserted between two looks for a waiting writer: a waiter waits about this long
 
 Progress = Callable[[int, int], None]
@@ -273,6 +276,13 @@ class _Batches:
             return None
         batch = self._ahead.pop(0)
         self._fill(1)
+        # a redacting store sees a run of streamed chunks whole: a secret split across its
+        # chunks is found only in their joined deltas (eventstore.audit.secrets.ChunkRuns)
+        while (self.redactor is not None and batch[0] and batch[0][-1][1] == "assistant/chunk" and self._ahead
+               and len(batch[0]) < MERGE_ROWS):
+            more = self._ahead.pop(0)
+            self._fill(1)
+            batch = (batch[0] + more[0], batch[1] + more[1], batch[2] + more[2], more[3])
         return batch
 
 
@@ -442,19 +452,23 @@ def _store_batches(tx: ImportTransaction, reader, batches: _Batches, name: str, 
     failed: tuple[InvalidJSONL, int] | None = None
     first = True  # the first rows this transaction inserts chain from the stored event before them
     while True:
-        item = batches.pending if batches.pending is not None else batches.next()
+        fresh = batches.pending is None
+        item = batches.next() if fresh else batches.pending
         batches.pending = None
         if item is None:
             break
         if reader.error is not None and not salvage:
             raise reader.error
         rows, lines, offsets, nbytes = item
+        if fresh and batches.redactor is not None:  # the whole batch, before slicing: a run of chunks is in one
+            rows, lines, offsets = batches.redactor.rows(rows, lines, offsets)
         if max_rows is not None and len(rows) > min(CHUNK_SLICE, max_rows - taken):
             k = max(1, min(CHUNK_SLICE, max_rows - taken))
-            batches.pending = (rows[k:], lines[k:], offsets[k:], nbytes)
-            rows, lines, offsets, nbytes = rows[:k], lines[:k], offsets[:k], None
-        if batches.redactor is not None:
-            rows, lines, offsets = batches.redactor.rows(rows, lines, offsets)
+            while k < len(rows) and rows[k][1] == "redaction" and batches.redactor is not None:
+                k += 1  # an event redacted before storing goes with its redaction event
+            if k < len(rows):
+                batches.pending = (rows[k:], lines[k:], offsets[k:], nbytes)
+                rows, lines, offsets, nbytes = rows[:k], lines[:k], offsets[:k], None
         taken += len(rows)
         if rows and rows[0][0] < head:  # these events are stored: they must be the same
             k = min(len(rows), head - rows[0][0])

@@ -10,6 +10,7 @@ redacted value becomes the string ``"[redacted: REASON]"``.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,8 @@ from eventstore.errors import InvalidEvent
 from eventstore.log.codec import dumps, loads
 from eventstore.log.commit import is_event_salt, key_salt, key_salts_blob, key_salts_of, value_digest
 
-__all__ = ["REDACTION", "TARGET_SEQ", "MAX_PATHS", "Redaction", "marker", "parse_path", "path_text", "check_reason",
+__all__ = ["REDACTION", "TARGET_SEQ", "MAX_PATHS", "Redaction", "marker", "pairing_id", "parse_path", "path_text",
+           "check_reason",
            "redacted_payload", "redaction_record", "record_json"]
 
 #: The event type that records a redaction.
@@ -29,7 +31,6 @@ TARGET_SEQ = "event_seq"
 #: The most paths one redaction names (SQLite's trigger applies them in one ``json_set``).
 MAX_PATHS = 32
 
-_STEP = re.compile(r"\[(\d+)\]|\.?([^.\[\]]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,25 +67,20 @@ def check_reason(reason: Any) -> str:
 
 def parse_path(path: Any) -> list:
     """A path as a list: a list or tuple as it is (keys strings, indexes non-negative
-    integers, the first a key), a string ``a.b[0].c`` or a JSON array text ``["a", 0]``.
-    Raises :class:`InvalidEvent` for anything else."""
+    integers, the first a key), a JSON array text ``["a", 0]``, or the text
+    :func:`path_text` writes: ``a.b[0].c``, a key that is not a plain name in brackets as a
+    JSON string (``env["GITHUB.TOKEN"]``, ``["a b"][0]``). ``parse_path(path_text(p)) == p``
+    for every path. Raises :class:`InvalidEvent` for anything else."""
     if isinstance(path, str):
         text = path.strip()
-        if text.startswith("["):
+        path = None
+        if text.startswith("["):  # a JSON array; or a first key in brackets, read below
             try:
                 path = loads(text)
             except ValueError:
-                raise InvalidEvent(f"path {text!r} is not a JSON array") from None
-        else:
-            steps, at = [], 0
-            while at < len(text):
-                m = _STEP.match(text, at)
-                if m is None or m.end() == at:
-                    raise InvalidEvent(f"path {text!r}: cannot read it at character {at + 1} (write keys with "
-                                       f"dots and indexes in brackets: tool_calls[0].function.arguments)")
-                steps.append(int(m.group(1)) if m.group(1) is not None else m.group(2))
-                at = m.end()
-            path = steps
+                path = None
+        if path is None:
+            path = _read_steps(text)
     if not isinstance(path, (list, tuple)) or not path:
         raise InvalidEvent(f"a path is a non-empty list of keys and indexes, not {path!r}")
     out = list(path)
@@ -93,17 +89,59 @@ def parse_path(path: Any) -> list:
     for step in out:
         if isinstance(step, bool) or not isinstance(step, (str, int)) or (isinstance(step, int) and step < 0):
             raise InvalidEvent(f"path {out!r}: each step is a key (string) or an index (integer >= 0), not {step!r}")
-        if isinstance(step, str) and '"' in step:
-            raise InvalidEvent(f"path {out!r}: a key holding '\"' cannot be redacted by path; redact its parent")
     return out
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a key path_text writes bare
+_BARE = re.compile(r"[^.\[\]\"]+")  # a key parse_path reads bare (any text without . [ ] ")
+_INDEX = re.compile(r"\[(\d+)\]")
+_JSON = json.JSONDecoder()
+
+
+def _read_steps(text: str) -> list:
+    """The steps of a path's text (see :func:`parse_path`)."""
+    steps: list = []
+    at = 0
+    while at < len(text):
+        m = _INDEX.match(text, at)
+        if m is not None:
+            steps.append(int(m.group(1)))
+            at = m.end()
+            continue
+        if text.startswith('["', at):
+            try:
+                key, end = _JSON.raw_decode(text, at + 1)
+            except ValueError:
+                key, end = None, at
+            if isinstance(key, str) and text.startswith("]", end):
+                steps.append(key)
+                at = end + 1
+                continue
+        elif not steps or text[at] == ".":  # the first key, or .key
+            m = _BARE.match(text, at + 1 if steps else at)
+            if m is not None:
+                steps.append(m.group(0))
+                at = m.end()
+                continue
+        raise InvalidEvent(f"path {text!r}: cannot read it at character {at + 1} (write keys with dots, indexes "
+                           f"in brackets and other keys as JSON strings in brackets: "
+                           f'tool_calls[0].function.arguments, env["GITHUB.TOKEN"])')
+    return steps
 
 
 def path_text(path: list) -> str:
-    """A path's string form (``tool_calls[0].function.arguments``)."""
-    out = str(path[0])
-    for step in path[1:]:
-        out += f"[{step}]" if isinstance(step, int) else f".{step}"
-    return out
+    """A path's string form, which :func:`parse_path` reads back: ``tool_calls[0].function.arguments``;
+    a key that is not a plain name (``[A-Za-z_][A-Za-z0-9_-]*``) as a JSON string in brackets
+    (``env["GITHUB.TOKEN"]``, ``["a b"][0]``)."""
+    out = []
+    for i, step in enumerate(path):
+        if type(step) is int:
+            out.append(f"[{step}]")
+        elif isinstance(step, str) and _NAME.fullmatch(step):
+            out.append(f".{step}" if i else step)
+        else:
+            out.append(f"[{json.dumps(step, ensure_ascii=False)}]")
+    return "".join(out)
 
 
 def _lookup(payload: Any, path: list) -> tuple[bool, Any]:
@@ -118,11 +156,21 @@ def _lookup(payload: Any, path: list) -> tuple[bool, Any]:
     return True, node
 
 
+def pairing_id(path: list) -> bool:
+    """Whether ``path`` names an identifier that pairs messages in the projection: a tool
+    result's ``tool_call_id`` or a call's ``tool_calls[i].id``. Such a value is never
+    redacted: without it a call and its result no longer pair, and the ``messages`` a chat API
+    is given are invalid (a dangling call, an orphan result)."""
+    return path == ["tool_call_id"] or (len(path) == 3 and path[0] == "tool_calls" and type(path[1]) is int
+                                        and path[2] == "id")
+
+
 def _call_paths(payload: dict, path: list) -> list[list]:
-    """``path``, or for ``tool_calls`` as a whole (or one call of it) when it holds calls: the
-    name and arguments of each call, so that the calls keep their ids and shape and their
-    results still pair with them (a chat API refuses a ``tool_calls`` that is no array)."""
-    if path[0] != "tool_calls" or len(path) > 2:
+    """``path``, or for ``tool_calls`` as a whole, one call of it or one call's ``function``,
+    when it holds calls: the name and arguments of each call, so that the calls keep their
+    ids and shape and their results still pair with them (a chat API refuses a ``tool_calls``
+    that is no array, a call without an id or whose ``function`` is no object)."""
+    if path[0] != "tool_calls" or len(path) > 3 or (len(path) == 3 and path[2] != "function"):
         return [path]
     calls = payload["tool_calls"]
     if not isinstance(calls, list):
@@ -138,13 +186,17 @@ def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | Non
                      reason: str) -> tuple[list, dict]:
     """``(paths, new payload)``: ``paths`` checked (each leads to a value of ``payload``;
     None means every top-level key; a path inside another one is dropped; ``tool_calls``
-    as a whole, or one call, means each call's name and arguments) and the payload with the
-    marker at each. Raises :class:`InvalidEvent` naming the session and seq."""
+    as a whole, one call or its ``function``, means each call's name and arguments; the
+    identifiers that pair a call with its result, :func:`pairing_id`, are kept: refused when
+    named, left out of the whole payload) and the payload with the marker at each. Raises
+    :class:`InvalidEvent` naming the session and seq."""
     where = f"session {session_id!r}, seq {seq}"
     if paths is None:
-        paths = [[k] for k in payload]
+        paths = [[k] for k in payload if not pairing_id([k])]
         if not paths:
-            raise InvalidEvent(f"{where}: the event's payload is empty: there is nothing to redact")
+            raise InvalidEvent(f"{where}: the event's payload is empty: there is nothing to redact" if not payload else
+                               f"{where}: the event's payload holds only {', '.join(payload)}, which pairs "
+                               f"messages and is kept: there is nothing to redact")
     else:
         try:
             paths = [parse_path(p) for p in paths]
@@ -155,6 +207,12 @@ def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | Non
             raise InvalidEvent(f"{where}: the payload has no {path_text(p)}")
         if p[0] == "event_id":
             raise InvalidEvent(f"{where}: event_id is the event's idempotency key and cannot be redacted")
+        if any(isinstance(step, str) and '"' in step for step in p):  # SQLite's JSON paths cannot name it
+            raise InvalidEvent(f"{where}: path {path_text(p)}: a key holding '\"' cannot be redacted by path; "
+                               f"redact its parent")
+        if pairing_id(p):
+            raise InvalidEvent(f"{where}: {path_text(p)} pairs a tool call with its result (the messages a chat "
+                               f"API is given need it) and cannot be redacted; redact the other fields")
     paths = [q for p in paths for q in _call_paths(payload, p)]
     kept = []
     for p in paths:  # a path under another (or twice) is covered by it
