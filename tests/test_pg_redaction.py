@@ -566,3 +566,20 @@ def test_a_tables_owner_that_does_not_own_the_database_is_told_about_the_statist
             conn.execute(f"DROP OWNED BY {role} CASCADE")
         with pg_server.connect() as conn:
             conn.execute(f"DROP ROLE {role}")
+
+
+def test_the_redactor_of_a_superusers_roles_redacts_and_says_so(pg_server):
+    """A superuser's `eventstore roles` gives pg_logical_emit_message to the owner and the
+    writer only: the redactor's store confirms its commit's flush by the WAL position, so
+    `redact` exits 0 and says what it redacted (it said the flush was unconfirmed before)."""
+    with redactable(pg_server, superuser_roles=True) as (url, tag):
+        with psycopg.connect(url["redactor"], autocommit=True) as conn:
+            with pytest.raises(pg_errors.InsufficientPrivilege):
+                conn.execute("SELECT pg_logical_emit_message(true, 'x', '')")
+        r = CliRunner().invoke(cli, ["--db", url["redactor"], "redact", "s", "1", "--path", "content",
+                                     "--reason", "api key"])
+        assert r.exit_code == 0, r.output
+        assert "redacted session 's' seq 1: content (api key)" in r.output
+        with EventStore.open(url["auditor"], readonly=True) as store:
+            assert store.session("s").derive_messages()[1] == {"role": "tool", "tool_call_id": "c1",
+                                                               "content": "[redacted: api key]"}

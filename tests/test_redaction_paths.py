@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
@@ -58,22 +59,27 @@ def test_a_scanned_path_is_given_back_to_redact(db_path: Path):
     assert token.encode() not in _database_bytes(db_path)
 
 
-def test_redact_found_redacts_an_event_with_a_key_holding_a_quote(db_path: Path):
-    """A key holding '"' cannot be named in a redaction's path: its parent is redacted, and
-    the event's other secrets are redacted all the same; a top-level one is said."""
+@pytest.mark.parametrize("odd", ['"', "\\", "\t", "\n"], ids=["quote", "backslash", "tab", "newline"])
+def test_redact_found_redacts_an_event_with_a_key_json_escapes(db_path: Path, odd: str):
+    """A key that JSON writes with an escape ('"', a backslash, a control character) cannot be
+    named in a redaction's path (SQLite's JSON paths): its parent is redacted, and the
+    event's other secrets are redacted all the same; a top-level one is said."""
     aws, slack, google = SAMPLES["AWS Access Key"][0][1], SAMPLES["Slack Token"][0][0], SAMPLES["Google API Key"][0][1]
     with EventStore.open(db_path) as store:
         s = store.create_session("s")
-        s.append("user/message", {"content": "key " + aws, "env": {'say "hi"': slack, "other": "kept"}})
-        s.append("user/message", {"content": "key " + google, 'top"key': slack})
+        s.append("user/message", {"content": "key " + aws, "env": {f"say {odd}hi": slack, "other": "kept"}})
+        s.append("user/message", {"content": "key " + google, f"top{odd}key": slack})
+    top = path_text([f"top{odd}key"])
     runner = CliRunner()
     r = runner.invoke(cli, ["--db", str(db_path), "redact", "--found"])
     assert "redacted session \"s\" seq 0: content, env (secret: AWS Access Key, Slack Token)" in r.stdout, r.output
     assert "redacted session \"s\" seq 1: content" in r.stdout
-    assert "not redacted: session \"s\" seq 1 [\"top\\\"key\"]" in r.stderr and "cannot be redacted" in r.stderr
+    assert "not redacted: session \"s\" seq 1" in r.stderr and "cannot be redacted" in r.stderr, r.stderr
     assert r.exit_code == 1
+    r = runner.invoke(cli, ["--db", str(db_path), "redact", "s", "1", "--path", top, "--reason", "x"])
+    assert r.exit_code == 1 and "cannot be redacted by path" in r.output and "ES004" not in r.output, r.output
     with EventStore.open(db_path) as store:
-        assert [(f.seq, f.field) for f in scan_store(store)] == [(1, '["top\\"key"]')]
+        assert [(f.seq, f.field) for f in scan_store(store)] == [(1, top)]
         events = {e.seq: e for e in store.session("s").events()}
         assert events[0].payload["env"] == "[redacted: secret: AWS Access Key, Slack Token]"
         assert verify(store.capability(AuditReads)).ok

@@ -9,7 +9,7 @@ import click
 
 from eventstore.errors import EventStoreError
 from eventstore.live.tailview import CONTROL_OR_NEWLINE, escape_char
-from eventstore.log.redaction import path_text
+from eventstore.log.redaction import nameable, path_text
 
 from .base import EXIT_ERROR, TEXT, fail, invoke_reporting_errors
 from .common import open_store, out_bytes, plural, printable, stderr_is_terminal
@@ -90,9 +90,9 @@ def _scan(ctx: click.Context, session_ids: tuple[str, ...], as_json: bool) -> bo
 
 
 def _redactable(path: tuple) -> tuple:
-    """``path`` up to the first key holding '"' (which a redaction's path cannot name): the
-    part of it that can be redacted, empty when its top-level key holds one."""
-    return next((path[:i] for i, step in enumerate(path) if isinstance(step, str) and '"' in step), path)
+    """``path`` up to the first key a redaction's path cannot name (:func:`nameable`): the
+    part of it that can be redacted, empty when its top-level key is one."""
+    return next((path[:i] for i, step in enumerate(path) if not nameable(step)), path)
 
 
 def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str | None, as_json: bool) -> None:

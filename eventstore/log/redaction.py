@@ -19,9 +19,8 @@ from eventstore.errors import InvalidEvent
 from eventstore.log.codec import dumps, loads
 from eventstore.log.commit import is_event_salt, key_salt, key_salts_blob, key_salts_of, value_digest
 
-__all__ = ["REDACTION", "TARGET_SEQ", "MAX_PATHS", "Redaction", "marker", "pairing_id", "parse_path", "path_text",
-           "check_reason",
-           "redacted_payload", "redaction_record", "record_json"]
+__all__ = ["REDACTION", "TARGET_SEQ", "MAX_PATHS", "Redaction", "marker", "nameable", "pairing_id", "parse_path",
+           "path_text", "check_reason", "redacted_payload", "redaction_record", "record_json"]
 
 #: The event type that records a redaction.
 REDACTION = "redaction"
@@ -156,6 +155,13 @@ def _lookup(payload: Any, path: list) -> tuple[bool, Any]:
     return True, node
 
 
+def nameable(step: str | int) -> bool:
+    """Whether a redaction's path can name ``step``: an index, or a key that JSON writes
+    without escapes (no ``"``, ``\\``, control character or lone surrogate). SQLite's JSON
+    paths, which its trigger applies, name a key by its text between quotes, unescaped."""
+    return type(step) is int or dumps(step) == '"' + step + '"'
+
+
 def pairing_id(path: list) -> bool:
     """Whether ``path`` names an identifier that pairs messages in the projection: a tool
     result's ``tool_call_id`` or a call's ``tool_calls[i].id``. Such a value is never
@@ -207,9 +213,9 @@ def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | Non
             raise InvalidEvent(f"{where}: the payload has no {path_text(p)}")
         if p[0] == "event_id":
             raise InvalidEvent(f"{where}: event_id is the event's idempotency key and cannot be redacted")
-        if any(isinstance(step, str) and '"' in step for step in p):  # SQLite's JSON paths cannot name it
-            raise InvalidEvent(f"{where}: path {path_text(p)}: a key holding '\"' cannot be redacted by path; "
-                               f"redact its parent")
+        if not all(map(nameable, p)):
+            raise InvalidEvent(f"{where}: path {path_text(p)}: a key holding '\"', '\\' or a control character "
+                               f"cannot be redacted by path; redact its parent")
         if pairing_id(p):
             raise InvalidEvent(f"{where}: {path_text(p)} pairs a tool call with its result (the messages a chat "
                                f"API is given need it) and cannot be redacted; redact the other fields")

@@ -63,7 +63,7 @@ from eventstore.schema import outdated
 from .. import base
 from ..base import Backend, Follower, ImportLock, ImportTransaction
 from .audit import PgAudit
-from .connection import conninfo, display_url, first_line, open_connection
+from .connection import conninfo, display_url, first_line, open_connection, wait_flushed
 from .follower import PgFollower
 from .importer import PgImport, PgImportLock
 from .index import PgIndex
@@ -126,6 +126,7 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, P
         self._closed = False
         self._index_writable: bool | None = None  # (see _may_index)
         self._sync_level = "on"  # the write connection's durable synchronous_commit (see _conn)
+        self._watch_flush = False  # the role may not call pg_logical_emit_message (see _durable)
 
     # --- open, migrate, close ------------------------------------------------------------------
 
@@ -292,7 +293,13 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, P
         if self.lossy:
             return
         try:
-            conn.execute(FLUSH, (self._sync_level,))
+            if not self._watch_flush:
+                try:
+                    conn.execute(FLUSH, (self._sync_level,))
+                    return
+                except pg_errors.InsufficientPrivilege:  # the redactor of a superuser's `eventstore roles`
+                    self._watch_flush = True
+            wait_flushed(conn)
         except psycopg.Error as e:
             raise DatabaseError(f"{self.display}: session {session_id!r}: committed, but the server did not confirm "
                                 f"the flush to disk: {first_line(e)}") from None

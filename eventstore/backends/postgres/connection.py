@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import time
 from urllib.parse import unquote
 
 import psycopg
@@ -114,3 +115,14 @@ def _connect_failure(url: str, e: psycopg.Error) -> str:
 def first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+def wait_flushed(conn: psycopg.Connection) -> None:
+    """Return once the server's flushed WAL position passes its insert position of now: the
+    flush confirmation of a role that may not call ``pg_logical_emit_message`` (a
+    superuser's ``eventstore roles`` gives it to the owner and the writer only)."""
+    target = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+    pause = 0.001
+    while not conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (target,)).fetchone()[0]:
+        time.sleep(pause)  # (the WAL writer flushes within wal_writer_delay, writers sooner)
+        pause = min(pause * 2, 0.05)

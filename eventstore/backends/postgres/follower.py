@@ -14,7 +14,7 @@ from eventstore.errors import (
 )
 
 from ..base import Backend, Follower
-from .connection import open_connection
+from .connection import open_connection, wait_flushed
 from .statements import (
     CHANNEL,
     EVENT_COLUMNS,
@@ -113,11 +113,7 @@ class PgFollower(Follower):
                 return
             except pg_errors.InsufficientPrivilege:
                 self._watch_flush = True
-        target = self._conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
-        pause = 0.001
-        while not self._conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (target,)).fetchone()[0]:
-            time.sleep(pause)  # (the WAL writer flushes within wal_writer_delay, writers sooner)
-            pause = min(pause * 2, 0.05)
+        wait_flushed(self._conn)
 
     def events_after(self, after_position: int, limit: int,
                      dead_owners: Collection[str] = ()) -> list[tuple[int, str, int, str, float, str]]:
