@@ -80,10 +80,16 @@ def _scan(ctx: click.Context, session_ids: tuple[str, ...], as_json: bool) -> bo
         rows = ([_cell(f.session_id), "meta" if f.seq is None else str(f.seq), _cell(f.field), f.kind, _cell(f.preview)]
                 for f in findings)
         print_table(out_bytes(), ["SESSION", "SEQ", "FIELD", "KIND", "PREVIEW"], rows, right=(1,), strip=True)
-        events = len({(f.session_id, f.seq) for f in findings})
+        in_events = [f for f in findings if f.seq is not None]
+        events = len({(f.session_id, f.seq) for f in in_events})
         sessions = len({f.session_id for f in findings})
-        click.echo(f"{plural(len(findings), 'secret')} in {plural(events, 'event')} of "
-                   f"{plural(sessions, 'session')}; `eventstore redact --found` redacts them", err=True)
+        metas = len({f.session_id for f in findings if f.seq is None})
+        where = " and ".join(filter(None, [events and plural(events, "event"), metas and plural(metas, "meta")]))
+        advice = "`eventstore redact --found` redacts those in events" if in_events else ""
+        if metas:  # a session's meta is no event: no redaction can name it
+            advice += ("; " if advice else "") + "a secret in a session's meta cannot be redacted (no event records it)"
+        click.echo(f"{plural(len(findings), 'secret')} in {where} of {plural(sessions, 'session')}; {advice}",
+                   err=True)
     else:
         click.echo("no secrets found")
     return bool(findings)
