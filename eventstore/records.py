@@ -40,14 +40,19 @@ def _frozen_error(message: str) -> Exception:
 
 
 def frozen_record(cls: type) -> type:
-    """Complete ``cls`` (a class with ``__slots__`` naming its fields in order, their
-    annotations and its own ``__init__``) as ``@dataclass(frozen=True, slots=True)`` would:
-    ``__repr__``, ``__eq__``, ``__hash__``, ``__match_args__``, frozen ``__setattr__`` and
-    ``__delattr__``, ``__getstate__``/``__setstate__`` (pickle, copy), and the dataclass
-    fields (see the module's docstring)."""
+    """Complete ``cls`` (a class with ``__slots__`` naming its fields in order, and their
+    annotations) as ``@dataclass(frozen=True, slots=True)`` would: ``__init__`` taking the
+    fields in order, ``__repr__``, ``__eq__``, ``__hash__``, ``__match_args__``, frozen
+    ``__setattr__`` and ``__delattr__``, ``__getstate__``/``__setstate__`` (pickle, copy),
+    and the dataclass fields (see the module's docstring)."""
     names = tuple(cls.__slots__)
     setters = [cls.__dict__[n].__set__ for n in names]
     getters = [cls.__dict__[n].__get__ for n in names]
+    scope: dict = {"_set": setters}  # __init__ spelled with the fields as its parameters, as dataclass does
+    exec(f"def __init__(self, {', '.join(names)}):\n"
+         + "".join(f"    _set[{i}](self, {n})\n" for i, n in enumerate(names)), scope)
+    cls.__init__ = scope["__init__"]
+    cls.__init__.__qualname__ = f"{cls.__qualname__}.__init__"
 
     def values(self) -> tuple:
         return tuple(get(self) for get in getters)

@@ -37,7 +37,6 @@ MAX_QUERY_WORDS, MAX_QUERY_CHARS = 64, 2000
 SNIPPET_GAP, SNIPPET_TOKEN = 80, 80
 
 
-
 @frozen_record  # @dataclass(frozen=True, slots=True), without importing dataclasses at start-up
 class Hit:
     """One search result: the event (``session_id``, ``seq``, ``type``, ``ts`` in seconds),
@@ -53,15 +52,6 @@ class Hit:
     ts: float
     snippet: str
     score: float
-
-    def __init__(self, session_id: str, seq: int, type: str, ts: float, snippet: str, score: float) -> None:
-        _init = object.__setattr__
-        _init(self, "session_id", session_id)
-        _init(self, "seq", seq)
-        _init(self, "type", type)
-        _init(self, "ts", ts)
-        _init(self, "snippet", snippet)
-        _init(self, "score", score)
 
 
 def _index(store) -> SearchIndex:
@@ -213,15 +203,6 @@ class UsageTotals:
     output_tokens: int
     cache_read_tokens: int
     cache_creation_tokens: int
-
-    def __init__(self, responses: int, input_tokens: int, output_tokens: int, cache_read_tokens: int,
-                 cache_creation_tokens: int) -> None:
-        _init = object.__setattr__
-        _init(self, "responses", responses)
-        _init(self, "input_tokens", input_tokens)
-        _init(self, "output_tokens", output_tokens)
-        _init(self, "cache_read_tokens", cache_read_tokens)
-        _init(self, "cache_creation_tokens", cache_creation_tokens)
 
 
 def usage_totals(store) -> dict[str, UsageTotals]:

@@ -491,6 +491,8 @@ def test_the_records_behave_as_frozen_dataclasses(tmp_path):
     assert repr(event) == ("Event(session_id='s', seq=0, position=1, type='user/message', ts=5.0, "
                            "payload={'content': 'hi'})")
     assert event == eventstore.Event("s", 0, 1, "user/message", 5.0, {"content": "hi"}) != info
+    assert event == eventstore.Event(payload={"content": "hi"}, ts=5.0, type="user/message", position=1, seq=0,
+                                     session_id="s")  # (the fields are __init__'s parameters, by name too)
     with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'seq'"):
         event.seq = 1
     with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'seq'"):

@@ -88,15 +88,6 @@ class Event:
     ts: float
     payload: dict
 
-    def __init__(self, session_id: str, seq: int, position: int, type: str, ts: float, payload: dict) -> None:
-        _init = object.__setattr__
-        _init(self, "session_id", session_id)
-        _init(self, "seq", seq)
-        _init(self, "position", position)
-        _init(self, "type", type)
-        _init(self, "ts", ts)
-        _init(self, "payload", payload)
-
     def to_dict(self) -> dict:
         """The event as the JSONL format spells it: ``{"type", "seq", "ts", **payload}``."""
         return {"type": self.type, "seq": self.seq, "ts": self.ts, **self.payload}
@@ -115,13 +106,6 @@ class SessionInfo:
     created_at: float
     events: int
     last_ts: float | None
-
-    def __init__(self, id: str, created_at: float, events: int, last_ts: float | None) -> None:
-        _init = object.__setattr__
-        _init(self, "id", id)
-        _init(self, "created_at", created_at)
-        _init(self, "events", events)
-        _init(self, "last_ts", last_ts)
 
 
 _set = [Event.__dict__[f].__set__ for f in ("session_id", "seq", "position", "type", "ts", "payload")]
