@@ -40,7 +40,9 @@ class PgFollower(Follower):
         self._poll = poll_interval
         self._last: tuple | None = None  # the last EventRow handed out
         self._watch_flush = False  # (see _flush)
-        self._open()
+        # The store connected when it opened, so a failure here is the server going away
+        # (a restart under a starting `tail -f`): waited for as a lost connection is.
+        self._connect()
 
     def _open(self) -> None:
         self._conn = open_connection(self._backend.url, self._backend.display)
@@ -58,20 +60,25 @@ class PgFollower(Follower):
         except psycopg.Error:
             self._listening = False
 
+    def _connect(self) -> None:
+        """:meth:`_open`, tried again for up to :data:`RECONNECT_SECONDS` while the server is
+        away. Raises :class:`DatabaseError` when it is not back by then."""
+        deadline = time.monotonic() + RECONNECT_SECONDS
+        while True:
+            try:
+                self._open()
+                return
+            except (DatabaseError, psycopg.Error):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(RECONNECT_PAUSE)
+
     def _reconnect(self) -> None:
         """Connect again after the connection was lost. Raises :class:`DatabaseError` when
         the server is not back within :data:`RECONNECT_SECONDS`, or lost the last event
         handed out (a WAL replay keeps a prefix of the commits: when that event is there,
         every event before it is too)."""
-        deadline = time.monotonic() + RECONNECT_SECONDS
-        while True:
-            try:
-                self._open()
-                break
-            except (DatabaseError, psycopg.Error):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(RECONNECT_PAUSE)
+        self._connect()
         if self._last is not None:
             try:
                 row = self._conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE position = %s",
