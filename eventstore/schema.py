@@ -47,7 +47,7 @@ def migrations_path(dialect: str) -> str:
     ``<dialect folder>`` in the installed ``eventstore/migrations`` (built from the
     repository's top-level ``migrations/``), or in that folder of a source checkout. Each
     database has a history of its own, with the same revision ids; a released revision
-    never changes (tests/test_migrations.py pins their hashes)."""
+    never changes (tests/backends/test_migrations.py pins their hashes)."""
     from pathlib import Path  # (imported when used: eventstore's start-up)
 
     folder = MIGRATION_FOLDERS[dialect]

@@ -38,7 +38,7 @@ ROOT = TESTS.parent
 DATA = TESTS / "data"
 # A test module may import another's helpers by its name (from test_postgres import
 # owned_database) from whichever folder either sits in.
-sys.path[1:1] = [str(d) for d in sorted(TESTS.iterdir()) if d.is_dir() and any(d.glob("test_*.py"))]
+sys.path[1:1] = sorted({str(p.parent) for p in TESTS.glob("*/**/test_*.py")})
 FIXTURES = sorted(p.stem for p in DATA.glob("*.jsonl"))
 # The project's shared folder (spec, reference implementation) sits beside the checkout;
 # EVENTSTORE_SHARED points elsewhere. Tests that need it skip when it is absent.
@@ -147,7 +147,7 @@ def pytest_configure(config):
     import compileall
 
     root = Path(__file__).resolve().parents[1]
-    for folder, depth in ((root / "eventstore", 20), (root / "migrations", 20), (Path(__file__).parent, 0)):
+    for folder, depth in ((root / "eventstore", 20), (root / "migrations", 20), (Path(__file__).parent, 20)):
         compileall.compile_dir(folder, maxlevels=depth, quiet=2)  # (a read-only checkout: nothing written, no harm)
 
 

@@ -1,7 +1,7 @@
 """A backend of dicts and lists in memory, implementing the core contract only
 (:class:`eventstore.backends.base.Backend`): no capability of its own, so search, audit,
 the viewer's index and the log's views go through :mod:`eventstore.backends.fallbacks`.
-It exists to prove that a new backend works with the core alone (tests/test_contract.py).
+It exists to prove that a new backend works with the core alone (tests/backends/test_contract.py).
 
 One process, one store: every call takes one lock; an import transaction works on the
 live structures and puts back a copy taken at its start when its body raises.

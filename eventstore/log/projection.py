@@ -42,7 +42,7 @@ json = LazyModule("json")  # imported at its first use, like orjson
 # integer outside [-2**63, 2**64) comes back as a float, silently. Such an integer has at
 # least 19 digits in a row (so may a string or a float with long digits, which json.loads
 # then reads): the runs are found by mapping each byte to '0' (a digit) or ' ' and looking
-# for 19 zeros. tests/test_projection_fast.py checks that loads() equals json.loads().
+# for 19 zeros. tests/log/test_projection_fast.py checks that loads() equals json.loads().
 _DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _LONG_RUN = b"0" * 19
 

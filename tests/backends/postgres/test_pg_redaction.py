@@ -2,7 +2,7 @@
 the log accepts, made through SECURITY DEFINER functions that only the redactor role may
 call, in one form that the trigger checks for every role; afterwards VACUUM FULL takes the
 secret's bytes out of the table files. Attacks run as each role of the README's set-up
-(tests/test_pg_attacks.py's ``as_readme``) through plain psycopg."""
+(tests/backends/postgres/test_pg_attacks.py's ``as_readme``) through plain psycopg."""
 
 from __future__ import annotations
 

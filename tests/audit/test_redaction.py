@@ -14,11 +14,10 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, db_rows
+from conftest import DATA, ROOT, db_rows
 
 from eventstore import ConflictError, EventStore, InvalidEvent
 from eventstore.audit import anchor
@@ -266,7 +265,7 @@ def test_the_cli_redacts_and_verify_lists_it(db_path):
                         (["s", "2", "--path", "x.y", "--reason", "x"], "session 's', seq 2: the payload has no x.y"),
                         (["nope", "0", "--reason", "x"], "session 'nope' not found")]:
         p = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db_path), "redact", *args],
-                           capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+                           capture_output=True, text=True, cwd=ROOT)
         assert p.returncode == 1 and words in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 

@@ -34,7 +34,7 @@ def snapshot(conn: sqlite3.Connection):
             conn.execute("SELECT * FROM sessions ORDER BY id").fetchall())
 
 
-pytestmark = pytest.mark.sqlite_only  # attacks through plain sqlite3 (PostgreSQL's: tests/pg*.py)
+pytestmark = pytest.mark.sqlite_only  # attacks through plain sqlite3 (PostgreSQL's: tests/backends/postgres/)
 
 H = "0" * 64  # a well-formed hash, so that only the guards can refuse the row
 

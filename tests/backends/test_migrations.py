@@ -89,7 +89,7 @@ def test_released_revisions_never_change():
     gone = sorted(set(RELEASED) - set(files))
     assert not gone, f"released revisions are never removed or renamed: {gone} are missing"
     new = {name: digest for name, digest in files.items() if name not in RELEASED}
-    assert not new, ("revisions not pinned in RELEASED (tests/test_migrations.py); pin each when it is released:\n"
+    assert not new, ("revisions not pinned in RELEASED (tests/backends/test_migrations.py); pin each when it is released:\n"
                      + "\n".join(f'    "{name}": "{digest}",' for name, digest in sorted(new.items())))
 
 

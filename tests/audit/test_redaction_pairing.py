@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from test_redaction import CALL, SECRET, _can_redact, _session
 
 from eventstore import EventStore, InvalidEvent
@@ -77,14 +78,14 @@ def test_the_cli_refuses_a_pairing_id_with_one_line(db_path: Path):
         _session(store)
     p = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db_path), "redact", "s", "1", "--path",
                         "tool_calls[0].id", "--reason", "x"], capture_output=True, text=True,
-                       cwd=Path(__file__).parent.parent)
+                       cwd=ROOT)
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.startswith("error: session 's', seq 1: tool_calls[0].id pairs a tool call with its result")
     p = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db_path), "redact", "s", "2", "--reason",
-                        "gdpr"], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+                        "gdpr"], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     p = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db_path), "verify"], capture_output=True,
-                       text=True, cwd=Path(__file__).parent.parent)
+                       text=True, cwd=ROOT)
     assert p.returncode == 0 and "orphan_result" not in p.stderr + p.stdout, p.stderr
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import SHARED
+from conftest import SHARED, TESTS
 
 from eventstore import EventStore
 from eventstore.audit.secrets import PLUGINS, candidates, kinds, mask, path_text, scan_payload, scan_store, secrets_in
@@ -22,7 +22,7 @@ from eventstore.audit.verify import verify
 from eventstore.backends.capabilities import AuditReads
 from eventstore.cli import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 
 
 def _b64(obj: dict) -> str:

@@ -1,5 +1,5 @@
 """store.follow / session.follow in one process: paging, the store's own appends, the
-in-memory store, argument checks. (Across processes: tests/test_concurrency.py.)"""
+in-memory store, argument checks. (Across processes: tests/core/test_concurrency.py.)"""
 
 from __future__ import annotations
 
