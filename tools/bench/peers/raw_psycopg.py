@@ -2,8 +2,9 @@
 
 The same INSERT into the same ``events`` table (its triggers included), one autocommit
 statement per append (or one statement of 100 rows per batch, ``unnest``), under the same
-commit setting as the store's durability; the caller keeps seq and the chained hash
-(computed with the log's own functions, so the guard accepts the rows). Import is
+commit setting as the store's durability; the caller keeps seq and the chained hash over
+each event's salted commit line (computed with the log's own functions, so the guard
+accepts the rows; the salt stored with the event, as eventstore stores it). Import is
 ``COPY`` of the prepared rows into the same table in one transaction per file.
 """
 
@@ -15,10 +16,11 @@ from pathlib import Path
 import orjson
 
 NAME = "raw psycopg"
-INSERT = "INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES (%s, %s, %s, %s, %s, %s)"
-INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
-               "SELECT %s, %s + u.i - 1, u.t, u.ts, u.p, u.h "
-               "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[]) WITH ORDINALITY AS u(t, ts, p, h, i)")
+INSERT = "INSERT INTO events (session_id, seq, type, ts, payload, hash, salt) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+INSERT_MANY = ("INSERT INTO events (session_id, seq, type, ts, payload, hash, salt) "
+               "SELECT %s, %s + u.i - 1, u.t, u.ts, u.p, u.h, u.s "
+               "FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[], %s::bytea[]) "
+               "WITH ORDINALITY AS u(t, ts, p, h, s, i)")
 #: the commit of each store durability (normal and full are durable on PostgreSQL)
 SYNC = {"normal": "on", "full": "on", "may-lose-recent": "off"}
 
@@ -57,11 +59,12 @@ class Log:
 
     def _row(self, type_: str, payload: dict, ts: float) -> tuple:
         from eventstore.log.chain import chain_hash
-        from eventstore.log.line import event_line
 
-        pj = orjson.dumps(payload).decode()
-        self.prev = chain_hash(self.prev, event_line(type_, self.seq, ts, pj))
-        row = (self.sid, self.seq, type_, ts, pj, self.prev)
+        from .raw_sqlite import salted_line
+
+        pj, salt, line = salted_line(type_, self.seq, ts, payload)
+        self.prev = chain_hash(self.prev, line)
+        row = (self.sid, self.seq, type_, ts, pj, self.prev, salt)
         self.seq += 1
         return row
 
@@ -74,27 +77,30 @@ class Log:
         seq0, now = self.seq, time.time()
         rows = [self._row(t, p, now) for t, p in events]
         self.conn.execute(INSERT_MANY, (self.sid, seq0, [r[2] for r in rows], [r[3] for r in rows],
-                                        [r[4] for r in rows], [r[5] for r in rows]))
+                                        [r[4] for r in rows], [r[5] for r in rows], [r[6] for r in rows]))
 
 
 def import_file(conn, path: Path, rows_per_transaction: int | None = None) -> int:
-    """orjson-parse each line, re-encode the payload, chain the hash with eventstore's own
-    public function (:func:`eventstore.log.chain.chain_hash`), ``COPY`` the rows into the
+    """orjson-parse each line, re-encode the payload, salt it and chain the hash of its line
+    with eventstore's own public functions (:func:`~.raw_sqlite.salted_line`,
+    :func:`eventstore.log.chain.chain_hash`), ``COPY`` the rows into the
     events table (its triggers run) in transactions of ``rows_per_transaction`` rows
     (eventstore's chunk, :data:`eventstore.io.bulk.CHUNK_ROWS`, by default), the session row
     in the first."""
     from eventstore.io.bulk import CHUNK_ROWS
     from eventstore.log.chain import chain_hash, genesis_hash
 
+    from .raw_sqlite import salted_line
+
     size = rows_per_transaction or CHUNK_ROWS
-    loads, dumps = orjson.loads, orjson.dumps
+    loads = orjson.loads
     rows, sid, prev, n = [], None, "", 0
 
     def commit() -> None:
         with conn.transaction():
             if n <= size:
                 create_session(conn, sid)
-            with conn.cursor().copy("COPY events (session_id, seq, type, ts, payload, hash) FROM STDIN") as copy:
+            with conn.cursor().copy("COPY events (session_id, seq, type, ts, payload, hash, salt) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
         rows.clear()
@@ -108,8 +114,9 @@ def import_file(conn, path: Path, rows_per_transaction: int | None = None) -> in
                 prev = genesis_hash(sid)
                 continue
             seq, ts = obj.pop("seq"), obj.pop("ts")
-            prev = chain_hash(prev, raw.rstrip(b"\n"))
-            rows.append((sid, seq, t, ts, dumps(obj).decode(), prev))
+            pj, salt, line = salted_line(t, seq, ts, obj)
+            prev = chain_hash(prev, line)
+            rows.append((sid, seq, t, ts, pj, prev, salt))
             n += 1
             if len(rows) >= size:
                 commit()

@@ -2,14 +2,16 @@
 
 Same pragmas as the store's ``normal`` durability (WAL, ``synchronous=NORMAL``), the same
 transaction shape (``BEGIN IMMEDIATE`` ... ``COMMIT``), the same JSON library (orjson) and
-the same chained SHA-256 over each event's line; a plain table with the same columns and
-``UNIQUE(session_id, seq)``, the caller keeping seq and the previous hash. No trigger, no
-CHECK, no validation: what a hand-written loop would do.
+the same salted, chained SHA-256 over each event's line (the salt stored beside the event,
+the line built from its commit payload, docs/redaction.md); a plain table with the same
+columns and ``UNIQUE(session_id, seq)``, the caller keeping seq and the previous hash. No
+trigger, no CHECK, no validation: what a hand-written loop would do.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -19,8 +21,8 @@ import orjson
 NAME = "raw sqlite3"
 SCHEMA = """CREATE TABLE IF NOT EXISTS events (
   position INTEGER PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL,
-  ts REAL NOT NULL, payload TEXT NOT NULL, hash TEXT NOT NULL, UNIQUE (session_id, seq))"""
-INSERT = "INSERT INTO events (session_id, seq, type, ts, payload, hash) VALUES (?, ?, ?, ?, ?, ?)"
+  ts REAL NOT NULL, payload TEXT NOT NULL, hash TEXT NOT NULL, salt BLOB, UNIQUE (session_id, seq))"""
+INSERT = "INSERT INTO events (session_id, seq, type, ts, payload, hash, salt) VALUES (?, ?, ?, ?, ?, ?, ?)"
 MESSAGE_TYPES = ("user/message", "assistant/message", "tool/result")
 
 
@@ -36,11 +38,16 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-def line(type_: str, seq: int, ts: float, payload: dict) -> tuple[str, str]:
-    """The payload's JSON text and the event's line (what the hash covers)."""
-    pj = orjson.dumps(payload).decode()
+def salted_line(type_: str, seq: int, ts: float, payload: dict) -> tuple[str, bytes, str]:
+    """The payload's JSON text, a new salt, and the line the chain hashes: the event's line
+    built from its commit payload (with eventstore's own :func:`eventstore.log.commit.commit_jsons`,
+    so the baseline follows the rule whatever it becomes)."""
+    from eventstore.log.commit import commit_jsons
+
+    salt = os.urandom(16)
+    commit = commit_jsons([salt], [payload])[0]
     head = orjson.dumps({"type": type_, "seq": seq, "ts": ts}).decode()
-    return pj, head[:-1] + ("}" if pj == "{}" else "," + pj[1:])
+    return orjson.dumps(payload).decode(), salt, head[:-1] + ("}" if commit == "{}" else "," + commit[1:])
 
 
 class Log:
@@ -51,9 +58,9 @@ class Log:
         self.seq, self.prev = 0, hashlib.sha256(orjson.dumps({"type": "session/meta", "id": session_id})).hexdigest()
 
     def _row(self, type_: str, payload: dict, ts: float) -> tuple:
-        pj, text = line(type_, self.seq, ts, payload)
+        pj, salt, text = salted_line(type_, self.seq, ts, payload)
         self.prev = hashlib.sha256((self.prev + "\n" + text).encode()).hexdigest()
-        row = (self.sid, self.seq, type_, ts, pj, self.prev)
+        row = (self.sid, self.seq, type_, ts, pj, self.prev, salt)
         self.seq += 1
         return row
 
@@ -74,16 +81,16 @@ class Log:
 
 
 def import_file(conn: sqlite3.Connection, path: Path, rows_per_transaction: int | None = None) -> int:
-    """The raw import: orjson-parse each line, re-encode the payload, chain the line's hash
-    with eventstore's own public function (:func:`eventstore.log.chain.chain_hash`, so the
-    baseline follows the chain whatever it becomes), ``executemany`` in transactions of
+    """The raw import: orjson-parse each line, re-encode the payload, salt it and chain the
+    hash of its line (:func:`salted_line`, :func:`eventstore.log.chain.chain_hash`: eventstore's
+    own public functions, so the baseline follows the chain whatever it becomes), ``executemany`` in transactions of
     ``rows_per_transaction`` rows (eventstore's chunk, :data:`eventstore.io.bulk.CHUNK_ROWS`,
     by default)."""
     from eventstore.io.bulk import CHUNK_ROWS
     from eventstore.log.chain import chain_hash, genesis_hash
 
     size = rows_per_transaction or CHUNK_ROWS
-    loads, dumps = orjson.loads, orjson.dumps
+    loads = orjson.loads
     rows, sid, prev, n = [], None, "", 0
 
     def commit() -> None:
@@ -101,8 +108,9 @@ def import_file(conn: sqlite3.Connection, path: Path, rows_per_transaction: int 
                 prev = genesis_hash(sid)
                 continue
             seq, ts = obj.pop("seq"), obj.pop("ts")
-            prev = chain_hash(prev, raw.rstrip(b"\n"))
-            rows.append((sid, seq, t, ts, dumps(obj).decode(), prev))
+            pj, salt, line = salted_line(t, seq, ts, obj)
+            prev = chain_hash(prev, line)
+            rows.append((sid, seq, t, ts, pj, prev, salt))
             n += 1
             if len(rows) >= size:
                 commit()

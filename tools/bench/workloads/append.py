@@ -43,7 +43,7 @@ def _at(bench, size: int, block: int) -> None:
 
     systems = {ES: es, raw_name: raw}
     notes = {ES: f"Session.append, durability {bench.durability}: {store_settings(store)}",
-             raw_name: "same transaction, JSON library, hash"}
+             raw_name: "same transaction, JSON library, salted hash"}
     closers = [store.close, close_raw]
     peers = sqlite_peers(bench)
     if peers.get(agents_sdk.NAME) == "":

@@ -12,6 +12,7 @@ SUMMARY = ("import_jsonl and `eventstore import` of generated agent sessions; ra
            "hash chain, the same transaction size")
 NAME = "Import"
 CLI = "eventstore import (command)"
+SALTED = "salted, chained hashes (log.commit, log.chain)"
 
 
 def run(bench) -> None:
@@ -45,7 +46,7 @@ def run(bench) -> None:
                 return timed(lambda: [raw_sqlite.import_file(conn, path) for _sid, path in corpus], n)
             finally:
                 conn.close()
-        raw_name, note = raw_sqlite.NAME, f"orjson parse + re-encode, log.chain.chain_hash, executemany, {shape}"
+        raw_name, note = raw_sqlite.NAME, f"orjson parse + re-encode, {SALTED}, executemany, {shape}"
     else:
         def raw() -> float:
             url = bench.target(f"import-raw-{next(k)}")
@@ -56,7 +57,7 @@ def run(bench) -> None:
             finally:
                 conn.close()
         raw_name, note = (raw_psycopg.NAME + " COPY",
-                          f"orjson parse + re-encode, log.chain.chain_hash, COPY into the triggered events, {shape}")
+                          f"orjson parse + re-encode, {SALTED}, COPY into the triggered events, {shape}")
     bench.measure(NAME, case, {ES: es, CLI: cli, raw_name: raw}, "event",
                   {ES: "EventStore.import_jsonl per file (strict parse, chain, guard)",
                    CLI: "the folder in one command: interpreter start-up, detection, report", raw_name: note})
