@@ -12,7 +12,8 @@ import sys
 
 from eventstore.core.store import EventStore
 from eventstore.lazy import LazyPattern
-from eventstore.live.tailview import CONTROL_OR_NEWLINE, UNSAFE_CHARS, escape_char
+
+from .tailview import CONTROL_OR_NEWLINE, UNSAFE_CHARS, escape_char
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
 if TYPE_CHECKING:

@@ -10,10 +10,10 @@ import sys
 from collections.abc import Callable, Iterator
 
 from eventstore.core.store import EventStore
-from eventstore.live.tailview import CONTROL_OR_NEWLINE, escape_char
 
 from .common import DayCache, out_bytes, printable
 from .table import print_table, text_width
+from .tailview import CONTROL_OR_NEWLINE, escape_char
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
 if TYPE_CHECKING:

@@ -89,7 +89,7 @@ def tail(ctx: click.Context, session_id: str | None, follow: bool, last: int | N
     any process are shown as they are committed. With --follow, a SESSION_ID not stored yet
     is waited for (said once on stderr), then followed; --timeout bounds that wait too.
     """
-    from eventstore.live.tailview import TailView
+    from .tailview import TailView
 
     if timeout is not None and not follow:
         raise click.UsageError("--timeout goes with --follow")

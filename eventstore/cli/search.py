@@ -10,11 +10,11 @@ import shutil
 import click
 
 from eventstore.errors import DatabaseError
-from eventstore.live.tailview import CONTROL_OR_NEWLINE
 
 from .base import TEXT
 from .common import one_line, open_store, out_bytes, stderr_is_terminal
 from .table import fold, print_table, show_marks, styled, text_width
+from .tailview import CONTROL_OR_NEWLINE
 
 
 @click.command()

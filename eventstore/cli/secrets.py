@@ -8,12 +8,12 @@ import sys
 import click
 
 from eventstore.errors import EventStoreError
-from eventstore.live.tailview import CONTROL_OR_NEWLINE, escape_char
 from eventstore.log.redaction import nameable, path_text
 
 from .base import EXIT_ERROR, TEXT, fail, invoke_reporting_errors
 from .common import open_store, out_bytes, plural, printable, stderr_is_terminal
 from .table import print_table
+from .tailview import CONTROL_OR_NEWLINE, escape_char
 
 #: ``scan``'s exit status when it finds a secret (as secret scanners do: a CI step fails).
 EXIT_FOUND = 1

@@ -10,11 +10,10 @@ from collections.abc import Iterator
 
 import click
 
-from eventstore.live.tailview import escape_char
-
 from .base import TEXT, fail
 from .common import CONTROL, UNSAFE, finite_seconds, out_bytes, plain, printable, shown
 from .table import print_table
+from .tailview import escape_char
 
 TABLE_CELL_MAX = 300  # characters of a value shown in a table cell; --json and --csv show all
 

@@ -1,1 +1,1 @@
-"""Following a log as it grows: the follower and the terminal tail view."""
+"""Following a log as it grows: yielding events as other processes commit them."""
