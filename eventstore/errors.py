@@ -100,7 +100,7 @@ class InvalidJSONL(InvalidEvent):
     problem is the file as a whole), ``reason``, and ``seq``: the seq of the event the line
     holds where import knows it (a stored event it differs from, an event the database
     refused, the first event past a stored head), else None. A caller that imports a stream
-    it made itself (:func:`eventstore.io.copy.copy_sessions`) names the event by ``seq``.
+    it made itself (:func:`eventstore.core.copy.copy_sessions`) names the event by ``seq``.
     """
 
     _init_args = ("path", "line", "reason", "seq")

@@ -83,7 +83,7 @@ def copy_command(src: str, dst: str, session_ids: tuple[str, ...]) -> None:
     simply copied again. A session DST holds with other events, or cannot store, is
     reported on stderr and the others are copied; the exit status is then 1.
     """
-    from eventstore.io.copy import copy_sessions
+    from eventstore.core.copy import copy_sessions
 
     def done(r) -> None:
         sid = one_line(r.session_id)

@@ -1,1 +1,1 @@
-"""JSONL in and out: the reader, bulk import, export, copy and agent transcripts."""
+"""JSONL in and out: the reader, bulk import, export and agent transcripts."""

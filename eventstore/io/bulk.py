@@ -11,7 +11,7 @@ every reader until the last one commits (the ``importing`` table; docs/concurren
 a session that is already stored is compared event by event with it: identical means skipped, different is an
 :class:`~eventstore.errors.ImportConflict` naming the first line that differs, and events
 past the stored head are added only with ``append``. A stream that holds only the rest of
-a stored session (``continues``, what :mod:`eventstore.io.copy` sends) is chained to the
+a stored session (``continues``, what :mod:`eventstore.core.copy` sends) is chained to the
 stored head instead: its hash there is the one check of what is stored.
 
 Memory is bounded by the longest line (a few copies of it), never by the file: rows go to
@@ -119,7 +119,7 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
     ``created_at`` (seconds since the epoch, a finite number) is the ``sessions.created_at``
     of a session this import creates; by default the time of the import (the JSONL format
     carries no creation time: a ``created_at`` key of a ``session/meta`` line is a meta key
-    like any other). A session already stored keeps its own. :func:`eventstore.io.copy.copy_sessions`
+    like any other). A session already stored keeps its own. :func:`eventstore.core.copy.copy_sessions`
     passes the source's, so that a copied session keeps its row (and its ``meta_hash``).
 
     ``continues`` ``(seq, hash)`` says that ``source`` holds a stored session's events from
@@ -132,11 +132,11 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
 
     ``max_line`` is the longest line read (64 MiB: a longer one is an ``InvalidJSONL``, so
     that no input grows memory past a few copies of it); None reads any line, for a stream
-    of a store's own export (:mod:`eventstore.io.copy`).
+    of a store's own export (:mod:`eventstore.core.copy`).
 
     ``source_rows`` (seq -> ``(salt or None, stored hash)`` in the store the stream was
     exported from, or None) gives the events their salts and the hashes that store gave
-    them (what :mod:`eventstore.io.copy` passes: the JSONL format carries no salts;
+    them (what :mod:`eventstore.core.copy` passes: the JSONL format carries no salts;
     docs/redaction.md): a salted event is hashed from its commit payload, and a redacted one
     keeps its source hash (its redaction events prove it, as in the source). Without it each
     event gets a fresh salt (a new chain: the hashes are not the file's lines').

@@ -267,7 +267,7 @@ def test_a_session_row_inserted_by_hand_has_no_meta_hash(any_loaded):
 
 
 def test_copy_import_and_export_carry_meta_hash(any_loaded, tmp_path):
-    from eventstore.io.copy import CopyError, copy_sessions
+    from eventstore.core.copy import CopyError, copy_sessions
 
     with EventStore.open(any_loaded) as store:
         store.create_session("with-meta", meta={"owner": "ada", "n": 1.5, "s": "\u00e9\u2028"})

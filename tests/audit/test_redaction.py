@@ -194,7 +194,7 @@ def test_a_redacted_session_exports_imports_and_verifies(store, tmp_path):
 
 
 def test_copy_of_a_redacted_session_keeps_its_hashes(store, tmp_path):
-    from eventstore.io.copy import copy_sessions
+    from eventstore.core.copy import copy_sessions
 
     _can_redact(store)
     _session(store)

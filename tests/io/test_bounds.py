@@ -430,7 +430,7 @@ def test_the_line_limit_keeps_the_lines_before_it_and_names_its_line(chunked):
 def test_copy_takes_an_event_past_the_line_limit(tmp_path, monkeypatch):
     """The limit is for files from elsewhere; copy reads the store's own export."""
     import eventstore.io.bulk as bulk
-    from eventstore.io.copy import copy_sessions
+    from eventstore.core.copy import copy_sessions
 
     monkeypatch.setattr(bulk, "MAX_LINE_BYTES", 1000)  # as if the event were past 64 MiB
     monkeypatch.setattr(bulk.import_jsonl, "__kwdefaults__", {**bulk.import_jsonl.__kwdefaults__, "max_line": 1000})

@@ -1,6 +1,6 @@
 """`eventstore copy` keeps each session's row: its created_at (and so its meta_hash, its place
 in the listing, its checkpoint entry) as well as its events, from SQLite to PostgreSQL and
-back, through the one-transaction import and the chunked one (eventstore.io.copy, eventstore.io.bulk);
+back, through the one-transaction import and the chunked one (eventstore.core.copy, eventstore.io.bulk);
 copied again, it completes a session that grew in the source (the rest chained to the
 target's head hash) and reports each session it cannot copy while copying the others."""
 
@@ -19,9 +19,9 @@ from eventstore import EventStore
 from eventstore.audit import anchor, integrity
 from eventstore.audit.integrity import duration_text
 from eventstore.cli import cli
+from eventstore.core.copy import copy_sessions
 from eventstore.errors import InvalidEvent
 from eventstore.io import bulk
-from eventstore.io.copy import copy_sessions
 from eventstore.schema import SCHEMA_REVISION
 
 PAIRS = [("sqlite", "postgres"), ("postgres", "sqlite"), ("sqlite", "sqlite"), ("postgres", "postgres")]
