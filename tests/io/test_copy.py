@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, db_rows, export_bytes, importing_sessions, interrupt_mid_import
+from conftest import DATA, db_rows, export_bytes, importing_sessions, interrupt_mid_import, new_sqlite_store
 
 from eventstore import EventStore
 from eventstore.audit import anchor, integrity
 from eventstore.audit.integrity import duration_text
+from eventstore.backends.sqlite import importlock
 from eventstore.cli import cli
 from eventstore.core.copy import copy_sessions
 from eventstore.errors import InvalidEvent
@@ -30,20 +31,32 @@ T0 = 1764460800.123456  # sub-second digits that a float must carry through both
 
 @pytest.fixture
 def new_url(request, tmp_path: Path):
-    """``new_url(kind)``: the URL of a new empty database of that backend."""
+    """``new_url(kind)``: the URL of a new empty store of that backend, a copy of the migrated
+    template (conftest); ``new_url(kind, bare=True)``: of a database with no store yet (SQLite:
+    no file), for a test of what copy or init makes of one."""
     made = []
 
-    def make(kind: str) -> str:
+    def make(kind: str, bare: bool = False) -> str:
         if kind == "sqlite":
-            return str(tmp_path / f"db{len(made)}-{time.monotonic_ns()}.db")
+            path = tmp_path / f"db{len(made)}-{time.monotonic_ns()}.db"
+            return str(path if bare else new_sqlite_store(path))
         server = request.getfixturevalue("pg_server")
-        name = server.create_database()
+        name = server.create_database() if bare else \
+            server.create_database(template=request.getfixturevalue("pg_store_template"))
         made.append((server, name))
         return server.url(name)
 
     yield make
     for server, name in made:
         server.drop_database(name)
+
+
+def small_chunks(monkeypatch, rows: int = 50) -> None:
+    """Imports in batches and chunks of ``rows`` rows, slices of a twentieth of it (as the
+    product's 5000 and 250): a long session's paths at a hundredth of its events."""
+    monkeypatch.setattr(bulk, "BATCH_ROWS", rows)
+    monkeypatch.setattr(bulk, "CHUNK_ROWS", rows)
+    monkeypatch.setattr(bulk, "CHUNK_SLICE", max(1, rows // 20))
 
 
 def write_session(path: Path, sid: str, n: int, meta: dict | None = None, ts0: float = T0 + 5) -> Path:
@@ -97,7 +110,7 @@ def fill_source(url: str, tmp_path: Path) -> list[str]:
 
 @pytest.mark.parametrize(("src_kind", "dst_kind"), PAIRS)
 def test_copy_keeps_created_at_meta_hash_listing_and_a_checkpoint(src_kind, dst_kind, new_url, tmp_path):
-    src, dst = new_url(src_kind), new_url(dst_kind)
+    src, dst = new_url(src_kind), new_url(dst_kind, bare=True)  # copy makes the target's store
     ids = fill_source(src, tmp_path)
     assert findings(src) == []
     with EventStore.open(src, readonly=True) as store:
@@ -142,6 +155,7 @@ def test_copy_keeps_created_at_meta_hash_listing_and_a_checkpoint(src_kind, dst_
 def test_copy_of_a_long_session_goes_in_chunks_and_keeps_created_at(src_kind, dst_kind, new_url, tmp_path,
                                                                       monkeypatch):
     src, dst = new_url(src_kind), new_url(dst_kind)
+    small_chunks(monkeypatch)
     n = bulk.BATCH_ROWS + 2 * bulk.CHUNK_ROWS + 7
     with EventStore.open(src) as store:
         store.import_jsonl(write_session(tmp_path / "big.jsonl", "big", n, {"owner": "ada"}), created_at=T0 + 0.5)
@@ -175,6 +189,7 @@ def test_copy_of_a_long_session_goes_in_chunks_and_keeps_created_at(src_kind, ds
 def test_an_interrupted_chunked_copy_resumes_with_the_sources_created_at(src_kind, dst_kind, new_url, tmp_path,
                                                                          monkeypatch):
     src, dst = new_url(src_kind), new_url(dst_kind)
+    small_chunks(monkeypatch)
     n = bulk.BATCH_ROWS + 3 * bulk.CHUNK_ROWS
     with EventStore.open(src) as store:
         store.import_jsonl(write_session(tmp_path / "big.jsonl", "big", n), created_at=T0 + 0.75)
@@ -282,9 +297,10 @@ def test_a_session_that_grew_in_the_source_is_completed_by_the_next_copy(src_kin
         store.create_session("a\nb").append("note", {})
     r = copy_cli(src, dst)
     assert r.exit_code == 0, r.output
-    assert r.stdout.splitlines() == [f"grow-1: 1 event copied (head {head(src, 'grow-1')[:12]})",
-                                     f"empty-then-grown: 0 events copied (head {head(src, 'empty-then-grown')[:12]})",
-                                     f"a\\nb: 1 event copied (head {head(src, 'a' + chr(10) + 'b')[:12]})"]
+    head = heads(src)
+    assert r.stdout.splitlines() == [f"grow-1: 1 event copied (head {head['grow-1'][:12]})",
+                                     f"empty-then-grown: 0 events copied (head {head['empty-then-grown'][:12]})",
+                                     f"a\\nb: 1 event copied (head {head['a' + chr(10) + 'b'][:12]})"]
     with EventStore.open(src) as store:
         store.session("grow-1").append_many([("assistant/message", {"content": f"reply {k}"}) for k in range(7)])
         store.session("empty-then-grown").append("note", {"k": 1})
@@ -295,11 +311,12 @@ def test_a_session_that_grew_in_the_source_is_completed_by_the_next_copy(src_kin
     monkeypatch.setattr(bulk, "BATCH_ROWS", 3)  # the rest in several batches of one transaction
     r = copy_cli(src, dst)
     assert r.exit_code == 0, r.output
-    assert r.stdout.splitlines() == [f"grow-1: 7 events added, 8 in all (head {head(src, 'grow-1')[:12]})",
+    head = heads(src)
+    assert r.stdout.splitlines() == [f"grow-1: 7 events added, 8 in all (head {head['grow-1'][:12]})",
                                      f"empty-then-grown: 1 event added, 1 in all "
-                                     f"(head {head(src, 'empty-then-grown')[:12]})",
-                                     f"a\\nb: 1 event already there (head {head(src, 'a' + chr(10) + 'b')[:12]})",
-                                     f"new-one: 1 event copied (head {head(src, 'new-one')[:12]})"]
+                                     f"(head {head['empty-then-grown'][:12]})",
+                                     f"a\\nb: 1 event already there (head {head['a' + chr(10) + 'b'][:12]})",
+                                     f"new-one: 1 event copied (head {head['new-one'][:12]})"]
     assert r.stderr == f"4 sessions: 1 copied, 2 added to, 1 already there, 0 failed; 9 events written to " \
                        f"{display(dst)}\n"
     assert seen == []  # the events the target held were not read again: its head hash vouched for them
@@ -313,8 +330,9 @@ def test_a_session_that_grew_in_the_source_is_completed_by_the_next_copy(src_kin
         ("a\nb", "skipped", 1, 0, None), ("new-one", "skipped", 1, 0, None)]
 
 
-def head(url: str, sid: str) -> str:
-    return integrity.verify_database(url, [sid]).heads[sid][1]
+def heads(url: str) -> dict[str, str]:
+    """Each session's head hash, as verify reads it."""
+    return {sid: h for sid, (_n, h) in integrity.verify_database(url).heads.items()}
 
 
 @pytest.mark.parametrize(("src_kind", "dst_kind"), PAIRS)
@@ -372,6 +390,9 @@ def test_a_copy_that_failed_for_one_session_succeeds_when_run_again_after_its_ca
         store.create_session("busy").append_many([("note", {"n": k}) for k in range(5)])
         store.create_session("after").append("note", {})
     monkeypatch.setattr(bulk, "BATCH_ROWS", 2)  # "busy" goes in chunks, under its import lock
+    # copy gives up on the held lock after a tenth of a second, not a second (SQLite's retry
+    # is a constant; PostgreSQL's is a fixed second)
+    monkeypatch.setattr(importlock, "TAKE_WAIT", 0.1)
     with EventStore.open(dst) as other:  # another importer of "busy", still running
         lock = other._backend.import_lock("busy")
         assert lock is not None
@@ -444,8 +465,12 @@ def test_a_nul_in_a_session_id_or_event_type_fails_that_session_alone_on_postgre
     assert exports(other) == exports(src)
 
 
-def test_copy_init_and_demo_show_a_postgresql_url_without_its_password(new_url, tmp_path):
-    src, dst = new_url("sqlite"), new_url("postgres")
+def test_copy_init_and_demo_show_a_postgresql_url_without_its_password(new_url, tmp_path, monkeypatch):
+    from eventstore import demo
+
+    monkeypatch.setattr(demo, "THINK_S", 0)  # the scripted model's pauses (two seconds): not what is tested here
+    monkeypatch.setattr(demo, "CHUNK_S", 0)
+    src, dst = new_url("sqlite"), new_url("postgres", bare=True)  # init makes its store
     with EventStore.open(src) as store:
         store.create_session("s").append("note", {})
     secret = dst.replace("postgresql://postgres@", "postgresql://postgres:pw-s3cret@")
@@ -508,18 +533,21 @@ def findings_of(store) -> list[str]:
 def test_ctrl_c_during_a_copy_says_that_running_again_completes_it(tmp_path):
     """A real SIGINT while a long session goes across: one line saying that the same
     command completes the copy, which it does (every session whole, exports equal)."""
-    src, dst = tmp_path / "src.db", tmp_path / "dst.db"
+    # (the real command, with the product's sizes: a session of two chunks and one row is
+    # unfinished in the target for a chunk's time, three times over, while the test looks)
+    n = 2 * max(bulk.BATCH_ROWS, bulk.CHUNK_ROWS) + 1
+    src, dst = new_sqlite_store(tmp_path / "src.db"), tmp_path / "dst.db"
     with EventStore.open(src) as store:
         for k in range(4):
-            store.create_session(f"s{k}").append_many([("user/message", {"content": "x" * 50})] * 40000)
+            store.create_session(f"s{k}").append_many([("user/message", {"content": "x" * 50})] * n)
     proc, out, err = interrupt_mid_import(["copy", str(src), str(dst)], dst, "s0")
-    assert proc.returncode == 1 and out.startswith("s0: 40000 events copied"), (out, err)
+    assert proc.returncode == 1 and out.startswith(f"s0: {n} events copied"), (out, err)
     assert err == "error: interrupted while copying: running the same command again completes it\n"
     again = copy_cli(str(src), str(dst))
     assert again.exit_code == 0, again.stderr
     assert importing_sessions(dst) == []
     with EventStore.open(src, readonly=True) as a, EventStore.open(dst, readonly=True) as b:
-        assert [(i.id, i.events) for i in b.sessions()] == [(f"s{k}", 40000) for k in range(4)]
+        assert [(i.id, i.events) for i in b.sessions()] == [(f"s{k}", n) for k in range(4)]
         assert all(export_bytes(a, f"s{k}") == export_bytes(b, f"s{k}") for k in range(4))
 
 
@@ -550,7 +578,7 @@ def test_a_source_growing_during_the_copy_is_copied_as_far_as_it_was_read(src_ki
 @pytest.mark.parametrize("dst_kind", ["sqlite", "postgres"])
 def test_an_unknown_session_id_is_an_error_before_the_target_is_made(dst_kind, new_url, tmp_path):
     """A mistyped id leaves no empty store behind: the ids are looked up in SRC first."""
-    src, dst = new_url("sqlite"), new_url(dst_kind)
+    src, dst = new_url("sqlite"), new_url(dst_kind, bare=True)
     with EventStore.open(src) as store:
         store.import_jsonl(DATA / "demo.jsonl")
     r = CliRunner().invoke(cli, ["copy", src, dst, "nope"])

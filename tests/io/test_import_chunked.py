@@ -4,6 +4,7 @@ every backend."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,10 +19,14 @@ from conftest import TESTS, db_rows
 
 from eventstore import EventStore, SessionNotFound
 from eventstore.errors import ImportConflict, InvalidJSONL
+from eventstore.io import bulk, parse_worker
 from eventstore.io.bulk import CHUNK_ROWS
 
 ROOT = TESTS.parent
-N = 60_000  # events in the big file: many chunks, a second or more to import
+# Events in the big file of a real importer process: four chunks of the product's own size,
+# enough for a test that waits for two to see the import unfinished for two more (the tests
+# hold it there with SIGSTOP where they must); the file is big enough for the parse worker.
+N = 4 * CHUNK_ROWS
 
 
 def write_big(path: Path, n: int = N, sid: str = "big", tail: bytes = b"") -> Path:
@@ -34,8 +39,22 @@ def write_big(path: Path, n: int = N, sid: str = "big", tail: bytes = b"") -> Pa
     return path
 
 
+def small_chunks(monkeypatch, rows: int = 100) -> int:
+    """Make this process's imports go in batches and chunks of ``rows`` rows (slices of a
+    twentieth, the worker's batches a fifth of it), and parse a file of a few chunks in the
+    parse worker: the paths a big file takes with the product's sizes, at a fraction of the
+    events."""
+    monkeypatch.setattr(bulk, "BATCH_ROWS", rows)
+    monkeypatch.setattr(bulk, "CHUNK_ROWS", rows)
+    monkeypatch.setattr(bulk, "CHUNK_SLICE", rows // 20)
+    monkeypatch.setattr(parse_worker, "WORKER_BATCH_ROWS", rows // 5)
+    monkeypatch.setattr(parse_worker, "PARALLEL_MIN_BYTES", rows * 100)
+    return rows
+
+
 def start_import(url: str, path: Path) -> subprocess.Popen:
     code = "import sys; from eventstore import EventStore; EventStore.open(sys.argv[1]).import_jsonl(sys.argv[2])"
+    assert path.stat().st_size >= parse_worker.PARALLEL_MIN_BYTES  # parsed in the worker, as a big file is
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-c", code, url, str(path)], env=env, stderr=subprocess.PIPE)
 
@@ -53,27 +72,41 @@ def wait_for(cond, what: str, timeout: float = 60.0, proc: subprocess.Popen | No
         time.sleep(0.002)
 
 
+@contextlib.contextmanager
+def stopped(proc: subprocess.Popen):
+    """The importer process stopped (SIGSTOP) for the block, continued after it: what the
+    block looks at stays mid-import whatever the machine's speed."""
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+
+
 def test_other_writers_append_between_chunks_and_the_session_stays_hidden(store, backend_url, tmp_path):
     w = store.create_session("w")
     w.append("user/message", {"content": "before"})
     proc = start_import(backend_url, write_big(tmp_path / "big.jsonl"))
     try:
         wait_for(lambda: stored(store) >= 2 * CHUNK_ROWS, "two chunks", proc=proc)
-        # mid-import: the session is stored but nobody sees it
-        assert [i.id for i in store.sessions()] == ["w"]
-        with pytest.raises(SessionNotFound):
-            store.session("big")
+        # mid-import (held there while these readers look: they wait for no lock): the
+        # session is stored but nobody sees it
+        with stopped(proc):
+            assert [i.id for i in store.sessions()] == ["w"]
+            with pytest.raises(SessionNotFound):
+                store.session("big")
+            first = db_rows(store, "SELECT min(position) FROM events WHERE session_id = 'big'")[0][0]
+            assert store.last_position() == first - 1
+        # writers go in between two chunks of the running import
         with pytest.raises(SessionNotFound):
             store.session("big", create=True)
-        first = db_rows(store, "SELECT min(position) FROM events WHERE session_id = 'big'")[0][0]
-        assert store.last_position() == first - 1
-        # another writer goes in between two chunks
         ev = w.append("user/message", {"content": "during"})
-        assert proc.poll() is None and stored(store) < N
-        assert ev.position > first
-        # a follower stops before the import's first position and waits there
-        seen = [e.position for e in store.follow(0, idle_timeout=0.05)]
-        assert seen == list(range(1, first))
+        with stopped(proc):  # the import still unfinished, two chunks or so to go
+            assert proc.poll() is None and stored(store) < N
+            assert ev.position > first
+            # a follower stops before the import's first position and waits there
+            seen = [e.position for e in store.follow(0, idle_timeout=0.05)]
+            assert seen == list(range(1, first))
         assert proc.wait(120) == 0, proc.stderr.read().decode()
     finally:
         proc.kill()
@@ -90,7 +123,8 @@ def test_other_writers_append_between_chunks_and_the_session_stays_hidden(store,
 
 
 def test_sigkill_mid_import_leaves_nothing_visible_and_the_next_import_completes_it(store, backend_url, tmp_path):
-    path = write_big(tmp_path / "big.jsonl")
+    n = 5 * CHUNK_ROWS  # killed after three chunks, two before the end
+    path = write_big(tmp_path / "big.jsonl", n)
     proc = start_import(backend_url, path)
     try:
         wait_for(lambda: stored(store) >= 3 * CHUNK_ROWS, "three chunks", proc=proc)
@@ -99,7 +133,7 @@ def test_sigkill_mid_import_leaves_nothing_visible_and_the_next_import_completes
     finally:
         proc.kill()
     partial = stored(store)
-    assert 0 < partial < N
+    assert 0 < partial < n
     assert store.sessions() == []
     with pytest.raises(SessionNotFound):
         store.session("big")
@@ -121,44 +155,53 @@ def test_sigkill_mid_import_leaves_nothing_visible_and_the_next_import_completes
     # the next import of the same file compares the stored prefix and completes it
     rep = store.import_jsonl(path)
     assert rep == "big"
-    assert store.session("big").next_seq() == N
+    assert store.session("big").next_seq() == n
     assert store.imports() == []
     assert verify(store._backend).ok
 
 
-def test_a_bad_line_at_the_end_of_a_big_file(store, tmp_path):
+def test_a_bad_line_at_the_end_of_a_big_file(store, tmp_path, monkeypatch):
     from eventstore.io.bulk import import_jsonl
 
-    path = write_big(tmp_path / "bad.jsonl", 12_000, tail=b'{"type":"a","seq":12000,"ts":1}\n{"type":')
+    rows = small_chunks(monkeypatch)
+    n = 2 * rows + 2 * rows // 5  # (12,000 events at the product's sizes)
+    path = write_big(tmp_path / "bad.jsonl", n, tail=b'{"type":"a","seq":%d,"ts":1}\n{"type":' % n)
     with pytest.raises(InvalidJSONL) as info:
         import_jsonl(store, path)
     assert str(info.value).startswith(f"{path}:")
     assert store.sessions() == []
     rep = import_jsonl(store, path, salvage=True)
-    assert rep.status == "imported" and rep.events == 12_001 and rep.dropped.lines == 1
-    assert store.session("big").next_seq() == 12_001
+    assert rep.status == "imported" and rep.events == n + 1 and rep.dropped.lines == 1
+    assert store.session("big").next_seq() == n + 1
     assert store.imports() == []
 
 
-def test_an_import_conflicting_with_an_unfinished_one_is_refused(store, tmp_path):
+def test_an_import_conflicting_with_an_unfinished_one_is_refused(store, tmp_path, monkeypatch):
     from eventstore.io.bulk import import_jsonl
 
-    path = write_big(tmp_path / "bad.jsonl", 12_000, tail=b"not json\n")
+    rows = small_chunks(monkeypatch)
+    n = 2 * rows + 2 * rows // 5  # (12,000 events at the product's sizes)
+    path = write_big(tmp_path / "bad.jsonl", n, tail=b"not json\n")
     with pytest.raises(InvalidJSONL):
         import_jsonl(store, path)
     if stored(store) == 0:
         pytest.skip("the bad line was seen before the first chunk")  # pragma: no cover
-    other = write_big(tmp_path / "other.jsonl", 12_000)
-    other.write_bytes(other.read_bytes().replace(b'"line 5000 ', b'"line 5001 '))
+    other = write_big(tmp_path / "other.jsonl", n)
+    other.write_bytes(other.read_bytes().replace(b'"line %d ' % rows, b'"line %d ' % (rows + 1)))  # its 2nd chunk
     with pytest.raises(ImportConflict):
         import_jsonl(store, other)
     assert store.sessions() == []
 
 
-def test_two_imports_of_one_file_at_once(store, backend_url, tmp_path):
+def test_two_imports_of_one_file_at_once(store, backend_url, tmp_path, monkeypatch):
+    from eventstore.backends.sqlite import importlock
     from eventstore.io.bulk import import_jsonl
 
-    path = write_big(tmp_path / "big.jsonl")
+    # the second import gives up on the held lock after a tenth of a second, not a second
+    # (SQLite's retry is a constant; PostgreSQL's is a fixed second)
+    monkeypatch.setattr(importlock, "TAKE_WAIT", 0.1)
+    n = 3 * CHUNK_ROWS  # stopped after its first chunk, two before the end
+    path = write_big(tmp_path / "big.jsonl", n)
     proc = start_import(backend_url, path)
     try:
         wait_for(lambda: stored(store) >= CHUNK_ROWS, "a chunk", proc=proc)
@@ -172,7 +215,7 @@ def test_two_imports_of_one_file_at_once(store, backend_url, tmp_path):
     finally:
         proc.kill()
     rep = import_jsonl(store, path)  # now it is stored: the same events, skipped
-    assert rep.status == "skipped" and rep.total == N
+    assert rep.status == "skipped" and rep.total == n
 
 
 def _raw_write(store, backend_url, sql: str) -> None:
@@ -226,13 +269,13 @@ def test_a_chunked_import_never_pauses_when_no_writer_waits(store, tmp_path, mon
     (The store's own checkpointer is such a writer once the WAL is long, and the import rightly
     yields to it: its checkpoints are held off here.)"""
     from eventstore.backends.sqlite.checkpoint import Checkpointer
-    from eventstore.io import bulk
 
     slept = []
     real_sleep, importer = time.sleep, threading.get_ident()  # (other tests' threads may sleep too)
     monkeypatch.setattr(Checkpointer, "request", lambda self: None)
     monkeypatch.setattr(time, "sleep", lambda s: slept.append(s) if threading.get_ident() == importer
                         else real_sleep(s))
+    small_chunks(monkeypatch)
     rep = bulk.import_jsonl(store, write_big(tmp_path / "big.jsonl", 3 * bulk.BATCH_ROWS + 10), name="big")
     assert rep.status == "imported" and rep.total == 3 * bulk.BATCH_ROWS + 10
     assert not slept, f"{len(slept)} sleeps, the first {slept[:3]}"

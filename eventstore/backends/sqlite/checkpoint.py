@@ -142,7 +142,9 @@ class Checkpointer:
             thread = self._thread
         import threading
 
-        if wait and thread is not None and thread is not threading.current_thread():
+        # (is_alive: a Ctrl-C inside request's thread.start() can leave a thread never started,
+        # which join refuses, and the interrupt would be reported as that RuntimeError)
+        if wait and thread is not None and thread is not threading.current_thread() and thread.is_alive():
             thread.join()
 
     def forget(self) -> None:
