@@ -379,7 +379,7 @@ def small_disk(tmp_path: Path):
 
 
 def test_export_all_on_a_full_disk_names_the_file_and_counts_what_it_wrote(tmp_path, small_disk):
-    db = tmp_path / "events.db"
+    db = new_sqlite_store(tmp_path / "events.db")
     with EventStore.open(db) as store:
         for i in range(6):
             store.create_session(f"s{i}").append_many([("user/message", {"content": "y" * 1000})] * 60)
@@ -473,7 +473,7 @@ def test_csv_on_a_terminal_shows_control_characters_as_escapes(demo_db):
 
 
 def test_sessions_table_on_a_terminal_escapes_ids(tmp_path):
-    db = tmp_path / "t.db"
+    db = new_sqlite_store(tmp_path / "t.db")
     with EventStore.open(db) as store:
         store.create_session("\x1b]0;pwned\x07")
     shown = on_terminal(db, "sessions")

@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
+from conftest import new_sqlite_store
 
 from eventstore import EventStore
 from eventstore.audit import integrity
@@ -92,7 +93,7 @@ def failing_urls(pg_server, role) -> dict[str, tuple[str, str]]:
 
 
 def test_a_url_that_cannot_connect_shows_no_part_of_its_password(pg_server, role, tmp_path):
-    src = tmp_path / "src.db"
+    src = new_sqlite_store(tmp_path / "src.db")
     with EventStore.open(str(src)) as store:
         store.create_session("s").append("note", {})
     for how, (url, password) in failing_urls(pg_server, role).items():
@@ -116,7 +117,7 @@ def test_a_url_that_cannot_connect_shows_no_part_of_its_password(pg_server, role
 def test_a_url_that_connects_is_shown_without_its_password(pg_server, role, tmp_path):
     user, db = role
     shown = f"postgresql://{user}@127.0.0.1:{pg_server.port}/{db}"
-    src = tmp_path / "src.db"
+    src = new_sqlite_store(tmp_path / "src.db")
     with EventStore.open(str(src)) as store:
         store.create_session("s").append("note", {})
     encoded = f"postgresql://{user}:{quote(PASSWORD, safe='')}@127.0.0.1:{pg_server.port}/{db}"
@@ -146,7 +147,7 @@ KEYWORD_STRINGS = [
 
 @pytest.mark.parametrize("value", KEYWORD_STRINGS)
 def test_a_libpq_keyword_value_string_is_refused_everywhere(value, tmp_path):
-    src = tmp_path / "src.db"
+    src = new_sqlite_store(tmp_path / "src.db")
     with EventStore.open(str(src)) as store:
         store.create_session("s").append("note", {})
     runs = [run("copy", str(src), value, cwd=tmp_path), run("copy", value, str(src), cwd=tmp_path),

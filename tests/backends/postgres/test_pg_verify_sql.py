@@ -186,7 +186,7 @@ def test_verify_prints_the_first_findings_and_a_count_by_kind(tmp_path):
     more, counts them by kind; --all prints every one (SQLite: the CLI is the same)."""
     import sqlite3
 
-    db = tmp_path / "many.db"
+    db = new_sqlite_store(tmp_path / "many.db")
     with EventStore.open(db) as store:
         store.create_session("s").append_many([("user/message", {"content": str(i)}) for i in range(250)])
     raw = sqlite3.connect(db)
@@ -208,7 +208,7 @@ def test_sqlite_an_importing_row_moved_onto_a_stored_session_is_a_finding(tmp_pa
     stored session, which readers then hide; verify names it."""
     import sqlite3
 
-    db = tmp_path / "hide.db"
+    db = new_sqlite_store(tmp_path / "hide.db")
     with EventStore.open(db) as store:
         store.create_session("s").append("user/message", {"content": "hi"})
         store.create_session("n")
@@ -392,7 +392,7 @@ def test_search_without_the_index_matches_words_with_short_snippets(request, tmp
 def test_a_2000_word_search_is_a_clear_error(tmp_path):
     from eventstore.web.app import create_app
 
-    db = tmp_path / "s.db"
+    db = new_sqlite_store(tmp_path / "s.db")
     with EventStore.open(db) as store:
         store.create_session("a").append("user/message", {"content": "w1 w2"})
     words = " ".join(f"w{i}" for i in range(2000))
