@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, TESTS
+from conftest import DATA, TESTS, new_sqlite_store
 
 from eventstore import DatabaseError, EventStore
 from eventstore.audit.integrity import verify_database
@@ -101,12 +101,22 @@ def test_own_live_wal_and_one_left_by_vacuum_are_accepted(tmp_path):
     conn.close()
 
 
+#: WAL frames the writer process writes between two checkpoints: a tenth of the store's own
+#: (engine.CHECKPOINT_FRAMES), so that its WAL starts over every twenty-odd batches instead of
+#: every two hundred-odd, and the tests below see as many generations for a tenth of the writing.
+WRITER_CHECKPOINT_FRAMES = 100
+
+
 def start_writer(db: Path, side: Path, batch: int = 20) -> subprocess.Popen:
     """A process appending batches of ``batch`` events to session "s" of ``db`` until killed,
-    writing a line to ``side`` after each batch it got back."""
+    writing a line to ``side`` after each batch it got back (checkpointing every
+    ``WRITER_CHECKPOINT_FRAMES`` frames)."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
-    code = "import sys, workers; workers.append_many_forever(sys.argv[1], 's', sys.argv[2], int(sys.argv[3]))"
-    return subprocess.Popen([sys.executable, "-c", code, str(db), str(side), str(batch)], env=env)
+    code = ("import sys, workers; from eventstore.backends.sqlite import engine; "
+            "engine.CHECKPOINT_FRAMES = int(sys.argv[4]); "
+            "workers.append_many_forever(sys.argv[1], 's', sys.argv[2], int(sys.argv[3]))")
+    return subprocess.Popen([sys.executable, "-c", code, str(db), str(side), str(batch),
+                             str(WRITER_CHECKPOINT_FRAMES)], env=env)
 
 
 def lines(path: Path) -> int:
@@ -184,7 +194,7 @@ def live_db(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_a_killed_writers_own_wal_is_always_accepted(live_db):
     db, side = live_db
-    for batches, resets in ((1, 0), (25, 0), (300, 1), (600, 2)):
+    for batches, resets in ((1, 0), (10, 0), (30, 1), (60, 2)):
         kill_writer_after(db, side, batches, resets)
         assert os.path.getsize(str(db) + "-wal") > 32
         own_pairs_open(db, side)
@@ -205,7 +215,7 @@ def assert_refused_untouched(db: Path) -> None:
 
 def test_an_older_smaller_copy_restored_beside_a_live_wal_is_refused(live_db, tmp_path):
     db, side = live_db
-    kill_writer_after(db, side, 200)
+    kill_writer_after(db, side, 20)
     # The file alone is whole once SQLite has checkpointed every commit into it (the killed
     # writer's own checkpoint may have been cut off halfway, which only its WAL mends).
     conn = sqlite3.connect(db)
@@ -213,7 +223,7 @@ def test_an_older_smaller_copy_restored_beside_a_live_wal_is_refused(live_db, tm
     conn.close()
     backup = tmp_path / "backup.db"
     shutil.copyfile(db, backup)  # cp of the database file alone, WAL and all left in place
-    kill_writer_after(db, side, 300, 1)  # the WAL started over since: it belongs to a newer, larger file
+    kill_writer_after(db, side, 30, 1)  # the WAL started over since: it belongs to a newer, larger file
     assert backup.stat().st_size < db.stat().st_size
     shutil.copyfile(backup, db)  # the backup restored with cp beside the live WAL
     assert_refused_untouched(db)
@@ -224,9 +234,9 @@ def test_an_older_smaller_copy_restored_beside_a_live_wal_is_refused(live_db, tm
 
 def test_a_newer_larger_copy_beside_an_older_wal_is_refused(live_db, tmp_path):
     db, side = live_db
-    kill_writer_after(db, side, 200)
+    kill_writer_after(db, side, 20)
     old_wal = Path(str(db) + "-wal").read_bytes()
-    kill_writer_after(db, side, 300, 1)
+    kill_writer_after(db, side, 30, 1)
     Path(str(db) + "-wal").write_bytes(old_wal)
     assert_refused_untouched(db)
 
@@ -271,7 +281,7 @@ GREEDY = ("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE 
 
 @pytest.fixture
 def demo_db(tmp_path: Path) -> Path:
-    db = tmp_path / "events.db"
+    db = new_sqlite_store(tmp_path / "events.db")
     with EventStore.open(db) as store:
         store.import_jsonl(DATA / "demo.jsonl")
     return db
@@ -290,7 +300,8 @@ def test_sql_bounds_the_memory_of_a_query(demo_db):
     assert r.stderr.decode() == "error: the query was stopped: it needed more than --max-memory 32 MiB\n"
 
 
-def test_sql_timeout_and_memory_limit_on_postgres(pg_url):
+def test_sql_timeout_and_memory_limit_on_postgres(pg_store_url):
+    pg_url = pg_store_url
     with EventStore.open(pg_url) as store:
         store.import_jsonl(DATA / "demo.jsonl")
     r = run(pg_url, "sql", "--timeout", "0.5", ENDLESS)
@@ -368,7 +379,7 @@ def small_disk(tmp_path: Path):
 
 
 def test_export_all_on_a_full_disk_names_the_file_and_counts_what_it_wrote(tmp_path, small_disk):
-    db = tmp_path / "events.db"
+    db = new_sqlite_store(tmp_path / "events.db")
     with EventStore.open(db) as store:
         for i in range(6):
             store.create_session(f"s{i}").append_many([("user/message", {"content": "y" * 1000})] * 60)
@@ -462,7 +473,7 @@ def test_csv_on_a_terminal_shows_control_characters_as_escapes(demo_db):
 
 
 def test_sessions_table_on_a_terminal_escapes_ids(tmp_path):
-    db = tmp_path / "t.db"
+    db = new_sqlite_store(tmp_path / "t.db")
     with EventStore.open(db) as store:
         store.create_session("\x1b]0;pwned\x07")
     shown = on_terminal(db, "sessions")

@@ -23,11 +23,13 @@ pytestmark = pytest.mark.install
 def installed(tmp_path_factory):
     base = tmp_path_factory.mktemp("install")
     # The running pip installs into the new environment (--python): it needs no pip of its own,
-    # and making one (ensurepip) took a third of this fixture's CPU time.
+    # and making one (ensurepip) took a third of this fixture's CPU time. --no-compile: pip
+    # would compile every module of every dependency (most of the install's time); the commands
+    # below compile what they import, once (sh() lets them write their bytecode).
     venv.EnvBuilder(with_pip=False).create(base / "venv")
     bindir = base / "venv" / ("Scripts" if os.name == "nt" else "bin")
-    pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(bindir / "python"), "install", "-q", str(ROOT)],
-                         capture_output=True, text=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(bindir / "python"), "install", "-q",
+                          "--no-compile", str(ROOT)], capture_output=True, text=True)
     assert pip.returncode == 0, pip.stdout + pip.stderr
     elsewhere = base / "elsewhere"
     elsewhere.mkdir()
@@ -35,7 +37,9 @@ def installed(tmp_path_factory):
 
 
 def sh(exe, cwd, *args):
-    env = {k: v for k, v in os.environ.items() if k not in ("EVENTSTORE_DB", "PYTHONPATH")}
+    """The installed command, run as a newcomer's shell would: no EVENTSTORE_DB, no PYTHONPATH,
+    and Python writing its bytecode (into the new environment)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("EVENTSTORE_DB", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
     return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, env=env)
 
 

@@ -3,13 +3,16 @@ space) that libpq reads differently or cannot parse, not in ``sessions``, ``copy
 ``EventStore.open``; a libpq keyword/value string is refused, not made an SQLite file; and
 ``demo``'s closing hint works with a database from ``$EVENTSTORE_DB``.
 
-Real processes against a real server (tests/pgserver.py). That server trusts local
+The CLI runs in process (click's CliRunner, in the test's folder); a real process where
+what reaches the process's own stderr matters (libpq's output is not captured in process)
+or its arguments are bytes. Against a real server (tests/pgserver.py). That server trusts local
 connections, so a wrong password still connects: the failures here are a closed port and
 URLs libpq cannot parse, and for a connection that works the printed URL is checked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -18,6 +21,7 @@ from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
+from conftest import new_sqlite_store
 
 from eventstore import EventStore
 from eventstore.audit import integrity
@@ -55,6 +59,16 @@ def role(pg_server):
 
 
 def run(*argv: str, cwd, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The CLI with ``argv`` run in process from the folder ``cwd``, with ``env`` added to
+    the environment: its exit status, stdout and stderr."""
+    with contextlib.chdir(cwd):
+        r = CliRunner(env=env).invoke(cli, list(argv))
+    return subprocess.CompletedProcess(argv, r.exit_code, r.stdout, r.stderr)
+
+
+def run_process(*argv: str, cwd, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The same in a real process: what libpq might write to the process's stderr itself is
+    in its stderr too."""
     return subprocess.run([sys.executable, "-m", "eventstore", *argv], capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, **(env or {})}, timeout=120)
 
@@ -79,7 +93,7 @@ def failing_urls(pg_server, role) -> dict[str, tuple[str, str]]:
 
 
 def test_a_url_that_cannot_connect_shows_no_part_of_its_password(pg_server, role, tmp_path):
-    src = tmp_path / "src.db"
+    src = new_sqlite_store(tmp_path / "src.db")
     with EventStore.open(str(src)) as store:
         store.create_session("s").append("note", {})
     for how, (url, password) in failing_urls(pg_server, role).items():
@@ -91,8 +105,9 @@ def test_a_url_that_cannot_connect_shows_no_part_of_its_password(pg_server, role
             assert PERCENT_HINT in message and "%2F" in message, (how, message)
         else:
             assert PERCENT_HINT not in message, (how, message)
-        for argv in (["--db", url, "sessions"], ["copy", str(src), url], ["copy", url, str(src)]):
-            p = run(*argv, cwd=tmp_path)
+        for argv, how_run in ((["--db", url, "sessions"], run_process), (["copy", str(src), url], run),
+                              (["copy", url, str(src)], run)):
+            p = how_run(*argv, cwd=tmp_path)
             out = p.stdout + p.stderr
             assert p.returncode == 1 and "cannot connect" in p.stderr and not leaks(out, password), (how, argv, out)
             assert p.stderr.startswith(f"error: postgresql://{role[0]}@127.0.0.1:"), (how, argv, out)
@@ -102,7 +117,7 @@ def test_a_url_that_cannot_connect_shows_no_part_of_its_password(pg_server, role
 def test_a_url_that_connects_is_shown_without_its_password(pg_server, role, tmp_path):
     user, db = role
     shown = f"postgresql://{user}@127.0.0.1:{pg_server.port}/{db}"
-    src = tmp_path / "src.db"
+    src = new_sqlite_store(tmp_path / "src.db")
     with EventStore.open(str(src)) as store:
         store.create_session("s").append("note", {})
     encoded = f"postgresql://{user}:{quote(PASSWORD, safe='')}@127.0.0.1:{pg_server.port}/{db}"
@@ -132,7 +147,7 @@ KEYWORD_STRINGS = [
 
 @pytest.mark.parametrize("value", KEYWORD_STRINGS)
 def test_a_libpq_keyword_value_string_is_refused_everywhere(value, tmp_path):
-    src = tmp_path / "src.db"
+    src = new_sqlite_store(tmp_path / "src.db")
     with EventStore.open(str(src)) as store:
         store.create_session("s").append("note", {})
     runs = [run("copy", str(src), value, cwd=tmp_path), run("copy", value, str(src), cwd=tmp_path),
@@ -183,7 +198,7 @@ def test_an_sslpassword_and_a_url_that_is_not_utf8_show_no_secret(tmp_path):
     """``sslpassword=`` (the client key's) is hidden like ``password=``; a URL holding a byte
     that is not UTF-8 is one line that says so, without its password."""
     url = "postgresql://u:Secr3tPW@127.0.0.1:1/db?sslpassword=SSLSECRET&application_name=x"
-    r = run("--db", url, "sessions", cwd=tmp_path)
+    r = run_process("--db", url, "sessions", cwd=tmp_path)
     assert r.returncode == 1 and r.stderr.startswith("error: postgresql://u@127.0.0.1:1/db?application_name=x: "
                                                      "cannot connect: "), r.stderr
     assert "SSLSECRET" not in r.stderr and "Secr3tPW" not in r.stderr

@@ -2,8 +2,8 @@
 triggers switched off, concurrency with real processes, LISTEN/NOTIFY, the sql sandbox,
 the projection equal to SQLite's, and `eventstore copy` between the two databases.
 
-Everything runs against the throwaway server of tests/pgserver.py (fixtures ``pg_server``
-and ``pg_url`` in conftest.py); the contract suite runs on PostgreSQL through the
+Everything runs against the throwaway server of tests/pgserver.py (fixtures ``pg_server``,
+``pg_url``, and ``pg_store_url`` where the test starts from a migrated store, in conftest.py); the contract suite runs on PostgreSQL through the
 parametrized ``store`` fixture."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import uuid
 import pytest
 import workers
 from click.testing import CliRunner
-from conftest import DATA, FIXTURES, TESTS, export_bytes
+from conftest import DATA, FIXTURES, TESTS, export_bytes, new_sqlite_store
 
 from eventstore import DatabaseError, EventStore, SeqConflict
 from eventstore.audit import verify as audit
@@ -84,8 +84,8 @@ ATTACKS = [
 
 
 @pytest.mark.parametrize("sql,code", ATTACKS, ids=[a[0][:60] for a in ATTACKS])
-def test_plain_sql_attacks_fail_and_change_nothing(pg_url, sql, code):
-    refused_unchanged(pg_url, sql, code)
+def test_plain_sql_attacks_fail_and_change_nothing(pg_store_url, sql, code):
+    refused_unchanged(pg_store_url, sql, code)
 
 
 def refused_unchanged(pg_url: str, sql: str, code: str) -> None:
@@ -100,18 +100,18 @@ def refused_unchanged(pg_url: str, sql: str, code: str) -> None:
         assert snapshot(conn) == before
 
 
-def test_on_conflict_do_nothing_cannot_overwrite(pg_url):
-    filled(pg_url).close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+def test_on_conflict_do_nothing_cannot_overwrite(pg_store_url):
+    filled(pg_store_url).close()
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:
         before = snapshot(conn)
         conn.execute("INSERT INTO sessions (id, created_at, meta) VALUES ('s', 1, '{\"x\":1}') "
                      "ON CONFLICT DO NOTHING")
         assert snapshot(conn) == before
 
 
-def test_the_store_translates_refusals_by_code(pg_url):
-    store = filled(pg_url)
-    other = EventStore.open(pg_url)  # a second writer: the first one's cached head goes stale
+def test_the_store_translates_refusals_by_code(pg_store_url):
+    store = filled(pg_store_url)
+    other = EventStore.open(pg_store_url)  # a second writer: the first one's cached head goes stale
     other.session("s").append("x", {})
     ev = store.session("s").append("y", {})  # refused at the stale head (ES002), then at the real one
     assert ev.seq == 7
@@ -172,12 +172,12 @@ FORGED = [
 
 
 @pytest.mark.parametrize("what,forge,sql,code", FORGED, ids=[f[0] for f in FORGED])
-def test_a_forged_guard_setting_gets_the_statement_refused(pg_url, what, forge, sql, code):
+def test_a_forged_guard_setting_gets_the_statement_refused(pg_store_url, what, forge, sql, code):
     """The row guard lets a row through on the transaction-local setting it keeps; anyone
     may set it, so the statement check (and the unique indexes) must refuse what it lets
     through wrongly."""
-    filled(pg_url).close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    filled(pg_store_url).close()
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:
         before = snapshot(conn)
         conn.execute(forge)  # for the session (false): it outlives the transactions below
         with pytest.raises(psycopg.Error) as e:
@@ -202,13 +202,13 @@ MANY_ROWS = [
 
 
 @pytest.mark.parametrize("what,sql,code", MANY_ROWS, ids=[m[0] for m in MANY_ROWS])
-def test_a_bad_row_of_a_multi_row_insert_refuses_the_statement(pg_url, what, sql, code):
-    refused_unchanged(pg_url, sql, code)
+def test_a_bad_row_of_a_multi_row_insert_refuses_the_statement(pg_store_url, what, sql, code):
+    refused_unchanged(pg_store_url, sql, code)
 
 
-def test_two_sessions_in_one_statement_and_across_statements(pg_url):
-    filled(pg_url).close()
-    with psycopg.connect(pg_url) as conn:  # one transaction, several statements, a savepoint
+def test_two_sessions_in_one_statement_and_across_statements(pg_store_url):
+    filled(pg_store_url).close()
+    with psycopg.connect(pg_store_url) as conn:  # one transaction, several statements, a savepoint
         conn.execute(_insert(_row("s", 6), _row("t", 2), _row("s", 7), _row("t", 3)))
         conn.execute(_insert(_row("t", 4), _row("t", 5)))
         try:
@@ -224,7 +224,7 @@ def test_two_sessions_in_one_statement_and_across_statements(pg_url):
         rows = conn.execute("SELECT position, session_id, seq FROM events WHERE position > 8 ORDER BY position").fetchall()
     assert rows == [(9, "s", 6), (10, "t", 2), (11, "s", 7), (12, "t", 3), (13, "t", 4), (14, "t", 5),
                     (15, "s", 8), (16, "t", 6), (17, "t", 7), (18, "t", 8)]
-    with EventStore.open(pg_url) as store:  # the store goes on from there
+    with EventStore.open(pg_store_url) as store:  # the store goes on from there
         assert store.session("s").append("after", {}).position == 19
 
 
@@ -240,9 +240,9 @@ def _copy_rows(conn, rows: list[tuple]) -> None:
     ([(9, "s", 6), (10, "nobody", 0)], "ES001"),
     ([(9, "s", 6), (10, "s", 7), (11, "s", 8)], None),
 ], ids=["position gap", "seq gap", "unknown session", "dense"])
-def test_copy_is_checked_like_insert(pg_url, rows, code):
-    filled(pg_url).close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+def test_copy_is_checked_like_insert(pg_store_url, rows, code):
+    filled(pg_store_url).close()
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:
         before = snapshot(conn)
         full = [(p, sid, seq, "x", 1.0, "{}", "0" * 64) for p, sid, seq in rows]
         if code is None:
@@ -257,11 +257,11 @@ def test_copy_is_checked_like_insert(pg_url, rows, code):
             assert snapshot(conn) == before
 
 
-def test_verify_reports_a_disabled_statement_check(pg_url):
-    filled(pg_url).close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+def test_verify_reports_a_disabled_statement_check(pg_store_url):
+    filled(pg_store_url).close()
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:
         conn.execute("ALTER TABLE events DISABLE TRIGGER events_guard_check")
-    with EventStore.open(pg_url, readonly=True) as ro:
+    with EventStore.open(pg_store_url, readonly=True) as ro:
         report = audit.verify(ro._backend)
     text = "\n".join(str(f) for f in report.findings if f.kind == "trigger")
     assert "events_guard_check on events is disabled" in text
@@ -269,24 +269,24 @@ def test_verify_reports_a_disabled_statement_check(pg_url):
 
 # --- positions, commit order, rolled-back appends ---------------------------------------------
 
-def test_positions_stay_dense_after_rolled_back_inserts(pg_url):
-    store = filled(pg_url)
-    with psycopg.connect(pg_url) as conn:  # a transaction that inserts, then rolls back
+def test_positions_stay_dense_after_rolled_back_inserts(pg_store_url):
+    store = filled(pg_store_url)
+    with psycopg.connect(pg_store_url) as conn:  # a transaction that inserts, then rolls back
         conn.execute("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
                      "VALUES ('t', 2, 'x', 1, '{}', repeat('0', 64))")
         conn.rollback()
     store.session("t").append("after", {})
-    with psycopg.connect(pg_url) as conn:
+    with psycopg.connect(pg_store_url) as conn:
         positions = [r[0] for r in conn.execute("SELECT position FROM events ORDER BY position")]
     assert positions == list(range(1, len(positions) + 1))
     store.close()
 
 
-def test_a_later_commit_never_has_a_smaller_position(pg_url):
+def test_a_later_commit_never_has_a_smaller_position(pg_store_url):
     """A transaction that inserted first but commits later: a second writer waits for it
     (the position lock), so positions follow commit order."""
-    store = filled(pg_url)
-    conn = psycopg.connect(pg_url)
+    store = filled(pg_store_url)
+    conn = psycopg.connect(pg_store_url)
     conn.execute("INSERT INTO events (session_id, seq, type, ts, payload, hash) "
                  "VALUES ('t', 2, 'x', 1, '{}', repeat('0', 64))")  # position 9, not committed yet
     done = threading.Event()
@@ -298,7 +298,7 @@ def test_a_later_commit_never_has_a_smaller_position(pg_url):
 
     thread = threading.Thread(target=append)
     thread.start()
-    with psycopg.connect(pg_url, autocommit=True) as look:
+    with psycopg.connect(pg_store_url, autocommit=True) as look:
         deadline = time.monotonic() + 30
         while not look.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
                                "AND wait_event = 'relation'").fetchone()[0]:  # the append waits for the lock
@@ -335,20 +335,20 @@ def test_concurrent_first_opens_migrate_once(pg_server):
 # --- concurrency: real processes ----------------------------------------------------------------
 
 @pytest.mark.parametrize("durability", ["may-lose-recent", "normal"])
-def test_writers_and_a_follower_lose_nothing(pg_url, durability):
+def test_writers_and_a_follower_lose_nothing(pg_store_url, durability):
     """8 writer processes on their own sessions, 8 on one shared session, and a follower:
     nothing lost, duplicated or reordered; positions dense; the follower sees every event
     once, in position order (with either durability: the default, "normal", waits for the
     flush after the commit, outside the position lock)."""
-    count = 150 if durability == "may-lose-recent" else 60
-    with EventStore.open(pg_url) as store:
+    count = 60  # per writer: 960 appends from 16 processes contending for the position lock throughout
+    with EventStore.open(pg_store_url) as store:
         store.create_session("shared")
-    args = [(pg_url, i, count, None, 50) for i in range(8)] + [(pg_url, 8 + i, count, "shared", 50) for i in range(8)]
+    args = [(pg_store_url, i, count, None, 50) for i in range(8)] + [(pg_store_url, 8 + i, count, "shared", 50) for i in range(8)]
     total = len(args) * count
     barrier = CTX.Barrier(len(args) + 1)
     results = CTX.Queue()
     kw = {"durability": durability}
-    procs = [CTX.Process(target=workers.follower, args=(pg_url, None, total, barrier, results, "follower"), kwargs=kw)]
+    procs = [CTX.Process(target=workers.follower, args=(pg_store_url, None, total, barrier, results, "follower"), kwargs=kw)]
     procs += [CTX.Process(target=workers.writer, args=(*a, barrier, results), kwargs=kw) for a in args]
     for p in procs:
         p.start()
@@ -367,7 +367,7 @@ def test_writers_and_a_follower_lose_nothing(pg_url, durability):
     assert [e[0] for e in seen] == list(range(1, total + 1))  # every position once, in order
     for w in range(16):
         assert [e[4] for e in seen if e[3] == w] == list(range(count))  # each writer's order kept
-    with psycopg.connect(pg_url) as conn:
+    with psycopg.connect(pg_store_url) as conn:
         rows = conn.execute("SELECT position, session_id, seq FROM events ORDER BY position").fetchall()
     assert [r[0] for r in rows] == list(range(1, total + 1))
     assert [(r[0], r[1], r[2]) for r in rows] == [(e[0], e[1], e[2]) for e in seen]
@@ -377,35 +377,35 @@ def test_writers_and_a_follower_lose_nothing(pg_url, durability):
     assert by_session["shared"] == list(range(8 * count))
     for i in range(8):
         assert by_session[f"w{i}"] == list(range(count))
-    with EventStore.open(pg_url, readonly=True) as store:  # (the writers' tool results answer no call)
+    with EventStore.open(pg_store_url, readonly=True) as store:  # (the writers' tool results answer no call)
         assert [f for f in audit.verify(store._backend).findings if f.kind in ("hash", "seq", "trigger")] == []
 
 
-def test_durability_may_lose_recent_commits_asynchronously(pg_url):
+def test_durability_may_lose_recent_commits_asynchronously(pg_store_url):
     """The opt-in "may-lose-recent": the store's write connection commits with
     synchronous_commit off (the server's own setting is not touched), and an append runs no
     flush of its own (with every durability the write connection's own setting is off: the
     durable ones raise it per transaction, see test_durability_full_waits_for_the_flush)."""
-    with EventStore.open(pg_url, durability="may-lose-recent") as store:
+    with EventStore.open(pg_store_url, durability="may-lose-recent") as store:
         assert store._backend._full_level is None
         s = store.create_session("s")
         s.append("x", {})
         conn = store._backend._conn("w")
         assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
-        with psycopg.connect(pg_url) as other:  # another connection keeps the server's setting
+        with psycopg.connect(pg_store_url) as other:  # another connection keeps the server's setting
             other.execute("SET synchronous_commit = on")
             assert other.execute("SHOW synchronous_commit").fetchone()[0] == "on"
 
 
-def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
+def test_durability_full_waits_for_the_flush(pg_store_url, monkeypatch):
     """durability="full" with the server's durable synchronous_commit ("on" here, where the
     test server is set to off): an append that finds the position lock free commits at that
     level (its commit flushes, one round trip, no flush statement after); one that finds
     another append holding it commits asynchronously and then waits, outside the lock, until
     the WAL is flushed past its commit."""
-    with psycopg.connect(pg_url) as conn:
+    with psycopg.connect(pg_store_url) as conn:
         assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # the test server's
-    with EventStore.open(pg_url, durability="full") as store:
+    with EventStore.open(pg_store_url, durability="full") as store:
         backend = store._backend
         s = store.create_session("s")
         conn = backend._conn("w")
@@ -434,7 +434,7 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
         # INSERT's own set_config can make it so), and no flush statement follows: the
         # INSERT's commit record (its transaction's, from the row's xmin) is flushed the
         # moment the append returns (the WAL writer would take up to 200 ms).
-        with psycopg.connect(pg_url, autocommit=True) as other:
+        with psycopg.connect(pg_store_url, autocommit=True) as other:
             other.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")  # (PostgreSQL 15+)
             for i in range(20):
                 start = other.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
@@ -449,7 +449,7 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
                 assert ends == [(True,)], i
         assert committed == []
         # Contended: another transaction holds the position lock while the append starts.
-        with psycopg.connect(pg_url, autocommit=True) as holder:
+        with psycopg.connect(pg_store_url, autocommit=True) as holder:
             holder.execute("BEGIN")
             holder.execute(postgres.LOCK_POSITIONS)
             t = threading.Thread(target=s.append, args=("x", {"i": 20}))
@@ -470,15 +470,15 @@ def test_durability_full_waits_for_the_flush(pg_url, monkeypatch):
         assert conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (committed[-1],)).fetchone()[0]
         assert [e.seq for e in s.events()] == list(range(24))
     with pytest.raises(DatabaseError, match="durability"):
-        EventStore.open(pg_url, durability="fast")
+        EventStore.open(pg_store_url, durability="fast")
 
 
-def test_durability_full_flush_refused_after_the_commit(pg_url, monkeypatch):
+def test_durability_full_flush_refused_after_the_commit(pg_store_url, monkeypatch):
     """When the flush statement fails after the INSERT committed (a batch commits
     asynchronously, then flushes), the append raises DatabaseError saying it committed; the
     events are stored and the next append follows them."""
     from eventstore.backends.postgres import backend as postgres
-    with EventStore.open(pg_url, durability="full") as store:
+    with EventStore.open(pg_store_url, durability="full") as store:
         s = store.create_session("s")
         s.append("x", {})
         monkeypatch.setattr(postgres, "FLUSH", "SELECT 1 / 0 FROM set_config('synchronous_commit', %s, true)")
@@ -489,13 +489,13 @@ def test_durability_full_flush_refused_after_the_commit(pg_url, monkeypatch):
         assert [e.payload for e in s.events()] == [{}, {"i": 1}, {"i": 2}, {"i": 3}]
 
 
-def test_follower_wakes_on_notify(pg_url):
-    store = filled(pg_url)
+def test_follower_wakes_on_notify(pg_store_url):
+    store = filled(pg_store_url)
     follower = store.follower(poll_interval=60)
     try:
         last = follower.events_after(0, 100)[-1][0]
         assert follower.wait_for_commit(0.2) is False  # nothing committed: the timeout
-        with EventStore.open(pg_url) as other:
+        with EventStore.open(pg_store_url) as other:
             other.session("t").append("x", {})
         assert follower.wait_for_commit(30) is True  # woken by the commit, not by the 60 s poll
         assert [r[0] for r in follower.events_after(last, 100)] == [last + 1]
@@ -506,13 +506,20 @@ def test_follower_wakes_on_notify(pg_url):
 
 # --- a server restart under a follower ----------------------------------------------------------
 
-@pytest.fixture
-def own_server(pg_server):
-    """A server of this test's own (it is restarted), and the URL of a database in it."""
+@pytest.fixture(scope="module")
+def restartable_server(pg_server):
+    """A server of this module's own, which its tests restart, stop and start (initdb once
+    for them all, not once per test)."""
     from pgserver import PgServer
 
     with PgServer() as server:
-        yield server, server.url(server.create_database())
+        yield server
+
+
+@pytest.fixture
+def own_server(restartable_server):
+    """The server the test may restart, and the URL of a new database of the test's own in it."""
+    return restartable_server, restartable_server.url(restartable_server.create_database())
 
 
 def test_tail_f_goes_on_after_a_server_restart(own_server):
@@ -628,7 +635,7 @@ def test_a_follower_refuses_to_go_on_when_the_restarted_server_lost_what_it_read
 
 # --- tampering with the triggers switched off ------------------------------------------------
 
-def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_url):
+def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_store_url):
     """The derived search index is written by whoever searches (the writer role too): a
     bound past the log, a row missing, a row of no message event, and (with full) a row's
     vector changed are each a finding, and search really misses or invents hits then."""
@@ -636,13 +643,13 @@ def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_url):
     from eventstore.search import search
 
     def found(full: bool = False) -> list[str]:
-        return [f.message for f in verify_database(pg_url, full=full).findings]
+        return [f.message for f in verify_database(pg_store_url, full=full).findings]
 
-    store = filled(pg_url)
+    store = filled(pg_store_url)
     try:
         search(store, "hi")  # the index caught up with the log
         assert found(full=True) == []
-        with psycopg.connect(pg_url, autocommit=True) as conn:
+        with psycopg.connect(pg_store_url, autocommit=True) as conn:
             last = conn.execute("SELECT max(position) FROM events").fetchone()[0]
             with pytest.raises(psycopg.DatabaseError) as e:  # the guards of revision 0250
                 conn.execute("UPDATE events_search_state SET indexed_through = 9000000000")
@@ -673,11 +680,11 @@ def test_verify_finds_a_search_index_out_of_step_with_the_log(pg_url):
 
 
 
-def test_verify_names_every_tampered_seq(pg_url):
-    store = filled(pg_url)
-    with EventStore.open(pg_url, readonly=True) as ro:
+def test_verify_names_every_tampered_seq(pg_store_url):
+    store = filled(pg_store_url)
+    with EventStore.open(pg_store_url, readonly=True) as ro:
         assert audit.verify(ro._backend).ok
-    with psycopg.connect(pg_url, autocommit=True) as conn:  # a superuser switches the triggers off
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:  # a superuser switches the triggers off
         conn.execute("SET session_replication_role = replica")
         conn.execute("UPDATE events SET payload = '{\"content\":\"bye\"}' WHERE session_id = 's' AND seq = 0")
         conn.execute("DELETE FROM events WHERE session_id = 's' AND seq = 2")
@@ -686,7 +693,7 @@ def test_verify_names_every_tampered_seq(pg_url):
                      "VALUES (100, 'ghost', 0, 'x', 1, '{}', repeat('0', 64))")
         conn.execute("INSERT INTO events (position, session_id, seq, type, ts, payload, hash) "
                      "VALUES (101, 't', 2, 'user/message', 1, '{\"content\":\"forged\"}', repeat('0', 64))")
-    with EventStore.open(pg_url, readonly=True) as ro:
+    with EventStore.open(pg_store_url, readonly=True) as ro:
         report = audit.verify(ro._backend)
     found = {(f.session_id, f.seq, f.kind) for f in report.findings}
     assert ("t", 2, "hash") in found  # an event added at the end
@@ -697,12 +704,12 @@ def test_verify_names_every_tampered_seq(pg_url):
     store.close()
 
 
-def test_verify_reports_a_disabled_trigger(pg_url):
-    filled(pg_url).close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+def test_verify_reports_a_disabled_trigger(pg_store_url):
+    filled(pg_store_url).close()
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:
         conn.execute("ALTER TABLE events DISABLE TRIGGER events_guard_update")
         conn.execute("DROP TRIGGER sessions_guard_delete ON sessions")
-    with EventStore.open(pg_url, readonly=True) as ro:
+    with EventStore.open(pg_store_url, readonly=True) as ro:
         report = audit.verify(ro._backend)
     text = "\n".join(str(f) for f in report.findings if f.kind == "trigger")
     assert "events_guard_update on events is disabled" in text
@@ -863,23 +870,23 @@ def test_roles_as_an_owner_without_createrole_says_what_it_needs(pg_server):
 
 @pytest.mark.parametrize("sql", ["DELETE FROM events", "CREATE TABLE x (a int)", "SELECT 1; DELETE FROM events",
                                  "COMMIT", "INSERT INTO sessions (id, created_at) VALUES ('z', 1)"])
-def test_sql_refuses_what_writes(pg_url, sql):
-    filled(pg_url).close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+def test_sql_refuses_what_writes(pg_store_url, sql):
+    filled(pg_store_url).close()
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:
         before = snapshot(conn)
-    r = CliRunner().invoke(cli, ["--db", pg_url, "sql", sql])
+    r = CliRunner().invoke(cli, ["--db", pg_store_url, "sql", sql])
     assert r.exit_code != 0
     assert "Traceback" not in r.output
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:
         assert snapshot(conn) == before
 
 
-def test_sql_refuses_what_acts_outside_the_tables(pg_server, pg_url):
+def test_sql_refuses_what_acts_outside_the_tables(pg_server, pg_store_url):
     """A READ ONLY transaction still lets a superuser's COPY ... TO write a server file or run
     a program, directly or from server-side code: sql runs a superuser's query as
     pg_read_all_data, so PostgreSQL refuses them whatever the text (a nested comment
     included), and no file appears. A column named copy is still read."""
-    filled(pg_url).close()
+    filled(pg_store_url).close()
     target = pg_server.folder / "written-by-sql"
     quoted = f"''{target}''"  # (the path as a literal inside the DO block's literal)
     cases = [("to a file", f"COPY (SELECT 1) TO '{target}'"),
@@ -889,19 +896,19 @@ def test_sql_refuses_what_acts_outside_the_tables(pg_server, pg_url):
              ("pg_read_file", "SELECT pg_read_file('/etc/passwd')"),
              ("lo_export", f"SELECT lo_export(1, '{target}')")]
     for word, sql in cases:
-        r = CliRunner().invoke(cli, ["--db", pg_url, "sql", sql])
+        r = CliRunner().invoke(cli, ["--db", pg_store_url, "sql", sql])
         assert r.exit_code == 1 and r.stderr.startswith("error: refused: ") and word in r.stderr, r.stderr
         assert "'pg_read_all_data', as which sql runs," in r.stderr
         assert not target.exists()
-    r = CliRunner().invoke(cli, ["--db", pg_url, "sql", "--csv", "SELECT 1 AS copy"])
+    r = CliRunner().invoke(cli, ["--db", pg_store_url, "sql", "--csv", "SELECT 1 AS copy"])
     assert (r.exit_code, r.stdout) == (0, "copy\n1\n")
 
 
-def test_sql_settings_do_not_outlive_the_query(pg_url):
-    filled(pg_url).close()
+def test_sql_settings_do_not_outlive_the_query(pg_store_url):
+    filled(pg_store_url).close()
     from eventstore.backends.postgres import PostgresBackend
 
-    q = PostgresBackend.query_connection(pg_url)
+    q = PostgresBackend.query_connection(pg_store_url)
     try:
         list(q.query("SELECT set_config('statement_timeout', '0', false)")[1])
         _cols, rows = q.query("SELECT current_setting('statement_timeout'), current_setting('transaction_read_only')")
@@ -912,14 +919,14 @@ def test_sql_settings_do_not_outlive_the_query(pg_url):
 
 # --- the projection and the audit views equal SQLite's ---------------------------------------
 
-def test_views_give_the_same_rows_as_sqlite(pg_url, tmp_path):
-    db = tmp_path / "x.db"
-    with EventStore.open(db) as lite, EventStore.open(pg_url) as pg:
+def test_views_give_the_same_rows_as_sqlite(pg_store_url, tmp_path):
+    db = new_sqlite_store(tmp_path / "x.db")
+    with EventStore.open(db) as lite, EventStore.open(pg_store_url) as pg:
         for name in FIXTURES:
             lite.import_jsonl(DATA / f"{name}.jsonl")
             pg.import_jsonl(DATA / f"{name}.jsonl")
     src = sqlite3.connect(db)
-    with psycopg.connect(pg_url) as conn:
+    with psycopg.connect(pg_store_url) as conn:
         for view, key in [("messages", "session_id, seq"), ("tool_calls", "session_id, call_seq, call_id"),
                           ("turns", "session_id, start_seq"), ("session_summary", "session_id")]:
             a = src.execute(f"SELECT * FROM {view} ORDER BY {key}").fetchall()
@@ -934,7 +941,7 @@ def test_views_give_the_same_rows_as_sqlite(pg_url, tmp_path):
 # --- eventstore copy --------------------------------------------------------------------------
 
 def test_copy_sqlite_to_postgres_and_back(pg_url, tmp_path):
-    lite = tmp_path / "a.db"
+    lite = new_sqlite_store(tmp_path / "a.db")
     with EventStore.open(lite) as store:
         ids = [store.import_jsonl(DATA / f"{name}.jsonl") for name in FIXTURES]
         store.create_session("empty")
@@ -959,7 +966,7 @@ def test_copy_sqlite_to_postgres_and_back(pg_url, tmp_path):
 
 
 def test_copy_refuses_a_tampered_source_session(pg_url, tmp_path):
-    lite = tmp_path / "a.db"
+    lite = new_sqlite_store(tmp_path / "a.db")
     with EventStore.open(lite) as store:
         sid = store.import_jsonl(DATA / "demo.jsonl")
     conn = sqlite3.connect(lite)
@@ -975,8 +982,8 @@ def test_copy_refuses_a_tampered_source_session(pg_url, tmp_path):
     assert sid
 
 
-def test_export_of_a_postgres_session_streams(pg_url):
-    with EventStore.open(pg_url) as store:
+def test_export_of_a_postgres_session_streams(pg_store_url):
+    with EventStore.open(pg_store_url) as store:
         sid = store.import_jsonl(DATA / "big.jsonl")
         out = io.BytesIO()
         store.export_jsonl(sid, out)
@@ -1005,7 +1012,7 @@ def test_urls_in_both_forms_and_no_password_in_messages(pg_url, pg_server):
     assert r.exit_code == 0 and r.output == f"{pg_url}: ready (schema revision {SCHEMA_REVISION})\n", r.output
 
 
-def test_ctrl_c_stops_a_long_sql_query(pg_url):
+def test_ctrl_c_stops_a_long_sql_query(pg_store_url):
     """A real process, a real SIGINT, while the server runs its query: one line, status 1,
     and the server's query is cancelled."""
     import os
@@ -1013,16 +1020,16 @@ def test_ctrl_c_stops_a_long_sql_query(pg_url):
     import subprocess
     import sys
 
-    filled(pg_url).close()
+    filled(pg_store_url).close()
     env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
-    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", pg_url, "sql", "SELECT pg_sleep(600)"],
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", pg_store_url, "sql", "SELECT pg_sleep(600)"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # (the rows stream through a cursor: the server runs the query in the FETCH that reads them)
     running = ("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'FETCH %% FROM \"eventstore_sql\"' "
                "AND state = 'active'")
     try:
-        with psycopg.connect(pg_url, autocommit=True) as look:
+        with psycopg.connect(pg_store_url, autocommit=True) as look:
             deadline = time.monotonic() + 60
             while not look.execute(running).fetchone()[0]:
                 assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
