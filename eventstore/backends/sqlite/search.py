@@ -159,6 +159,8 @@ SCAN_BATCH = 500
 def _fold(text: str) -> str:
     """``text`` as the index compares it: lower case, diacritics removed (unicode61's
     ``remove_diacritics``)."""
+    if text.isascii():  # (NFKD leaves ASCII as it is, and it has no combining marks)
+        return text.lower()
     import unicodedata  # (imported when used: eventstore's start-up)
 
     text = unicodedata.normalize("NFKD", text.lower())
