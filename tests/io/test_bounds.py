@@ -189,9 +189,13 @@ def test_watch_goes_on_past_a_file_nested_too_deeply(tmp_path):
         assert proc.poll() is None  # still watching
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-        for t in readers:
-            t.join(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:  # (a watcher that outlived Ctrl-C fails the test; it is not left running)
+                proc.kill()
+            for t in readers:
+                t.join(timeout=60)
     out, err = "".join(outputs), "".join(errors)
     assert f"{folder / 'b.jsonl'}:1: nested too deeply" in err, err
     assert "failed: 1" in out and first < sessions()

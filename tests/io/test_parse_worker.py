@@ -164,7 +164,7 @@ def test_ctrl_c_in_the_terminal_does_not_stop_the_worker(store, tmp_path, always
 
 
 def test_two_threads_import_at_once(tmp_path, always):
-    # two chunked imports each (10,000 events: two chunks of 5,000)
+    # each a chunked import (2 x CHUNK_ROWS events: two chunks)
     paths = [write_session(tmp_path / f"t{i}.jsonl", f"t{i}", 2 * bulk_mod.CHUNK_ROWS) for i in range(2)]
     errors = []
     with EventStore.open(new_sqlite_store(tmp_path / "t.db")) as store:
