@@ -152,9 +152,11 @@ def test_watch_goes_on_past_a_file_nested_too_deeply(tmp_path):
     folder.mkdir()
     db = new_sqlite_store(tmp_path / "x.db")
     shutil.copy(DATA / "claude-code/v2.1-main.jsonl", folder / "a.jsonl")
+    # (SIGINT as by default in the watcher, as conftest's interrupt_mid_import does: a test run
+    # started in the background inherits it ignored, and the watcher would not stop)
     proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(db), "import", "--watch",
                              "--interval", "0.1", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=_env())
+                            text=True, env=_env(), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # stdout and stderr as they come, read by threads (to wait on b's message, not on a sleep)
     outputs: list[str] = []
     errors: list[str] = []
