@@ -2,8 +2,11 @@
 (skip, conflict, --append), export to a folder with hostile session ids, and the hash
 chain an import writes (the same as the append path's).
 
-Every test runs twice: with files parsed in the importing process, and in the parse worker
-process (as files of a megabyte or more are; see eventstore.io.parse_worker)."""
+Every test of an import from a file runs twice: with files parsed in the importing process,
+and in the parse worker process (as files of a megabyte or more are; see
+eventstore.io.parse_worker). A test marked parsed_once imports no file by its path (none, or
+only streams, which the worker never reads), or only to set up an export of it that the
+fixture tests already import both ways: it runs once, parsing in process."""
 
 from __future__ import annotations
 
@@ -29,12 +32,24 @@ from eventstore.log.line import event_line
 META = b'{"type":"session/meta","id":"s1"}'
 
 
-@pytest.fixture(autouse=True, params=["in-process", "worker"])
+def parsed_once(test):
+    """Marks a test for which where a file is parsed makes no difference (see above)."""
+    test.parsed_once = True
+    return test
+
+
+def pytest_generate_tests(metafunc):
+    if not getattr(metafunc.function, "parsed_once", False):
+        metafunc.parametrize("parse_in", ["in-process", "worker"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
 def parse_in(request, monkeypatch):
     """Where import parses a file: here, or in the worker process (every file, however small)."""
-    if request.param == "worker":
+    where = getattr(request, "param", "in-process")
+    if where == "worker":
         monkeypatch.setattr(parse_worker, "PARALLEL_MIN_BYTES", 0)
-    return request.param
+    return where
 
 
 def ev(seq: int, type_: str = "a", **payload) -> bytes:
@@ -90,6 +105,7 @@ def test_fixture_imports_exports_byte_identical_and_projects(store, name):
     assert stored_hashes(store, rep.session_id) == chain_of(rep.session_id, data, store)
 
 
+@parsed_once
 def test_an_import_salts_every_event_afresh_and_verifies(store, tmp_path):
     """Appends and imports are salted (each hash covers the commit payload, docs/redaction.md):
     an import of an export is a new chain (fresh salts), and both verify, also with appends
@@ -111,11 +127,13 @@ def test_an_import_salts_every_event_afresh_and_verifies(store, tmp_path):
             assert audit.verify(db._backend).ok
 
 
+@parsed_once
 def test_export_unknown_session(store):
     with pytest.raises(SessionNotFound):
         store.export_jsonl("nope", io.BytesIO())
 
 
+@parsed_once
 @pytest.mark.parametrize("dest", [".", "folder", "folder/", "afile/", "missing/", "missing2/sub/"])
 def test_export_to_a_folder_is_a_clear_error_that_leaves_nothing(store, tmp_path, monkeypatch, dest):
     """A folder (even "."), or any path ending in "/", is no file to write:
@@ -133,6 +151,7 @@ def test_export_to_a_folder_is_a_clear_error_that_leaves_nothing(store, tmp_path
     assert (tmp_path / "afile").read_text() == "kept"
 
 
+@parsed_once
 def test_export_to_an_empty_path_is_file_not_found(store, tmp_path, monkeypatch):
     """"" names no file: FileNotFoundError, as the reference save("") gives (ENOENT), where
     it said "Is a directory" (Path("") is the current folder)."""
@@ -150,6 +169,7 @@ def _demo(store) -> tuple[str, bytes]:
     return sid, (DATA / "demo.jsonl").read_bytes()
 
 
+@parsed_once
 @pytest.mark.sqlite_only
 @pytest.mark.parametrize("how", ["itself", "symlink", "hard link", "its WAL", "relative"])
 def test_export_never_overwrites_the_store_s_own_database(store, db_path, tmp_path, monkeypatch, how):
@@ -171,6 +191,7 @@ def test_export_never_overwrites_the_store_s_own_database(store, db_path, tmp_pa
     assert [i.events for i in store.sessions()] == [15]
 
 
+@parsed_once
 def test_export_to_a_folder_holding_the_database_under_a_session_s_file_name(tmp_path):
     """export --all into the database's folder, where one session's file name is the
     database's: refused before any file is written."""
@@ -184,6 +205,7 @@ def test_export_to_a_folder_holding_the_database_under_a_session_s_file_name(tmp
         assert [i.events for i in st.sessions()] == [1, 1]
 
 
+@parsed_once
 @pytest.mark.parametrize("tail", ["/.", "/.."])
 def test_export_to_a_path_ending_in_dot_is_no_file(store, tmp_path, tail):
     """"f/." overwrote the file f, and "nx/." created a file nx (Path() drops the dot; the
@@ -197,6 +219,7 @@ def test_export_to_a_path_ending_in_dot_is_no_file(store, tmp_path, tail):
     assert not (tmp_path / "nx").exists()
 
 
+@parsed_once
 def test_export_does_not_replace_a_file_the_user_may_not_write(store, tmp_path, monkeypatch):
     """A read-only file was replaced by the rename (the attack helper); writeFileSync says
     EACCES. (The tests run as root, whom a 0444 mode does not stop: os.access decides.)"""
@@ -211,6 +234,7 @@ def test_export_does_not_replace_a_file_the_user_may_not_write(store, tmp_path, 
     assert target.read_text() == "kept"
 
 
+@parsed_once
 def test_export_through_a_symlink_writes_its_target_and_keeps_the_link(store, tmp_path):
     """As writeFileSync does: the rename replaced the link itself with a file."""
     sid, data = _demo(store)
@@ -224,6 +248,7 @@ def test_export_through_a_symlink_writes_its_target_and_keeps_the_link(store, tm
         assert (tmp_path / target).read_bytes() == data
 
 
+@parsed_once
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
 def test_export_to_a_fifo_writes_through_it(store, tmp_path):
     """A FIFO (or a device, /dev/stdout) is written straight through, as writeFileSync
@@ -242,6 +267,7 @@ def test_export_to_a_fifo_writes_through_it(store, tmp_path):
     assert fifo.is_fifo()
 
 
+@parsed_once
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="/dev/full")
 def test_export_to_a_full_device_names_it(store):
     sid, _ = _demo(store)
@@ -251,6 +277,7 @@ def test_export_to_a_full_device_names_it(store):
     assert Path("/dev/full").is_char_device()
 
 
+@parsed_once
 def test_export_below_a_file_is_not_a_directory(store, tmp_path):
     """A folder of the path that is a file: ENOTDIR, as open() says (it said 'File exists')."""
     sid, _ = _demo(store)
@@ -262,6 +289,7 @@ def test_export_below_a_file_is_not_a_directory(store, tmp_path):
     assert (tmp_path / "afile").read_text() == "kept"
 
 
+@parsed_once
 def test_export_to_a_text_stream_and_a_path(store, tmp_path):
     store.import_jsonl(DATA / "unicode.jsonl")
     sid = "u-2026-0001"
@@ -333,17 +361,23 @@ def test_salvage_when_the_database_refuses_a_row(store, tmp_path):
     assert stored_hashes(store, "s1") == chain_of("s1", lines(META, *evs[:77]), store)
 
 
-def test_a_bad_line_right_after_a_full_batch_is_an_error_without_salvage(store, tmp_path):
-    # 5,000 events: a whole number of batches in process (5,000) and in the worker (1,000)
-    evs = [ev(i) for i in range(5000)]
+def test_a_bad_line_right_after_a_full_batch_is_an_error_without_salvage(store, tmp_path, monkeypatch):
+    from eventstore.io import bulk
+
+    # batches of 100 rows in process and 20 in the worker (5,000 and 1,000 as shipped):
+    # 100 events are a whole number of batches in both
+    monkeypatch.setattr(bulk, "BATCH_ROWS", 100)
+    monkeypatch.setattr(parse_worker, "WORKER_BATCH_ROWS", 20)
+    n = 100
+    evs = [ev(i) for i in range(n)]
     path = tmp_path / "cut.jsonl"
     path.write_bytes(lines(META, *evs, b'{"type":"a","se'))
     with pytest.raises(InvalidJSONL) as info:
         import_jsonl(store, path)
-    assert str(info.value).startswith(f"{path}:5002: invalid JSON")
+    assert str(info.value).startswith(f"{path}:{n + 2}: invalid JSON")
     assert store.sessions() == []
     rep = import_jsonl(store, path, salvage=True)
-    assert rep.events == 5000 and rep.dropped.first_line == 5002
+    assert rep.events == n and rep.dropped.first_line == n + 2
 
 
 def test_salvaged_prefix_reimported_with_salvage_is_skipped(store, tmp_path):
@@ -520,6 +554,7 @@ def test_a_session_id_starting_with_nul_round_trips(store, tmp_path):
     assert out.getvalue() == path.read_bytes()
 
 
+@parsed_once
 def test_file_names_are_a_one_to_one_map():
     names = [file_name_for(s) for s in HOSTILE]
     assert len(set(names)) == len(names)
@@ -532,6 +567,7 @@ def test_file_names_are_a_one_to_one_map():
     assert session_id_from_file_name("con.jsonl") is None
 
 
+@parsed_once
 def test_export_selected_sessions_and_unknown_ids(store, tmp_path):
     for sid in ("a", "b", "c"):
         store.create_session(sid).append("x", {}, ts=1.0)
@@ -542,6 +578,7 @@ def test_export_selected_sessions_and_unknown_ids(store, tmp_path):
     assert not (tmp_path / "none").exists()  # checked before writing anything
 
 
+@parsed_once
 def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path, monkeypatch):
     store.create_session("a").append("x", {"n": 1}, ts=1.0)
     target = tmp_path / "a.jsonl"
@@ -557,6 +594,7 @@ def test_export_replaces_atomically_and_leaves_no_temporary_file(store, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+@parsed_once
 def test_export_streams_in_pages(store, monkeypatch):
     from eventstore.backends.sqlite import export as sqlite
     from eventstore.log import line
@@ -573,19 +611,24 @@ def test_export_streams_in_pages(store, monkeypatch):
     assert export_session(store, "p", io.BytesIO()) == 10
 
 
-def test_pages_of_rows_are_bounded_by_bytes(store):
+@parsed_once
+def test_pages_of_rows_are_bounded_by_bytes(store, monkeypatch):
     """export_rows(max_bytes) cuts a page where the payloads before a row reach the bound
     (the first row always comes), on every backend; row_pages goes through the whole
     session so, and chunks_from_rows (PostgreSQL's export, copy) writes the same bytes."""
-    from eventstore.log.line import PAGE_BYTES, chunks_from_rows, row_pages
+    from eventstore.log import line
+    from eventstore.log.line import chunks_from_rows, row_pages
 
+    # half the page (and payloads half the size): each bound still falls between rows as
+    # before; the larger payloads are still past the SQLite export's BIG_PAYLOAD characters
+    monkeypatch.setattr(line, "PAGE_BYTES", line.PAGE_BYTES // 2)
     s = store.create_session("b")
-    sizes = [10, 400_000, 10, 700_000, 2_000_000, 10, 10, 900_000, 300_000]
+    sizes = [10, 200_000, 10, 350_000, 1_000_000, 10, 10, 450_000, 150_000]
     s.append_many([("t", {"x": "é" * (n // 2)}, float(i)) for i, n in enumerate(sizes)])
     rows = store._backend.export_rows("b", -1, 100)
     lens = [len(r[3].encode()) for r in rows]
     for after in range(-1, len(sizes) - 1):
-        for bound in (1, 500_000, 1_200_000, 10**9):
+        for bound in (1, 250_000, 600_000, 10**9):
             got = store._backend.export_rows("b", after, 100, bound)
             rest = lens[after + 1:]
             k = 1
@@ -595,11 +638,12 @@ def test_pages_of_rows_are_bounded_by_bytes(store):
     assert [r[1] for r in store._backend.export_rows("b", 2, 2, 10**9)] == [3, 4]
     pages = list(row_pages(store._backend, "b"))
     assert [r for p in pages for r in p] == rows and len(pages) > 2
-    assert all(sum(len(r[3].encode()) for r in p[:-1]) < PAGE_BYTES for p in pages)
+    assert all(sum(len(r[3].encode()) for r in p[:-1]) < line.PAGE_BYTES for p in pages)
     assert [r[1] for p in row_pages(store._backend, "b", 1, limit=4) for r in p] == [2, 3, 4, 5]
     assert b"".join(b"".join(c) for c, _b, _n in chunks_from_rows(store._backend, "b", "{}")) == export_bytes(store, "b")
 
 
+@parsed_once
 def test_stdin_like_stream_import(store):
     data = (DATA / "demo.jsonl").read_bytes()
     assert store.import_jsonl(io.BytesIO(data), name="-") == "5a1b896f-beb"

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import export_bytes
+from conftest import export_bytes, new_sqlite_store
 
 from eventstore import DatabaseError, EventStore, ImportConflict
 from eventstore.io import bulk as bulk_mod
@@ -51,18 +51,40 @@ def worker_pid() -> int:
     return parse_worker._worker.proc.pid
 
 
+def wait_delivered(pid: int, sig: int, timeout: float = 10.0) -> None:
+    """Until signal ``sig`` sent to ``pid`` is no longer pending there (delivered, or
+    discarded as ignored); a short sleep where there is no /proc to tell."""
+    status = Path(f"/proc/{pid}/status")
+    if not status.exists():
+        time.sleep(0.2)
+        return
+    bit = 1 << (sig - 1)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            masks = [int(line.split()[1], 16) for line in status.read_text().splitlines()
+                     if line.startswith(("SigPnd:", "ShdPnd:"))]
+        except FileNotFoundError:  # it ended: delivered
+            return
+        if not any(m & bit for m in masks) or time.monotonic() > deadline:
+            return
+        time.sleep(0.005)
+
+
 def test_large_files_go_through_the_worker_with_the_same_result(tmp_path, monkeypatch):
-    path = write_session(tmp_path / "big.jsonl", "big", 15_000)
+    # "large" from 64 KiB (1 MiB as shipped): a file of 1,000 events (80 KB) is large
+    monkeypatch.setattr(parse_worker, "PARALLEL_MIN_BYTES", 1 << 16)
+    path = write_session(tmp_path / "big.jsonl", "big", 1000)
     assert path.stat().st_size >= parse_worker.PARALLEL_MIN_BYTES
     monkeypatch.setattr(parse_worker, "_worker", None)
     monkeypatch.setattr(parse_worker, "_cannot_start", False)
-    with EventStore.open(tmp_path / "w.db") as store:
+    with EventStore.open(new_sqlite_store(tmp_path / "w.db")) as store:
         report = bulk_mod.import_jsonl(store, path)
         worker = parse_worker._worker
         assert worker is not None and worker.proc.poll() is None  # it served this import
         exported = export_bytes(store, "big")
     monkeypatch.setattr(parse_worker, "PARALLEL_MIN_BYTES", 1 << 60)
-    with EventStore.open(tmp_path / "p.db") as store:
+    with EventStore.open(new_sqlite_store(tmp_path / "p.db")) as store:
         assert bulk_mod.import_jsonl(store, path) == report
         assert export_bytes(store, "big") == exported == path.read_bytes()
     worker.close()
@@ -75,7 +97,9 @@ def test_small_files_stay_in_the_importing_process(store, tmp_path, monkeypatch)
 
 
 def test_worker_killed_mid_file_stores_nothing_and_the_next_import_works(store, tmp_path, always, monkeypatch):
-    path = write_session(tmp_path / "s.jsonl", "s", 30_000)  # 2.5 MB: the worker is still writing
+    # 10,000 events (800 KB): past the two batches (of 1,000 rows from the worker) read before
+    # the first insert and the pipe's 64 KiB, the worker is still writing
+    path = write_session(tmp_path / "s.jsonl", "s", 10_000)
     real_transaction = store._backend.import_transaction
 
     def transaction_killing_the_worker(session_id, body):
@@ -99,7 +123,7 @@ def test_worker_killed_mid_file_stores_nothing_and_the_next_import_works(store, 
         bulk_mod.import_jsonl(store, path)
     assert store.sessions() == []
     monkeypatch.setattr(store._backend, "import_transaction", real_transaction)
-    assert bulk_mod.import_jsonl(store, path).events == 30_000  # a new worker
+    assert bulk_mod.import_jsonl(store, path).events == 10_000  # a new worker
     assert export_bytes(store, "s") == path.read_bytes()
 
 
@@ -134,15 +158,16 @@ def test_ctrl_c_in_the_terminal_does_not_stop_the_worker(store, tmp_path, always
     bulk_mod.import_jsonl(store, write_session(tmp_path / "a.jsonl", "a", 100))
     pid = worker_pid()
     os.kill(pid, signal.SIGINT)  # what the terminal sends to the whole foreground group
-    time.sleep(0.2)
+    wait_delivered(pid, signal.SIGINT)
     assert bulk_mod.import_jsonl(store, write_session(tmp_path / "b.jsonl", "b", 100)).events == 100
     assert worker_pid() == pid
 
 
 def test_two_threads_import_at_once(tmp_path, always):
-    paths = [write_session(tmp_path / f"t{i}.jsonl", f"t{i}", 20_000) for i in range(2)]
+    # each a chunked import (2 x CHUNK_ROWS events: two chunks)
+    paths = [write_session(tmp_path / f"t{i}.jsonl", f"t{i}", 2 * bulk_mod.CHUNK_ROWS) for i in range(2)]
     errors = []
-    with EventStore.open(tmp_path / "t.db") as store:
+    with EventStore.open(new_sqlite_store(tmp_path / "t.db")) as store:
         def run(p):
             try:
                 bulk_mod.import_jsonl(store, p)
@@ -184,11 +209,12 @@ def test_a_forked_child_starts_its_own_worker(store, tmp_path, always, backend_u
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_the_worker_ends_with_the_importing_process(tmp_path):
-    path = write_session(tmp_path / "big.jsonl", "big", 15_000)
+    path = write_session(tmp_path / "big.jsonl", "big", 100)
     script = textwrap.dedent(f"""
         from eventstore import EventStore
         from eventstore.io import parse_worker
-        with EventStore.open({str(tmp_path / 'x.db')!r}) as store:
+        parse_worker.PARALLEL_MIN_BYTES = 0  # every file goes through the worker
+        with EventStore.open({str(new_sqlite_store(tmp_path / 'x.db'))!r}) as store:
             store.import_jsonl({str(path)!r})
             print(parse_worker._worker.proc.pid, flush=True)
         import os
@@ -218,10 +244,12 @@ def test_no_interpreter_to_start_means_parsing_in_process(store, tmp_path, alway
 @pytest.mark.skipif(not Path("/dev/stdin").exists(), reason="needs /dev/stdin")
 def test_a_path_that_opens_another_file_in_the_worker_is_read_here(tmp_path):
     # /dev/stdin is the importer's file here and the worker's own pipe there
-    path = write_session(tmp_path / "big.jsonl", "big", 15_000)
+    path = write_session(tmp_path / "big.jsonl", "big", 100)
     script = textwrap.dedent(f"""
         from eventstore import EventStore
-        with EventStore.open({str(tmp_path / 'x.db')!r}) as store:
+        from eventstore.io import parse_worker
+        parse_worker.PARALLEL_MIN_BYTES = 0  # every file goes through the worker
+        with EventStore.open({str(new_sqlite_store(tmp_path / 'x.db'))!r}) as store:
             store.import_jsonl("/dev/stdin")
             import io
             out = io.BytesIO()
