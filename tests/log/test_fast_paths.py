@@ -13,7 +13,7 @@ import itertools
 import math
 
 import pytest
-from conftest import db_rows
+from conftest import db_rows, new_sqlite_store
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -60,8 +60,9 @@ def export_bytes(store: EventStore, sid: str) -> bytes:
 
 @pytest.fixture
 def stores(tmp_path):
-    with EventStore.open(tmp_path / "a.db") as a, EventStore.open(tmp_path / "b.db") as b, \
-            EventStore.open(tmp_path / "c.db") as c:
+    # copies of the migrated template: migrating is not what these tests are about
+    a, b, c = (new_sqlite_store(tmp_path / f"{n}.db") for n in "abc")
+    with EventStore.open(a) as a, EventStore.open(b) as b, EventStore.open(c) as c:
         yield a, b, c
 
 

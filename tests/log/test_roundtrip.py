@@ -6,6 +6,7 @@ import io
 import itertools
 
 import pytest
+from conftest import new_sqlite_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +33,7 @@ _n = itertools.count()
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     folder = tmp_path_factory.mktemp("roundtrip")
-    with EventStore.open(folder / "a.db") as a, EventStore.open(folder / "b.db") as b:
+    with EventStore.open(new_sqlite_store(folder / "a.db")) as a, EventStore.open(new_sqlite_store(folder / "b.db")) as b:
         yield a, b
 
 
