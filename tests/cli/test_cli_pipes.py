@@ -210,7 +210,7 @@ def big_session(events: int, bad_at: int | None = None) -> bytes:
 
 def test_a_bad_line_deep_in_a_pipe_stores_nothing_and_names_the_line(tmp_path):
     db = new_sqlite_store(tmp_path / "pipe.db")
-    n = 2 * BATCH_ROWS + 2000  # past two whole batches (and some hundred reads of the pipe) before the bad line
+    n = 2 * BATCH_ROWS + 2000  # past two whole batches (three megabytes through the pipe) before the bad line
     r, path = import_through_fd_pipe(db, big_session(n, bad_at=n - 10))
     assert r.returncode == 1
     assert r.stderr.decode().startswith(f"{path}:{n - 8}: invalid JSON")  # the meta line is line 1
