@@ -339,34 +339,45 @@ def test_sessions_table_fits_its_token_columns_to_their_cells(loaded, backend_ur
 
 
 def test_cli_search(loaded, backend_url):
+    """The command's output: the first search as a real process (``python -m eventstore``,
+    stdout a pipe), the rest through click in this process (stdout no terminal either;
+    $COLUMNS set or unset for each)."""
+    from click.testing import CliRunner
+
+    from eventstore.cli import cli
+
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     cmd = [sys.executable, "-m", "eventstore", "--db", backend_url, "search"]
     r = subprocess.run([*cmd, "urlopen", "--json", "--limit", "1"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     (hit,) = json.loads(r.stdout)
     assert hit["session_id"] == CODEX and "**urlopen**" in hit["snippet"] and isinstance(hit["seq"], int)
-    r = subprocess.run([*cmd, "urlopen", "--session", CLAUDE], capture_output=True, text=True, env=env)
-    assert r.returncode == 0 and r.stdout == "no match\n"
-    r = subprocess.run([*cmd, "multer", "--type", "tool/result"], capture_output=True, text=True, env=env)
-    assert r.returncode == 0 and "tool/result" in r.stdout and "SNIPPET" in r.stdout
-    r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env={**env, "COLUMNS": "80"})
-    assert r.returncode == 0 and r.stdout.startswith(f"{CODEX}  seq ")  # an id stays whole on its line
+
+    def run(*args, columns=None):
+        return CliRunner().invoke(cli, ["--db", backend_url, "search", *args], env={"COLUMNS": columns})
+
+    r = run("urlopen", "--session", CLAUDE)
+    assert r.exit_code == 0 and r.stdout == "no match\n"
+    r = run("multer", "--type", "tool/result")
+    assert r.exit_code == 0 and "tool/result" in r.stdout and "SNIPPET" in r.stdout
+    r = run("urlopen", "--limit", "3", columns="80")
+    assert r.exit_code == 0 and r.stdout.startswith(f"{CODEX}  seq ")  # an id stays whole on its line
     lines = r.stdout.splitlines()  # too narrow for a column: each snippet below its hit, indented, all of it shown
     assert sum(line.startswith(f"{CODEX}  seq ") for line in lines) == 3 and r.stdout.count("urlopen") == 3
     assert all(line.startswith(("    ", CODEX)) and len(line) <= 80 for line in lines), r.stdout
-    r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env={**env, "COLUMNS": "100"})
-    assert r.returncode == 0 and len(r.stdout.splitlines()) > 4  # the snippets wrap to $COLUMNS
-    r = subprocess.run([*cmd, "urlopen", "--limit", "3"], capture_output=True, text=True, env=env)
-    assert r.returncode == 0 and len(r.stdout.splitlines()) == 4  # into a pipe: a hit a line
+    r = run("urlopen", "--limit", "3", columns="100")
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) > 4  # the snippets wrap to $COLUMNS
+    r = run("urlopen", "--limit", "3")
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 4  # into a pipe: a hit a line
     bad = "AND" if loaded._backend.name == "sqlite" else "a &"
-    r = subprocess.run([*cmd, bad, "--raw"], capture_output=True, text=True, env=env)
-    assert r.returncode == 1 and r.stderr.startswith(f"error: search '{bad}'") and "Traceback" not in r.stderr
-    r = subprocess.run([*cmd, "urlopen", "--session", "nope"], capture_output=True, text=True, env=env)
-    assert (r.returncode, r.stdout, r.stderr) == (1, "", "error: session 'nope' not found\n")
+    r = run(bad, "--raw")
+    assert r.exit_code == 1 and r.stderr.startswith(f"error: search '{bad}'") and "Traceback" not in r.stderr
+    r = run("urlopen", "--session", "nope")
+    assert (r.exit_code, r.stdout, r.stderr) == (1, "", "error: session 'nope' not found\n")
     for odd in ['"', "*", "_ -- ::"]:  # no letter or digit: the same error on every database
-        r = subprocess.run([*cmd, odd], capture_output=True, text=True, env=env)
-        assert r.returncode == 1 and r.stderr == f"error: the search query {odd!r} has no word to look for " \
-                                                 f"(words are letters and digits)\n", r.stderr
+        r = run(odd)
+        assert r.exit_code == 1 and r.stderr == f"error: the search query {odd!r} has no word to look for " \
+                                                f"(words are letters and digits)\n", r.stderr
 
 
 def test_odd_queries_and_unknown_sessions_are_errors_on_every_database(loaded):

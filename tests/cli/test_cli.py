@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, TESTS
+from conftest import DATA, TESTS, new_sqlite_store
 
 from eventstore import EventStore
 from eventstore.cli import cli
@@ -31,7 +31,7 @@ def run(tmp_path, monkeypatch):
 
 @pytest.fixture
 def filled(tmp_path):
-    db = tmp_path / "f.db"
+    db = new_sqlite_store(tmp_path / "f.db")  # (a copy of the migrated template, as in every test below)
     with EventStore.open(db) as st:
         s = st.create_session("s-1")
         s.append_many([("turn/start", {"agent": "a"}, 1764460800.0),
@@ -210,7 +210,11 @@ def test_usage_errors_exit_2(run, args):
     assert "Traceback" not in result.output
 
 
-def test_demo_runs_a_real_tool_call(run, tmp_path):
+def test_demo_runs_a_real_tool_call(run, tmp_path, monkeypatch):
+    from eventstore import demo
+
+    monkeypatch.setattr(demo, "THINK_S", 0)  # its model's pace (two seconds of sleep) is not what this tests
+    monkeypatch.setattr(demo, "CHUNK_S", 0)
     result = run("demo")
     assert result.exit_code == 0, result.output
     out = result.output
@@ -240,9 +244,14 @@ def _run_module(args, env_extra=None, **kw):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
 
 
+# events whose output (some 300 kB) is several times what a pipe holds (64 KiB): the
+# process is still writing when its reader goes away
+CLOSED_PIPE_EVENTS = 5000
+
+
 def test_a_closed_pipe_ends_quietly(tmp_path):
-    with EventStore.open(tmp_path / "p.db") as st:
-        st.create_session("s").append_many([("x", {"i": i}) for i in range(20000)])
+    with EventStore.open(new_sqlite_store(tmp_path / "p.db")) as st:
+        st.create_session("s").append_many([("x", {"i": i}) for i in range(CLOSED_PIPE_EVENTS)])
     proc = _run_module(["--db", str(tmp_path / "p.db"), "events", "s"])
     first = proc.stdout.readline()
     proc.stdout.close()  # like `| head -1`
@@ -252,7 +261,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
 
 
 def test_a_non_utf8_locale_gets_no_traceback(tmp_path):
-    with EventStore.open(tmp_path / "l.db") as st:
+    with EventStore.open(new_sqlite_store(tmp_path / "l.db")) as st:
         st.create_session("ü-session").append("user/message", {"content": "é"})
     locale = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": ""}
     results = {}
@@ -300,7 +309,7 @@ def test_sql_table_of_a_short_result(run, tmp_path):
     """The table as it has been laid out (by rich): columns two spaces apart, each as wide as
     its widest cell in terminal cells (漢字 takes 4), NULL as NULL, control characters as
     escapes, a multi-line value on lines of its own, a BLOB as hex; the count on stderr."""
-    EventStore.open(tmp_path / "t.db").close()
+    new_sqlite_store(tmp_path / "t.db")
     query = ("SELECT 1 AS n, 'a' AS t, NULL AS z, 1.5 AS f, x'00ff' AS b, 'two' || char(10) || 'lines' AS m, "
              "'' AS e, 'é' AS w "
              "UNION ALL SELECT 12345, 'longer text', 'x', -0.25, x'', 'a', 'xx', char(27) || '[31m' "
@@ -324,7 +333,7 @@ def test_sql_table_of_a_short_result(run, tmp_path):
 def test_sql_table_of_a_long_result_keeps_the_first_rows_widths(run, tmp_path):
     """Past the first 1,000 rows the widths are fixed: a wider value widens its own line
     only; NULLs, cut values and the count go on as before."""
-    EventStore.open(tmp_path / "t.db").close()
+    new_sqlite_store(tmp_path / "t.db")
     r = run("--db", "t.db", "sql", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1500) "
                                    "SELECT x, CASE x WHEN 1400 THEN 'wider than the rest' WHEN 1200 THEN NULL "
                                    "WHEN 1300 THEN printf('%.400c', 'y') ELSE 'w' END AS t, 'z' AS z FROM c")
@@ -350,7 +359,7 @@ def test_sql_table_of_a_large_store_streams_in_bounded_memory(tmp_path):
     import subprocess
     import sys
 
-    db = tmp_path / "big.db"
+    db = new_sqlite_store(tmp_path / "big.db")
     with EventStore.open(db) as st:
         for s in range(10):
             session = st.create_session(f"sess-{s:04d}")
@@ -412,8 +421,7 @@ def _on_a_terminal(args: list[str], env_extra: dict[str, str]) -> tuple[str, byt
 def test_sql_table_on_a_terminal(tmp_path):
     """On a terminal, a short result is fitted to the window by rich (bold header, dim NULL);
     a long one is streamed with the same styles (none with NO_COLOR) and is not fitted."""
-    db = tmp_path / "t.db"
-    EventStore.open(db).close()
+    db = new_sqlite_store(tmp_path / "t.db")
     words = " ".join(["word"] * 30)
     out, err = _on_a_terminal(["--db", str(db), "sql", f"SELECT '{words}' AS a, NULL AS b"], {})
     assert err == b"(1 row)\n"
@@ -435,7 +443,7 @@ def test_search_table_on_a_terminal(tmp_path):
     """``search`` goes through the shared table renderer: on a terminal the header is bold,
     each match bold and reversed, the snippet folded to the window (80 columns); with
     NO_COLOR the same layout without styles."""
-    db = tmp_path / "s.db"
+    db = new_sqlite_store(tmp_path / "s.db")
     with EventStore.open(db) as st:
         st.create_session("s1").append("user/message", {"content": "alpha beta " * 3 + "wombat " + "gamma " * 9})
     out, _err = _on_a_terminal(["--db", str(db), "search", "wombat"], {"COLUMNS": "80"})
@@ -462,8 +470,8 @@ def test_fold_keeps_lines_within_the_room_and_marks_on_each_line():
 
 @pytest.mark.parametrize("fmt", [["--json"], ["--csv"], []])
 def test_sql_into_a_closed_pipe_ends_quietly(tmp_path, fmt):
-    with EventStore.open(tmp_path / "q.db") as st:
-        st.create_session("s").append_many([("x", {"i": i}) for i in range(20000)])
+    with EventStore.open(new_sqlite_store(tmp_path / "q.db")) as st:
+        st.create_session("s").append_many([("x", {"i": i}) for i in range(CLOSED_PIPE_EVENTS)])
     proc = _run_module(["--db", str(tmp_path / "q.db"), "sql", "SELECT * FROM events", *fmt])
     proc.stdout.readline()
     proc.stdout.close()
@@ -479,8 +487,7 @@ def test_ctrl_c_stops_an_endless_sql_query(tmp_path):
     import signal
     import time
 
-    db = tmp_path / "q.db"
-    EventStore.open(db).close()
+    db = new_sqlite_store(tmp_path / "q.db")
     proc = _run_module(["--db", str(db), "sql",
                         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"],
                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -527,7 +534,7 @@ def test_verify_escapes_control_and_bidi_characters_from_the_log(run, tmp_path):
     """A session id or tool name holding U+202E (right-to-left override) or ESC would reorder
     or restyle the terminal's line: verify shows them escaped, as tail does (found by a
     newcomer helper)."""
-    db = str(tmp_path / "v.db")
+    db = str(new_sqlite_store(tmp_path / "v.db"))
     sid = "s\u202eX\x1b[31m"
     with EventStore.open(db) as st:
         st.create_session(sid).append_many([("user/message", {"content": "hi"}, 1.0),

@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from conftest import TESTS
+from conftest import TESTS, new_sqlite_store
 
 from eventstore import EventStore
 from eventstore.cli import COMMANDS, cli
@@ -265,7 +265,7 @@ def all_modules_loaded(*args: str) -> set[str]:
 
 def test_sessions_imports_only_what_it_needs(tmp_path):
     """Listing the sessions of an up-to-date store imports none of SESSIONS_NEVER_IMPORTS."""
-    db = tmp_path / "s.db"
+    db = new_sqlite_store(tmp_path / "s.db")
     with EventStore.open(db) as store:
         store.create_session("a").append("user/message", {"content": "hi"})
         store.create_session("b").append("assistant/message", {"content": "yes", "usage": {"input_tokens": 3}})
@@ -296,9 +296,8 @@ def test_sessions_without_click_prints_what_click_prints(tmp_path):
     """The table, its token columns, escaped ids and odd times; an empty store; and every
     error (no file, a folder, a bad --durability or $EVENTSTORE_DURABILITY, an in-memory
     database, a store of a newer schema) exactly as through click."""
-    db = tmp_path / "s.db"
-    with EventStore.open(tmp_path / "empty.db"):
-        pass
+    db = new_sqlite_store(tmp_path / "s.db")
+    new_sqlite_store(tmp_path / "empty.db")
     fast, slow = both_ways(["--db", str(tmp_path / "empty.db"), "sessions"])
     assert fast == slow and fast[1] == b"no sessions\n"
     with EventStore.open(db) as store:
@@ -319,7 +318,9 @@ def test_sessions_without_click_prints_what_click_prints(tmp_path):
     for args, env in cases:
         fast, slow = both_ways(args, env)
         assert fast == slow, (args, env, fast, slow)
-    fast, _slow = both_ways(["--db", str(db), "sessions"])
+        if (args, env) == cases[0]:
+            listed = fast
+    fast = listed  # the table itself: the first case, not run again
     assert fast[0] == 0 and b"two\\nlines\\x00\\u202e" in fast[1] and b"1,234,567" in fast[1]
     assert b"ts 1764460800401.0 (not a date)" in fast[1]
     newer = tmp_path / "newer.db"
@@ -332,7 +333,7 @@ def test_sessions_without_click_prints_what_click_prints(tmp_path):
 
 def test_sessions_to_a_closed_pipe_exits_as_click_does(tmp_path):
     """The reader gone (``| head``, before the first row): status 1, nothing on stderr."""
-    db = tmp_path / "s.db"
+    db = new_sqlite_store(tmp_path / "s.db")
     with EventStore.open(db) as store:
         for k in range(50):
             store.create_session(f"s{k}")

@@ -17,6 +17,7 @@ from conftest import DATA, FIXTURES, importing_sessions, interrupt_mid_import
 
 from eventstore import EventStore
 from eventstore.cli import cli
+from eventstore.io.bulk import BATCH_ROWS, CHUNK_ROWS
 from eventstore.io.jsonl import file_name_for
 from eventstore.log.codec import dumps
 from eventstore.log.line import event_line
@@ -187,7 +188,8 @@ def cli_process(db: Path, *args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "eventstore.cli", "--db", str(db), *args], env=env, **kw)
 
 
-def big_folder(tmp_path: Path, files: int = 4, events: int = 6000) -> Path:
+def big_folder(tmp_path: Path, files: int = 2, events: int = BATCH_ROWS + 1000) -> Path:
+    """Files of more than one batch each (the bar advances a batch at a time)."""
     folder = tmp_path / "big"
     folder.mkdir()
     for i in range(files):
@@ -203,7 +205,7 @@ def test_no_progress_output_when_stderr_is_not_a_terminal(db, tmp_path):
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0
     assert err == b""
-    assert out == b"files: 4, sessions: 4 (4 new, 0 appended), events: 24000, skipped: 0, failed: 0\n"
+    assert out == b"files: 2, sessions: 2 (2 new, 0 appended), events: 12000, skipped: 0, failed: 0\n"
 
 
 def test_progress_bar_on_a_terminal(db, tmp_path):
@@ -228,7 +230,7 @@ def test_progress_bar_on_a_terminal(db, tmp_path):
     assert p.wait(timeout=60) == 0
     os.close(master)
     assert b"files" in seen and b"events" in seen and b"import" in seen
-    assert out == b"files: 4, sessions: 4 (4 new, 0 appended), events: 24000, skipped: 0, failed: 0\n"
+    assert out == b"files: 2, sessions: 2 (2 new, 0 appended), events: 12000, skipped: 0, failed: 0\n"
 
 
 def test_a_missing_path_or_an_unreadable_folder_fails_and_the_rest_still_lands(db, tmp_path, monkeypatch):
@@ -357,10 +359,13 @@ def test_ctrl_c_during_a_folder_import_names_the_file_and_running_again_complete
     file and says that the same command completes it, which it does."""
     folder = tmp_path / "many"
     folder.mkdir()
-    for k in range(4):
+    # each file in four transactions (CHUNK_ROWS): three chunks' time with the second file's
+    # import unfinished for the signal to land in; a third file not begun
+    events = 4 * CHUNK_ROWS
+    for k in range(3):
         with open(folder / f"b{k}.jsonl", "wb") as f:
             f.write(b'{"type":"session/meta","id":"s%d"}\n' % k)
-            f.writelines(ev(i, "user/message", content="x" * 50) + b"\n" for i in range(40000))
+            f.writelines(ev(i, "user/message", content="x" * 50) + b"\n" for i in range(events))
     db = tmp_path / "c.db"
     argv = ["--db", str(db), "import", str(folder)]
     proc, out, err = interrupt_mid_import(argv, db, "s0")
@@ -373,4 +378,4 @@ def test_ctrl_c_during_a_folder_import_names_the_file_and_running_again_complete
     assert f"{name}: completed an unfinished import that had stored " in again.stderr
     assert importing_sessions(db) == []
     with EventStore.open(db, readonly=True) as st:
-        assert [(i.id, i.events) for i in st.sessions()] == [(f"s{k}", 40000) for k in range(4)]
+        assert [(i.id, i.events) for i in st.sessions()] == [(f"s{k}", events) for k in range(3)]

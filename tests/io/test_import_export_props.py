@@ -18,10 +18,11 @@ import io
 import itertools
 import json
 import math
+import select
 import subprocess
 
 import pytest
-from conftest import REFERENCE, db_rows, needs_reference
+from conftest import REFERENCE, db_rows, needs_reference, new_sqlite_store
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
@@ -80,7 +81,9 @@ def hashes(store: EventStore, sid: str) -> list:
 
 @pytest.fixture
 def two_stores(tmp_path):
-    with EventStore.open(tmp_path / "a.db") as a, EventStore.open(tmp_path / "b.db") as b:
+    # copies of the migrated template: migrating is not what these tests are about
+    with EventStore.open(new_sqlite_store(tmp_path / "a.db")) as a, \
+            EventStore.open(new_sqlite_store(tmp_path / "b.db")) as b:
         yield a, b
 
 
@@ -104,6 +107,55 @@ def test_export_import_export_is_byte_identical_on_both_parse_paths(two_stores, 
     finally:
         jsonl_mod._fast_line, jsonl_mod._fast_rows = saved
     assert (again.status, again.normalized) == ("skipped", 0)
+
+
+# --- the reference, one node process per test ---------------------------------------------------
+
+# What ``node ref.mjs roundtrip SRC OUT`` and ``node ref.mjs derive FILE`` do (ref.mjs's own
+# two lines over the same Session class), one request a line on stdin: starting node for
+# every example took most of these tests' time, and the process is not what they test.
+REFERENCE_WORKER = """
+import { createInterface } from "node:readline";
+const { Session } = await import(process.argv[1]);
+for await (const line of createInterface({ input: process.stdin })) {
+  const [cmd, a, b] = JSON.parse(line);
+  try {
+    if (cmd === "derive") process.stdout.write(JSON.stringify(Session.load(a).deriveMessages()) + "\\n");
+    else { Session.load(a).save(b); process.stdout.write("ok\\n"); }
+  } catch (e) {
+    process.stdout.write("error " + JSON.stringify(String(e && e.stack || e)) + "\\n");
+  }
+}
+"""
+
+
+class Reference:
+    """A node process that answers ``roundtrip`` and ``derive`` as ref.mjs does."""
+
+    def __init__(self) -> None:
+        session = (REFERENCE.parent / "session.mjs").as_uri()
+        self.proc = subprocess.Popen(["node", "--input-type=module", "-e", REFERENCE_WORKER, session],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8")
+
+    def ask(self, *request: str) -> str:
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        # one line answers each request, so nothing is left in the buffer for select to miss
+        assert select.select([self.proc.stdout], [], [], 60)[0], f"node did not answer {request}"
+        answer = self.proc.stdout.readline()
+        assert answer and not answer.startswith("error "), (request, answer, self.proc.poll())
+        return answer
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    ref = Reference()
+    yield ref
+    ref.close()
 
 
 # --- spellings against the reference -----------------------------------------------------------
@@ -177,7 +229,7 @@ def ts_ok(ts: float) -> bool:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           phases=NO_SHRINK)
 @given(data=st.data(), events=st.lists(st.tuples(TYPE, PAYLOAD, TS), min_size=1, max_size=5))
-def test_any_spelling_imports_to_what_the_reference_roundtrip_writes(store, tmp_path, data, events):
+def test_any_spelling_imports_to_what_the_reference_roundtrip_writes(store, reference, tmp_path, data, events):
     if store._backend.name == "postgresql":  # its text cannot hold U+0000 (test_import_export tests the refusal)
         assume(not any("\x00" in t for t, _, _ in events))
     sid = f"spell-{next(_ids)}"
@@ -188,7 +240,7 @@ def test_any_spelling_imports_to_what_the_reference_roundtrip_writes(store, tmp_
     # no lone surrogate reaches the file: spell() escapes them
     src.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
     ref_out = tmp_path / f"{sid}.ref.jsonl"
-    subprocess.run(["node", str(REFERENCE), "roundtrip", str(src), str(ref_out)], check=True, timeout=60)
+    assert reference.ask("roundtrip", str(src), str(ref_out)) == "ok\n"
     import_jsonl(store, src)
     assert export_bytes(store, sid) == ref_out.read_bytes()
 
@@ -230,13 +282,11 @@ def drop_empty_tool_calls(messages: list) -> list:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           phases=NO_SHRINK)
 @given(events=st.lists(message_event(), max_size=8))
-def test_exported_sessions_project_like_the_reference(store, tmp_path, events):
+def test_exported_sessions_project_like_the_reference(store, reference, tmp_path, events):
     sid = f"proj-{next(_ids)}"
     store.create_session(sid).append_many(events)
     path = tmp_path / f"{sid}.jsonl"
     store.export_jsonl(sid, path)
-    out = subprocess.run(["node", str(REFERENCE), "derive", str(path)], check=True, capture_output=True,
-                         timeout=60)
-    expected = drop_empty_tool_calls(json.loads(out.stdout))
+    expected = drop_empty_tool_calls(json.loads(reference.ask("derive", str(path))))
     assert store.session(sid).derive_messages() == expected
     assume(events)
