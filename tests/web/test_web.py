@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import TESTS
+from conftest import TESTS, new_sqlite_store
 
 from eventstore import EventStore
 from eventstore.web.index import SessionIndex
@@ -38,9 +38,16 @@ LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgro
 # --- the server --------------------------------------------------------------------------
 
 class Server:
-    def __init__(self, db: Path, *args: str):
+    def __init__(self, db: Path, *args: str, limits: dict[str, int] | None = None):
+        """``limits``: constants of eventstore.web.app set in the server's process before it
+        starts (e.g. a byte limit made small, so that passing it takes little data)."""
         env = {k: v for k, v in os.environ.items() if k != "EVENTSTORE_DB"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(db), "serve", "--port", "0", *args],
+        start = ["-m", "eventstore"]
+        if limits:
+            start = ["-c", "import sys, eventstore.web.app as app\n"
+                     + "".join(f"app.{k} = {v!r}\n" for k, v in limits.items())
+                     + "from eventstore.cli import main; sys.argv[0] = 'eventstore'; main()"]
+        self.proc = subprocess.Popen([sys.executable, *start, "--db", str(db), "serve", "--port", "0", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         line = self._line(self.proc.stdout, 60)
         assert "http://" in line, f"no URL printed: {line!r}, stderr: {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
@@ -637,15 +644,20 @@ def test_a_long_session_keeps_only_what_is_visible_in_the_page(page, many):
 
 
 def test_what_the_model_saw_says_why_a_projection_too_large_is_not_shown(page, tmp_path):
-    """A projection past the viewer's byte limit (a 33 MiB question): the panel shows the
-    server's reason (413, `eventstore messages` prints it), not a bare status; the page
-    itself (its events, the chat) still works."""
-    db = tmp_path / "bigmsg.db"
+    """A projection past the viewer's byte limit (a question of 33/32 of it): the panel shows
+    the server's reason (413, `eventstore messages` prints it), not a bare status; the page
+    itself (its events, the chat) still works. The server's limit is set to 1 MiB (32 MiB in
+    the package) so that passing it takes a 1 MiB question, not a 33 MiB one."""
+    from eventstore.web.app import MAX_MESSAGES_BYTES
+
+    limit = 1 << 20
+    assert limit < MAX_MESSAGES_BYTES
+    db = new_sqlite_store(tmp_path / "bigmsg.db")
     with EventStore.open(db) as st:
         s = st.create_session("bigmsg")
-        s.append("user/message", {"content": "q " + "m" * (33 << 20)})
+        s.append("user/message", {"content": "q " + "m" * (limit // 32 * 33)})
         s.append("assistant/message", {"content": "the answer"})
-    srv = Server(db)
+    srv = Server(db, limits={"MAX_MESSAGES_BYTES": limit})
     try:
         srv.wait_ready()
         open_session(page, srv, "bigmsg")
@@ -655,6 +667,7 @@ def test_what_the_model_saw_says_why_a_projection_too_large_is_not_shown(page, t
         page.wait_for_function("() => document.querySelector('#panel-body').innerText.includes('Cannot load')")
         text = page.inner_text("#panel-body")
         assert "more than the viewer answers at once" in text and "eventstore messages" in text, text
+        assert f"({limit:,})" in text  # the limit the server was given, so the 413 is this one
         assert page.locator("#panel-body .ctx-msg").count() == 0
         page.errors[:] = [e for e in page.errors if "413" not in e]  # the browser logs the refused fetch
     finally:
