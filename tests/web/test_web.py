@@ -97,12 +97,14 @@ def _paced(s, t0: float, gap: float, chunks: list[str]) -> None:
                    ("turn/end", {}, end + 0.1)])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["sqlite"])
 def db(request, tmp_path_factory):
     """The database every page is served from: an SQLite file (a Path), or with
     ``@pytest.mark.parametrize("db", ["postgres"], indirect=True)`` a new database on the
-    throwaway PostgreSQL server (its URL), filled with the same sessions."""
-    backend = getattr(request, "param", "sqlite")
+    throwaway PostgreSQL server (its URL), filled with the same sessions. (The default is the
+    param "sqlite" itself, so that a test on it and the sqlite case of ``both_backends``
+    share one database and one server, not one each, made again as the order alternates.)"""
+    backend = request.param
     if backend == "postgres":
         pg = request.getfixturevalue("pg_server")
         name = pg.create_database()
