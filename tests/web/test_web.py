@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from conftest import TESTS, new_sqlite_store
@@ -174,6 +175,19 @@ def session_url(server, sid: str) -> str:
 
 def open_session(page, server, sid: str) -> None:
     page.goto(session_url(server, sid))
+    page.wait_for_selector("body[data-loaded='1']")
+
+
+def arrived(page, path: str, **query: str) -> None:
+    """After a click on a link: waits until the browser is at ``path`` with these query
+    values, then until that page has loaded. (Waiting for the loaded body alone may match the
+    page the click left, still shown while the next one is on its way.)"""
+    def at(url: str) -> bool:
+        u = urlsplit(url)
+        q = parse_qs(u.query)
+        return u.path == path and all(q.get(k) == [v] for k, v in query.items())
+
+    page.wait_for_url(at)
     page.wait_for_selector("body[data-loaded='1']")
 
 
@@ -372,7 +386,7 @@ def test_sessions_page(page, server):
     assert row.locator(".badge").inner_text() == "interrupted"
     assert "1 of 7 sessions by title, project, model or id" in page.inner_text("#count")
     row.locator("a.sid-link").click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id="crash-0001")
     assert page.url.endswith("/session?id=crash-0001")
 
 
@@ -495,12 +509,15 @@ def test_replay_plays_at_the_recorded_pace(page, server):
 def test_replay_pause_resume_and_scrub(page, server):
     open_session(page, server, "slow")
     page.click("#replay")
+    # at 4x (a recorded gap of a second is 250 ms): the pace is test_replay_plays_at_the_recorded_pace's
+    # point, here what pause, scrub and resume do, each in a quarter of the time
+    page.select_option("#speed", "4")
     page.wait_for_function("() => document.querySelectorAll('#canvas .text[data-chunks]').length > 0", timeout=5000)
     page.click("#playpause")  # pause
     page.wait_for_selector("body[data-replay=paused]")
     shown = page.inner_text("#canvas")
     clock = page.inner_text("#clock")
-    page.wait_for_timeout(1200)  # more than a recorded gap: nothing may move while paused
+    page.wait_for_timeout(800)  # more than three recorded gaps at 4x: nothing may move while paused
     assert page.inner_text("#canvas") == shown and page.inner_text("#clock") == clock
     assert "w9" not in shown
     # scrub to the end: everything; back to the start: only the first event
@@ -525,7 +542,7 @@ def test_hostile_content_stays_inert(page, server):
     link = page.locator("#rows a.sid-link", has_text="<img")
     assert link.inner_text() == HOSTILE_ID
     link.click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id=HOSTILE_ID)
     assert page.inner_text("#sid") == HOSTILE_ID
     canvas = page.locator("#canvas")
     text = canvas.inner_text()
@@ -808,12 +825,12 @@ def test_the_filter_box_searches_content(page, searchable):
     page.fill("#filter", "zanzibarite")
     page.wait_for_selector("body[data-searched='zanzibarite']")
     page.locator("#hitlist a.sid").click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id="alpha-1")
     assert page.url.endswith("/session?id=alpha-1")
     page.go_back()
     page.wait_for_selector("body[data-searched='zanzibarite']")
     page.locator("#hitlist .hit a.where").click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id="alpha-1", seq="3")
     assert page.url.endswith("/session?id=alpha-1&seq=3")
     target = page.locator("#canvas .item.target")  # the block of the call whose result it is
     assert target.count() == 1 and target.get_attribute("data-kind") == "assistant"
@@ -870,11 +887,14 @@ HOSTILE_MD = (
 def imported(tmp_path_factory):
     """A server over Claude Code and Codex samples imported by the CLI, plus a session whose
     messages are hostile Markdown and a thinking event with only encrypted content."""
-    path = tmp_path_factory.mktemp("imported") / "imported.db"
-    env = {k: v for k, v in os.environ.items() if k != "EVENTSTORE_DB"}
-    subprocess.run([sys.executable, "-m", "eventstore", "--db", str(path), "import",
-                    str(TRANSCRIPTS / "claude-code"), str(TRANSCRIPTS / "codex")], check=True, env=env,
-                   capture_output=True)
+    from click.testing import CliRunner
+
+    from eventstore.cli import cli
+
+    path = new_sqlite_store(tmp_path_factory.mktemp("imported") / "imported.db")
+    # the import command in process (the viewer is the point here, not the command's process)
+    r = CliRunner().invoke(cli, ["--db", str(path), "import", str(TRANSCRIPTS / "claude-code"), str(TRANSCRIPTS / "codex")])
+    assert r.exit_code == 0 and r.exception is None, r.output
     with EventStore.open(path) as st:
         st.create_session("hostile-md").append_many([
             ("turn/start", {}), ("user/message", {"content": HOSTILE_MD}),
@@ -934,11 +954,11 @@ def test_a_subagent_link_is_followed_both_ways(page, imported):
     assert page.inner_text("#title").startswith("add a --dry-run flag to `driftwood sync`")  # no title: the first prompt
     call = page.locator(".call", has=page.locator(".name", has_text="Task")).first
     call.locator("a.sublink").click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id=CLAUDE_SUB)
     assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_SUB
     assert page.locator("#canvas .item[data-kind=user]").count() >= 1
     page.click("#parentlink")
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id=CLAUDE_MAIN)
     assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_MAIN
     assert page.evaluate("new URLSearchParams(location.search).get('call')") == CLAUDE_TASK
     # the parent opens at the Task call, marked
@@ -1014,7 +1034,7 @@ def test_the_sessions_list_of_imported_sessions(page, imported):
     assert page.inner_text("#count").startswith("8 of 29 sessions by state")
     sub = page.locator("#rows tr", has=page.locator("a.sid-link", has_text=CLAUDE_SUB))
     sub.locator("a.parent").click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id=CLAUDE_MAIN)
     assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_MAIN
 
 
