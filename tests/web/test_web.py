@@ -17,9 +17,10 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import TESTS
+from conftest import TESTS, new_sqlite_store
 
 from eventstore import EventStore
 from eventstore.web.index import SessionIndex
@@ -38,9 +39,16 @@ LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgro
 # --- the server --------------------------------------------------------------------------
 
 class Server:
-    def __init__(self, db: Path, *args: str):
+    def __init__(self, db: Path, *args: str, limits: dict[str, int] | None = None):
+        """``limits``: constants of eventstore.web.app set in the server's process before it
+        starts (e.g. a byte limit made small, so that passing it takes little data)."""
         env = {k: v for k, v in os.environ.items() if k != "EVENTSTORE_DB"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(db), "serve", "--port", "0", *args],
+        start = ["-m", "eventstore"]
+        if limits:
+            start = ["-c", "import sys, eventstore.web.app as app\n"
+                     + "".join(f"app.{k} = {v!r}\n" for k, v in limits.items())
+                     + "from eventstore.cli import main; sys.argv[0] = 'eventstore'; main()"]
+        self.proc = subprocess.Popen([sys.executable, *start, "--db", str(db), "serve", "--port", "0", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         line = self._line(self.proc.stdout, 60)
         assert "http://" in line, f"no URL printed: {line!r}, stderr: {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
@@ -90,12 +98,14 @@ def _paced(s, t0: float, gap: float, chunks: list[str]) -> None:
                    ("turn/end", {}, end + 0.1)])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["sqlite"])
 def db(request, tmp_path_factory):
     """The database every page is served from: an SQLite file (a Path), or with
     ``@pytest.mark.parametrize("db", ["postgres"], indirect=True)`` a new database on the
-    throwaway PostgreSQL server (its URL), filled with the same sessions."""
-    backend = getattr(request, "param", "sqlite")
+    throwaway PostgreSQL server (its URL), filled with the same sessions. (The default is the
+    param "sqlite" itself, so that a test on it and the sqlite case of ``both_backends``
+    share one database and one server, not one each, made again as the order alternates.)"""
+    backend = request.param
     if backend == "postgres":
         pg = request.getfixturevalue("pg_server")
         name = pg.create_database()
@@ -165,6 +175,19 @@ def session_url(server, sid: str) -> str:
 
 def open_session(page, server, sid: str) -> None:
     page.goto(session_url(server, sid))
+    page.wait_for_selector("body[data-loaded='1']")
+
+
+def arrived(page, path: str, **query: str) -> None:
+    """After a click on a link: waits until the browser is at ``path`` with these query
+    values, then until that page has loaded. (Waiting for the loaded body alone may match the
+    page the click left, still shown while the next one is on its way.)"""
+    def at(url: str) -> bool:
+        u = urlsplit(url)
+        q = parse_qs(u.query)
+        return u.path == path and all(q.get(k) == [v] for k, v in query.items())
+
+    page.wait_for_url(at)
     page.wait_for_selector("body[data-loaded='1']")
 
 
@@ -363,7 +386,7 @@ def test_sessions_page(page, server):
     assert row.locator(".badge").inner_text() == "interrupted"
     assert "1 of 7 sessions by title, project, model or id" in page.inner_text("#count")
     row.locator("a.sid-link").click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id="crash-0001")
     assert page.url.endswith("/session?id=crash-0001")
 
 
@@ -486,12 +509,15 @@ def test_replay_plays_at_the_recorded_pace(page, server):
 def test_replay_pause_resume_and_scrub(page, server):
     open_session(page, server, "slow")
     page.click("#replay")
+    # at 4x (a recorded gap of a second is 250 ms): the pace is test_replay_plays_at_the_recorded_pace's
+    # point, here what pause, scrub and resume do, each in a quarter of the time
+    page.select_option("#speed", "4")
     page.wait_for_function("() => document.querySelectorAll('#canvas .text[data-chunks]').length > 0", timeout=5000)
     page.click("#playpause")  # pause
     page.wait_for_selector("body[data-replay=paused]")
     shown = page.inner_text("#canvas")
     clock = page.inner_text("#clock")
-    page.wait_for_timeout(1200)  # more than a recorded gap: nothing may move while paused
+    page.wait_for_timeout(800)  # more than three recorded gaps at 4x: nothing may move while paused
     assert page.inner_text("#canvas") == shown and page.inner_text("#clock") == clock
     assert "w9" not in shown
     # scrub to the end: everything; back to the start: only the first event
@@ -516,7 +542,7 @@ def test_hostile_content_stays_inert(page, server):
     link = page.locator("#rows a.sid-link", has_text="<img")
     assert link.inner_text() == HOSTILE_ID
     link.click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id=HOSTILE_ID)
     assert page.inner_text("#sid") == HOSTILE_ID
     canvas = page.locator("#canvas")
     text = canvas.inner_text()
@@ -637,15 +663,20 @@ def test_a_long_session_keeps_only_what_is_visible_in_the_page(page, many):
 
 
 def test_what_the_model_saw_says_why_a_projection_too_large_is_not_shown(page, tmp_path):
-    """A projection past the viewer's byte limit (a 33 MiB question): the panel shows the
-    server's reason (413, `eventstore messages` prints it), not a bare status; the page
-    itself (its events, the chat) still works."""
-    db = tmp_path / "bigmsg.db"
+    """A projection past the viewer's byte limit (a question of 33/32 of it): the panel shows
+    the server's reason (413, `eventstore messages` prints it), not a bare status; the page
+    itself (its events, the chat) still works. The server's limit is set to 1 MiB (32 MiB in
+    the package) so that passing it takes a 1 MiB question, not a 33 MiB one."""
+    from eventstore.web.app import MAX_MESSAGES_BYTES
+
+    limit = 1 << 20
+    assert limit < MAX_MESSAGES_BYTES
+    db = new_sqlite_store(tmp_path / "bigmsg.db")
     with EventStore.open(db) as st:
         s = st.create_session("bigmsg")
-        s.append("user/message", {"content": "q " + "m" * (33 << 20)})
+        s.append("user/message", {"content": "q " + "m" * (limit // 32 * 33)})
         s.append("assistant/message", {"content": "the answer"})
-    srv = Server(db)
+    srv = Server(db, limits={"MAX_MESSAGES_BYTES": limit})
     try:
         srv.wait_ready()
         open_session(page, srv, "bigmsg")
@@ -655,6 +686,7 @@ def test_what_the_model_saw_says_why_a_projection_too_large_is_not_shown(page, t
         page.wait_for_function("() => document.querySelector('#panel-body').innerText.includes('Cannot load')")
         text = page.inner_text("#panel-body")
         assert "more than the viewer answers at once" in text and "eventstore messages" in text, text
+        assert f"({limit:,})" in text  # the limit the server was given, so the 413 is this one
         assert page.locator("#panel-body .ctx-msg").count() == 0
         page.errors[:] = [e for e in page.errors if "413" not in e]  # the browser logs the refused fetch
     finally:
@@ -793,12 +825,12 @@ def test_the_filter_box_searches_content(page, searchable):
     page.fill("#filter", "zanzibarite")
     page.wait_for_selector("body[data-searched='zanzibarite']")
     page.locator("#hitlist a.sid").click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id="alpha-1")
     assert page.url.endswith("/session?id=alpha-1")
     page.go_back()
     page.wait_for_selector("body[data-searched='zanzibarite']")
     page.locator("#hitlist .hit a.where").click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id="alpha-1", seq="3")
     assert page.url.endswith("/session?id=alpha-1&seq=3")
     target = page.locator("#canvas .item.target")  # the block of the call whose result it is
     assert target.count() == 1 and target.get_attribute("data-kind") == "assistant"
@@ -855,11 +887,14 @@ HOSTILE_MD = (
 def imported(tmp_path_factory):
     """A server over Claude Code and Codex samples imported by the CLI, plus a session whose
     messages are hostile Markdown and a thinking event with only encrypted content."""
-    path = tmp_path_factory.mktemp("imported") / "imported.db"
-    env = {k: v for k, v in os.environ.items() if k != "EVENTSTORE_DB"}
-    subprocess.run([sys.executable, "-m", "eventstore", "--db", str(path), "import",
-                    str(TRANSCRIPTS / "claude-code"), str(TRANSCRIPTS / "codex")], check=True, env=env,
-                   capture_output=True)
+    from click.testing import CliRunner
+
+    from eventstore.cli import cli
+
+    path = new_sqlite_store(tmp_path_factory.mktemp("imported") / "imported.db")
+    # the import command in process (the viewer is the point here, not the command's process)
+    r = CliRunner().invoke(cli, ["--db", str(path), "import", str(TRANSCRIPTS / "claude-code"), str(TRANSCRIPTS / "codex")])
+    assert r.exit_code == 0 and r.exception is None, r.output
     with EventStore.open(path) as st:
         st.create_session("hostile-md").append_many([
             ("turn/start", {}), ("user/message", {"content": HOSTILE_MD}),
@@ -919,11 +954,11 @@ def test_a_subagent_link_is_followed_both_ways(page, imported):
     assert page.inner_text("#title").startswith("add a --dry-run flag to `driftwood sync`")  # no title: the first prompt
     call = page.locator(".call", has=page.locator(".name", has_text="Task")).first
     call.locator("a.sublink").click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id=CLAUDE_SUB)
     assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_SUB
     assert page.locator("#canvas .item[data-kind=user]").count() >= 1
     page.click("#parentlink")
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id=CLAUDE_MAIN)
     assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_MAIN
     assert page.evaluate("new URLSearchParams(location.search).get('call')") == CLAUDE_TASK
     # the parent opens at the Task call, marked
@@ -999,7 +1034,7 @@ def test_the_sessions_list_of_imported_sessions(page, imported):
     assert page.inner_text("#count").startswith("8 of 29 sessions by state")
     sub = page.locator("#rows tr", has=page.locator("a.sid-link", has_text=CLAUDE_SUB))
     sub.locator("a.parent").click()
-    page.wait_for_selector("body[data-loaded='1']")
+    arrived(page, "/session", id=CLAUDE_MAIN)
     assert page.evaluate("new URLSearchParams(location.search).get('id')") == CLAUDE_MAIN
 
 

@@ -15,9 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TESTS, db_rows
+from click.testing import CliRunner
+from conftest import TESTS, db_rows, new_sqlite_store
 
 from eventstore import DatabaseError, EventStore, ImportConflict, InvalidJSONL
+from eventstore.cli import cli
 from eventstore.io.transcripts import claude_code, codex
 from eventstore.io.transcripts.common import effective_meta, read_lines
 from eventstore.io.transcripts.detect import detect_file
@@ -347,7 +349,7 @@ def test_importing_a_growing_file_again_and_again_stores_what_one_import_stores(
         import_transcript(store, str(f), fmt)  # never a conflict, never a duplicate
     grown = stored(store)
     shutil.copy(DATA / rel, f)
-    with EventStore.open(tmp_path / "once.db") as store:
+    with EventStore.open(new_sqlite_store(tmp_path / "once.db")) as store:
         import_transcript(store, str(f), fmt)
         once = stored(store)
     # Whatever the moments of the imports, the same sessions with the same events (a
@@ -438,10 +440,14 @@ def test_codex_exit_codes_mark_errors():
 
 # --- the command line -------------------------------------------------------------------
 
-def run(db, *args, **kw):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db), *args],
-                          capture_output=True, text=True, env=env, **kw)
+def run(db, *args) -> subprocess.CompletedProcess:
+    """``eventstore --db DB ARGS`` in process (click's CliRunner): what the command prints and
+    its exit status are the point here, not its process. An exception it lets through (a
+    traceback from the real command) is raised, not taken for a status."""
+    r = CliRunner().invoke(cli, ["--db", str(db), *args])
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr)
 
 
 def test_cli_imports_a_folder_of_both_formats_and_again_adds_nothing(tmp_path, backend_url):
@@ -522,6 +528,7 @@ def test_cli_watch_imports_as_the_file_grows(tmp_path, backend_url):
     f = folder / "rollout.jsonl"
     f.write_bytes(b"".join(lines[:10]))
     db = backend_url
+    EventStore.open(db).close()  # migrated here, where Alembic is loaded already: the watching is the point
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(db), "import", "--watch",
                              "--interval", "0.1", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -562,7 +569,7 @@ def test_cli_watch_imports_as_the_file_grows(tmp_path, backend_url):
     # 2 sessions, both new in this run, however many looks appended to the grown one
     assert "sessions: 2 (2 new, 0 appended), events: 150," in out, out
     shutil.copy(DATA / "codex/rollout-0.66-apply-patch.jsonl", tmp_path / "x.jsonl")
-    with EventStore.open(tmp_path / "once.db") as other:
+    with EventStore.open(new_sqlite_store(tmp_path / "once.db")) as other:
         import_transcript(other, str(tmp_path / "x.jsonl"), "codex")
         sid = other.sessions()[0].id
         want = [(e.type, e.payload) for e in other.session(sid).events()]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TESTS, db_rows
+from conftest import TESTS, db_rows, new_sqlite_store
 
 from eventstore import DatabaseError, EventStore
 from eventstore.io.transcripts import codex
@@ -110,21 +109,15 @@ def test_every_cut_then_the_whole_stores_what_one_whole_import_stores(path, tmp_
     """SQLite, every line boundary and a cut inside a multi-byte character of the last line:
     import the prefix, then the whole file, into one database: the same sessions, meta and
     events (seq, type, payload, ts) as one import of the whole file; once more adds nothing."""
-    template = tmp_path / "template.db"
-    with EventStore.open(template):
-        pass
     f = tmp_path / path.name
     src = path.read_bytes()
     f.write_bytes(src)
-    shutil.copy(template, tmp_path / "once.db")
-    with EventStore.open(tmp_path / "once.db") as s:
+    with EventStore.open(new_sqlite_store(tmp_path / "once.db")) as s:
         import_transcript(s, str(f), "codex")
         once = stored(s)
     assert once and once[0][2]
     for k, prefix in enumerate(cuts(src)):
-        db = tmp_path / f"cut{k}.db"
-        shutil.copy(template, db)
-        with EventStore.open(db) as s:
+        with EventStore.open(new_sqlite_store(tmp_path / f"cut{k}.db")) as s:
             f.write_bytes(prefix)
             rep = import_transcript(s, str(f), "codex")
             assert rep.waiting == (prefix != b"" and not prefix.endswith(b"\n"))
@@ -148,7 +141,7 @@ def test_importing_every_line_as_it_is_written_stores_one_whole_import(path, tmp
     f.write_bytes(src)
     import_transcript(store, str(f), "codex")
     grown = stored(store)
-    with EventStore.open(tmp_path / "once.db") as once:
+    with EventStore.open(new_sqlite_store(tmp_path / "once.db")) as once:
         import_transcript(once, str(f), "codex")
         assert grown == stored(once)
 
@@ -164,6 +157,7 @@ def test_watch_of_a_rollout_written_line_by_line_ends_as_one_whole_import(tmp_pa
     f = folder / path.name
     f.write_bytes(b"")
     sid = convert(path).session_id
+    EventStore.open(backend_url).close()  # migrated here, where Alembic is loaded already: the watching is the point
     proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", backend_url, "import", "--watch",
                              "--interval", "0.05", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})

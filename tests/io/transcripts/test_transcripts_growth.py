@@ -16,9 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TESTS
+from click.testing import CliRunner
+from conftest import TESTS, new_sqlite_store
 
 from eventstore import EventStore
+from eventstore.cli import cli
 from eventstore.io.transcripts.common import effective_meta, read_lines
 from eventstore.io.transcripts.importer import convert_file, import_transcript
 from eventstore.web.index import Summary
@@ -78,6 +80,12 @@ def test_each_line_is_stored_by_the_first_import_that_sees_it(rel):
             assert f"L{n}" in keys
 
 
+def fresh(path: Path) -> EventStore:
+    """An empty SQLite store at ``path``, copied from the once-migrated template (a test that
+    makes one per cut would otherwise spend most of its time migrating)."""
+    return EventStore.open(new_sqlite_store(path))
+
+
 def stored(store: EventStore) -> list:
     out = []
     for info in store.sessions():
@@ -91,12 +99,12 @@ def test_importing_any_cut_then_the_whole_stores_what_one_import_stores(rel, tmp
     data = (DATA / rel).read_bytes()
     f = tmp_path / Path(rel).name
     f.write_bytes(data)
-    with EventStore.open(tmp_path / "once.db") as store:
+    with fresh(tmp_path / "once.db") as store:
         import_transcript(store, str(f), "claude-code")
         once = stored(store)
     for k, cut in enumerate(line_cuts(data)):
         f.write_bytes(data[:cut])
-        with EventStore.open(tmp_path / f"cut{k}.db") as store:
+        with fresh(tmp_path / f"cut{k}.db") as store:
             import_transcript(store, str(f), "claude-code")
             f.write_bytes(data)
             import_transcript(store, str(f), "claude-code")
@@ -121,7 +129,7 @@ def test_a_last_line_cut_inside_a_character_waits(tmp_path, store):
     f.write_bytes(data)
     rep = import_transcript(store, str(f), "claude-code")
     assert not rep.waiting
-    with EventStore.open(tmp_path / "once.db") as once:
+    with fresh(tmp_path / "once.db") as once:
         import_transcript(once, str(f), "claude-code")
         assert stored(once) == stored(store)
 
@@ -205,7 +213,7 @@ def test_after_a_rewind_the_moment_of_the_import_does_not_decide_the_branches(tm
     results = []
     for k, cut in enumerate(line_cuts(data)):
         f.write_bytes(data[:cut])
-        with EventStore.open(tmp_path / f"{k}.db") as store:
+        with fresh(tmp_path / f"{k}.db") as store:
             import_transcript(store, str(f), "claude-code")
             f.write_bytes(data)
             import_transcript(store, str(f), "claude-code")
@@ -266,7 +274,7 @@ def test_watch_on_a_file_written_line_by_line_ends_as_one_import(tmp_path, rel):
     folder.mkdir()
     f = folder / "s.jsonl"
     f.write_bytes(b"")
-    db = tmp_path / "w.db"
+    db = new_sqlite_store(tmp_path / "w.db")  # (migrated already: the watching is the point)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(db), "import", "--watch",
                              "--interval", "0.05", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -299,7 +307,7 @@ def test_watch_on_a_file_written_line_by_line_ends_as_one_import(tmp_path, rel):
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "conflict" not in err.lower() and "differs" not in err
-    with EventStore.open(tmp_path / "once.db") as once:
+    with fresh(tmp_path / "once.db") as once:
         import_transcript(once, str(f), "claude-code")
         want = stored(once)
     with EventStore.open(db) as store:
@@ -308,15 +316,13 @@ def test_watch_on_a_file_written_line_by_line_ends_as_one_import(tmp_path, rel):
 
 def test_cli_shows_the_latest_facts_and_where_the_lines_went(tmp_path):
     src = DATA / "claude-code/v2.1-rewind.jsonl"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     db = str(tmp_path / "c.db")
 
-    def run(*args):
-        return subprocess.run([sys.executable, "-m", "eventstore", "--db", db, *args],
-                              capture_output=True, text=True, env=env)
+    def run(*args):  # in process: what the command prints is the point, not its process
+        return CliRunner().invoke(cli, ["--db", db, *args])
 
     r = run("import", "-v", str(src))
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.output
     went = r.stderr + r.stdout
     assert "where its lines went: assistant lines: 3 assistant/message" in went
     assert "summary lines: 1 claude/summary" in went and "user lines:" in went
@@ -331,7 +337,7 @@ def test_the_viewer_shows_the_latest_facts_and_a_finished_session_as_complete(tm
 
     from eventstore.web.app import create_app
 
-    with EventStore.open(tmp_path / "v.db") as store:
+    with fresh(tmp_path / "v.db") as store:
         import_transcript(store, str(DATA / "claude-code/v2.1-rewind.jsonl"), "claude-code")
         (main_id, fork_id) = [i.id for i in talk(store.sessions())]
         with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
@@ -356,11 +362,11 @@ def test_a_session_an_older_version_stored_is_a_clear_conflict(tmp_path):
             continue
         old.append((t, {k: v for k, v in p.items() if k != "message_id"}, ts))
     db = tmp_path / "old.db"
-    with EventStore.open(db) as store:
+    with fresh(db) as store:
         store.create_session(conv.session_id, meta=conv.meta).append_many(old)
-    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", str(db), "import", str(src)],
-                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode != 0 and "Traceback" not in r.stderr
+    r = CliRunner().invoke(cli, ["--db", str(db), "import", str(src)])
+    # (a clean exit: an exception the command let through would be r.exception, not SystemExit)
+    assert r.exit_code != 0 and isinstance(r.exception, SystemExit) and "Traceback" not in r.stderr
     first = next(k for k, (_t, p, _ts) in enumerate(conv.events) if "message_id" in p)
     assert f"session {conv.session_id!r} is already stored with other events: seq {first} differs (payload)" in r.stderr
     with EventStore.open(db) as store:
@@ -372,7 +378,7 @@ def test_an_agent_file_shows_the_task_call_it_answers_in_either_import_order(tmp
     sub = DATA / "claude-code/v2.1-agents/subagents/agent-a1b2c3d4.jsonl"
     from eventstore.io.transcripts.common import current_meta
     for k, order in enumerate([(main, sub), (sub, main)]):
-        with EventStore.open(tmp_path / f"{k}.db") as store:
+        with fresh(tmp_path / f"{k}.db") as store:
             for f in order:
                 import_transcript(store, str(f), "claude-code")
             ids = [i.id for i in store.sessions()]
@@ -448,9 +454,8 @@ def test_a_summary_in_another_file_titles_the_session_of_its_leaf_in_either_impo
                    for sid in ("target-s", "own-s", "titles-s")}
     assert got["target-s"]["title"] == "Fix the login bug" and got["own-s"]["title"] == "Own"
     assert "title" not in got["titles-s"] and got["target-s"]["cwd"] == "/w"
-    r = subprocess.run([sys.executable, "-m", "eventstore", "--db", backend_url, "sessions", "--json"],
-                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0, r.stderr
+    r = CliRunner().invoke(cli, ["--db", backend_url, "sessions", "--json"])
+    assert r.exit_code == 0, r.output
     rows = {x["id"]: x["info"] for x in json.loads(r.stdout)}
     assert rows["target-s"]["title"] == "Fix the login bug" and rows["own-s"]["title"] == "Own"
     assert "title" not in rows["titles-s"]
@@ -492,12 +497,10 @@ def test_a_file_of_summary_lines_only_is_stored_and_titles_its_leaves(tmp_path, 
     titles = tmp_path / "4a1d2c3b-0000-4000-8000-00000000cafe.jsonl"
     titles.write_bytes(b"".join(json.dumps({"type": "summary", "summary": f"on the {k}", "leafUuid": f"k-{n}"}).encode()
                                 + b"\n" for n, k in enumerate(kinds, 1)))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     outs = []
     for f in ([titles, target] if titles_first else [target, titles]):
-        r = subprocess.run([sys.executable, "-m", "eventstore", "--db", backend_url, "import", "-v", str(f)],
-                           capture_output=True, text=True, env=env)
-        assert r.returncode == 0, r.stderr
+        r = CliRunner().invoke(cli, ["--db", backend_url, "import", "-v", str(f)])
+        assert r.exit_code == 0, r.output
         outs.append(r.stdout + r.stderr)
     said = outs[0] if titles_first else outs[1]
     assert "summary lines: 6 claude/summary" in said
@@ -565,12 +568,12 @@ def test_parallel_tasks_with_one_prompt_link_each_sidechain_to_its_own_call(tmp_
             assert conv.events == whole[sid].events[:len(conv.events)] and conv.meta == whole[sid].meta, (cut, sid)
     f = tmp_path / "s.jsonl"
     f.write_bytes(data)
-    with EventStore.open(tmp_path / "once.db") as store:
+    with fresh(tmp_path / "once.db") as store:
         import_transcript(store, str(f), "claude-code")
         once = stored(store)
     for k, cut in enumerate(line_cuts(data)):
         f.write_bytes(data[:cut])
-        with EventStore.open(tmp_path / f"c{k}.db") as store:
+        with fresh(tmp_path / f"c{k}.db") as store:
             import_transcript(store, str(f), "claude-code")
             f.write_bytes(data)
             import_transcript(store, str(f), "claude-code")
