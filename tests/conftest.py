@@ -151,9 +151,18 @@ def pytest_configure(config):
         compileall.compile_dir(folder, maxlevels=depth, quiet=2)  # (a read-only checkout: nothing written, no harm)
 
 
+#: The files that take longest, longest first (tests/ paths): under ``-n`` each file runs on
+#: one worker (``--dist loadfile``), so these are handed out first and none is left running
+#: alone at the end (a file not listed keeps its place after them).
+LONGEST_FILES = ("web/test_web.py", "io/test_copy.py", "backends/postgres/test_pg_verify_sql.py",
+                 "io/test_bounds.py", "backends/postgres/test_postgres.py", "io/test_import_chunked.py",
+                 "cli/test_install.py", "audit/test_integrity.py", "cli/test_cli_pipes.py", "test_bench_smoke.py")
+
+
 def pytest_collection_modifyitems(config, items):
     """A test marked ``sqlite_only`` (about SQLite) or ``one_backend`` (its outcome does not
-    depend on the database) runs only with the SQLite store (deselected otherwise)."""
+    depend on the database) runs only with the SQLite store (deselected otherwise). The
+    files of :data:`LONGEST_FILES` come first."""
     keep, drop = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -162,7 +171,9 @@ def pytest_collection_modifyitems(config, items):
         (drop if backend != "sqlite" and once else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    rank = {TESTS / name: i for i, name in enumerate(LONGEST_FILES)}
+    keep.sort(key=lambda item: rank.get(item.path, len(rank)))  # (stable: the rest as collected)
+    items[:] = keep
 
 
 @pytest.fixture
