@@ -40,7 +40,7 @@ from eventstore.io.parse_worker import WorkerReader
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import dumps, loads, meta_difference
 from eventstore.log.commit import commit_jsons, is_event_salt, new_salts
-from eventstore.log.line import event_line
+from eventstore.log.line import event_lines
 from eventstore.log.validate import check_session_id as _check_session_id
 
 __all__ = ["Dropped", "ImportReport", "import_jsonl"]
@@ -566,13 +566,19 @@ def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple
         hashes: list = [None] * len(rows)
     else:
         salts, hashes = zip(*[source(r[0]) or (None, None) for r in rows], strict=True)
-    commits = commit_jsons([s for s in salts if is_event_salt(s)],
-                           [_stored(t) for t, s in zip(texts, salts, strict=True) if is_event_salt(s)])
-    commits.reverse()
+    if source is None and tx.stores_salts:  # an import's fresh salts: every event salted
+        hashed = commit_jsons(salts, [_stored(t) for t in texts])
+    else:  # each salted event by its commit payload, the others by their own
+        commits = commit_jsons([s for s in salts if is_event_salt(s)],
+                               [_stored(t) for t, s in zip(texts, salts, strict=True) if is_event_salt(s)])
+        commits.reverse()
+        hashed = [commits.pop() if is_event_salt(s) else text for text, s in zip(texts, salts, strict=True)]
+    # (the reader's rows come with consecutive seqs, so their lines are built as one run)
+    lines = event_lines([r[1] for r in rows], rows[0][0], [float(r[2]) for r in rows], hashed)
     out = []
-    for (seq, t, ts, payload, _h), text, salt, source_hash in zip(rows, texts, salts, hashes, strict=True):
-        prev = chain_hash(prev, event_line(t, seq, float(ts), commits.pop() if is_event_salt(salt) else text))
-        if not is_event_salt(salt) and source_hash is not None:
+    for (seq, t, ts, payload, _h), line, salt, source_hash in zip(rows, lines, salts, hashes, strict=True):
+        prev = chain_hash(prev, line)
+        if source_hash is not None and not is_event_salt(salt):
             prev = source_hash
         out.append((seq, t, ts, payload, prev, salt) if tx.stores_salts else (seq, t, ts, payload, prev))
     batches.prev = prev
