@@ -395,9 +395,14 @@ def _left_hidden(e: InvalidJSONL | DatabaseError, reader, name: str, sid: str, s
     read, that it grew meanwhile (its last line was cut where its writer was)."""
     grew = e is reader.error and _grew_past(name, reader.error_offset, reader.bytes)
     why = " (the file grew while it was read: another process is writing it)" if grew else ""
-    when = "once its writer is done, " if grew else ""
+    if grew:
+        how = f"once its writer is done, importing {name} again completes it"
+    elif e is reader.error:  # a bad line: the same file stops there again
+        how = f"importing {name} again once that line is mended, or with --salvage (the lines before it), completes it"
+    else:
+        how = f"importing {name} again completes it"
     kept = (f"the {stored} events of session {dumps(sid)} that its earlier chunks stored stay stored and hidden "
-            f"(an unfinished import): {when}importing {name} again completes it")
+            f"(an unfinished import): {how}")
     if isinstance(e, ImportConflict):
         return ImportConflict(e.path, e.line, f"{e.reason}{why}; {kept}", e.session_id, e.seq)
     if isinstance(e, InvalidJSONL):

@@ -169,6 +169,9 @@ def test_a_bad_line_at_the_end_of_a_big_file(store, tmp_path, monkeypatch):
     with pytest.raises(InvalidJSONL) as info:
         import_jsonl(store, path)
     assert str(info.value).startswith(f"{path}:")
+    if stored(store):  # the message does not send the user to import the same bad file again
+        assert str(info.value).endswith(f"importing {path} again once that line is mended, or with --salvage "
+                                        f"(the lines before it), completes it"), str(info.value)
     assert store.sessions() == []
     rep = import_jsonl(store, path, salvage=True)
     assert rep.status == "imported" and rep.events == n + 1 and rep.dropped.lines == 1
