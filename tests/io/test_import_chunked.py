@@ -196,6 +196,23 @@ def test_an_import_conflicting_with_an_unfinished_one_is_refused(store, tmp_path
     assert store.sessions() == []
 
 
+def test_an_unfinished_imports_matches_do_not_crowd_out_visible_hits(store, tmp_path, monkeypatch):
+    """Search ranks among the newest matches: those of a hidden (unfinished) import, newer
+    than a visible hit, must not fill that window and leave the visible hit out."""
+    from eventstore import search
+    from eventstore.io.bulk import import_jsonl
+
+    store.create_session("visible").append("user/message", {"content": "line visible " + "x" * 40})
+    rows = small_chunks(monkeypatch)
+    path = write_big(tmp_path / "bad.jsonl", 2 * rows + 2 * rows // 5, tail=b"not json\n")
+    with pytest.raises(InvalidJSONL):
+        import_jsonl(store, path)
+    assert stored(store) >= rows  # a chunk stored, hidden, every event of it matching "line"
+    monkeypatch.setattr(search, "RANK_WINDOW", 5)
+    assert [(h.session_id, h.seq) for h in search.search(store, "line")] == [("visible", 0)]
+    assert search.count(store, "line") == 1
+
+
 def test_two_imports_of_one_file_at_once(store, backend_url, tmp_path, monkeypatch):
     from eventstore.backends.sqlite import importlock
     from eventstore.io.bulk import import_jsonl

@@ -98,8 +98,9 @@ class PgSearch(SearchIndex):
                rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
         if limit < 1:
             return []
-        where_s, params = _search_filters("s", session_id, type_)
-        where_e, _ = _search_filters("e", session_id, type_)
+        hidden = self._one("SELECT EXISTS (SELECT 1 FROM importing)")[0]
+        where_s, params = _search_filters("s", session_id, type_, hidden)
+        where_e, _ = _search_filters("e", session_id, type_, hidden)
         # The newest matches (indexed, and past the index), ranked; the text (for the
         # snippet) of the best only. The tsquery and the index's bound are constants the
         # planner sees (it then knows how short the unindexed tail is); both parts are cut
@@ -126,8 +127,9 @@ class PgSearch(SearchIndex):
 
     def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None,
                      at_most: int | None = None) -> int:
-        where_s, params = _search_filters("s", session_id, type_)
-        where_e, _ = _search_filters("e", session_id, type_)
+        hidden = self._one("SELECT EXISTS (SELECT 1 FROM importing)")[0]
+        where_s, params = _search_filters("s", session_id, type_, hidden)
+        where_e, _ = _search_filters("e", session_id, type_, hidden)
         n = self._search_read(query, raw, f"""
             SELECT (SELECT count(*) FROM (SELECT 1 FROM events_search AS s
                      WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
@@ -166,8 +168,13 @@ def _tsquery(query: str) -> str:
     return " & ".join(parts)
 
 
-def _search_filters(alias: str, session_id: str | None, type_: str | None) -> tuple[str, dict]:
+def _search_filters(alias: str, session_id: str | None, type_: str | None, hidden: bool) -> tuple[str, dict]:
+    """Conditions on ``alias`` that keep the matches of ``session_id`` and ``type_``, and
+    (``hidden``: the store has unfinished imports) none of an unfinished import: hidden from
+    readers, its matches must not take the ranking's window."""
     where, params = "", {}
+    if hidden:
+        where += f" AND {alias}.session_id NOT IN (SELECT session_id FROM importing)"
     if session_id is not None:
         where += f" AND {alias}.session_id = %(session)s"
         params["session"] = session_id

@@ -95,10 +95,16 @@ def catch_up(backend: Backend, progress: Callable[[int, int], None] | None = Non
             return done
 
 
-def _filters(session_id: str | None, type_: str | None) -> tuple[str, str, list]:
-    if session_id is None and type_ is None:
+def _filters(backend: Backend, session_id: str | None, type_: str | None) -> tuple[str, str, list]:
+    """The join and conditions that keep the matches of ``session_id`` and ``type_``, and
+    none of an unfinished import (hidden from readers: its matches must not take the
+    ranking's window)."""
+    hidden = bool(backend._read("SELECT 1 FROM importing LIMIT 1"))
+    if session_id is None and type_ is None and not hidden:
         return "", "", []
     where, params = [], []
+    if hidden:
+        where.append("e.session_id NOT IN (SELECT session_id FROM importing)")
     if session_id is not None:
         where.append("e.session_id = ?")
         params.append(session_id)
@@ -116,7 +122,7 @@ def search(backend: Backend, query: str, raw: bool, session_id: str | None, type
     _require_index(backend)
     if limit < 1:
         return []
-    join, where, params = _filters(session_id, type_)
+    join, where, params = _filters(backend, session_id, type_)
     try:
         floor = backend._read(f"SELECT events_search.rowid FROM events_search {join} WHERE events_search MATCH ? "
                               f"{where} ORDER BY events_search.rowid DESC LIMIT 1 OFFSET ?",
@@ -141,7 +147,7 @@ def count(backend: Backend, query: str, raw: bool, session_id: str | None, type_
           at_most: int | None = None) -> int:
     match = query if raw else fts_query(query)
     _require_index(backend)
-    join, where, params = _filters(session_id, type_)
+    join, where, params = _filters(backend, session_id, type_)
     sql = f"SELECT count(*) FROM events_search {join} WHERE events_search MATCH ? {where}"
     if at_most is not None:  # FTS5 stops reading the words' doclists at the limit
         sql = f"SELECT count(*) FROM (SELECT 1 FROM events_search {join} WHERE events_search MATCH ? {where} LIMIT ?)"
