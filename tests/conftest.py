@@ -226,6 +226,16 @@ def interrupt_mid_import(argv: list[str], db: Path, first: str) -> tuple[subproc
     return proc, out, err
 
 
+def wait_until(cond, timeout: float = 60.0) -> bool:
+    """Whether ``cond()`` became true within ``timeout`` seconds (looked at every 0.05 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def reference_available() -> bool:
     return shutil.which("node") is not None and REFERENCE.is_file()
 

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import PEAK, TESTS, new_sqlite_store
+from conftest import PEAK, TESTS, new_sqlite_store, wait_until
 
 from eventstore import DatabaseError, EventStore, InvalidJSONL
 from eventstore.io import bulk
@@ -172,22 +172,14 @@ def test_watch_goes_on_past_a_file_nested_too_deeply(tmp_path):
         except DatabaseError:
             return set()
 
-    def wait_for(cond, timeout=60.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if cond():
-                return True
-            time.sleep(0.05)
-        return False
-
     try:
-        assert wait_for(lambda: len(sessions()) == 1)
+        assert wait_until(lambda: len(sessions()) == 1)
         first = sessions()
         (folder / "b.jsonl").write_text(_deep("deep", 100_000))
         # b has failed (its message is out) before c is there: b is due before c
-        assert wait_for(lambda: any("nested too deeply" in line for line in errors)), proc.poll()
+        assert wait_until(lambda: any("nested too deeply" in line for line in errors)), proc.poll()
         shutil.copy(DATA / "codex/rollout-0.40-shell.jsonl", folder / "c.jsonl")
-        assert wait_for(lambda: len(sessions()) == 2), proc.poll()
+        assert wait_until(lambda: len(sessions()) == 2), proc.poll()
         assert proc.poll() is None  # still watching
     finally:
         proc.send_signal(signal.SIGINT)

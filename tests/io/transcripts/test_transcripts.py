@@ -11,12 +11,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import TESTS, db_rows, new_sqlite_store
+from conftest import TESTS, db_rows, new_sqlite_store, wait_until
 
 from eventstore import DatabaseError, EventStore, ImportConflict, InvalidJSONL
 from eventstore.cli import cli
@@ -544,23 +543,15 @@ def test_cli_watch_imports_as_the_file_grows(tmp_path, backend_url):
         def events() -> int:
             return sum(stored_counts().values()) if stored_counts() else -1
 
-        def wait_for(cond, timeout=30):
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if cond():
-                    return True
-                time.sleep(0.05)
-            return False
-
-        assert wait_for(lambda: events() > 0)
+        assert wait_until(lambda: events() > 0, 30)
         first = events()
         with open(f, "ab") as out:
             out.writelines(lines[10:])
         (f2 := folder / "more.jsonl").write_bytes((DATA / "codex/rollout-0.40-shell.jsonl").read_bytes())
         grown = EXPECTED["codex/rollout-0.66-apply-patch.jsonl"]["session_ids"][0]
         other = EXPECTED["codex/rollout-0.40-shell.jsonl"]["session_ids"][0]
-        assert wait_for(lambda: stored_counts().get(grown, 0) > first and other in stored_counts())
-        assert wait_for(lambda: stored_counts()[grown] == 77 and stored_counts()[other] == 73)
+        assert wait_until(lambda: stored_counts().get(grown, 0) > first and other in stored_counts(), 30)
+        assert wait_until(lambda: stored_counts()[grown] == 77 and stored_counts()[other] == 73, 30)
         assert f2.exists()
     finally:
         proc.send_signal(signal.SIGINT)

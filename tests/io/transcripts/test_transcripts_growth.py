@@ -94,24 +94,29 @@ def stored(store: EventStore) -> list:
     return out
 
 
-@pytest.mark.parametrize("rel", SAMPLES)
-def test_importing_any_cut_then_the_whole_stores_what_one_import_stores(rel, tmp_path):
-    data = (DATA / rel).read_bytes()
-    f = tmp_path / Path(rel).name
+def every_cut_then_the_whole_stores_what_one_import_stores(f: Path, data: bytes) -> None:
+    """Assert that importing ``data`` cut at any line (written to ``f``), then whole, stores
+    what one import of the whole stores, and that a third import skips every session."""
     f.write_bytes(data)
-    with fresh(tmp_path / "once.db") as store:
+    with fresh(f.with_name("once.db")) as store:
         import_transcript(store, str(f), "claude-code")
         once = stored(store)
     for k, cut in enumerate(line_cuts(data)):
         f.write_bytes(data[:cut])
-        with fresh(tmp_path / f"cut{k}.db") as store:
+        with fresh(f.with_name(f"cut{k}.db")) as store:
             import_transcript(store, str(f), "claude-code")
             f.write_bytes(data)
             import_transcript(store, str(f), "claude-code")
             assert stored(store) == once, cut
             again = import_transcript(store, str(f), "claude-code")
             assert {r.status for r in again.sessions} == {"skipped"} and stored(store) == once
-        os.remove(tmp_path / f"cut{k}.db")
+        os.remove(f.with_name(f"cut{k}.db"))
+
+
+@pytest.mark.parametrize("rel", SAMPLES)
+def test_importing_any_cut_then_the_whole_stores_what_one_import_stores(rel, tmp_path):
+    data = (DATA / rel).read_bytes()
+    every_cut_then_the_whole_stores_what_one_import_stores(tmp_path / Path(rel).name, data)
 
 
 def test_a_last_line_cut_inside_a_character_waits(tmp_path, store):
@@ -566,15 +571,4 @@ def test_parallel_tasks_with_one_prompt_link_each_sidechain_to_its_own_call(tmp_
     for cut in line_cuts(data):
         for sid, conv in converted(data[:cut]).items():
             assert conv.events == whole[sid].events[:len(conv.events)] and conv.meta == whole[sid].meta, (cut, sid)
-    f = tmp_path / "s.jsonl"
-    f.write_bytes(data)
-    with fresh(tmp_path / "once.db") as store:
-        import_transcript(store, str(f), "claude-code")
-        once = stored(store)
-    for k, cut in enumerate(line_cuts(data)):
-        f.write_bytes(data[:cut])
-        with fresh(tmp_path / f"c{k}.db") as store:
-            import_transcript(store, str(f), "claude-code")
-            f.write_bytes(data)
-            import_transcript(store, str(f), "claude-code")
-            assert stored(store) == once, cut
+    every_cut_then_the_whole_stores_what_one_import_stores(tmp_path / "s.jsonl", data)
