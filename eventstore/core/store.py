@@ -17,6 +17,7 @@ from eventstore.backends import open_backend
 from eventstore.backends.base import PAGE, Backend, Follower, ImportLock, ImportTransaction
 from eventstore.errors import (
     AppendOnlyViolation,
+    DatabaseError,
     IdempotencyConflict,
     InvalidEvent,
     SeqConflict,
@@ -726,16 +727,22 @@ class EventStore:
         bytes are erased from the database's storage where the backend can
         (:attr:`Redaction.erasure` says what is left when it cannot).
 
+        A path an earlier redaction of the event already covers is left as it is
+        (:attr:`Redaction.already` lists it); when every path is, or when nothing would
+        change (each value already reads as this marker), the redaction is refused.
+
         Raises :class:`SessionNotFound`, :class:`InvalidEvent` (no such path, a bad reason or
-        path, naming session and seq), :class:`ConflictError` (no event at ``seq``, or it
-        changed meanwhile), :class:`DatabaseError` (a backend that cannot redact, a
-        read-only store)."""
+        path, every path already redacted, naming session and seq), :class:`ConflictError`
+        (no event at ``seq``, or it changed meanwhile), :class:`DatabaseError` (a backend
+        that cannot redact, a read-only store, a database that stayed busy: naming session
+        and seq)."""
         from eventstore.backends.capabilities import AuditReads, Redactor
         from eventstore.errors import ConflictError
         from eventstore.log import redaction as _r
         from eventstore.log.commit import commit_json
 
-        _r.check_reason(reason)
+        where = f"session {session_id!r}, seq {seq}"
+        _r.check_reason(reason, where)
         redactor = self.capability(Redactor)
         if by is None:
             role = redactor.actor()
@@ -764,15 +771,21 @@ class EventStore:
             raise InvalidEvent(f"session {session_id!r}, seq {seq}: a redaction event is the proof of another "
                                f"event's redaction and cannot be redacted itself")
         payload = loads(payload_text)
-        kept, new_payload = _r.redacted_payload(session_id, seq, payload, paths, reason)
+        done = [p for rec in earlier if isinstance(rec.get("paths"), list) for p in rec["paths"]]
+        kept, new_payload, already = _r.redacted_payload(session_id, seq, payload, paths, reason, done)
         record, new_salt = _r.redaction_record(seq, kept, reason, by, stored_hash, payload,
                                                None if salt is None else bytes(salt), earlier)
         record_json = dumps(record)
         rsalt = _commit.new_salts(1)[0]
         ts = time.time()
-        rseq = redactor.redact_event(session_id, seq, stored_hash, dumps(new_payload), new_salt, ts, record_json,
-                                     rsalt, commit_json(rsalt, loads(record_json)))
-        return _r.Redaction(session_id, seq, rseq, kept, reason, by, redactor.erase_old_versions())
+        try:
+            rseq = redactor.redact_event(session_id, seq, stored_hash, dumps(new_payload), new_salt, ts, record_json,
+                                         rsalt, commit_json(rsalt, loads(record_json)))
+        except DatabaseError as e:  # (busy, read-only, no privilege: the backend's words, which name no event)
+            if type(e) is not DatabaseError:
+                raise
+            raise DatabaseError(f"{where}: {e}") from None
+        return _r.Redaction(session_id, seq, rseq, kept, reason, by, redactor.erase_old_versions(), already)
 
     # --- JSONL ---------------------------------------------------------------------------
 
