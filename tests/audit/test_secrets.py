@@ -352,9 +352,12 @@ def test_redact_usage_errors(db_path: Path):
     assert r.exit_code == 2 and "--found redacts what scan finds" in r.output
     r = runner.invoke(cli, ["--db", str(db_path), "redact", "s"])
     assert r.exit_code == 2 and "give SESSION_ID and SEQ" in r.output
-    r = runner.invoke(cli, ["--db", str(db_path), "redact", "--found"])  # a mistyped path: no new database
-    assert (r.exit_code, r.stderr) == (1, f"error: no database at {db_path}: there is nothing to redact\n")
-    assert not db_path.exists()
+    # a mistyped path: refused as scan refuses it, and no new database (nor its lock file) is left
+    said = f"error: no database at {db_path} (create one with 'eventstore init', 'import' or 'demo')\n"
+    for args in (["redact", "--found"], ["redact", "x", "1", "--reason", "y"], ["scan"]):
+        r = runner.invoke(cli, ["--db", str(db_path), *args])
+        assert (r.exit_code, r.stderr) == (2 if args == ["scan"] else 1, said), args
+        assert list(db_path.parent.iterdir()) == [], args
 
 
 @pytest.mark.skipif(not hasattr(EventStore, "redact"), reason="EventStore.redact is not on this branch yet")
@@ -364,9 +367,9 @@ def test_redact_found_redacts_what_scan_finds(db_path: Path):
     runner = CliRunner()
     r = runner.invoke(cli, ["--db", str(db_path), "redact", "--found"])
     assert r.exit_code == 1, r.output  # the meta's secret cannot be redacted: said, and the status is 1
-    assert "redacted session \"leaky\" seq 1: tool_calls[0].function.arguments (secret: Basic Auth Credentials)" \
+    assert "redacted session 'leaky' seq 1: tool_calls[0].function.arguments (secret: Basic Auth Credentials)" \
         in r.stdout
-    assert "not redacted: session \"leaky\" meta env.GITHUB_TOKEN" in r.stderr
+    assert "not redacted: session 'leaky' meta: env.GITHUB_TOKEN" in r.stderr
     r = runner.invoke(cli, ["--db", str(db_path), "scan", "--json"])
     assert [f["seq"] for f in json.loads(r.stdout)] == [None]
     with EventStore.open(db_path) as store:
