@@ -129,6 +129,10 @@ def test_the_trigger_accepts_only_the_redactions_update(sqlite_store, db_path):
         "UPDATE events SET payload = json_set(payload, '$.content', '[redacted: key]') WHERE seq = 3",  # not named
         "UPDATE events SET payload = json_set(payload, '$.content', '[redacted: key]'), salt = NULL WHERE seq = 0",
         "DELETE FROM events WHERE seq = 2",
+        # the committed redaction's UPDATE replayed by another connection: same markers, its
+        # key salts dropped (verify would find the hash no longer chains); revision 0340
+        "UPDATE events SET salt = NULL WHERE session_id = 's' AND seq = 2",
+        "UPDATE events SET payload = payload WHERE seq = 2",
     ]:
         with pytest.raises(sqlite3.IntegrityError, match="ES004"):
             raw.execute(sql)
