@@ -45,17 +45,20 @@ class SeqConflict(EventStoreError):
     """An append's ``expected_seq`` is not the session's next seq.
 
     Attributes: ``session_id``, ``expected_seq`` (what the caller asked for) and
-    ``actual_seq`` (the seq the next event would really get, i.e. the session's length).
+    ``actual_seq`` (the seq the next event would really get, i.e. the session's length);
+    ``detail``, when given, ends the message (what holds the seq expected).
     """
 
-    _init_args = ("session_id", "expected_seq", "actual_seq")
+    _init_args = ("session_id", "expected_seq", "actual_seq", "detail")
 
-    def __init__(self, session_id: str, expected_seq: int, actual_seq: int):
+    def __init__(self, session_id: str, expected_seq: int, actual_seq: int, detail: str = ""):
         self.session_id = session_id
         self.expected_seq = expected_seq
         self.actual_seq = actual_seq
+        self.detail = detail
         super().__init__(
             f"session {session_id!r}: expected seq {expected_seq}, but the next seq is {actual_seq}"
+            + (f": {detail}" if detail else "")
         )
 
 

@@ -198,13 +198,13 @@ class _Walk(ToolCallTracker):
 class RedactionInfo:
     """One redaction found by :func:`verify`: event ``seq`` of ``session_id`` had ``paths``
     replaced by a marker, recorded by the ``redaction`` event at ``redaction_seq`` (``when``
-    its ts), with ``reason`` and ``by``. ``kind`` is ``"salted"`` (the event was salted:
-    its type, seq, ts and untouched top-level keys are proven, the touched keys proven to
-    have been committed), ``"legacy"`` (an event from before salts: only its position and
-    hash are proven), ``"before_storing"`` (redacted before it was stored: nothing of the
-    secret was ever written) or ``"as_stored"`` (the event verifies as it is stored, e.g. a
-    session imported from an export: the record came with it). ``proven`` says it in a
-    sentence."""
+    its ts: for a redaction before storing, the event's own ts), with ``reason`` and ``by``.
+    ``kind`` is ``"salted"`` (the event was salted: its type, seq, ts and untouched top-level
+    keys are proven, the touched keys proven to have been committed), ``"legacy"`` (an event
+    from before salts: only its position and hash are proven), ``"before_storing"``
+    (redacted before it was stored: nothing of the secret was ever written) or
+    ``"as_stored"`` (the event verifies as it is stored, e.g. a session imported from an
+    export: the record came with it). ``proven`` says it in a sentence."""
 
     session_id: str
     seq: Any
@@ -222,6 +222,10 @@ class RedactionInfo:
             when = datetime.fromtimestamp(self.when, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         except (OverflowError, OSError, ValueError):
             when = f"ts {self.when}"
+        if self.kind == "before_storing":  # its redaction event carries the event's ts (a re-import stores the same)
+            return (f"session {self.session_id} seq {self.seq}: redacted {paths or '(nothing)'} by {self.by} "
+                    f"(reason: {self.reason}; recorded at seq {self.redaction_seq} with the event's time, {when}); "
+                    f"{self.proven}")
         return (f"session {self.session_id} seq {self.seq}: redacted {paths or '(nothing)'} on {when} by "
                 f"{self.by} (reason: {self.reason}; recorded at seq {self.redaction_seq}); {self.proven}")
 

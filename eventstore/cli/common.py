@@ -46,6 +46,23 @@ def open_store(ctx: click.Context, readonly: bool = False, redact_secrets: bool 
     return obj["store"]
 
 
+def open_existing_store(ctx: click.Context) -> EventStore:
+    """The store of ``--db`` for a command that changes an existing database (``redact``):
+    where there is no eventstore database (a missing file, a PostgreSQL database without
+    eventstore's schema, another application's database) it is refused as a reading command
+    refuses it, and nothing is created; an older eventstore's database is upgraded, as every
+    writable open does."""
+    from eventstore.errors import SchemaOutdated
+
+    obj = ctx.find_root().obj
+    if obj.get("store") is None:
+        try:  # the read-only open's refusals, without its own store (it cannot write)
+            EventStore.open(obj["db"], readonly=True, durability=obj.get("durability", "normal")).close()
+        except SchemaOutdated:
+            pass
+    return open_store(ctx)
+
+
 def say_if_upgraded(db: str, store: EventStore) -> None:
     """One line on stderr when opening ``db`` upgraded an older eventstore's database."""
     if store.upgraded_from is not None:

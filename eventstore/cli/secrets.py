@@ -8,7 +8,7 @@ import sys
 import click
 
 from eventstore.errors import EventStoreError
-from eventstore.log.redaction import nameable, path_text
+from eventstore.log.redaction import nameable
 
 from .base import EXIT_ERROR, TEXT, fail, invoke_reporting_errors
 from .common import open_store, out_bytes, plural, printable, stderr_is_terminal
@@ -105,18 +105,19 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
     """``eventstore redact --found``: scan the sessions (all, or ``session_ids``) again and
     redact each secret-bearing field through :meth:`EventStore.redact`, one redaction (one
     ``redaction`` event) per event, its paths the fields found; the reason is ``reason`` or
-    ``secret: KIND``. Prints what it did; a secret in a session's meta cannot be redacted
-    (the meta is no event), nor an event the store refuses to redact: each is said, the other
-    events are still redacted, and the exit status is 1."""
-    import os
-
+    ``secret: KIND``. Prints what it did as a plain ``redact`` does (:func:`.redact.report`,
+    the erasure's warning once); a secret in a session's meta cannot be redacted (the meta
+    is no event), nor an event the store refuses to redact: each is said, the other events
+    are still redacted, and the exit status is 1."""
     from eventstore.audit.secrets import scan_store
-    from eventstore.backends import is_postgres_url
+    from eventstore.log.redaction import check_reason
 
-    db = ctx.find_root().obj["db"]
-    if not is_postgres_url(db) and not db.lower().startswith("sqlite:") and not os.path.exists(db):
-        fail(f"no database at {os.path.abspath(db)}: there is nothing to redact")  # (not a new empty one)
-    store = open_store(ctx)
+    from .common import open_existing_store
+    from .redact import redacted, report
+
+    if reason is not None:
+        check_reason(reason)  # (once, not once per event)
+    store = open_existing_store(ctx)
     if not hasattr(store, "redact"):
         fail("this eventstore cannot redact (EventStore.redact is missing)")
     by_event: dict[tuple[str, int | None], list] = {}
@@ -124,11 +125,11 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
         by_event.setdefault((f.session_id, f.seq), []).append(f)
     done = []
     left = []
+    erasures = []
     for (sid, seq), found in by_event.items():
         kinds = ", ".join(dict.fromkeys(f.kind for f in found))
-        paths = list(dict.fromkeys(f.path for f in found))
         if seq is None:
-            left.append({"session_id": sid, "seq": None, "paths": [f.field for f in found], "kind": kinds,
+            left.append({"session_id": sid, "seq": None, "paths": _fields(found), "kind": kinds,
                          "error": "a secret in the session's meta cannot be redacted (the meta is not an event)"})
             continue
         why = reason or f"secret: {kinds}"
@@ -137,33 +138,29 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
         targets = [_redactable(f.path) for f in found]
         bad = [f for f, t in zip(found, targets, strict=True) if not t]
         if bad:
-            left.append({"session_id": sid, "seq": seq, "paths": [f.field for f in bad], "kind": kinds,
+            left.append({"session_id": sid, "seq": seq, "paths": _fields(bad), "kind": kinds,
                          "error": "a top-level key holding '\"' cannot be redacted by path"})
             found = [f for f, t in zip(found, targets, strict=True) if t]
         paths = list(dict.fromkeys(t for t in targets if t))
         if not paths:
             continue
         try:
-            store.redact(sid, seq, [list(p) for p in paths], reason=why)
+            one = store.redact(sid, seq, [list(p) for p in paths], reason=why)
         except EventStoreError as e:  # said with the rest; the other events are still redacted
-            left.append({"session_id": sid, "seq": seq, "paths": [f.field for f in found], "kind": kinds,
-                         "error": str(e)})
+            left.append({"session_id": sid, "seq": seq, "paths": _fields(found), "kind": kinds, "error": str(e)})
             continue
-        done.append({"session_id": sid, "seq": seq, "paths": [path_text(p) for p in paths],
-                     "kind": kinds, "reason": why})
-    if as_json:
-        click.echo(json.dumps({"redacted": done, "not_redacted": left}, ensure_ascii=False))
-    else:
-        for d in done:
-            click.echo(f"redacted session {json.dumps(d['session_id'], ensure_ascii=False)} seq {d['seq']}: "
-                       f"{', '.join(d['paths'])} ({d['reason']})")
-        for d in left:
-            where = "meta" if d["seq"] is None else f"seq {d['seq']}"
-            click.echo(f"not redacted: session {json.dumps(d['session_id'], ensure_ascii=False)} {where} "
-                       f"{', '.join(d['paths'])} ({d['kind']}): {d['error']}", err=True)
+        done.append(redacted(one, kinds))
+        erasures.append(one.erasure)
+    report(done, left, erasures, as_json)
+    if not as_json:
         if not done and not left:
             click.echo("no secrets found: nothing to redact")
         elif done:
             click.echo(f"{plural(len(done), 'event')} redacted; `eventstore verify` lists the redactions")
     if left:
         sys.exit(EXIT_ERROR)
+
+
+def _fields(found: list) -> list[str]:
+    """The fields of ``found`` (findings), each once: a field may hold secrets of several kinds."""
+    return list(dict.fromkeys(f.field for f in found))

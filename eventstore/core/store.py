@@ -17,6 +17,8 @@ from eventstore.backends import open_backend
 from eventstore.backends.base import PAGE, Backend, Follower, ImportLock, ImportTransaction
 from eventstore.errors import (
     AppendOnlyViolation,
+    DatabaseError,
+    EventStoreError,
     IdempotencyConflict,
     InvalidEvent,
     SeqConflict,
@@ -253,6 +255,10 @@ class Session:
         survives export): a retried append with the same key and the same type and payload
         returns the stored event instead of writing a second one.
 
+        On a store opened with ``redact_secrets=True``, an event holding a secret is stored
+        with markers and followed by its ``redaction`` event: the returned event is the
+        item's own (with its markers), and the session's next seq is then its seq + 2.
+
         Raises :class:`InvalidEvent` (bad type, reserved key ``type``/``seq``/``ts`` in the
         payload, NaN/Infinity or a non-JSON value), :class:`SeqConflict` (another writer
         got there first; ``actual_seq`` says where the session is), :class:`IdempotencyConflict`
@@ -274,12 +280,12 @@ class Session:
         if self._store.secret_filter is not None:
             try:
                 redacted = self._append_redacting([type], [ts], [pj], expected_seq)
-            except (SeqConflict, AppendOnlyViolation):  # a retry meets its own event, stored redacted
+            except (SeqConflict, AppendOnlyViolation) as e:  # a retry meets its own event, stored redacted
                 key = (payload or {}).get("event_id")
                 out = self._store.secret_filter.events(0, [type], [ts], [pj])
                 stored = None if key is None or out is None else self._stored_for_key(key, type, out[2][0])
                 if stored is None:
-                    raise
+                    raise self._seq_conflict(e) from None
                 return stored
             if redacted is not None:
                 return redacted[0]
@@ -288,14 +294,34 @@ class Session:
         try:
             seq, position, _hash = self._store._backend.append_one(self.id, type, ts, pj, expected_seq,
                                                                    salt=salts[0], commit=commit)
-        except (SeqConflict, AppendOnlyViolation):
+        except (SeqConflict, AppendOnlyViolation) as e:
             # A retry of an append that did land (its answer was lost) meets its own event.
             key = (payload or {}).get("event_id")
             stored = None if key is None else self._stored_for_key(key, type, pj)
             if stored is None:
-                raise
+                raise self._seq_conflict(e) from None
             return stored
         return _new_event(self.id, seq, position, type, ts, stored)
+
+    def _seq_conflict(self, e: EventStoreError) -> EventStoreError:
+        """``e``, saying why when the seq an append expected holds the ``redaction`` event that
+        the store's secret filter appended after the event before it (``open(...,
+        redact_secrets=True)``): a caller counting its own events expects one seq too few."""
+        if self._store.secret_filter is None or not isinstance(e, SeqConflict) or e.detail \
+                or not 0 < e.expected_seq < e.actual_seq:
+            return e
+        found = self.events(after_seq=e.expected_seq - 1)
+        try:
+            first = next(found, None)
+        finally:
+            found.close()
+        if first is None or first.seq != e.expected_seq or first.type != "redaction" \
+                or first.payload.get("before_storing") is not True or first.payload.get("event_seq") != first.seq - 1:
+            return e
+        return SeqConflict(e.session_id, e.expected_seq, e.actual_seq,
+                           f"seq {first.seq} is the redaction event of seq {first.seq - 1}, which held a secret "
+                           f"(redact_secrets=True appends one after each such event: next_seq() says where the "
+                           f"session is)")
 
     def _stored_for_key(self, key: Any, type_: str, pj: str) -> Event | None:
         """The event stored under idempotency key ``key`` (None if there is none).
@@ -312,8 +338,10 @@ class Session:
         """Append several events atomically (all or none), with consecutive seqs.
 
         ``events`` holds ``(type, payload)`` or ``(type, payload, ts)`` tuples. With
-        ``expected_seq``, the first event must get that seq. Returns the events as stored
-        (as :meth:`append` does: each payload is its stored JSON read back). Raises what
+        ``expected_seq``, the first event must get that seq. Returns the events as stored,
+        one per item (as :meth:`append` does: each payload is its stored JSON read back; with
+        ``redact_secrets=True`` the ``redaction`` events that follow the items that held a
+        secret are stored between them, not returned: their seqs are not consecutive then). Raises what
         :meth:`append` raises; on any error nothing is stored. An :class:`InvalidEvent`
         about one item names the session and the item's index (counting from 0):
         ``session 'S': append_many item 3: payload key 'seq' is reserved ...``.
@@ -340,7 +368,10 @@ class Session:
         else:  # encoded item by item as an iterable yielded them
             stored = [loads(pj) for pj in pjs]
         if self._store.secret_filter is not None:
-            redacted = self._append_redacting(types, tss, pjs, expected_seq)
+            try:
+                redacted = self._append_redacting(types, tss, pjs, expected_seq)
+            except SeqConflict as e:
+                raise self._seq_conflict(e) from None
             if redacted is not None:
                 return redacted
         salts = _commit.new_salts(len(types))
@@ -348,10 +379,10 @@ class Session:
         try:
             seq0, pos0, _last_hash = self._store._backend.append(self.id, types, tss, pjs, expected_seq,
                                                                  salts=salts, commits=commits)
-        except (SeqConflict, AppendOnlyViolation):
+        except (SeqConflict, AppendOnlyViolation) as e:
             found = self._stored_batch(list(zip(types, tss, pjs, strict=True)), stored)
             if found is None:
-                raise
+                raise self._seq_conflict(e) from None
             return found
         return _new_events(self.id, seq0, pos0, types, tss, stored)
 
@@ -359,10 +390,12 @@ class Session:
                           expected_seq: int | None) -> list[Event] | None:
         """Append a batch through the store's secret filter (``open(..., redact_secrets=True)``):
         None when no event of it holds a secret (the caller appends it as it is), else the
-        events as stored: each secret-bearing field holds ``[redacted: secret: KIND]`` and each
-        such event is followed by its ``redaction`` event (see :class:`eventstore.audit.secrets.SecretFilter`).
-        The redaction events name their event's seq, so the batch is appended at the seq read
-        first (again if another writer got there in between, unless ``expected_seq`` was given)."""
+        batch's events as stored, one per item: each secret-bearing field holds
+        ``[redacted: secret: KIND]``, and each such event is followed in the session by its
+        ``redaction`` event (see :class:`eventstore.audit.secrets.SecretFilter`), which is not
+        returned. The redaction events name their event's seq, so the batch is appended at the
+        seq read first (again if another writer got there in between, unless ``expected_seq``
+        was given)."""
         secrets = self._store.secret_filter
         for _attempt in range(100):
             seq0 = self.next_seq() if expected_seq is None else expected_seq
@@ -380,7 +413,12 @@ class Session:
                 if expected_seq is not None:
                     raise
                 continue  # another writer appended after the read: the seqs the redactions name moved
-            return _new_events(self.id, seq, position, out_types, out_tss, stored)
+            events = _new_events(self.id, seq, position, out_types, out_tss, stored)
+            ours, j = [], 0
+            for pj in pjs:  # an item stored with markers (its text changed) is followed by its redaction event
+                ours.append(events[j])
+                j += 1 if out_pjs[j] is pj or out_pjs[j] == pj else 2
+            return ours
         raise SeqConflict(self.id, seq0, self.next_seq())
 
     def _stored_batch(self, prepared: list[tuple], payloads: list[dict]) -> list[Event] | None:
@@ -556,7 +594,10 @@ class EventStore:
         transaction by a ``redaction`` event naming its seq and paths (``"before_storing":
         true``); a secret in a new session's meta is replaced by its marker too (no redaction
         event: the meta is no event). :meth:`Session.append` returns the stored (redacted) event, and
-        :meth:`Session.append_many` every stored event, the redaction events too.
+        :meth:`Session.append_many` one stored event per item, as without the flag; the
+        redaction events are not returned, so the session's next seq is not always the last
+        returned seq + 1: :meth:`Session.next_seq` says it (a :class:`SeqConflict` whose
+        ``expected_seq`` holds such a redaction event says so).
         """
         return cls(open_backend(target, busy_timeout=busy_timeout, durability=durability,
                                 write_queue=write_queue, readonly=readonly), redact_secrets=redact_secrets)
@@ -726,16 +767,22 @@ class EventStore:
         bytes are erased from the database's storage where the backend can
         (:attr:`Redaction.erasure` says what is left when it cannot).
 
+        A path an earlier redaction of the event already covers is left as it is
+        (:attr:`Redaction.already` lists it); when every path is, or when nothing would
+        change (each value already reads as this marker), the redaction is refused.
+
         Raises :class:`SessionNotFound`, :class:`InvalidEvent` (no such path, a bad reason or
-        path, naming session and seq), :class:`ConflictError` (no event at ``seq``, or it
-        changed meanwhile), :class:`DatabaseError` (a backend that cannot redact, a
-        read-only store)."""
+        path, every path already redacted, naming session and seq), :class:`ConflictError`
+        (no event at ``seq``, or it changed meanwhile), :class:`DatabaseError` (a backend
+        that cannot redact, a read-only store, a database that stayed busy: naming session
+        and seq)."""
         from eventstore.backends.capabilities import AuditReads, Redactor
         from eventstore.errors import ConflictError
         from eventstore.log import redaction as _r
         from eventstore.log.commit import commit_json
 
-        _r.check_reason(reason)
+        where = f"session {session_id!r}, seq {seq}"
+        _r.check_reason(reason, where)
         redactor = self.capability(Redactor)
         if by is None:
             role = redactor.actor()
@@ -764,15 +811,21 @@ class EventStore:
             raise InvalidEvent(f"session {session_id!r}, seq {seq}: a redaction event is the proof of another "
                                f"event's redaction and cannot be redacted itself")
         payload = loads(payload_text)
-        kept, new_payload = _r.redacted_payload(session_id, seq, payload, paths, reason)
+        done = [p for rec in earlier if isinstance(rec.get("paths"), list) for p in rec["paths"]]
+        kept, new_payload, already = _r.redacted_payload(session_id, seq, payload, paths, reason, done)
         record, new_salt = _r.redaction_record(seq, kept, reason, by, stored_hash, payload,
                                                None if salt is None else bytes(salt), earlier)
         record_json = dumps(record)
         rsalt = _commit.new_salts(1)[0]
         ts = time.time()
-        rseq = redactor.redact_event(session_id, seq, stored_hash, dumps(new_payload), new_salt, ts, record_json,
-                                     rsalt, commit_json(rsalt, loads(record_json)))
-        return _r.Redaction(session_id, seq, rseq, kept, reason, by, redactor.erase_old_versions())
+        try:
+            rseq = redactor.redact_event(session_id, seq, stored_hash, dumps(new_payload), new_salt, ts, record_json,
+                                         rsalt, commit_json(rsalt, loads(record_json)))
+        except DatabaseError as e:  # (busy, read-only, no privilege: the backend's words, which name no event)
+            if type(e) is not DatabaseError:
+                raise
+            raise DatabaseError(f"{where}: {e}") from None
+        return _r.Redaction(session_id, seq, rseq, kept, reason, by, redactor.erase_old_versions(), already)
 
     # --- JSONL ---------------------------------------------------------------------------
 

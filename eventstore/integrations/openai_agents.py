@@ -382,6 +382,20 @@ def _usage(response: Any, agent: Any, step: int) -> dict | None:
     return out
 
 
+def _seq_after(s: Session, event: Event) -> int:
+    """The seq after ``event`` on a store that redacts secrets before storing
+    (``redact_secrets=True``): after its ``redaction`` event when it held a secret (that
+    event follows it in the same transaction, and the append returns only the item's own)."""
+    found = s.events(after_seq=event.seq)
+    try:
+        nxt = next(found, None)
+    finally:
+        found.close()
+    ours = nxt is not None and nxt.seq == event.seq + 1 and nxt.type == "redaction" and \
+        nxt.payload.get("before_storing") is True and nxt.payload.get("event_seq") == event.seq
+    return event.seq + (2 if ours else 1)
+
+
 class EventStoreSession:
     """The OpenAI Agents SDK's ``Session`` protocol, kept in an eventstore session.
 
@@ -496,7 +510,7 @@ class EventStoreSession:
                        "session again, then run the turn again")
             raise
         if stored:
-            self._head = stored[-1].seq + 1
+            self._head = _seq_after(s, stored[-1]) if self._store.sync.secret_filter is not None else stored[-1].seq + 1
         return stored
 
     async def _append(self, events: list[tuple]) -> list[Event]:

@@ -46,6 +46,9 @@ class Redaction:
     reason: str
     by: str
     erasure: str | None
+    #: The paths named (or, for the whole payload, the top-level keys) that an earlier
+    #: redaction had already redacted: left as they were (see :func:`redacted_payload`).
+    already: list = ()
 
 
 def marker(reason: str) -> str:
@@ -53,14 +56,16 @@ def marker(reason: str) -> str:
     return f"[redacted: {reason}]"
 
 
-def check_reason(reason: Any) -> str:
+def check_reason(reason: Any, where: str = "") -> str:
     """``reason`` when it can go into the marker: a non-empty string of one line without
-    control characters (the marker must read the same in every JSON encoder)."""
+    control characters (the marker must read the same in every JSON encoder). ``where``
+    (``session 's', seq 4``) starts the error's message when given."""
+    at = f"{where}: " if where else ""
     if not isinstance(reason, str) or not reason.strip():
-        raise InvalidEvent("a redaction needs a reason: a non-empty string")
+        raise InvalidEvent(f"{at}a redaction needs a reason: a non-empty string, not {reason!r}")
     if any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 or 0xd800 <= ord(c) < 0xe000 for c in reason):
-        raise InvalidEvent(f"the reason {reason!r} holds a control character or a lone surrogate: give one line "
-                           f"of plain text")
+        raise InvalidEvent(f"{at}the reason {reason!r} holds a control character or a lone surrogate: give one "
+                           f"line of plain text")
     return reason
 
 
@@ -188,15 +193,27 @@ def _call_paths(payload: dict, path: list) -> list[list]:
             if key in calls[i]["function"]] or [path]
 
 
+def _under(path: list, done: list) -> bool:
+    """Whether ``path`` is one of the paths ``done`` or lies inside one of them."""
+    return any(q == path[:len(q)] for q in done)
+
+
 def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | None,
-                     reason: str) -> tuple[list, dict]:
-    """``(paths, new payload)``: ``paths`` checked (each leads to a value of ``payload``;
-    None means every top-level key; a path inside another one is dropped; ``tool_calls``
-    as a whole, one call or its ``function``, means each call's name and arguments; the
-    identifiers that pair a call with its result, :func:`pairing_id`, are kept: refused when
-    named, left out of the whole payload) and the payload with the marker at each. Raises
-    :class:`InvalidEvent` naming the session and seq."""
+                     reason: str, done: list | None = None) -> tuple[list, dict, list]:
+    """``(paths, new payload, already)``: ``paths`` checked (each leads to a value of
+    ``payload``; None means every top-level key; a path inside another one is dropped;
+    ``tool_calls`` as a whole, one call or its ``function``, means each call's name and
+    arguments; the identifiers that pair a call with its result, :func:`pairing_id`, are kept:
+    refused when named, left out of the whole payload) and the payload with the marker at each.
+
+    ``done`` holds the paths earlier redactions of the event named: a path that is one of
+    them or lies inside one is already redacted and is left as it is (listed in ``already``);
+    the others are redacted. Raises :class:`InvalidEvent` naming the session and seq, and the
+    paths when every one is already redacted, or when the payload would not change (each
+    value already reads as this marker: an UPDATE that changes nothing proves nothing)."""
     where = f"session {session_id!r}, seq {seq}"
+    done = [q for q in done or [] if isinstance(q, list) and q]
+    already: list = []
     if paths is None:
         paths = [[k] for k in payload if not pairing_id([k])]
         if not paths:
@@ -208,7 +225,13 @@ def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | Non
             paths = [parse_path(p) for p in paths]
         except InvalidEvent as e:
             raise InvalidEvent(f"{where}: {e}") from None
+    fresh = []
     for p in paths:
+        if _under(p, done):  # (its value is a marker now: the path may lead nowhere)
+            if p not in already:
+                already.append(p)
+            continue
+        fresh.append(p)
         if not _lookup(payload, p)[0]:
             raise InvalidEvent(f"{where}: the payload has no {path_text(p)}")
         if p[0] == "event_id":
@@ -219,11 +242,15 @@ def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | Non
         if pairing_id(p):
             raise InvalidEvent(f"{where}: {path_text(p)} pairs a tool call with its result (the messages a chat "
                                f"API is given need it) and cannot be redacted; redact the other fields")
-    paths = [q for p in paths for q in _call_paths(payload, p)]
+    expanded = [q for p in fresh for q in _call_paths(payload, p)]
+    already += [q for q in expanded if _under(q, done) and q not in already]
+    expanded = [q for q in expanded if not _under(q, done)]
     kept = []
-    for p in paths:  # a path under another (or twice) is covered by it
-        if not any(q != p and q == p[:len(q)] for q in paths) and p not in kept:
+    for p in expanded:  # a path under another (or twice) is covered by it
+        if not any(q != p and q == p[:len(q)] for q in expanded) and p not in kept:
             kept.append(p)
+    if not kept:
+        raise InvalidEvent(f"{where}: {', '.join(path_text(p) for p in already)} already redacted")
     if len(kept) > MAX_PATHS:
         raise InvalidEvent(f"{where}: a redaction names at most {MAX_PATHS} paths ({len(kept)} given): redact "
                            f"in several steps")
@@ -234,7 +261,10 @@ def redacted_payload(session_id: str, seq: int, payload: dict, paths: list | Non
         for step in p[:-1]:
             node = node[step]
         node[p[-1]] = mark
-    return kept, new
+    if new == payload:  # (only a string equals the marker: each value was this very marker already)
+        raise InvalidEvent(f"{where}: {', '.join(path_text(p) for p in kept)} already reads {mark}: there is "
+                           f"nothing to redact")
+    return kept, new, already
 
 
 def redaction_record(seq: int, paths: list, reason: str, by: str, stored_hash: str, payload: dict,

@@ -77,10 +77,12 @@ def test_a_deep_tool_call_path_keeps_the_pairing_and_a_whole_tool_calls_keeps_an
     call = store.session("s").derive_messages()[1]["tool_calls"][0]
     assert call == {"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": "[redacted: cmd]"}}
     done = store.redact("s", 1, None, reason="all")  # the whole payload: each call keeps its id and shape
-    assert done.paths == [["content"], ["tool_calls", 0, "function", "name"], ["tool_calls", 0, "function",
-                                                                                "arguments"]]
+    # (the arguments, redacted already, keep their marker)
+    assert done.paths == [["content"], ["tool_calls", 0, "function", "name"]]
+    assert done.already == [["tool_calls", 0, "function", "arguments"]]
     msg = store.session("s").derive_messages()[1]
     assert isinstance(msg["tool_calls"], list) and msg["tool_calls"][0]["id"] == "call_1"
+    assert msg["tool_calls"][0]["function"] == {"name": "[redacted: all]", "arguments": "[redacted: cmd]"}
     report = audit.verify(store._backend)
     assert report.ok, report.findings
     assert [(r.seq, r.kind) for r in report.redactions] == [(1, "salted"), (1, "salted")]
@@ -127,6 +129,10 @@ def test_the_trigger_accepts_only_the_redactions_update(sqlite_store, db_path):
         "UPDATE events SET payload = json_set(payload, '$.content', '[redacted: key]') WHERE seq = 3",  # not named
         "UPDATE events SET payload = json_set(payload, '$.content', '[redacted: key]'), salt = NULL WHERE seq = 0",
         "DELETE FROM events WHERE seq = 2",
+        # the committed redaction's UPDATE replayed by another connection: same markers, its
+        # key salts dropped (verify would find the hash no longer chains); revision 0340
+        "UPDATE events SET salt = NULL WHERE session_id = 's' AND seq = 2",
+        "UPDATE events SET payload = payload WHERE seq = 2",
     ]:
         with pytest.raises(sqlite3.IntegrityError, match="ES004"):
             raw.execute(sql)
@@ -276,7 +282,7 @@ def test_a_redaction_record_rebuilds_the_commit_payload():
 
     salt = new_salts(1)[0]
     payload = loads(dumps({"content": SECRET, "tool_calls": [CALL], "n": 1}))
-    paths, new = redacted_payload("s", 0, payload, ["content", "tool_calls[0].function.arguments"], "k")
+    paths, new, _ = redacted_payload("s", 0, payload, ["content", "tool_calls[0].function.arguments"], "k")
     rec, kept = redaction_record(0, paths, "k", "me", "h", payload, salt, [])
     assert set(rec["digests"]) == {"content", "tool_calls"} and "salts" not in rec
     salts = key_salts_of(kept)

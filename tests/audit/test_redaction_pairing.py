@@ -92,5 +92,5 @@ def test_the_cli_refuses_a_pairing_id_with_one_line(db_path: Path):
 def test_pairing_ids_by_path():
     assert pairing_id(["tool_call_id"]) and pairing_id(parse_path("tool_calls[3].id"))
     assert not pairing_id(["tool_calls", 0, "function", "name"]) and not pairing_id(["id"])
-    paths, new = redacted_payload("s", 0, {"content": "x", "tool_calls": [CALL]}, None, "k")
+    paths, new, _ = redacted_payload("s", 0, {"content": "x", "tool_calls": [CALL]}, None, "k")
     assert new["tool_calls"][0]["id"] == "call_1" and ["tool_calls", 0, "id"] not in paths

@@ -72,9 +72,9 @@ def test_redact_found_redacts_an_event_with_a_key_json_escapes(db_path: Path, od
     top = path_text([f"top{odd}key"])
     runner = CliRunner()
     r = runner.invoke(cli, ["--db", str(db_path), "redact", "--found"])
-    assert "redacted session \"s\" seq 0: content, env (secret: AWS Access Key, Slack Token)" in r.stdout, r.output
-    assert "redacted session \"s\" seq 1: content" in r.stdout
-    assert "not redacted: session \"s\" seq 1" in r.stderr and "cannot be redacted" in r.stderr, r.stderr
+    assert "redacted session 's' seq 0: content, env (secret: AWS Access Key, Slack Token)" in r.stdout, r.output
+    assert "redacted session 's' seq 1: content" in r.stdout
+    assert "not redacted: session 's' seq 1:" in r.stderr and "cannot be redacted" in r.stderr, r.stderr
     assert r.exit_code == 1
     r = runner.invoke(cli, ["--db", str(db_path), "redact", "s", "1", "--path", top, "--reason", "x"])
     assert r.exit_code == 1 and "cannot be redacted by path" in r.output and "ES004" not in r.output, r.output

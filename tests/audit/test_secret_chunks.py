@@ -77,7 +77,7 @@ def test_redact_found_redacts_the_chunks_and_verify_passes(backend_url: str, db_
     runner = CliRunner()
     r = runner.invoke(cli, ["--db", backend_url, "redact", "--found"])
     assert r.exit_code == 0, r.output
-    assert f"redacted session \"s\" seq {3 + HOLDING[0]}: delta.content (secret: OpenAI Token)" in r.stdout
+    assert f"redacted session 's' seq {3 + HOLDING[0]}: delta.content (secret: OpenAI Token)" in r.stdout
     assert f"{len(HOLDING) + 1} events redacted" in r.stdout
     with EventStore.open(backend_url) as store:
         report = verify(store.capability(AuditReads))

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED, TESTS
 
-from eventstore import EventStore
+from eventstore import EventStore, SeqConflict
 from eventstore.audit.secrets import PLUGINS, candidates, kinds, mask, path_text, scan_payload, scan_store, secrets_in
 from eventstore.audit.verify import verify
 from eventstore.backends.capabilities import AuditReads
@@ -229,7 +229,9 @@ def test_redact_secrets_on_append(backend_url: str, db_path: Path):
         assert e.payload["content"] == "[redacted: secret: Anthropic API Key]" and e.seq == 8
         batch = s.append_many([("user/message", {"content": "ok"}),
                                ("user/message", {"content": SAMPLES["Stripe Access Key"][0][0]})])
-        assert [(x.seq, x.type) for x in batch] == [(10, "user/message"), (11, "user/message"), (12, "redaction")]
+        # one event per item, as append returns its one: the redaction event at 12 is the store's
+        assert [(x.seq, x.type) for x in batch] == [(10, "user/message"), (11, "user/message")]
+        assert batch[1].payload == {"content": "[redacted: secret: Stripe Access Key]"}
         assert s.append("user/message", {"content": "nothing secret"}).seq == 13
         redactions = _check_redacted_before_storing(store, "leaky")
         assert [(r.payload["event_seq"], r.payload["paths"], r.payload["reason"]) for r in redactions] == [
@@ -245,6 +247,29 @@ def test_redact_secrets_on_append(backend_url: str, db_path: Path):
     if backend_url == str(db_path):
         data = _database_bytes(db_path)
         assert [s for s in secrets if s.encode() in data] == []
+
+
+def test_redact_secrets_and_expected_seq(backend_url: str):
+    """With redact_secrets, an event that held a secret is followed by its redaction event:
+    append and append_many return the items' own events (one per item), and an append that
+    expected the seq after its own event is told what holds that seq."""
+    key = SAMPLES["OpenAI Token"][0][0]
+    with EventStore.open(backend_url, redact_secrets=True) as store:
+        s = store.create_session("s")
+        e0 = s.append("user/message", {"content": key}, expected_seq=0)
+        assert (e0.seq, s.next_seq()) == (0, 2)
+        with pytest.raises(SeqConflict, match=r"^session 's': expected seq 1, but the next seq is 2: seq 1 is the "
+                                              r"redaction event of seq 0, which held a secret \(redact_secrets=True"):
+            s.append("user/message", {"content": "hi"}, expected_seq=e0.seq + 1)
+        with pytest.raises(SeqConflict, match="seq 1 is the redaction event of seq 0"):
+            s.append_many([("user/message", {"content": key})], expected_seq=1)
+        batch = s.append_many([("user/message", {"content": key}), ("user/message", {"content": "x"}),
+                               ("user/message", {"content": key})], expected_seq=s.next_seq())
+        assert [(x.seq, x.type) for x in batch] == [(2, "user/message"), (4, "user/message"), (5, "user/message")]
+        assert "".join(x.type[0] for x in s.events()) == "ururuur"  # (u: user/message, r: redaction)
+        with pytest.raises(SeqConflict) as plain:  # a seq no redaction event holds: the plain message
+            s.append("user/message", {"content": "y"}, expected_seq=4)
+        assert str(plain.value) == "session 's': expected seq 4, but the next seq is 7"
 
 
 def test_redact_secrets_through_the_async_store(db_path: Path):
@@ -283,6 +308,11 @@ def test_import_redact_secrets_jsonl(backend_url: str, db_path: Path, tmp_path: 
             (5, "assistant/message")]
         _check_redacted_before_storing(store, "imp")
         assert json.loads(store.session_meta_json("imp")) == {"gh": "[redacted: secret: GitHub Token, Basic Auth Credentials]"}
+    # verify gives the redaction event's ts (the event's own, from the file) as that, not as a time of redaction
+    r = runner.invoke(cli, ["--db", backend_url, "verify", "--ignore", "orphan_result"])
+    assert r.exit_code == 0 and "seq 1: redacted content by " in r.stdout, r.output
+    assert "recorded at seq 2 with the event's time, 2023-11-14 22:13:21 UTC); redacted before it was stored" \
+        in r.stdout and " on 2023" not in r.stdout
     # the same file again: the same rows, skipped; without the flag it would store the secret: refused
     r = runner.invoke(cli, ["--db", backend_url, "import", "--redact-secrets", str(src)])
     assert r.exit_code == 0 and "skipped: 1" in r.stdout, r.output
@@ -352,9 +382,12 @@ def test_redact_usage_errors(db_path: Path):
     assert r.exit_code == 2 and "--found redacts what scan finds" in r.output
     r = runner.invoke(cli, ["--db", str(db_path), "redact", "s"])
     assert r.exit_code == 2 and "give SESSION_ID and SEQ" in r.output
-    r = runner.invoke(cli, ["--db", str(db_path), "redact", "--found"])  # a mistyped path: no new database
-    assert (r.exit_code, r.stderr) == (1, f"error: no database at {db_path}: there is nothing to redact\n")
-    assert not db_path.exists()
+    # a mistyped path: refused as scan refuses it, and no new database (nor its lock file) is left
+    said = f"error: no database at {db_path} (create one with 'eventstore init', 'import' or 'demo')\n"
+    for args in (["redact", "--found"], ["redact", "x", "1", "--reason", "y"], ["scan"]):
+        r = runner.invoke(cli, ["--db", str(db_path), *args])
+        assert (r.exit_code, r.stderr) == (2 if args == ["scan"] else 1, said), args
+        assert list(db_path.parent.iterdir()) == [], args
 
 
 @pytest.mark.skipif(not hasattr(EventStore, "redact"), reason="EventStore.redact is not on this branch yet")
@@ -364,9 +397,9 @@ def test_redact_found_redacts_what_scan_finds(db_path: Path):
     runner = CliRunner()
     r = runner.invoke(cli, ["--db", str(db_path), "redact", "--found"])
     assert r.exit_code == 1, r.output  # the meta's secret cannot be redacted: said, and the status is 1
-    assert "redacted session \"leaky\" seq 1: tool_calls[0].function.arguments (secret: Basic Auth Credentials)" \
+    assert "redacted session 'leaky' seq 1: tool_calls[0].function.arguments (secret: Basic Auth Credentials)" \
         in r.stdout
-    assert "not redacted: session \"leaky\" meta env.GITHUB_TOKEN" in r.stderr
+    assert "not redacted: session 'leaky' meta: env.GITHUB_TOKEN" in r.stderr
     r = runner.invoke(cli, ["--db", str(db_path), "scan", "--json"])
     assert [f["seq"] for f in json.loads(r.stdout)] == [None]
     with EventStore.open(db_path) as store:

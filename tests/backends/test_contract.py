@@ -226,7 +226,7 @@ class CoreContract:
         backend.append("a", ["t"] * 3, [1.0] * 3, [json.dumps(p, separators=(",", ":")) for p in payloads], None,
                        salts=salts, commits=[commit_json(s, p) for s, p in zip(salts, payloads, strict=True)])
         rows = {r[0]: r for r in capability(backend, AuditReads).verify_rows("a")}
-        paths, new = redacted_payload("a", 1, payloads[1], ["content"], "k")
+        paths, new, _ = redacted_payload("a", 1, payloads[1], ["content"], "k")
         body, new_salt = redaction_record(1, paths, "k", "me", rows[1][5], payloads[1], salts[1], [])
         record = json.dumps(body, separators=(",", ":"))
         rsalt = new_salts(1)[0]

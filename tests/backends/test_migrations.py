@@ -50,6 +50,7 @@ RELEASED = {
     "postgres/versions/0300_turns_answered.py": "0fb070ab47011757df0e889f0e654a0d876abeccd4df043364c6e48191a195df",
     "postgres/versions/0310_event_salt.py": "72f1d996195add289b5fd47c5e9725e955c6f1046240fc59970cfe08df33d6d5",
     "postgres/versions/0320_redaction.py": "eb533bd932d532f631109fe2cc4d08651306a8bbdc0507edfd319677c9b6eae2",
+    "postgres/versions/0340_redaction_changes_payload.py": "36cef9a2b97f6396f768e127bda5b86c54231c086e9a052c84ca437037124326",
     "sqlite/versions/0008_baseline.py": "d06bdb291441b929fcdfbb561f993d8fbf7a242def540d92fe222894d8684ea9",
     "sqlite/versions/0100_usage_and_search.py": "c39869f20c21ce9fb16774620657f6566a5351843f485c84793363e4eb12b924",
     "sqlite/versions/0150_tool_calls_is_error.py": "c06f21375b5662823dc17f0cc68c795e9a54727e33f70490b4afbb807b71dbed",
@@ -66,6 +67,7 @@ RELEASED = {
     "sqlite/versions/0300_turns_answered.py": "41f4cf59caf8d0f984b2203a97a85057db6d7564efab789f1adee016c25213e0",
     "sqlite/versions/0310_event_salt.py": "ea91c804e9bac17cab07246478e13cd699bcb036099815b797cde4a44979f7d4",
     "sqlite/versions/0320_redaction.py": "e4fe76a6e399c46e09d9f006581c9fb9382cb79672449eb6b48e67bde31cc284",
+    "sqlite/versions/0340_redaction_changes_payload.py": "bdcc2978bbd224b303f1da062ba0c24aff7d97b238e57ed1dcb4567879d42a00",
 }
 
 EVENTS = "SELECT position, session_id, seq, type, ts, payload, hash FROM events ORDER BY position"

@@ -656,3 +656,22 @@ def test_hooks_record_tool_time_turns_and_token_usage(store, how):
     # nothing of this is in the items: get_items gives back exactly what the SDK stored
     assert all("usage" not in json.dumps(i) for i in items)
     assert [i.get("content") for i in items if i.get("role") == "user"] == ["turn 0", "turn 1"]
+
+
+def test_items_with_a_secret_on_a_store_that_redacts_them(db_path):
+    """With redact_secrets=True an item holding a secret is followed by its redaction event:
+    the session's head moves past it, so the next add_items is no SeqConflict (one item or
+    several at once)."""
+    key = "OPENAI_API_KEY=sk-proj-Ab3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM5oQ7sT3BlbkFJu9wY1aC3eG5iK7mO9qS1"
+
+    async def main():
+        with EventStore.open(db_path, redact_secrets=True) as store:
+            ses = EventStoreSession("leak", store)
+            for batch in ([{"role": "user", "content": key}],
+                          [{"role": "user", "content": "hi"}, {"role": "user", "content": key}],
+                          [{"role": "user", "content": "again"}]):
+                await ses.add_items(batch)
+            assert [i["content"] for i in await ses.get_items()] == [
+                "[redacted: secret: OpenAI Token]", "hi", "[redacted: secret: OpenAI Token]", "again"]
+            ses.close()
+    asyncio.run(main())

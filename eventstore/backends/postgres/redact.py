@@ -78,7 +78,7 @@ class PgRedactor(Redactor):
                     conn.execute(REDACT, (session_id, seq, old_hash, new_payload_json, new_salt, next_seq,
                                           redaction_ts, redaction_payload_json, redaction_salt, hash_))
             except pg_errors.InsufficientPrivilege as e:
-                raise DatabaseError(f"{self.display}: session {session_id!r}, seq {seq}: {first_line(e)} (role "
+                raise DatabaseError(f"{self.display}: {first_line(e)} (role "
                                     f"{conn.info.user!r} may not redact: grant it eventstore_redactor; `eventstore "
                                     f"roles`, run as the tables' owner, creates it)") from None
             except psycopg.Error as e:

@@ -7,12 +7,14 @@ from __future__ import annotations
 #: Triggers that make ``events`` and ``sessions`` append-only, and the guard of ``importing``,
 #: by name (names are stable).
 GUARDS = {
-    # revision 0320: the one UPDATE accepted is a redaction's (docs/redaction.md)
+    # revisions 0320 and 0340: the one UPDATE accepted is a redaction's, which changes the payload
+    # (docs/redaction.md)
     'events_guard_update': r"""
 CREATE TRIGGER events_guard_update BEFORE UPDATE ON events
 WHEN NOT coalesce((
   SELECT NEW.position IS OLD.position AND NEW.session_id IS OLD.session_id AND NEW.seq IS OLD.seq
      AND NEW.type IS OLD.type AND NEW.ts IS OLD.ts AND NEW.hash IS OLD.hash
+     AND NEW.payload IS NOT OLD.payload
      AND CASE WHEN NEW.salt IS NULL THEN 1
               WHEN OLD.salt IS NULL OR NOT json_valid(CAST(NEW.salt AS TEXT)) THEN 0
               WHEN json_type(CAST(NEW.salt AS TEXT)) <> 'object' THEN 0

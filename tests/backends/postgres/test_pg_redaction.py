@@ -468,7 +468,7 @@ def test_roles_refuses_a_redactor_that_would_give_or_take_more(pg_server):
 
 def test_a_database_made_by_main_upgrades_and_its_legacy_events_redact(pg_server, pg_url):
     """The pg_dump an earlier eventstore wrote (revision 0290) opens, upgrading in place to
-    0320: its events are unsalted (legacy), and one of them redacts through the backend as
+    0340: its events are unsalted (legacy), and one of them redacts through the backend as
     any other (the redaction event's "hash" binds it); the trigger refuses another form."""
     import subprocess
 
@@ -479,7 +479,7 @@ def test_a_database_made_by_main_upgrades_and_its_legacy_events_redact(pg_server
     assert restore.returncode == 0, restore.stderr
     with EventStore.open(pg_url) as store:
         with psycopg.connect(pg_url, autocommit=True) as conn:
-            assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0320",)
+            assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0340",)
             assert conn.execute("SELECT count(*) FROM events WHERE salt IS NOT NULL").fetchone() == (0,)
             sid, seq, payload = conn.execute(
                 "SELECT session_id, seq, payload FROM events WHERE type = 'user/message' ORDER BY position "
@@ -583,3 +583,24 @@ def test_the_redactor_of_a_superusers_roles_redacts_and_says_so(pg_server):
         with EventStore.open(url["auditor"], readonly=True) as store:
             assert store.session("s").derive_messages()[1] == {"role": "tool", "tool_call_id": "c1",
                                                                "content": "[redacted: api key]"}
+
+
+def test_redact_found_as_the_redactor_says_what_the_owner_must_run_once(pg_server):
+    """As the redactor (not the tables' owner) the old row versions stay in the table files:
+    `redact --found` says so once for all its redactions, on stderr and in --json's
+    warnings, as a plain `redact` says it (it said nothing before)."""
+    with redactable(pg_server) as (url, tag):
+        r = CliRunner().invoke(cli, ["--db", url["redactor"], "redact", "--found", "--json"])
+        assert r.exit_code == 0, r.output
+        out = json.loads(r.stdout)
+        assert [d["seq"] for d in out["redacted"]] == [1] and out["not_redacted"] == []
+        [warning] = out["warnings"]
+        assert f"role 'red_{tag}' may not" in warning and "VACUUM (FULL, ANALYZE) events" in warning
+        assert r.stderr == f"warning: {warning}\n"
+        with EventStore.open(url["writer"]) as store:
+            store.session("s").append_many([("user/message", {"content": f"OPENAI_API_KEY={SECRET}"}),
+                                            ("user/message", {"content": f"export OPENAI_API_KEY={SECRET}"})])
+        r = CliRunner().invoke(cli, ["--db", url["redactor"], "redact", "--found"])
+        assert r.exit_code == 0 and r.stderr == f"warning: {warning}\n", r.output
+        assert [line.split(":")[0] for line in r.stdout.splitlines()[:2]] == \
+            ["redacted session 's' seq 5", "redacted session 's' seq 6"], r.stdout
