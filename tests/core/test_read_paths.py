@@ -70,3 +70,18 @@ def test_a_projection_past_sqlites_longest_value_is_joined_in_python(sqlite_stor
     finally:
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000_000)
     assert sqlite_store.session("s").messages_json() == whole
+
+
+def test_the_projection_starts_after_the_last_compaction_as_the_messages_view_does(store):
+    s = store.create_session("c")
+    s.append_many([("user/message", {"content": "old"}), ("assistant/message", {"content": "old answer"}),
+                   ("compaction/boundary", {}), ("user/message", {"content": "mid"}),
+                   ("compaction/boundary", {"summary": "x"}), ("user/message", {"content": "new"}),
+                   ("assistant/message", {"content": "new answer"})])
+    view = db_rows(store, "SELECT message FROM messages WHERE session_id = ? ORDER BY seq", ("c",))
+    assert s.messages_json() == "[" + ",".join(m for (m,) in view) + "]"
+    assert s.derive_messages() == [{"role": "user", "content": "new"}, {"role": "assistant", "content": "new answer"}]
+    assert json.loads(s.messages_json(upto_seq=3)) == [{"role": "user", "content": "mid"}]
+    assert json.loads(s.messages_json(upto_seq=1)) == [{"role": "user", "content": "old"},
+                                                       {"role": "assistant", "content": "old answer"}]
+    assert s.messages_json(upto_seq=2) == "[]" and store.create_session("empty").messages_json() == "[]"
