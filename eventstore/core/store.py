@@ -130,14 +130,42 @@ def _new_event(session_id: str, seq: int, position: int, type_: str, ts: float, 
 def _new_events(session_id: str, seq0: int, position0: int, types: list[str], tss: list[float],
                 payloads: list) -> list[Event]:
     """Consecutive events of one session (seqs ``seq0...``, positions ``position0...``), built
-    a field at a time over the whole batch: a C loop per field (``map`` over the slot's
-    setter) instead of a Python call per event."""
+    a field at a time over the whole batch (see :func:`_events_of`)."""
     n = len(types)
+    return _events_of(session_id, n, range(seq0, seq0 + n), range(position0, position0 + n), types, tss, payloads)
+
+
+def _events_of(session_id: str, n: int, seqs: Iterable[int], positions: Iterable[int], types: Iterable[str],
+               tss: Iterable[float], payloads: Iterable) -> list[Event]:
+    """``n`` events of one session from their columns, built a field at a time: a C loop per
+    field (``map`` over the slot's setter) instead of a Python call per event."""
     events = list(map(object.__new__, repeat(Event, n)))
-    for setter, values in zip(_set, (repeat(session_id, n), range(seq0, seq0 + n), range(position0, position0 + n),
-                                     types, tss, payloads), strict=True):
+    for setter, values in zip(_set, (repeat(session_id, n), seqs, positions, types, tss, payloads), strict=True):
         deque(map(setter, events, values), 0)
     return events
+
+
+def _row_events(session_id: str, rows: list[tuple]) -> list[Event]:
+    """The events of ``(seq, position, type, ts, payload JSON)`` rows of one session, their
+    payloads parsed in one call (:func:`_payloads`)."""
+    if not rows:
+        return []
+    seqs, positions, types, tss, texts = zip(*rows, strict=True)
+    return _events_of(session_id, len(rows), seqs, positions, types, tss, _payloads(texts))
+
+
+def _payloads(texts: tuple[str, ...]) -> list:
+    """``[json.loads(t) for t in texts]``: the texts joined as one JSON array and parsed in
+    one call, which costs about half as much as a call each; one at a time when that does
+    not give one object per text (a payload orjson refuses sends the whole array to
+    ``json.loads``, and a stored text that is not one JSON object gets its own error)."""
+    try:
+        values = _messages_loads("[" + ",".join(texts) + "]")
+    except ValueError:  # a text that does not parse: its own call raises its own error
+        values = None
+    if values is not None and len(values) == len(texts):
+        return values
+    return [_messages_loads(t) for t in texts]
 
 
 def event_from_row(row: tuple) -> Event:
@@ -470,19 +498,16 @@ class Session:
             n = min(_check_seq(last, "last"), _MAX_LIMIT)
             with _gcpause.paused():
                 rows = self._store._backend.session_events(self.id, after, types, n, last=True) if n else []
-                return iter([_new_event(self.id, seq, position, type_, ts, _messages_loads(payload))
-                             for seq, position, type_, ts, payload in rows])
+                return iter(_row_events(self.id, rows))
         return self._events(after, types)
 
     def _events(self, last: int, types: list[str] | None) -> Iterator[Event]:
         sid = self.id
         read = self._store._backend.session_events
-        loads = _messages_loads  # json.loads's result, through orjson where that gives the same
         while True:
             with _gcpause.paused():  # a page is built at once; the caller's work runs with the collector on
                 rows = read(sid, last, types, PAGE)
-                page = [_new_event(sid, seq, position, type_, ts, loads(payload))
-                        for seq, position, type_, ts, payload in rows]
+                page = _row_events(sid, rows)
             yield from page
             if len(rows) < PAGE:
                 return

@@ -429,6 +429,21 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
             except UnicodeEncodeError:
                 raise InvalidEvent("text holds a lone UTF-16 surrogate, which no stored value can") from None
 
+    def _read_joined(self, sql: str, params: tuple) -> str | None:
+        """The one text value ``sql`` selects, or None when it would be longer than SQLite's
+        longest value (``SQLITE_TOOBIG``): then the caller joins the rows itself."""
+        with self._lock:
+            if self._forked or self._conn is None:
+                self._connection()
+            try:
+                return self._cur.execute(sql, params).fetchone()[0]
+            except sqlite3.Error as e:
+                if getattr(e, "sqlite_errorname", "") == "SQLITE_TOOBIG":
+                    return None
+                raise self._translate(e) from None
+            except UnicodeEncodeError:
+                raise InvalidEvent("text holds a lone UTF-16 surrogate, which no stored value can") from None
+
     def _translate(self, e: sqlite3.Error, session_id: str | None = None,
                    expected_seq: int | None = None) -> Exception:
         """The store's exception for ``e``, by SQLite's extended error name and the guard's
@@ -631,12 +646,16 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
 
     def messages_json(self, session_id: str, upto_seq: int | None = None) -> str:
         if upto_seq is None:
-            rows = self._read("SELECT message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
+            sql, params = "SELECT seq, message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
         else:
             # the last compaction up to that seq cuts, not the session's last (the view's)
             upto = max(-1, min(upto_seq, MAX_CURSOR))
-            rows = self._read(_MESSAGES_UPTO, (session_id, upto, session_id, upto))
-        return "[" + ",".join([r[0] for r in rows]) + "]"
+            sql, params = _MESSAGES_UPTO, (session_id, upto, session_id, upto)
+        # joined by SQLite: one text instead of a row object and a string per message
+        text = self._read_joined(_JOINED.format(rows=sql), params)
+        if text is not None:
+            return text
+        return "[" + ",".join([r[1] for r in self._read(sql, params)]) + "]"
 
     def messages_size(self, session_id: str, upto_seq: int | None = None) -> int:
         if upto_seq is None:
@@ -665,8 +684,14 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
 
 
 _MESSAGES_UPTO = """
-SELECT message FROM messages_uncut
+SELECT seq, message FROM messages_uncut
 WHERE session_id = ? AND seq <= ?
   AND seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = ? AND c.type = 'compaction/boundary'
                         AND c.seq <= ? ORDER BY c.seq DESC LIMIT 1), -1)
 ORDER BY seq"""
+# The messages of a query of (seq, message) rows in seq order, joined into the JSON array
+# text by the database. SQLite 3.44 orders inside the aggregate; before it an aggregate
+# takes the rows in its ordered subquery's order (a subquery with ORDER BY is not flattened
+# into an aggregate query; the views' own json_group_array folds rely on the same).
+_JOINED = ("SELECT '[' || coalesce(group_concat(message, ','"
+           + (" ORDER BY seq" if sqlite3.sqlite_version_info >= (3, 44, 0) else "") + "), '') || ']' FROM ({rows})")
