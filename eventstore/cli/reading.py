@@ -20,9 +20,9 @@ from .common import finite_seconds, open_store, out_bytes, printable
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List stored sessions: id, events, created, last event (UTC), and token totals
     (input, output, cache read, cache write) of sessions whose source recorded them."""
-    from .listing import write_sessions
+    from .listing import read_listing
 
-    write_sessions(open_store(ctx, readonly=True), as_json, click.echo)
+    read_listing(open_store(ctx, readonly=True), as_json)(click.echo)
 
 
 @click.command()
