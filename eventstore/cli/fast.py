@@ -172,10 +172,8 @@ def run_plain(args: list[str]) -> bool:
         return False
     command, db, durability, params = parsed
     module, function = PLAIN[command].run.split(":")
-    import importlib
-
-    try:
-        run = getattr(importlib.import_module(f"{__package__}.{module}"), function)
+    try:  # (__import__ with a fromlist returns the module itself, without importing importlib)
+        run = getattr(__import__(f"{__package__}.{module}", fromlist=[function]), function)
         write = run(db, durability, **params)
     except Exception:
         return False

@@ -245,8 +245,8 @@ SESSIONS_NEVER_IMPORTS = frozenset({
     "eventstore.audit.verify", "eventstore.web", "eventstore.log.toolcalls", "eventstore.log.commit",
     "eventstore.log.redaction", "eventstore.log.gcpause", "eventstore.audit.secrets",
     "eventstore.backends.postgres", "eventstore.backends.fallbacks", "eventstore.log.context",
-    "orjson", "dataclasses", "inspect", "ast", "tokenize", "typing", "hashlib", "uuid", "pathlib", "urllib.parse",
-    "secrets", "random", "queue", "unicodedata", "textwrap", "threading", "weakref",
+    "importlib", "warnings", "orjson", "dataclasses", "inspect", "ast", "tokenize", "typing", "hashlib", "uuid",
+    "pathlib", "urllib.parse", "secrets", "random", "queue", "unicodedata", "textwrap", "threading", "weakref",
 })
 
 
