@@ -1,5 +1,6 @@
 """Read commands run without click: the command lines of :data:`PLAIN` commands that leave
-click nothing to decide (``eventstore --db P search Q --limit 5``) are parsed here, from a
+click nothing to decide (``eventstore --db P search Q --limit 5``: ``sessions``, ``search``,
+``events``, ``messages``) are parsed here, from a
 declaration of each command's options, and the command's own click-free body is run; click's
 import alone takes longer than ``sessions`` of a small store, or half of a search of a
 million events. Anything else (``--help``, an unknown or repeated option, a value click
@@ -14,12 +15,17 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 #: The choices of the global ``--durability`` (cli/group.py), as click takes them.
 DURABILITIES = ("normal", "full", "may-lose-recent")
 
 #: The kinds of option value: ``flag`` (no value, True when given), ``text`` (a UTF-8 word:
-#: :func:`utf8_text`), ``count`` (a whole number >= 1, in ASCII digits).
-FLAG, TEXT, COUNT = "flag", "text", "count"
+#: :func:`utf8_text`), ``texts`` (the same, repeatable: a tuple), ``count`` (a whole number
+#: >= 1) and ``int`` (a whole number >= 0), each in ASCII digits.
+FLAG, TEXT, TEXTS, COUNT, INT = "flag", "text", "texts", "count", "int"
 
 
 class Plain:
@@ -42,6 +48,9 @@ PLAIN: dict[str, Plain] = {
                                  "--raw": ("raw", FLAG), "--json": ("as_json", FLAG)},
                     {"session_id": None, "type_": None, "limit": 20, "raw": False, "as_json": False},
                     "searching:plain_search"),
+    "events": Plain(("session_id",), {"--type": ("types", TEXTS), "--after": ("after_seq", INT)},
+                    {"types": (), "after_seq": None}, "dumping:plain_events"),
+    "messages": Plain(("session_id",), {"--pretty": ("pretty", FLAG)}, {"pretty": False}, "dumping:plain_messages"),
 }
 
 #: The global options (cli/group.py) the fast path takes, before the command.
@@ -113,7 +122,10 @@ def option(rest: list[str], names, given: dict[str, object], takes_value) -> boo
     its value into ``given``; a flag's value is True. None when it is not one, or not in a
     form the fast path takes (a value starting with ``-``, a flag with ``=``)."""
     name, eq, value = rest.pop(0).partition("=")
-    if name not in names or name in given or (eq and name[:2] != "--"):
+    if name not in names or (eq and name[:2] != "--"):
+        return None
+    repeatable = isinstance(names, dict) and names[name][1] == TEXTS
+    if name in given and not repeatable:
         return None
     if not takes_value(name):
         if eq:
@@ -126,7 +138,7 @@ def option(rest: list[str], names, given: dict[str, object], takes_value) -> boo
         value = rest.pop(0)
     if value.startswith("-"):
         return None
-    given[name] = value
+    given[name] = [*given.get(name, ()), value] if repeatable else value
     return True
 
 
@@ -135,10 +147,12 @@ def value(kind: str, word: object) -> object:
     one the fast path leaves to click."""
     if kind == FLAG:
         return word
-    if kind == COUNT:
-        if not (word.isascii() and word.isdigit() and int(word) >= 1):
+    if kind in (COUNT, INT):
+        if not (word.isascii() and word.isdigit() and int(word) >= (kind == COUNT)):
             raise ValueError(word)
         return int(word)
+    if kind == TEXTS:
+        return tuple(utf8_text(w) for w in word)
     return utf8_text(word)
 
 
@@ -187,6 +201,14 @@ def run_plain(args: list[str]) -> bool:
     except (Exception, KeyboardInterrupt) as e:
         report(e)
     return True
+
+
+def closing(store, write: Callable[[], None]) -> None:
+    """``write()``, then close ``store`` (a command that reads from the store as it writes)."""
+    try:
+        write()
+    finally:
+        store.close()
 
 
 def report(error: BaseException) -> None:

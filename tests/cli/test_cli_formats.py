@@ -425,11 +425,43 @@ def test_search_to_a_closed_pipe_exits_as_click_does(tmp_path):
     assert fast == slow == (1, None, b"30 matches; the best 20 shown\n")
 
 
+def test_events_and_messages_without_click_print_what_click_prints(tmp_path):
+    """A session's events (all, some types, after a seq) and messages (plain, --pretty), and
+    the errors (no such session, a bad --after), exactly as through click; the reader gone
+    halfway through the events: status 1, nothing on stderr, as click."""
+    db = new_sqlite_store(tmp_path / "s.db")
+    with EventStore.open(db) as store:
+        s = store.create_session("s\u00e9")
+        s.append("user/message", {"content": "hi \x1b there"})
+        s.append("assistant/message", {"content": "caf\u00e9", "usage": {"input_tokens": 3}})
+        store.create_session("big").append_many([("user/message", {"content": "x" * 500})] * 400)
+    d = ["--db", str(db)]
+    cases = [[*d, "events", "sé"], [*d, "events", "sé", "--type", "assistant/message"],
+             [*d, "events", "--type=user/message", "sé", "--type", "assistant/message", "--after", "0"],
+             [*d, "events", "sé", "--after=5"], [*d, "events", "missing"], [*d, "events", "sé", "--after", "x"],
+             [*d, "events", "sé", "--after", "-1"], [*d, "events", "s\udcff"], [*d, "messages", "sé"],
+             [*d, "messages", "--pretty", "sé"], [*d, "messages", "missing"], [*d, "messages", "sé", "extra"],
+             ["--db", str(tmp_path / "none.db"), "events", "sé"]]
+    for args in cases:
+        fast, slow = both_ways(args)
+        assert fast == slow, (args, fast, slow)
+    fast, _slow = both_ways(cases[2])
+    assert fast[0] == 0 and len(fast[1].splitlines()) == 1 and b"caf\xc3\xa9" in fast[1]
+    assert "click" not in all_modules_loaded(*cases[0]) | all_modules_loaded(*cases[9])
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        fast, slow = both_ways([*d, "events", "big"], stdout=w)
+    finally:
+        os.close(w)
+    assert fast == slow == (1, None, b"")
+
+
 def test_each_fast_command_declares_its_click_options():
     """What eventstore.cli.fast parses for a command is its click command's parameters: the
     same spellings, kinds and defaults, the same arguments."""
     from eventstore.cli.base import TEXT
-    from eventstore.cli.fast import COUNT, FLAG, PLAIN
+    from eventstore.cli.fast import COUNT, FLAG, INT, PLAIN, TEXTS
     from eventstore.cli.fast import TEXT as TEXT_KIND
 
     for name, plain in PLAIN.items():
@@ -440,11 +472,14 @@ def test_each_fast_command_declares_its_click_options():
         declared = {}
         for p in command.params:
             if isinstance(p, click.Option):
-                assert not p.multiple and not p.secondary_opts and p.envvar is None and p.callback is None, p.name
+                assert not p.secondary_opts and p.envvar is None and p.callback is None, p.name
+                assert not p.multiple or p.type is TEXT, p.name
                 if p.is_flag:
                     kind = FLAG
                 elif p.type is TEXT:
-                    kind = TEXT_KIND
+                    kind = TEXTS if p.multiple else TEXT_KIND
+                elif p.type is click.INT:
+                    kind = INT
                 else:
                     assert isinstance(p.type, click.IntRange) and (p.type.min, p.type.max, p.type.min_open) == (
                         1, None, False), p.name
@@ -466,10 +501,14 @@ def test_each_fast_command_declares_its_click_options():
                                           "as_json": True})),
     (["search", "caf\udcc3\udca9"], {}, ("search", "eventstore.db", "normal", {
         "query": "café", "session_id": None, "type_": None, "limit": 20, "raw": False, "as_json": False})),
+    (["events", "s", "--type", "a", "--after=0", "--type=b"], {}, ("events", "eventstore.db", "normal", {
+        "session_id": "s", "types": ("a", "b"), "after_seq": 0})),
+    (["messages", "--pretty", "s"], {}, ("messages", "eventstore.db", "normal", {"session_id": "s", "pretty": True})),
     # left to click: help, version, unknown or repeated options, values click may refuse or take otherwise
     *[(args, {}, None) for args in (
         [], ["--help"], ["--version"], ["sessions", "--help"], ["search", "q", "-h"], ["-h", "sessions"],
-        ["sesions"], ["events", "s"], ["search"], ["search", "a", "b"], ["search", "-x"], ["search", "q", "--"],
+        ["sesions"], ["tail", "s"], ["events"], ["events", "s", "--after", "-1"], ["events", "s", "--after", "1_0"],
+        ["events", "s", "--after", "1", "--after", "2"], ["messages", "s", "--pretty=1"], ["search"], ["search", "a", "b"], ["search", "-x"], ["search", "q", "--"],
         ["search", "q", "-n5"], ["search", "q", "-n=5"], ["search", "q", "-n", "0"], ["search", "q", "-n", "+5"],
         ["search", "q", "-n", " 5"], ["search", "q", "-n", "٣"], ["search", "q", "--limit"],
         ["search", "q", "--json=1"], ["search", "q", "--raw", "--raw"], ["search", "q", "-n", "1", "--limit", "2"],
