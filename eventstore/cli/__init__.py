@@ -9,7 +9,7 @@ shows its traceback instead.
 Each command lives in a module of this package, imported only when that command runs:
 ``eventstore --help`` lists the commands from :data:`COMMANDS` without importing them, and
 alone it is written without importing click (:func:`help_text`), and the read commands of
-:data:`eventstore.cli.fast.PLAIN` (``sessions``, ``search``) run without it when their
+:data:`eventstore.cli.fast.PLAIN` (``sessions``, ``search``, ``events``, ``messages``) run without it when their
 command line is simple (:mod:`eventstore.cli.fast`). The click group itself is in
 :mod:`eventstore.cli.group`.
 """

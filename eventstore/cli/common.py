@@ -1,7 +1,7 @@
 """Helpers the command modules share: opening the store of ``--db``, stdout as bytes, text
 made safe for a terminal, dates, the progress bar, option callbacks. Imports click only
-where a function needs it: ``eventstore sessions`` uses this module without click
-(:mod:`eventstore.cli.listing`)."""
+where a function needs it: the read commands use this module without click
+(:mod:`eventstore.cli.fast`)."""
 
 from __future__ import annotations
 
