@@ -457,6 +457,20 @@ def test_events_and_messages_without_click_print_what_click_prints(tmp_path):
     assert fast == slow == (1, None, b"")
 
 
+def test_the_fast_path_on_postgresql_prints_what_click_prints(pg_store_url):
+    """The read commands without click on PostgreSQL: the same output and errors."""
+    with EventStore.open(pg_store_url) as store:
+        store.create_session("p").append("user/message", {"content": "a wombat on postgres", "usage": {
+            "input_tokens": 2}})
+    d = ["--db", pg_store_url]
+    for args in ([*d, "sessions"], [*d, "sessions", "--json"], [*d, "search", "wombat"],
+                 [*d, "search", "wombat", "--json", "--session", "p"], [*d, "search", "wombat", "--session", "q"],
+                 [*d, "events", "p"], [*d, "messages", "p"], [*d, "messages", "q"]):
+        fast, slow = both_ways(args)
+        assert fast == slow, (args, fast, slow)
+    assert b"postgres" in both_ways([*d, "search", "wombat"])[0][1]
+
+
 def test_each_fast_command_declares_its_click_options():
     """What eventstore.cli.fast parses for a command is its click command's parameters: the
     same spellings, kinds and defaults, the same arguments."""
