@@ -471,6 +471,18 @@ def test_the_fast_path_on_postgresql_prints_what_click_prints(pg_store_url):
     assert b"postgres" in both_ways([*d, "search", "wombat"])[0][1]
 
 
+def test_the_fast_path_to_a_full_disk_says_what_click_says(tmp_path):
+    """Each fast command writing to a full device: one line, status 1, as through click."""
+    db = new_sqlite_store(tmp_path / "s.db")
+    with EventStore.open(db) as store:
+        store.create_session("a").append("user/message", {"content": "a wombat"})
+    with open("/dev/full", "wb") as full:
+        for args in (["sessions"], ["sessions", "--json"], ["search", "wombat"], ["search", "wombat", "--json"],
+                     ["events", "a"], ["messages", "a"]):
+            fast, slow = both_ways(["--db", str(db), *args], stdout=full)
+            assert fast == slow and fast[0] == 1 and fast[2].endswith(b"No space left on device\n"), (args, fast)
+
+
 def test_each_fast_command_declares_its_click_options():
     """What eventstore.cli.fast parses for a command is its click command's parameters: the
     same spellings, kinds and defaults, the same arguments."""
