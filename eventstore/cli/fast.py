@@ -53,8 +53,9 @@ PLAIN: dict[str, Plain] = {
     "messages": Plain(("session_id",), {"--pretty": ("pretty", FLAG)}, {"pretty": False}, "dumping:plain_messages"),
 }
 
-#: The global options (cli/group.py) the fast path takes, before the command.
-GLOBAL = ("--db", "--durability")
+#: The global options (cli/group.py) the fast path takes, before the command (their values
+#: as given: click's are plain strings).
+GLOBAL = {"--db": ("db", TEXT), "--durability": ("durability", TEXT)}
 
 
 def utf8_text(value: str) -> str:
@@ -81,8 +82,7 @@ def parse(args: list[str]) -> tuple[str, str, str, dict[str, object]] | None:
     given: dict[str, str] = {}
     rest = list(args)
     while rest and rest[0].startswith("-"):
-        taken = option(rest, GLOBAL, given, takes_value=lambda name: True)
-        if taken is None:
+        if option(rest, GLOBAL, given) is None:
             return None
     if not rest or rest[0] not in PLAIN:
         return None
@@ -94,8 +94,7 @@ def parse(args: list[str]) -> tuple[str, str, str, dict[str, object]] | None:
         if not rest[0].startswith("-"):
             words.append(rest.pop(0))
             continue
-        taken = option(rest, plain.options, params, takes_value=lambda name: plain.options[name][1] != FLAG)
-        if taken is None:
+        if option(rest, plain.options, params) is None:
             return None
     if len(words) != len(plain.arguments):
         return None
@@ -117,17 +116,19 @@ def parse(args: list[str]) -> tuple[str, str, str, dict[str, object]] | None:
     return command, db, durability, plain.defaults | values
 
 
-def option(rest: list[str], names, given: dict[str, object], takes_value) -> bool | None:
-    """Take the option at the head of ``rest`` (one of ``names``, not yet in ``given``) and
-    its value into ``given``; a flag's value is True. None when it is not one, or not in a
-    form the fast path takes (a value starting with ``-``, a flag with ``=``)."""
+def option(rest: list[str], options: dict[str, tuple[str, str]], given: dict[str, object]) -> bool | None:
+    """Take the option at the head of ``rest`` (one of ``options``, not yet in ``given``
+    unless repeatable) and its word into ``given`` (a list of them for a repeatable one; a
+    flag's is True). None when it is not one, or not in a form the fast path takes (a value
+    starting with ``-``, a flag with ``=``)."""
     name, eq, value = rest.pop(0).partition("=")
-    if name not in names or (eq and name[:2] != "--"):
+    if name not in options or (eq and name[:2] != "--"):
         return None
-    repeatable = isinstance(names, dict) and names[name][1] == TEXTS
+    kind = options[name][1]
+    repeatable = kind == TEXTS
     if name in given and not repeatable:
         return None
-    if not takes_value(name):
+    if kind == FLAG:
         if eq:
             return None
         given[name] = True
