@@ -152,6 +152,22 @@ def help_text() -> str:
     return HELP_HEAD + "Commands:\n" + "\n".join(rows) + "\n"
 
 
+def utf8_text(value: str) -> str:
+    """A command-line word as UTF-8 text, even where the locale made Python decode argv as
+    ASCII (non-ASCII bytes then arrive as surrogate escapes). Raises ``UnicodeEncodeError``
+    for a word whose bytes are not UTF-8 (the click parameter type, cli/base.py's
+    ``Utf8Text``, names the first bad byte)."""
+    if isinstance(value, str) and not value.isascii():
+        import os
+
+        try:
+            value = os.fsencode(value).decode("utf-8")
+        except UnicodeError:
+            pass
+        value.encode("utf-8")
+    return value
+
+
 def main() -> None:
     """Console entry point."""
     for stream in (sys.stdout, sys.stderr):

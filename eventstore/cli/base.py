@@ -12,7 +12,7 @@ import click
 
 from eventstore.errors import EventStoreError, InvalidJSONL
 
-from .fast import utf8_text
+from . import utf8_text
 
 EXIT_ERROR = 1
 

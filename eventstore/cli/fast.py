@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
+from . import utf8_text
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -22,9 +24,9 @@ if TYPE_CHECKING:
 #: The choices of the global ``--durability`` (cli/group.py), as click takes them.
 DURABILITIES = ("normal", "full", "may-lose-recent")
 
-#: The kinds of option value: ``flag`` (no value, True when given), ``text`` (a UTF-8 word:
-#: :func:`utf8_text`), ``texts`` (the same, repeatable: a tuple), ``count`` (a whole number
-#: >= 1) and ``int`` (a whole number >= 0), each in ASCII digits.
+#: The kinds of option value: ``flag`` (no value, True when given), ``text`` (a UTF-8
+#: word: :func:`eventstore.cli.utf8_text`), ``texts`` (the same, repeatable: a tuple),
+#: ``count`` (a whole number >= 1) and ``int`` (a whole number >= 0), each in ASCII digits.
 FLAG, TEXT, TEXTS, COUNT, INT = "flag", "text", "texts", "count", "int"
 
 
@@ -56,20 +58,6 @@ PLAIN: dict[str, Plain] = {
 #: The global options (cli/group.py) the fast path takes, before the command (their values
 #: as given: click's are plain strings).
 GLOBAL = {"--db": ("db", TEXT), "--durability": ("durability", TEXT)}
-
-
-def utf8_text(value: str) -> str:
-    """A command-line word as UTF-8 text, even where the locale made Python decode argv as
-    ASCII (non-ASCII bytes then arrive as surrogate escapes). Raises ``UnicodeEncodeError``
-    for a word whose bytes are not UTF-8 (the click parameter type, cli/base.py's
-    ``Utf8Text``, names the first bad byte)."""
-    if isinstance(value, str) and not value.isascii():
-        try:
-            value = os.fsencode(value).decode("utf-8")
-        except UnicodeError:
-            pass
-        value.encode("utf-8")
-    return value
 
 
 def parse(args: list[str]) -> tuple[str, str, str, dict[str, object]] | None:
