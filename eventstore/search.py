@@ -144,25 +144,33 @@ def snippet(text: str, terms: list[tuple[str, bool]], context: int = 16) -> str:
     marker in the snippet is one this function put there."""
     if MARK_START in text or MARK_END in text:
         text = text.replace(MARK_START, "\ufffd").replace(MARK_END, "\ufffd")
-    tokens = list(TOKEN.finditer(text))
 
     def hit(tok: str) -> bool:
         tok = tok.lower()
         return any(tok.startswith(t) if p else tok == t for t, p in terms)
 
-    first = next((k for k, m in enumerate(tokens) if hit(m.group())), 0)
-    lo = max(0, min(first - context // 4, len(tokens) - context))
-    hi = min(len(tokens), lo + context)
-    if not tokens:
+    # tokens[k - base] is the text's token k; n is how many there are, or (when the text goes
+    # on past the window) a number past the window's end
+    window = _first_match(text, hit, context) if context >= 1 else None
+    if window is None:  # no match (or no context): every token
+        tokens = list(TOKEN.finditer(text))
+        first = next((k for k, m in enumerate(tokens) if hit(m.group())), 0)
+        base, n = 0, len(tokens)
+    else:
+        tokens, base, first = window
+        n = base + len(tokens)
+    lo = max(0, min(first - context // 4, n - context))
+    hi = min(n, lo + context)
+    if not n:
         return text[:200] + ("…" if len(text) > 200 else "")
-    start = tokens[lo].start() if lo else 0
-    end = tokens[hi - 1].end() if hi < len(tokens) else len(text)
+    start = tokens[lo - base].start() if lo else 0
+    end = tokens[hi - 1 - base].end() if hi < n else len(text)
     if start == 0 and tokens[0].start() > SNIPPET_GAP:  # (a long run of no word before the first)
         start = tokens[0].start() - SNIPPET_GAP // 2
-    if end == len(text) and len(text) - tokens[hi - 1].end() > SNIPPET_GAP:
-        end = tokens[hi - 1].end() + SNIPPET_GAP // 2
+    if end == len(text) and len(text) - tokens[hi - 1 - base].end() > SNIPPET_GAP:
+        end = tokens[hi - 1 - base].end() + SNIPPET_GAP // 2
     out, at = [], start
-    for m in tokens[lo:hi]:
+    for m in tokens[lo - base:hi - base]:
         out.append(_clip(text[at:m.start()], SNIPPET_GAP))
         word = m.group()
         shown = word if len(word) <= SNIPPET_TOKEN else word[:SNIPPET_TOKEN] + "…"
@@ -170,6 +178,29 @@ def snippet(text: str, terms: list[tuple[str, bool]], context: int = 16) -> str:
         at = m.end()
     out.append(_clip(text[at:end], SNIPPET_GAP))
     return ("…" if start else "") + "".join(out) + ("…" if end < len(text) else "")
+
+
+def _first_match(text: str, hit: Callable[[str], bool], context: int) -> tuple[list, int, int] | None:
+    """The tokens of ``text`` a snippet of ``context`` tokens around its first match can show,
+    read no further than needed (a tool's output may be megabytes, its match at the start):
+    ``(tokens, base, first)``, ``tokens`` being the text's tokens ``base`` on, from the
+    ``context`` before the first match (token ``first``) to ``context`` after it, or to the
+    text's end when it comes first. None when nothing matches."""
+    before: list = []
+    tokens = TOKEN.finditer(text)
+    for k, m in enumerate(tokens):
+        if hit(m.group()):
+            window = before[-context:]
+            window.append(m)
+            for m in tokens:  # the context after it, and one more: the text goes on past the window
+                window.append(m)
+                if len(window) > len(before[-context:]) + context:
+                    break
+            return window, k - len(before[-context:]), k
+        before.append(m)
+        if len(before) > 2 * context:
+            del before[:context]
+    return None
 
 
 def _clip(part: str, n: int) -> str:

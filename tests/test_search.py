@@ -657,3 +657,63 @@ def test_a_store_indexed_at_0270_gets_its_thinking_and_parts_indexed_by_the_upgr
         assert sorted((h.seq, h.type) for h in search(store, "quokka", update_index=False)) == [
             (1, "assistant/thinking"), (3, "assistant/part")]
         assert not [m for _kind, m in store._backend.integrity_findings(full=True) if "search index" in m]
+
+
+def _snippet_reading_every_token(text, terms, context=16):
+    """:func:`eventstore.search.snippet` as it was written first, reading every token of the
+    text: what the snippet must still be."""
+    from eventstore.search import SNIPPET_GAP, SNIPPET_TOKEN, TOKEN, _clip
+
+    if MARK_START in text or MARK_END in text:
+        text = text.replace(MARK_START, "\ufffd").replace(MARK_END, "\ufffd")
+    tokens = list(TOKEN.finditer(text))
+
+    def hit(tok):
+        tok = tok.lower()
+        return any(tok.startswith(t) if p else tok == t for t, p in terms)
+
+    first = next((k for k, m in enumerate(tokens) if hit(m.group())), 0)
+    lo = max(0, min(first - context // 4, len(tokens) - context))
+    hi = min(len(tokens), lo + context)
+    if not tokens:
+        return text[:200] + ("…" if len(text) > 200 else "")
+    start = tokens[lo].start() if lo else 0
+    end = tokens[hi - 1].end() if hi < len(tokens) else len(text)
+    if start == 0 and tokens[0].start() > SNIPPET_GAP:
+        start = tokens[0].start() - SNIPPET_GAP // 2
+    if end == len(text) and len(text) - tokens[hi - 1].end() > SNIPPET_GAP:
+        end = tokens[hi - 1].end() + SNIPPET_GAP // 2
+    out, at = [], start
+    for m in tokens[lo:hi]:
+        out.append(_clip(text[at:m.start()], SNIPPET_GAP))
+        word = m.group()
+        shown = word if len(word) <= SNIPPET_TOKEN else word[:SNIPPET_TOKEN] + "…"
+        out += [MARK_START, shown, MARK_END] if hit(word) else [shown]
+        at = m.end()
+    out.append(_clip(text[at:end], SNIPPET_GAP))
+    return ("…" if start else "") + "".join(out) + ("…" if end < len(text) else "")
+
+
+def test_a_snippet_reads_only_the_tokens_it_shows_and_is_what_reading_all_made():
+    """A snippet stops reading the text past its window (a match at the start of a long tool
+    output costs what a short one does), and is what reading every token made: matches at
+    the start, middle and end, none, several, prefixes, long gaps and tokens, every context."""
+    import random
+
+    from eventstore.search import query_terms, snippet
+
+    rng = random.Random(11)
+    words = ["wombat", "Wombats", "a", "bb", "ccc", "x" * 90, "é", "漢字", "_", "...", " " * 100, "\n", "wom",
+             MARK_START, "42"]
+    for _ in range(3000):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 80)))
+        terms = query_terms(rng.choice(["wombat", "wom*", "bb wombat", "zzz", "ccc x*"]), False)
+        context = rng.choice([1, 2, 3, 5, 16, 40])
+        assert snippet(text, terms, context) == _snippet_reading_every_token(text, terms, context), (text, terms)
+    long = "wombat " + "lorem ipsum dolor " * 100_000
+    terms = query_terms("wombat", False)
+    t0 = time.perf_counter()
+    assert snippet(long, terms) == _snippet_reading_every_token(long, terms)
+    t1 = time.perf_counter()
+    snippet(long, terms)
+    assert time.perf_counter() - t1 < (t1 - t0) / 20  # (reading all 300,001 tokens: most of t1 - t0)

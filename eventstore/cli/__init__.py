@@ -8,8 +8,9 @@ shows its traceback instead.
 
 Each command lives in a module of this package, imported only when that command runs:
 ``eventstore --help`` lists the commands from :data:`COMMANDS` without importing them, and
-alone it is written without importing click (:func:`help_text`), as is the table of
-``eventstore sessions`` (:mod:`eventstore.cli.listing`). The click group itself is in
+alone it is written without importing click (:func:`help_text`), and the read commands of
+:data:`eventstore.cli.fast.PLAIN` (``sessions``, ``search``, ``events``, ``messages``) run without it when their
+command line is simple (:mod:`eventstore.cli.fast`). The click group itself is in
 :mod:`eventstore.cli.group`.
 """
 
@@ -91,9 +92,9 @@ Options:
 HELP_WIDTH = 78
 
 
-def help_width() -> int:
-    """The width click lays ``--help`` out to: the terminal's columns (``$COLUMNS`` first, as
-    :func:`shutil.get_terminal_size` reads them), at most 80, less 2, at least 50."""
+def terminal_columns() -> int:
+    """The terminal's columns as :func:`shutil.get_terminal_size` reads them (``$COLUMNS``
+    first, else stdout's terminal, else 80), without importing :mod:`shutil`."""
     import os
 
     try:
@@ -106,7 +107,13 @@ def help_width() -> int:
         except (AttributeError, ValueError, OSError):
             columns = 80
         columns = columns or 80
-    return max(min(columns, 80) - 2, 50)
+    return columns
+
+
+def help_width() -> int:
+    """The width click lays ``--help`` out to: the terminal's columns
+    (:func:`terminal_columns`), at most 80, less 2, at least 50."""
+    return max(min(terminal_columns(), 80) - 2, 50)
 
 
 def short_help(text: str, limit: int) -> str:
@@ -145,6 +152,22 @@ def help_text() -> str:
     return HELP_HEAD + "Commands:\n" + "\n".join(rows) + "\n"
 
 
+def utf8_text(value: str) -> str:
+    """A command-line word as UTF-8 text, even where the locale made Python decode argv as
+    ASCII (non-ASCII bytes then arrive as surrogate escapes). Raises ``UnicodeEncodeError``
+    for a word whose bytes are not UTF-8 (the click parameter type, cli/base.py's
+    ``Utf8Text``, names the first bad byte)."""
+    if isinstance(value, str) and not value.isascii():
+        import os
+
+        try:
+            value = os.fsencode(value).decode("utf-8")
+        except UnicodeError:
+            pass
+        value.encode("utf-8")
+    return value
+
+
 def main() -> None:
     """Console entry point."""
     for stream in (sys.stdout, sys.stderr):
@@ -164,10 +187,10 @@ def main() -> None:
                 sys.stderr.write(f"error: writing the help: {e.strerror or e}\n")
             sys.exit(1)
         return
-    if sys.argv[-1:] == ["sessions"]:  # the listing of sessions, without importing click when it can
-        from .listing import run_sessions
+    if len(sys.argv) > 1:  # a read command with a simple command line, without importing click
+        from .fast import run_plain
 
-        if run_sessions(sys.argv[1:]):
+        if run_plain(sys.argv[1:]):
             return
     from .group import cli
 

@@ -12,6 +12,8 @@ import click
 
 from eventstore.errors import EventStoreError, InvalidJSONL
 
+from . import utf8_text
+
 EXIT_ERROR = 1
 
 
@@ -54,18 +56,12 @@ class Utf8Text(click.ParamType):
     name = "text"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and not value.isascii():
-            try:
-                value = os.fsencode(value).decode("utf-8")
-            except UnicodeError:
-                pass
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as e:
-                c = ord(value[e.start])
-                what = f"byte 0x{c - 0xDC00:02X}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
-                self.fail(f"not UTF-8 text ({what} at character {e.start + 1})", param, ctx)
-        return value
+        try:
+            return utf8_text(value)
+        except UnicodeEncodeError as e:
+            c = ord(e.object[e.start])
+            what = f"byte 0x{c - 0xDC00:02X}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
+            self.fail(f"not UTF-8 text ({what} at character {e.start + 1})", param, ctx)
 
 
 TEXT = Utf8Text()

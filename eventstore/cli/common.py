@@ -1,7 +1,7 @@
 """Helpers the command modules share: opening the store of ``--db``, stdout as bytes, text
 made safe for a terminal, dates, the progress bar, option callbacks. Imports click only
-where a function needs it: ``eventstore sessions`` uses this module without click
-(:mod:`eventstore.cli.listing`)."""
+where a function needs it: the read commands use this module without click
+(:mod:`eventstore.cli.fast`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from .tailview import CONTROL_OR_NEWLINE, UNSAFE_CHARS, escape_char
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import click
 
 # Shown escaped in CSV written to a terminal (a tab and a newline are CSV's own).
@@ -63,15 +65,18 @@ def open_existing_store(ctx: click.Context) -> EventStore:
     return open_store(ctx)
 
 
-def say_if_upgraded(db: str, store: EventStore) -> None:
-    """One line on stderr when opening ``db`` upgraded an older eventstore's database."""
+def say_if_upgraded(db: str, store: EventStore, echo: Callable[..., object] | None = None) -> None:
+    """One line on stderr (through ``echo``, ``click.echo`` by default) when opening ``db``
+    upgraded an older eventstore's database."""
     if store.upgraded_from is not None:
-        import click
+        if echo is None:
+            import click
 
+            echo = click.echo
         from eventstore.schema import SCHEMA_REVISION
 
-        click.echo(f"{db_shown(db, store)}: upgraded from schema revision {store.upgraded_from} to "
-                   f"{SCHEMA_REVISION} (an older eventstore wrote it)", err=True)
+        echo(f"{db_shown(db, store)}: upgraded from schema revision {store.upgraded_from} to "
+             f"{SCHEMA_REVISION} (an older eventstore wrote it)", err=True)
 
 
 def out_bytes():

@@ -20,9 +20,9 @@ from .common import finite_seconds, open_store, out_bytes, printable
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List stored sessions: id, events, created, last event (UTC), and token totals
     (input, output, cache read, cache write) of sessions whose source recorded them."""
-    from .listing import write_sessions
+    from .listing import read_listing
 
-    write_sessions(open_store(ctx, readonly=True), as_json, click.echo)
+    read_listing(open_store(ctx, readonly=True), as_json)(click.echo)
 
 
 @click.command()
@@ -33,11 +33,9 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def events(ctx: click.Context, session_id: str, types: tuple[str, ...], after_seq: int | None) -> None:
     """Print a session's events as JSONL lines, in seq order."""
-    s = open_store(ctx, readonly=True).session(session_id)
-    out = out_bytes()
-    for ev in s.events(after_seq=after_seq, types=types or None):
-        out.write((ev.to_jsonl() + "\n").encode("utf-8"))
-    out.flush()
+    from .dumping import read_events
+
+    read_events(open_store(ctx, readonly=True), session_id, types, after_seq)()
 
 
 @click.command()
@@ -46,13 +44,9 @@ def events(ctx: click.Context, session_id: str, types: tuple[str, ...], after_se
 @click.pass_context
 def messages(ctx: click.Context, session_id: str, pretty: bool) -> None:
     """Print the derived chat messages (the projection) as a JSON array."""
-    s = open_store(ctx, readonly=True).session(session_id)
-    text = s.messages_json()
-    if pretty:
-        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    out = out_bytes()
-    out.write(text.encode("utf-8") + b"\n")
-    out.flush()
+    from .dumping import read_messages
+
+    read_messages(open_store(ctx, readonly=True), session_id, pretty)()
 
 
 # --- live tailing ----------------------------------------------------------------------------

@@ -78,9 +78,9 @@ def fold(text: str, room: int, marks: tuple[str, str] | None = None) -> str:
 
 
 def text_width(text: str) -> int:
-    """``text``'s width in terminal cells."""
-    if text.isascii():
-        return len(text)
+    """``text``'s width in terminal cells (as rich measures it)."""
+    if text.isascii() or all(" " <= c < "\x7f" or "\xa0" <= c < "\u0300" or "\u2010" <= c < "\u2028" for c in text):
+        return len(text)  # (one cell each, as rich says, and no import of rich: the "…" of a search's snippets)
     from rich.cells import cell_len
 
     return cell_len(text)

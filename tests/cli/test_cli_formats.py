@@ -245,20 +245,21 @@ SESSIONS_NEVER_IMPORTS = frozenset({
     "eventstore.audit.verify", "eventstore.web", "eventstore.log.toolcalls", "eventstore.log.commit",
     "eventstore.log.redaction", "eventstore.log.gcpause", "eventstore.audit.secrets",
     "eventstore.backends.postgres", "eventstore.backends.fallbacks", "eventstore.log.context",
-    "orjson", "dataclasses", "inspect", "ast", "tokenize", "typing", "hashlib", "uuid", "pathlib", "urllib.parse",
-    "secrets", "random", "queue", "unicodedata", "textwrap", "threading", "weakref",
+    "importlib", "warnings", "orjson", "dataclasses", "inspect", "ast", "tokenize", "typing", "hashlib", "uuid",
+    "pathlib", "urllib.parse", "secrets", "random", "queue", "unicodedata", "textwrap", "threading", "weakref",
 })
 
 
 def all_modules_loaded(*args: str) -> set[str]:
-    """Every module in ``sys.modules`` after ``eventstore ARGS`` ran (as the console script),
-    less those the interpreter had loaded before (site's, and an editable install's finder)."""
+    """Every module in ``sys.modules`` after ``eventstore ARGS`` ran (as the console script,
+    output to a pipe, no $COLUMNS), less those the interpreter had loaded before (site's, and
+    an editable install's finder)."""
     code = ("import sys; before = set(sys.modules)\n"
             "from eventstore.cli import main; sys.argv = ['eventstore', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('MODULES', *sorted(set(sys.modules) - before), file=sys.stderr)")
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return set([x for x in proc.stderr.splitlines() if x.startswith("MODULES ")][-1].split()[1:])
 
@@ -273,9 +274,31 @@ def test_sessions_imports_only_what_it_needs(tmp_path):
         loaded = all_modules_loaded(*args)
         assert "eventstore.cli.listing" in loaded
         assert not loaded & SESSIONS_NEVER_IMPORTS, sorted(loaded & SESSIONS_NEVER_IMPORTS)
-    loaded = all_modules_loaded("--db", str(db), "sessions", "--json")  # (through click)
-    assert "eventstore.cli.reading" in loaded and "eventstore.cli.importing" not in loaded
-    assert not loaded & {"sqlalchemy", "alembic", "rich", "eventstore.io.bulk", "eventstore.audit.verify"}
+    loaded = all_modules_loaded("--db", str(db), "sessions", "--json")  # (the session/info reader too)
+    assert "eventstore.cli.listing" in loaded and "eventstore.cli.importing" not in loaded
+    assert not loaded & {"click", "sqlalchemy", "alembic", "rich", "eventstore.io.bulk", "eventstore.audit.verify"}
+
+
+# What `eventstore search` on an up-to-date SQLite store never imports: what the listing never
+# imports, but the search itself (and the index's catch-up, which writes).
+SEARCH_NEVER_IMPORTS = SESSIONS_NEVER_IMPORTS - {"eventstore.io.transcripts", "threading", "weakref"} | {
+    "eventstore.cli.search", "shutil", "json"}
+
+
+def test_search_imports_only_what_it_needs(tmp_path):
+    """A search (its common forms, a table or JSON, snippets with "…" and accents) imports
+    none of SEARCH_NEVER_IMPORTS (--json: json; rich only measures wide characters)."""
+    db = new_sqlite_store(tmp_path / "s.db")
+    with EventStore.open(db) as store:
+        store.create_session("a").append("user/message", {"content": "wombat " + "word " * 40 + "naïve café"})
+        store.create_session("b").append("assistant/message", {"content": "a wombat, “quoted” — ½"})
+    for args in (["search", "wombat"], ["search", "--limit", "1", "wombat", "--type", "user/message"],
+                 ["search", "-n", "5", "--session=b", "wombat"], ["search", "--raw", "wombat OR word"],
+                 ["search", "wombat", "--json"], ["search", "nothing"]):
+        loaded = all_modules_loaded("--db", str(db), *args)
+        assert "eventstore.cli.searching" in loaded, args
+        assert not loaded & SEARCH_NEVER_IMPORTS - ({"json"} if "--json" in args else set()), (
+            args, sorted(loaded & SEARCH_NEVER_IMPORTS))
 
 
 # `eventstore sessions` through click alone, as before the listing was written without it.
@@ -285,8 +308,9 @@ CLICK_ONLY = ("import sys\n"
 
 
 def both_ways(args: list[str], env: dict | None = None, stdout=subprocess.PIPE) -> tuple:
-    """``(returncode, stdout, stderr)`` of ``eventstore ARGS`` as run, and through click alone."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    """``(returncode, stdout, stderr)`` of ``eventstore ARGS`` as run, and through click alone
+    (no $COLUMNS unless ``env`` sets it)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"PYTHONPATH": str(ROOT), **(env or {})}
     runs = [subprocess.run([sys.executable, *how, *args], stdout=stdout, stderr=subprocess.PIPE, env=env,
                            timeout=60) for how in (["-m", "eventstore"], ["-c", CLICK_ONLY])]
     return tuple((r.returncode, r.stdout, r.stderr) for r in runs)
@@ -321,6 +345,8 @@ def test_sessions_without_click_prints_what_click_prints(tmp_path):
         if (args, env) == cases[0]:
             listed = fast
     fast = listed  # the table itself: the first case, not run again
+    json_fast, json_slow = both_ways(["--db", str(db), "sessions", "--json"])
+    assert json_fast == json_slow and json_fast[0] == 0 and json.loads(json_fast[1])[0]["input_tokens"] == 0
     assert fast[0] == 0 and b"two\\nlines\\x00\\u202e" in fast[1] and b"1,234,567" in fast[1]
     assert b"ts 1764460800401.0 (not a date)" in fast[1]
     newer = tmp_path / "newer.db"
@@ -344,6 +370,216 @@ def test_sessions_to_a_closed_pipe_exits_as_click_does(tmp_path):
     finally:
         os.close(w)
     assert fast == slow == (1, None, b"")
+
+
+def test_search_without_click_prints_what_click_prints(tmp_path):
+    """The table (snippets with marks, "…", wide and control characters), the count of more
+    matches than shown, JSON, no match; each option's forms; and every error (an empty or
+    malformed query, a word that is not UTF-8, an unknown session, a bad --limit, an option
+    twice, no file) exactly as through click."""
+    db = new_sqlite_store(tmp_path / "s.db")
+    with EventStore.open(db) as store:
+        a = store.create_session("a\x1bb")
+        a.append("user/message", {"content": "漢字 café wombat " + "word " * 40})
+        a.append("assistant/message", {"content": "the wombat\tsaid\x00 \u202eno"})
+        store.create_session("b").append("tool/result", {"tool_call_id": "c", "content": "wombats and a wombat"})
+    d = ["--db", str(db)]
+    cases = [[*d, "search", "wombat"], [f"--db={db}", "search", "wombat", "--limit", "1"],
+             [*d, "search", "-n", "2", "wombat"], [*d, "search", "--limit=2", "wombat", "--json"],
+             [*d, "search", "wombat", "--session", "b"], [*d, "search", "--session=a\x1bb", "wombat", "-n", "1"],
+             [*d, "search", "wombat", "--type", "tool/result"], [*d, "search", "--raw", "wombat NOT word"],
+             [*d, "search", "wombat*", "--json"], [*d, "search", "café 漢字"], [*d, "search", "nothing"],
+             [*d, "search", "nothing", "--json"], [*d, "--durability", "full", "search", "said"],
+             [*d, "search", ""], [*d, "search", "  "], [*d, "search", "--raw", "wombat AND ("],
+             [*d, "search", "\udcff"], [*d, "search", "wombat", "--session", "missing"],
+             [*d, "search", "wombat", "--limit", "0"], [*d, "search", "wombat", "-n", "x"],
+             [*d, "search", "wombat", "-n", "1", "--limit", "2"], [*d, "search", "wombat", "--json", "--json"],
+             [*d, "search", "wombat", "extra"], [*d, "search"], [*d, "search", "wombat", "-n2"],
+             [*d, "search", "wombat", "--", "x"], ["--db", str(tmp_path / "missing.db"), "search", "wombat"],
+             [*d, "search", "wombat", "--db", str(db)], [*d, "search", "-n", "-1", "wombat"]]
+    for args in cases:
+        fast, slow = both_ways(args)
+        assert fast == slow, (args, fast, slow)
+    fast, _slow = both_ways(cases[0])
+    assert fast[0] == 0 and fast[1].startswith(b"SESSION") and b"a\\x1bb" in fast[1]
+    assert "…".encode() in fast[1] and "漢字 café wombat".encode() in fast[1] and b"wombat said" in fast[1]
+    fast, _slow = both_ways(cases[1])
+    assert fast[2] == b"3 matches; the best 1 shown\n"
+    fast, _slow = both_ways(cases[4], env={"COLUMNS": "50"})  # folded to $COLUMNS: each snippet below its hit
+    assert fast == _slow and fast[1].startswith(b"b  seq 0  tool/result\n    ")
+    fast, _slow = both_ways(cases[3], env={"COLUMNS": "200"})
+    assert fast == _slow and {h["session_id"] for h in json.loads(fast[1])} == {"b", "a\x1bb"}
+
+
+def test_search_to_a_closed_pipe_exits_as_click_does(tmp_path):
+    """The reader gone before the first hit: status 1, nothing on stderr."""
+    db = new_sqlite_store(tmp_path / "s.db")
+    with EventStore.open(db) as store:
+        store.create_session("s").append_many([("user/message", {"content": f"wombat {k}"}) for k in range(30)])
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        fast, slow = both_ways(["--db", str(db), "search", "wombat"], stdout=w)
+    finally:
+        os.close(w)
+    assert fast == slow == (1, None, b"30 matches; the best 20 shown\n")
+
+
+def test_events_and_messages_without_click_print_what_click_prints(tmp_path):
+    """A session's events (all, some types, after a seq) and messages (plain, --pretty), and
+    the errors (no such session, a bad --after), exactly as through click; the reader gone
+    halfway through the events: status 1, nothing on stderr, as click."""
+    db = new_sqlite_store(tmp_path / "s.db")
+    with EventStore.open(db) as store:
+        s = store.create_session("s\u00e9")
+        s.append("user/message", {"content": "hi \x1b there"})
+        s.append("assistant/message", {"content": "caf\u00e9", "usage": {"input_tokens": 3}})
+        store.create_session("big").append_many([("user/message", {"content": "x" * 500})] * 400)
+    d = ["--db", str(db)]
+    cases = [[*d, "events", "sé"], [*d, "events", "sé", "--type", "assistant/message"],
+             [*d, "events", "--type=user/message", "sé", "--type", "assistant/message", "--after", "0"],
+             [*d, "events", "sé", "--after=5"], [*d, "events", "missing"], [*d, "events", "sé", "--after", "x"],
+             [*d, "events", "sé", "--after", "-1"], [*d, "events", "s\udcff"], [*d, "messages", "sé"],
+             [*d, "messages", "--pretty", "sé"], [*d, "messages", "missing"], [*d, "messages", "sé", "extra"],
+             ["--db", str(tmp_path / "none.db"), "events", "sé"]]
+    for args in cases:
+        fast, slow = both_ways(args)
+        assert fast == slow, (args, fast, slow)
+    fast, _slow = both_ways(cases[2])
+    assert fast[0] == 0 and len(fast[1].splitlines()) == 1 and b"caf\xc3\xa9" in fast[1]
+    assert "click" not in all_modules_loaded(*cases[0]) | all_modules_loaded(*cases[9])
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        fast, slow = both_ways([*d, "events", "big"], stdout=w)
+    finally:
+        os.close(w)
+    assert fast == slow == (1, None, b"")
+
+
+def test_the_fast_path_on_postgresql_prints_what_click_prints(pg_store_url):
+    """The read commands without click on PostgreSQL: the same output and errors."""
+    with EventStore.open(pg_store_url) as store:
+        store.create_session("p").append("user/message", {"content": "a wombat on postgres", "usage": {
+            "input_tokens": 2}})
+    d = ["--db", pg_store_url]
+    for args in ([*d, "sessions"], [*d, "sessions", "--json"], [*d, "search", "wombat"],
+                 [*d, "search", "wombat", "--json", "--session", "p"], [*d, "search", "wombat", "--session", "q"],
+                 [*d, "events", "p"], [*d, "messages", "p"], [*d, "messages", "q"]):
+        fast, slow = both_ways(args)
+        assert fast == slow, (args, fast, slow)
+    assert b"postgres" in both_ways([*d, "search", "wombat"])[0][1]
+
+
+def test_the_fast_path_to_a_full_disk_says_what_click_says(tmp_path):
+    """Each fast command writing to a full device: one line, status 1, as through click."""
+    db = new_sqlite_store(tmp_path / "s.db")
+    with EventStore.open(db) as store:
+        store.create_session("a").append("user/message", {"content": "a wombat"})
+    with open("/dev/full", "wb") as full:
+        for args in (["sessions"], ["sessions", "--json"], ["search", "wombat"], ["search", "wombat", "--json"],
+                     ["events", "a"], ["messages", "a"]):
+            fast, slow = both_ways(["--db", str(db), *args], stdout=full)
+            assert fast == slow and fast[0] == 1 and fast[2].endswith(b"No space left on device\n"), (args, fast)
+
+
+def test_each_fast_command_declares_its_click_options():
+    """What eventstore.cli.fast parses for a command is its click command's parameters: the
+    same spellings, kinds and defaults, the same arguments."""
+    from eventstore.cli.base import TEXT
+    from eventstore.cli.fast import COUNT, FLAG, INT, PLAIN, TEXTS
+    from eventstore.cli.fast import TEXT as TEXT_KIND
+
+    for name, plain in PLAIN.items():
+        command = cli.get_command(click.Context(cli), name)
+        arguments = [p for p in command.params if isinstance(p, click.Argument)]
+        assert tuple(p.name for p in arguments) == plain.arguments, name
+        assert all(p.required and p.type is TEXT and p.nargs == 1 for p in arguments)
+        declared = {}
+        for p in command.params:
+            if isinstance(p, click.Option):
+                assert not p.secondary_opts and p.envvar is None and p.callback is None, p.name
+                assert not p.multiple or p.type is TEXT, p.name
+                if p.is_flag:
+                    kind = FLAG
+                elif p.type is TEXT:
+                    kind = TEXTS if p.multiple else TEXT_KIND
+                elif p.type is click.INT:
+                    kind = INT
+                else:
+                    assert isinstance(p.type, click.IntRange) and (p.type.min, p.type.max, p.type.min_open) == (
+                        1, None, False), p.name
+                    kind = COUNT
+                declared |= {spelling: (p.name, kind) for spelling in p.opts}
+        assert declared == plain.options, name
+        given = command.make_context(name, ["x"] * len(arguments), parent=click.Context(cli)).params
+        assert given == plain.defaults | dict.fromkeys(plain.arguments, "x"), name  # (what click passes by default)
+
+
+@pytest.mark.parametrize(("args", "env", "parsed"), [
+    (["sessions"], {}, ("sessions", "eventstore.db", "normal", {"as_json": False})),
+    (["--durability=FULL", "--db", "x.db", "sessions", "--json"], {}, ("sessions", "x.db", "full", {"as_json": True})),
+    (["search", "-n", "3", "a b"], {"EVENTSTORE_DB": "e.db"},
+     ("search", "e.db", "normal", {"query": "a b", "session_id": None, "type_": None, "limit": 3, "raw": False,
+                                   "as_json": False})),
+    (["search", "q", "--session=", "--type", "t", "--raw", "--json", "--limit=07"], {"EVENTSTORE_DURABILITY": "Full"},
+     ("search", "eventstore.db", "full", {"query": "q", "session_id": "", "type_": "t", "limit": 7, "raw": True,
+                                          "as_json": True})),
+    (["search", "caf\udcc3\udca9"], {}, ("search", "eventstore.db", "normal", {
+        "query": "café", "session_id": None, "type_": None, "limit": 20, "raw": False, "as_json": False})),
+    (["events", "s", "--type", "a", "--after=0", "--type=b"], {}, ("events", "eventstore.db", "normal", {
+        "session_id": "s", "types": ("a", "b"), "after_seq": 0})),
+    (["messages", "--pretty", "s"], {}, ("messages", "eventstore.db", "normal", {"session_id": "s", "pretty": True})),
+    # left to click: help, version, unknown or repeated options, values click may refuse or take otherwise
+    *[(args, {}, None) for args in (
+        [], ["--help"], ["--version"], ["sessions", "--help"], ["search", "q", "-h"], ["-h", "sessions"],
+        ["sesions"], ["tail", "s"], ["events"], ["events", "s", "--after", "-1"], ["events", "s", "--after", "1_0"],
+        ["events", "s", "--after", "1", "--after", "2"], ["messages", "s", "--pretty=1"], ["search"], ["search", "a", "b"], ["search", "-x"], ["search", "q", "--"],
+        ["search", "q", "-n5"], ["search", "q", "-n=5"], ["search", "q", "-n", "0"], ["search", "q", "-n", "+5"],
+        ["search", "q", "-n", " 5"], ["search", "q", "-n", "٣"], ["search", "q", "--limit"],
+        ["search", "q", "--json=1"], ["search", "q", "--raw", "--raw"], ["search", "q", "-n", "1", "--limit", "2"],
+        ["search", "q", "--type", "-t"], ["search", "\udcff"], ["search", "q", "--session", "\udcff"],
+        ["sessions", "--db", "x"], ["--db", "a", "--db", "b", "sessions"], ["--db", "-x", "sessions"],
+        ["--db", "", "sessions"], ["--db", ":memory:", "sessions"], ["--db", "sqlite://", "sessions"],
+        ["--durability", "sometimes", "sessions"], ["--db"], ["--db", "x"])],
+    (["sessions"], {"EVENTSTORE_DB": ""}, None), (["sessions"], {"EVENTSTORE_DURABILITY": "never"}, None),
+])
+def test_the_fast_path_takes_only_simple_command_lines(monkeypatch, args, env, parsed):
+    from eventstore.cli.fast import parse
+
+    for var in ("EVENTSTORE_DB", "EVENTSTORE_DURABILITY"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    assert parse(args) == parsed
+
+
+@pytest.mark.parametrize("columns", [None, "", "abc", "-3", "0", "7", "132"])
+def test_terminal_columns_are_shutils(monkeypatch, columns):
+    from eventstore.cli import terminal_columns
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    if columns is not None:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
+
+
+def test_text_width_is_richs():
+    """The widths the table takes without importing rich are rich's own (text all ASCII is as
+    many cells as characters: the table escapes control characters before measuring)."""
+    import random
+
+    from rich.cells import cell_len
+
+    from eventstore.cli.table import text_width
+
+    rng = random.Random(3)
+    chars = [chr(c) for c in [*range(0, 0x400), *range(0x2000, 0x2070), 0x3000, 0x5b57, 0xfffd, 0x1f600]]
+    for _ in range(3000):
+        text = "".join(rng.choice(chars) for _ in range(rng.randint(1, 12)))
+        assert text_width(text) == (len(text) if text.isascii() else cell_len(text)), text
+    for c in chars:
+        assert text_width(c) == (1 if c.isascii() else cell_len(c)), hex(ord(c))
 
 
 def test_a_mistyped_command_is_matched_against_every_command():
