@@ -9,9 +9,10 @@ import os
 import re
 from collections.abc import Callable
 
+import eventstore.search as search_lib
 from eventstore.core.store import EventStore
 from eventstore.errors import DatabaseError
-from eventstore.search import MARK_END, MARK_START, RANK_WINDOW, catch_up, count
+from eventstore.search import MARK_END, MARK_START, catch_up, count
 from eventstore.search import search as run_search
 
 from . import fast, terminal_columns
@@ -46,15 +47,16 @@ def read_hits(store: EventStore, query: str, session_id: str | None, type_: str 
         pass  # a file we may only read: search() scans what is not indexed
     hits = run_search(store, query, session_id=session_id, type=type_, limit=limit, raw=raw)
     n = 0
+    window = search_lib.RANK_WINDOW  # (read at the call, as search() reads it)
     if len(hits) == limit and not as_json:
         # counted up to the ranking's window only: a common word is not counted through all its matches
-        n = count(store, query, session_id=session_id, type=type_, raw=raw, at_most=RANK_WINDOW + 1)
+        n = count(store, query, session_id=session_id, type=type_, raw=raw, at_most=window + 1)
 
     def write(echo: Echo) -> None:
         if n > limit:
-            many = f"more than {RANK_WINDOW:,}" if n > RANK_WINDOW else f"{n:,}"
-            echo(f"{many} matches; the best {limit} shown" + (f" (ranked among the newest {RANK_WINDOW:,})"
-                                                              if n > RANK_WINDOW else ""), err=True)
+            many = f"more than {window:,}" if n > window else f"{n:,}"
+            echo(f"{many} matches; the best {limit} shown" + (f" (ranked among the newest {window:,})"
+                                                              if n > window else ""), err=True)
         if as_json:
             import json
 
