@@ -210,6 +210,25 @@ def test_found_erases_once_for_all_its_redactions(backend_url, request, monkeypa
     assert r.exit_code == 0 and len(calls) == 2, r.output
 
 
+def test_found_whose_erasure_fails_reports_its_redactions_and_warns(db_path: Path, monkeypatch):
+    """The redactions are committed before the one erasure: an erasure that raises is a
+    warning beside them, not an error that hides them."""
+    from eventstore.backends.capabilities import Redactor
+
+    with EventStore.open(db_path) as store:
+        _leaky(store)
+        kind = type(store.capability(Redactor))
+
+    def fails(self):
+        raise DatabaseError("disk I/O error")
+    monkeypatch.setattr(kind, "erase_old_versions", fails)
+    r = CliRunner().invoke(cli, ["--db", str(db_path), "redact", "--found", "--json"])
+    out = json.loads(r.stdout)
+    assert [d["seq"] for d in out["redacted"]] == [1, 2], r.output
+    assert out["warnings"] == ["the old bytes could not be erased: disk I/O error"]
+    assert "warning: the old bytes could not be erased: disk I/O error\n" in r.stderr
+
+
 def test_redact_without_erasure_says_so_and_erase_redacted_erases(db_path: Path):
     """``redact(erase=False)`` leaves the bytes and says so (``NOT_ERASED``);
     ``erase_redacted()`` then erases them and returns None."""
