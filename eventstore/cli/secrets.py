@@ -105,7 +105,8 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
     """``eventstore redact --found``: scan the sessions (all, or ``session_ids``) again and
     redact each secret-bearing field through :meth:`EventStore.redact`, one redaction (one
     ``redaction`` event) per event, its paths the fields found; the reason is ``reason`` or
-    ``secret: KIND``. Prints what it did as a plain ``redact`` does (:func:`.redact.report`,
+    ``secret: KIND``. The old bytes are erased once, after every redaction
+    (:meth:`EventStore.erase_redacted`). Prints what it did as a plain ``redact`` does (:func:`.redact.report`,
     the erasure's warning once); a secret in a session's meta cannot be redacted (the meta
     is no event), nor an event the store refuses to redact: each is said, the other events
     are still redacted, and the exit status is 1."""
@@ -125,7 +126,6 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
         by_event.setdefault((f.session_id, f.seq), []).append(f)
     done = []
     left = []
-    erasures = []
     for (sid, seq), found in by_event.items():
         kinds = ", ".join(dict.fromkeys(f.kind for f in found))
         if seq is None:
@@ -145,12 +145,13 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
         if not paths:
             continue
         try:
-            one = store.redact(sid, seq, [list(p) for p in paths], reason=why)
+            one = store.redact(sid, seq, [list(p) for p in paths], reason=why, erase=False)
         except EventStoreError as e:  # said with the rest; the other events are still redacted
             left.append({"session_id": sid, "seq": seq, "paths": _fields(found), "kind": kinds, "error": str(e)})
             continue
         done.append(redacted(one, kinds))
-        erasures.append(one.erasure)
+    # one erasure for all the redactions (a table rewrite on PostgreSQL, a WAL checkpoint on SQLite)
+    erasures = [_erase(store)] if done else []
     report(done, left, erasures, as_json)
     if not as_json:
         if not done and not left:
@@ -159,6 +160,14 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
             click.echo(f"{plural(len(done), 'event')} redacted; `eventstore verify` lists the redactions")
     if left:
         sys.exit(EXIT_ERROR)
+
+
+def _erase(store) -> str | None:
+    """:meth:`EventStore.erase_redacted`, its error a warning: the redactions are committed."""
+    try:
+        return store.erase_redacted()
+    except EventStoreError as e:
+        return f"the old bytes could not be erased: {e}"
 
 
 def _fields(found: list) -> list[str]:

@@ -781,7 +781,7 @@ class EventStore:
     # --- redaction -----------------------------------------------------------------------
 
     def redact(self, session_id: str, seq: int, paths: list | None = None, *, reason: str,
-               by: str | None = None) -> Redaction:
+               by: str | None = None, erase: bool = True) -> Redaction:
         """Redact event ``seq`` of ``session_id``: the values at ``paths`` (each a list like
         ``["tool_calls", 0, "function", "arguments"]`` or its string form
         ``"tool_calls[0].function.arguments"``; None: every top-level key) become the string
@@ -791,6 +791,11 @@ class EventStore:
         keeps the rest provable (docs/redaction.md). Both in one transaction; then the old
         bytes are erased from the database's storage where the backend can
         (:attr:`Redaction.erasure` says what is left when it cannot).
+
+        With ``erase=False`` nothing is erased: :attr:`Redaction.erasure` is
+        :data:`eventstore.log.redaction.NOT_ERASED`, and the caller calls
+        :meth:`erase_redacted` once after its redactions (an erasure rewrites the table on
+        PostgreSQL and checkpoints the WAL on SQLite: once for many redactions, not per event).
 
         A path an earlier redaction of the event already covers is left as it is
         (:attr:`Redaction.already` lists it); when every path is, or when nothing would
@@ -850,7 +855,21 @@ class EventStore:
             if type(e) is not DatabaseError:
                 raise
             raise DatabaseError(f"{where}: {e}") from None
-        return _r.Redaction(session_id, seq, rseq, kept, reason, by, redactor.erase_old_versions(), already)
+        erasure = redactor.erase_old_versions() if erase else _r.NOT_ERASED
+        return _r.Redaction(session_id, seq, rseq, kept, reason, by, erasure, already)
+
+    def erase_redacted(self) -> str | None:
+        """Erase from the database's storage the old bytes that earlier redactions left
+        (those made with ``redact(..., erase=False)``; harmless when there are none): SQLite
+        merges the search index and empties the WAL, PostgreSQL rewrites the tables
+        (docs/redaction.md, docs/redaction-postgres.md). Returns None when done, else a
+        sentence saying what is left and how to finish it (another connection holds the WAL,
+        the role may not VACUUM, the lock was not free in time).
+
+        Raises :class:`DatabaseError` for a backend that cannot redact."""
+        from eventstore.backends.capabilities import Redactor
+
+        return self.capability(Redactor).erase_old_versions()
 
     # --- JSONL ---------------------------------------------------------------------------
 

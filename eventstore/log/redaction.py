@@ -19,8 +19,8 @@ from eventstore.errors import InvalidEvent
 from eventstore.log.codec import dumps, loads
 from eventstore.log.commit import is_event_salt, key_salt, key_salts_blob, key_salts_of, value_digest
 
-__all__ = ["REDACTION", "TARGET_SEQ", "MAX_PATHS", "Redaction", "marker", "nameable", "pairing_id", "parse_path",
-           "path_text", "check_reason", "redacted_payload", "redaction_record", "record_json"]
+__all__ = ["REDACTION", "TARGET_SEQ", "MAX_PATHS", "NOT_ERASED", "Redaction", "marker", "nameable", "pairing_id",
+           "parse_path", "path_text", "check_reason", "redacted_payload", "redaction_record", "record_json"]
 
 #: The event type that records a redaction.
 REDACTION = "redaction"
@@ -29,7 +29,9 @@ REDACTION = "redaction"
 TARGET_SEQ = "event_seq"
 #: The most paths one redaction names (SQLite's trigger applies them in one ``json_set``).
 MAX_PATHS = 32
-
+#: :attr:`Redaction.erasure` of a redaction made with ``erase=False``: nothing erased yet.
+NOT_ERASED = ("the old bytes are not erased yet: EventStore.erase_redacted() (or `eventstore redact`) "
+              "erases what redactions left")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +39,9 @@ class Redaction:
     """A redaction done by :meth:`eventstore.EventStore.redact`: event ``seq`` of
     ``session_id`` lost the values at ``paths``; the ``redaction`` event that records it is
     at ``redaction_seq``. ``erasure`` is None when the old bytes were erased from the
-    database's storage, else a sentence saying what is left to do."""
+    database's storage, else a sentence saying what is left to do: :data:`NOT_ERASED` when
+    the redaction was made with ``erase=False`` (the erasure is the caller's, once for several
+    redactions: :meth:`eventstore.EventStore.erase_redacted`)."""
 
     session_id: str
     seq: int

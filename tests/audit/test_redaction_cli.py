@@ -135,8 +135,8 @@ def test_an_empty_reason_and_a_busy_database_name_the_session_and_seq(db_path: P
 
 
 def test_found_says_the_erasure_warning_once_and_in_its_json(db_path: Path):
-    """SQLite: a reader holding the WAL keeps it from being emptied: each redaction's erasure
-    says so; --found says it once, on stderr and in --json's warnings, as a plain redact
+    """SQLite: a reader holding the WAL keeps it from being emptied: the erasure says so
+    (--found's one erasure, after all its redactions, waits once); --found says it once, on stderr and in --json's warnings, as a plain redact
     says it."""
     with EventStore.open(db_path) as store:
         _leaky(store)
@@ -156,6 +156,93 @@ def test_found_says_the_erasure_warning_once_and_in_its_json(db_path: Path):
     finally:
         reader.execute("ROLLBACK")
         reader.close()
+
+
+def _holders(backend_url: str, request, secrets: list[str]) -> list[str]:
+    """The database's files that hold any of ``secrets``' bytes: SQLite's file, ``-wal`` and
+    ``-shm``; PostgreSQL's files of events, events_search and their TOAST tables (after a
+    CHECKPOINT)."""
+    if not backend_url.startswith("postgres"):
+        files = sorted(Path(backend_url).parent.glob(Path(backend_url).name + "*"))
+        assert files
+    else:
+        import psycopg
+
+        datadir = Path(request.getfixturevalue("pg_server").folder) / "data"
+        with psycopg.connect(backend_url, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+            rels = conn.execute("SELECT pg_relation_filepath(c.oid) FROM pg_class AS c "
+                                "WHERE c.relname IN ('events', 'events_search') UNION ALL "
+                                "SELECT pg_relation_filepath(c.reltoastrelid) FROM pg_class AS c "
+                                "WHERE c.relname IN ('events', 'events_search') AND c.reltoastrelid <> 0").fetchall()
+        files = [f for (rel,) in rels for f in sorted(datadir.glob(rel + "*"))]
+        assert len(files) >= 3
+    return [f.name for f in files if any(s.encode() in f.read_bytes() for s in secrets)]
+
+
+def test_found_erases_once_for_all_its_redactions(backend_url, request, monkeypatch):
+    """An erasure rewrites the table (PostgreSQL's VACUUM FULL) or waits for the WAL
+    (SQLite's checkpoint): `redact --found` erases once after redacting every event, not once
+    per event, and the secrets' bytes are gone from the database's files all the same. A
+    plain `redact` still erases after its one redaction. (seq 3's secrets stay: tool_call_id
+    is never redacted.)"""
+    from eventstore.backends.capabilities import Redactor
+
+    with EventStore.open(backend_url) as store:
+        _leaky(store)
+        keys = [f"{OPENAI[:-6]}{i:06d}" for i in range(4)]
+        for key in keys:
+            store.session("s").append("user/message", {"content": f"OPENAI_API_KEY={key}"})
+        kind = type(store.capability(Redactor))
+    assert _holders(backend_url, request, keys) != []  # (the test sees them where they are)
+    calls = []
+    erase = kind.erase_old_versions
+    monkeypatch.setattr(kind, "erase_old_versions", lambda self: calls.append(1) or erase(self))
+    r = CliRunner().invoke(cli, ["--db", backend_url, "redact", "--found", "--json"])
+    out = json.loads(r.stdout)
+    assert [d["seq"] for d in out["redacted"]] == [1, 2, 4, 5, 6, 7] and out["warnings"] == [], r.output
+    assert len(calls) == 1
+    assert _holders(backend_url, request, keys) == []
+    with EventStore.open(backend_url) as store:
+        store.session("s").append("user/message", {"content": "x", "more": "y"})
+        seq = store.session("s").next_seq() - 1
+    r = CliRunner().invoke(cli, ["--db", backend_url, "redact", "s", str(seq), "--path", "more", "--reason", "r"])
+    assert r.exit_code == 0 and len(calls) == 2, r.output
+
+
+def test_found_whose_erasure_fails_reports_its_redactions_and_warns(db_path: Path, monkeypatch):
+    """The redactions are committed before the one erasure: an erasure that raises is a
+    warning beside them, not an error that hides them."""
+    from eventstore.backends.capabilities import Redactor
+
+    with EventStore.open(db_path) as store:
+        _leaky(store)
+        kind = type(store.capability(Redactor))
+
+    def fails(self):
+        raise DatabaseError("disk I/O error")
+    monkeypatch.setattr(kind, "erase_old_versions", fails)
+    r = CliRunner().invoke(cli, ["--db", str(db_path), "redact", "--found", "--json"])
+    out = json.loads(r.stdout)
+    assert [d["seq"] for d in out["redacted"]] == [1, 2], r.output
+    assert out["warnings"] == ["the old bytes could not be erased: disk I/O error"]
+    assert "warning: the old bytes could not be erased: disk I/O error\n" in r.stderr
+
+
+def test_redact_without_erasure_says_so_and_erase_redacted_erases(db_path: Path):
+    """``redact(erase=False)`` leaves the bytes and says so (``NOT_ERASED``);
+    ``erase_redacted()`` then erases them and returns None."""
+    from eventstore.log.redaction import NOT_ERASED
+
+    with EventStore.open(db_path) as store:
+        secret = "unique-secret-3f9a1c7e5b2d"
+        store.create_session("s").append("user/message", {"content": f"key {secret}"})
+        done = store.redact("s", 0, ["content"], reason="token", erase=False)
+        assert done.erasure == NOT_ERASED
+        assert _holders(str(db_path), None, [secret]) != []
+        assert store.erase_redacted() is None
+        assert _holders(str(db_path), None, [secret]) == []
+        assert store.erase_redacted() is None  # nothing left: harmless
 
 
 # --- no database there ------------------------------------------------------------------------

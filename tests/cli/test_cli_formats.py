@@ -8,6 +8,7 @@ them, and ``sessions`` imports neither the bulk importer nor the audit modules.
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import shutil
@@ -307,13 +308,100 @@ CLICK_ONLY = ("import sys\n"
               "from eventstore.cli.group import cli\ncli(prog_name='eventstore')")
 
 
-def both_ways(args: list[str], env: dict | None = None, stdout=subprocess.PIPE) -> tuple:
+def both_ways(args: list[str], env: dict | None = None, stdout=subprocess.PIPE, real: bool = False) -> tuple:
     """``(returncode, stdout, stderr)`` of ``eventstore ARGS`` as run, and through click alone
-    (no $COLUMNS unless ``env`` sets it)."""
+    (no $COLUMNS unless ``env`` sets it).
+
+    In this process (:func:`in_process`) unless ``real`` or ``stdout`` is not a pipe: what
+    only a process shows is run as two (``python -m eventstore`` and ``python -c
+    CLICK_ONLY``): a closed pipe or ``/dev/full`` as stdout, and an argument that is not
+    UTF-8 (bytes in argv, decoded with surrogates)."""
+    real = real or stdout is not subprocess.PIPE or any(_not_utf8(a) for a in args)
+    if not real:
+        return tuple(in_process(how, args, env) for how in (_fast, _click_only))
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"PYTHONPATH": str(ROOT), **(env or {})}
     runs = [subprocess.run([sys.executable, *how, *args], stdout=stdout, stderr=subprocess.PIPE, env=env,
                            timeout=60) for how in (["-m", "eventstore"], ["-c", CLICK_ONLY])]
     return tuple((r.returncode, r.stdout, r.stderr) for r in runs)
+
+
+def _not_utf8(arg: str) -> bool:
+    """Whether ``arg`` came from bytes that are not UTF-8 (surrogates: Python's argv decoding)."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _fast(args: list[str], served: list | None = None) -> None:
+    """``python -m eventstore ARGS``: the console script's entry point, fast path first
+    (whether the fast path ran the command, not click, appended to ``served``)."""
+    from eventstore.cli import fast, main
+
+    run_plain = fast.run_plain
+
+    def recording(argv: list[str]) -> bool:
+        done = run_plain(argv)
+        if served is not None:
+            served.append(done)
+        return done
+
+    sys.argv = ["eventstore", *args]
+    fast.run_plain = recording
+    try:
+        main()
+    finally:
+        fast.run_plain = run_plain
+
+
+def fast_served(args: list[str], env: dict | None = None) -> bool:
+    """Whether ``eventstore ARGS``, run in this process, was run by the fast path (click not
+    called): an equivalence of :func:`both_ways` is only one when it was."""
+    served: list[bool] = []
+    in_process(lambda a: _fast(a, served), args, env)
+    return served == [True]
+
+
+def _click_only(args: list[str]) -> None:
+    """:data:`CLICK_ONLY` with ``ARGS``: the click group alone."""
+    from eventstore.cli.group import cli as group
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(errors="backslashreplace")
+    group.main(args=list(args), prog_name="eventstore")
+
+
+def in_process(how, args: list[str], env: dict | None) -> tuple[int, bytes, bytes]:
+    """``(status, stdout, stderr)`` of ``how(ARGS)`` run here as in a process of its own:
+    the environment as :func:`both_ways` makes it, stdout and stderr UTF-8 text streams over
+    bytes (as a pipe's are: not terminals, no file descriptor), the status that of its
+    ``SystemExit`` (0 when it returns), the streams flushed as at exit."""
+    out, err = io.BytesIO(), io.BytesIO()
+    streams = sys.stdout, sys.stderr
+    saved_env, saved_argv = dict(os.environ), sys.argv
+    os.environ.pop("COLUMNS", None)
+    os.environ.update(env or {})
+    text_out = io.TextIOWrapper(out, encoding="utf-8")  # (held here: a wrapper closes its buffer when freed)
+    text_err = io.TextIOWrapper(err, encoding="utf-8", line_buffering=True)  # (as Python's own stderr)
+    sys.stdout, sys.stderr = text_out, text_err
+    status = 0
+    try:
+        how(args)
+    except SystemExit as e:
+        if isinstance(e.code, int) or e.code is None:
+            status = e.code or 0
+        else:
+            sys.stderr.write(f"{e.code}\n")
+            status = 1
+    finally:
+        for stream in (text_out, text_err):
+            stream.flush()
+        sys.stdout, sys.stderr = streams
+        sys.argv = saved_argv
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return status, out.getvalue(), err.getvalue()
 
 
 def test_sessions_without_click_prints_what_click_prints(tmp_path):
@@ -324,6 +412,7 @@ def test_sessions_without_click_prints_what_click_prints(tmp_path):
     new_sqlite_store(tmp_path / "empty.db")
     fast, slow = both_ways(["--db", str(tmp_path / "empty.db"), "sessions"])
     assert fast == slow and fast[1] == b"no sessions\n"
+    assert fast_served(["--db", str(tmp_path / "empty.db"), "sessions"])
     with EventStore.open(db) as store:
         store.create_session("two\nlines\x00\u202e").append("user/message", {"content": "hi"})
         store.create_session("ms").append("x", {}, ts=1764460800401)
@@ -402,6 +491,7 @@ def test_search_without_click_prints_what_click_prints(tmp_path):
         assert fast == slow, (args, fast, slow)
     fast, _slow = both_ways(cases[0])
     assert fast[0] == 0 and fast[1].startswith(b"SESSION") and b"a\\x1bb" in fast[1]
+    assert fast_served(cases[0]) and fast_served(cases[3]) and not fast_served(cases[18])  # (--limit 0: click's)
     assert "…".encode() in fast[1] and "漢字 café wombat".encode() in fast[1] and b"wombat said" in fast[1]
     fast, _slow = both_ways(cases[1])
     assert fast[2] == b"3 matches; the best 1 shown\n"
@@ -447,6 +537,7 @@ def test_events_and_messages_without_click_print_what_click_prints(tmp_path):
         assert fast == slow, (args, fast, slow)
     fast, _slow = both_ways(cases[2])
     assert fast[0] == 0 and len(fast[1].splitlines()) == 1 and b"caf\xc3\xa9" in fast[1]
+    assert fast_served(cases[2]) and fast_served(cases[9])
     assert "click" not in all_modules_loaded(*cases[0]) | all_modules_loaded(*cases[9])
     r, w = os.pipe()
     os.close(r)
@@ -469,6 +560,7 @@ def test_the_fast_path_on_postgresql_prints_what_click_prints(pg_store_url):
         fast, slow = both_ways(args)
         assert fast == slow, (args, fast, slow)
     assert b"postgres" in both_ways([*d, "search", "wombat"])[0][1]
+    assert fast_served([*d, "search", "wombat"]) and fast_served([*d, "sessions", "--json"])
 
 
 def test_the_fast_path_to_a_full_disk_says_what_click_says(tmp_path):
