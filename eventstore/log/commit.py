@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+from itertools import chain, repeat
 from typing import Any
 
 import orjson as _orjson
 
-from eventstore.log.codec import canonical_bytes, dumps, loads
+from eventstore.log.codec import canonical_bytes, canonical_bytes_many, dumps, loads
 
 __all__ = ["SALT_BYTES", "new_salts", "key_salt", "value_digest", "commit_payload", "commit_json",
            "commit_jsons", "rebuilt_commit_json", "is_event_salt", "key_salts_blob", "key_salts_of"]
@@ -72,9 +74,49 @@ def commit_json(salt: bytes, payload: dict) -> str:
 
 def commit_jsons(salts: list[bytes], payloads: list[dict]) -> list[str]:
     """:func:`commit_json` of each payload under its salt (the append path's batch form,
-    same rule): the object text is joined directly from each key's canonical JSON and its
-    hex digest, unless a key reads as an array index (JavaScript puts those first, so
-    :func:`dumps` orders them)."""
+    same rule, same text).
+
+    A batch whose keys and values orjson writes as :func:`dumps` does (most: see
+    :func:`eventstore.log.codec.canonical_bytes_many`) is encoded by C loops over all of its
+    keys and values at once, each commit object written by orjson; otherwise (a key that
+    may read as an array index, which JavaScript puts first; a number orjson writes
+    otherwise) each payload goes through :func:`_commit_jsons_each`."""
+    if len(salts) != len(payloads):
+        raise ValueError("commit_jsons: as many salts as payloads are needed")
+    fast = _commit_jsons_fast(salts, payloads)
+    return fast if fast is not None else _commit_jsons_each(salts, payloads)
+
+
+def _commit_jsons_fast(salts: list[bytes], payloads: list[dict]) -> list[str] | None:
+    """:func:`commit_jsons` by C loops over the whole batch, or None when a key or value
+    needs :func:`dumps` (the caller then takes :func:`_commit_jsons_each`)."""
+    try:
+        keys = list(chain.from_iterable(payloads))
+        if _INDEX_KEY("\x00" + "\x00".join(keys)) is not None:  # (a str key each, or TypeError)
+            return None
+        kbs = list(map(_orjson.dumps, keys))
+    except (TypeError, _orjson.JSONEncodeError):  # a key that is not a str, a lone surrogate
+        return None
+    vbs = canonical_bytes_many(list(chain.from_iterable(map(dict.values, payloads))))
+    if vbs is None:
+        return None
+    sha = _sha256
+    key_event_salts = chain.from_iterable(map(repeat, salts, map(len, payloads)))
+    digests = iter([sha(sha(salt + kb).digest()[:SALT_BYTES] + vb).hexdigest()
+                    for salt, kb, vb in zip(key_event_salts, kbs, vbs, strict=True)])
+    # each payload's keys with its own digests (zip takes the payload's keys first, so it
+    # stops without taking one digest too many)
+    return list(map(bytes.decode, map(_orjson.dumps, map(dict, map(zip, payloads, repeat(digests))))))
+
+
+# a key that JavaScript may put first (an array index starts with a digit), in keys joined by NUL
+_INDEX_KEY = re.compile("\x00[0-9]").search
+
+
+def _commit_jsons_each(salts: list[bytes], payloads: list[dict]) -> list[str]:
+    """:func:`commit_jsons` payload by payload, key by key: the object text is joined
+    directly from each key's canonical JSON and its hex digest, unless a key reads as an
+    array index (JavaScript puts those first, so :func:`dumps` orders them)."""
     sha = _sha256
     jb = _json_bytes
     out = []
