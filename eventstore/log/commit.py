@@ -83,8 +83,17 @@ def commit_jsons(salts: list[bytes], payloads: list[dict]) -> list[str]:
     otherwise) each payload goes through :func:`_commit_jsons_each`."""
     if len(salts) != len(payloads):
         raise ValueError("commit_jsons: as many salts as payloads are needed")
-    fast = _commit_jsons_fast(salts, payloads)
-    return fast if fast is not None else _commit_jsons_each(salts, payloads)
+    out: list[str] = []
+    for i in range(0, len(payloads), _SLICE):  # (a slice at a time: the C loops' lists are per key)
+        some_salts, some = salts[i:i + _SLICE], payloads[i:i + _SLICE]
+        fast = _commit_jsons_fast(some_salts, some)
+        out += fast if fast is not None else _commit_jsons_each(some_salts, some)
+    return out
+
+
+#: Payloads encoded together by :func:`_commit_jsons_fast`: its lists hold every key and
+#: value of a slice, so an import's batch of tens of thousands of events is taken in slices.
+_SLICE = 512
 
 
 def _commit_jsons_fast(salts: list[bytes], payloads: list[dict]) -> list[str] | None:

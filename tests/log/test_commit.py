@@ -113,6 +113,18 @@ def test_a_batch_with_one_odd_payload_is_the_stated_rule_for_all():
         assert commit_jsons(salts, batch) == [_slow(s, p) for s, p in zip(salts, batch, strict=True)], payload
 
 
+
+def test_a_batch_longer_than_a_slice_is_the_stated_rule_for_all():
+    """commit_jsons takes a long batch (an import's) a slice at a time: across the slices'
+    edges, and with an odd payload in one slice only, each commit is the stated rule's."""
+    from eventstore.log import commit
+
+    n = 2 * commit._SLICE + 7
+    batch = [{"content": f"m{i}", "usage": {"input_tokens": i}} for i in range(n)]
+    batch[commit._SLICE + 3] = {"big": 1e21}  # the second slice goes payload by payload
+    salts = new_salts(n)
+    assert commit_jsons(salts, batch) == [_slow(s, p) for s, p in zip(salts, batch, strict=True)]
+
 # The hashes the store wrote for these events before commit_jsons took its batch path
 # (commit dd97fa0, fixed salts): an event appended now must hash as it did then, or the
 # chains of existing databases and of new events would disagree.
