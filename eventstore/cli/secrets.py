@@ -151,7 +151,7 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
             continue
         done.append(redacted(one, kinds))
     # one erasure for all the redactions (a table rewrite on PostgreSQL, a WAL checkpoint on SQLite)
-    erasures = [_erase(store)] if done else []
+    erasures = [store.erase_redacted()] if done else []
     report(done, left, erasures, as_json)
     if not as_json:
         if not done and not left:
@@ -162,12 +162,6 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
         sys.exit(EXIT_ERROR)
 
 
-def _erase(store) -> str | None:
-    """:meth:`EventStore.erase_redacted`, its error a warning: the redactions are committed."""
-    try:
-        return store.erase_redacted()
-    except EventStoreError as e:
-        return f"the old bytes could not be erased: {e}"
 
 
 def _fields(found: list) -> list[str]:

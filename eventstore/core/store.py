@@ -855,7 +855,7 @@ class EventStore:
             if type(e) is not DatabaseError:
                 raise
             raise DatabaseError(f"{where}: {e}") from None
-        erasure = redactor.erase_old_versions() if erase else _r.NOT_ERASED
+        erasure = self.erase_redacted() if erase else _r.NOT_ERASED
         return _r.Redaction(session_id, seq, rseq, kept, reason, by, erasure, already)
 
     def erase_redacted(self) -> str | None:
@@ -864,12 +864,19 @@ class EventStore:
         merges the search index and empties the WAL, PostgreSQL rewrites the tables
         (docs/redaction.md, docs/redaction-postgres.md). Returns None when done, else a
         sentence saying what is left and how to finish it (another connection holds the WAL,
-        the role may not VACUUM, the lock was not free in time).
+        the role may not VACUUM, the lock was not free in time); an erasure that fails (a
+        database that stayed busy, a disk error) is such a sentence too, since the
+        redactions before it are committed whatever it does.
 
         Raises :class:`DatabaseError` for a backend that cannot redact."""
         from eventstore.backends.capabilities import Redactor
 
-        return self.capability(Redactor).erase_old_versions()
+        redactor = self.capability(Redactor)
+        try:
+            return redactor.erase_old_versions()
+        except DatabaseError as e:
+            return f"the old bytes could not be erased: {e}"
+
 
     # --- JSONL ---------------------------------------------------------------------------
 

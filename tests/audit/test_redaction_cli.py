@@ -229,6 +229,31 @@ def test_found_whose_erasure_fails_reports_its_redactions_and_warns(db_path: Pat
     assert "warning: the old bytes could not be erased: disk I/O error\n" in r.stderr
 
 
+
+def test_a_redaction_whose_erasure_fails_is_reported_done_with_a_warning(db_path: Path, monkeypatch):
+    """Plain ``redact``: the redaction commits before its erasure, so an erasure that raises
+    (busy, a disk error) is a warning beside it (exit 0), in the library as on the command
+    line, not an error that says the redaction failed."""
+    from eventstore.backends.capabilities import Redactor
+
+    with EventStore.open(db_path) as store:
+        store.create_session("s").append("user/message", {"content": "key sk-a"})
+        store.session("s").append("user/message", {"content": "key sk-b"})
+        kind = type(store.capability(Redactor))
+
+    def fails(self):
+        raise DatabaseError("database is busy")
+    monkeypatch.setattr(kind, "erase_old_versions", fails)
+    with EventStore.open(db_path) as store:
+        done = store.redact("s", 0, ["content"], reason="token")
+        assert done.erasure == "the old bytes could not be erased: database is busy"
+    r = CliRunner().invoke(cli, ["--db", str(db_path), "redact", "s", "1", "--path", "content", "--reason", "token"])
+    assert r.exit_code == 0, r.output
+    assert r.stderr == "warning: the old bytes could not be erased: database is busy\n"
+    with EventStore.open(db_path, readonly=True) as store:
+        assert [e.payload.get("content") for e in store.session("s").events(types="user/message")] == [
+            "[redacted: token]", "[redacted: token]"]
+
 def test_redact_without_erasure_says_so_and_erase_redacted_erases(db_path: Path):
     """``redact(erase=False)`` leaves the bytes and says so (``NOT_ERASED``);
     ``erase_redacted()`` then erases them and returns None."""
