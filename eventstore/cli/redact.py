@@ -1,17 +1,14 @@
 """``eventstore redact``: remove fields of a stored event, keeping the proof of the rest
-(docs/redaction.md); with ``--found``, what ``eventstore scan`` finds. :func:`report` prints
-what a redaction did, for both."""
+(docs/redaction.md); with ``--found``, what ``eventstore scan`` finds. What a redaction did is
+printed by :func:`eventstore.cli.secrets.report`, for both."""
 
 from __future__ import annotations
 
-import json
-
 import click
-
-from eventstore.log.redaction import Redaction, path_text
 
 from .base import TEXT
 from .common import open_existing_store
+from .secrets import redact_found, redacted, report
 
 
 @click.command()
@@ -41,8 +38,6 @@ def redact(ctx: click.Context, session_id: str | None, seq: int | None, paths: t
     if found:
         if seq is not None or paths:
             raise click.UsageError("--found redacts what scan finds: give at most a SESSION_ID, no SEQ or --path")
-        from .secrets import redact_found
-
         redact_found(ctx, (session_id,) if session_id is not None else (), reason, as_json)
         return
     if session_id is None or seq is None:
@@ -53,33 +48,3 @@ def redact(ctx: click.Context, session_id: str | None, seq: int | None, paths: t
     done = store.redact(session_id, seq, list(paths) or None, reason=reason)
     report([redacted(done)], [], [done.erasure], as_json)
 
-
-def redacted(done: Redaction, kind: str | None = None) -> dict:
-    """What ``redact`` reports of one redaction (``--json``'s ``redacted`` items); ``kind``:
-    the kinds of secret ``--found`` found, None for a plain ``redact``."""
-    return {"session_id": done.session_id, "seq": done.seq, "paths": [path_text(p) for p in done.paths],
-            "already_redacted": [path_text(p) for p in done.already], "kind": kind, "reason": done.reason,
-            "by": done.by, "redaction_seq": done.redaction_seq}
-
-
-def report(done: list[dict], left: list[dict], erasures: list[str | None], as_json: bool) -> None:
-    """Print the redactions ``done`` (items of :func:`redacted`) and those ``left`` undone
-    (``session_id``, ``seq`` or None for the meta, ``paths``, ``kind``, ``error``): a line each,
-    or with ``as_json`` one JSON object ``{"redacted", "not_redacted", "warnings"}``. Each
-    distinct ``erasures`` sentence (:attr:`Redaction.erasure`: the old bytes are still in
-    the database's files) is a warning, printed once on stderr whatever the format."""
-    warnings = list(dict.fromkeys(e for e in erasures if e is not None))
-    if as_json:
-        click.echo(json.dumps({"redacted": done, "not_redacted": left, "warnings": warnings}, ensure_ascii=False))
-    else:
-        for d in done:
-            already = f"; already redacted: {', '.join(d['already_redacted'])}" if d["already_redacted"] else ""
-            click.echo(f"redacted session {d['session_id']!r} seq {d['seq']}: {', '.join(d['paths'])} "
-                       f"({d['reason']}), by {d['by']}; recorded by the redaction event at seq {d['redaction_seq']}"
-                       f"{already}")
-        for d in left:
-            where = "meta" if d["seq"] is None else f"seq {d['seq']}"
-            click.echo(f"not redacted: session {d['session_id']!r} {where}: {', '.join(d['paths'])} ({d['kind']}): "
-                       f"{d['error']}", err=True)
-    for w in warnings:  # the old bytes may still be on disk: say what is left to do
-        click.echo(f"warning: {w}", err=True)

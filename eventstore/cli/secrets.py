@@ -8,7 +8,7 @@ import sys
 import click
 
 from eventstore.errors import EventStoreError
-from eventstore.log.redaction import nameable
+from eventstore.log.redaction import Redaction, nameable, path_text
 
 from .base import EXIT_ERROR, TEXT, fail, invoke_reporting_errors
 from .common import open_store, out_bytes, plural, printable, stderr_is_terminal
@@ -106,7 +106,7 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
     redact each secret-bearing field through :meth:`EventStore.redact`, one redaction (one
     ``redaction`` event) per event, its paths the fields found; the reason is ``reason`` or
     ``secret: KIND``. The old bytes are erased once, after every redaction
-    (:meth:`EventStore.erase_redacted`). Prints what it did as a plain ``redact`` does (:func:`.redact.report`,
+    (:meth:`EventStore.erase_redacted`). Prints what it did as a plain ``redact`` does (:func:`report`,
     the erasure's warning once); a secret in a session's meta cannot be redacted (the meta
     is no event), nor an event the store refuses to redact: each is said, the other events
     are still redacted, and the exit status is 1."""
@@ -114,7 +114,6 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
     from eventstore.log.redaction import check_reason
 
     from .common import open_existing_store
-    from .redact import redacted, report
 
     if reason is not None:
         check_reason(reason)  # (once, not once per event)
@@ -162,8 +161,37 @@ def redact_found(ctx: click.Context, session_ids: tuple[str, ...], reason: str |
         sys.exit(EXIT_ERROR)
 
 
-
-
 def _fields(found: list) -> list[str]:
     """The fields of ``found`` (findings), each once: a field may hold secrets of several kinds."""
     return list(dict.fromkeys(f.field for f in found))
+
+
+def redacted(done: Redaction, kind: str | None = None) -> dict:
+    """What ``redact`` reports of one redaction (``--json``'s ``redacted`` items); ``kind``:
+    the kinds of secret ``--found`` found, None for a plain ``redact``."""
+    return {"session_id": done.session_id, "seq": done.seq, "paths": [path_text(p) for p in done.paths],
+            "already_redacted": [path_text(p) for p in done.already], "kind": kind, "reason": done.reason,
+            "by": done.by, "redaction_seq": done.redaction_seq}
+
+
+def report(done: list[dict], left: list[dict], erasures: list[str | None], as_json: bool) -> None:
+    """Print the redactions ``done`` (items of :func:`redacted`) and those ``left`` undone
+    (``session_id``, ``seq`` or None for the meta, ``paths``, ``kind``, ``error``): a line each,
+    or with ``as_json`` one JSON object ``{"redacted", "not_redacted", "warnings"}``. Each
+    distinct ``erasures`` sentence (:attr:`Redaction.erasure`: the old bytes are still in
+    the database's files) is a warning, printed once on stderr whatever the format."""
+    warnings = list(dict.fromkeys(e for e in erasures if e is not None))
+    if as_json:
+        click.echo(json.dumps({"redacted": done, "not_redacted": left, "warnings": warnings}, ensure_ascii=False))
+    else:
+        for d in done:
+            already = f"; already redacted: {', '.join(d['already_redacted'])}" if d["already_redacted"] else ""
+            click.echo(f"redacted session {d['session_id']!r} seq {d['seq']}: {', '.join(d['paths'])} "
+                       f"({d['reason']}), by {d['by']}; recorded by the redaction event at seq {d['redaction_seq']}"
+                       f"{already}")
+        for d in left:
+            where = "meta" if d["seq"] is None else f"seq {d['seq']}"
+            click.echo(f"not redacted: session {d['session_id']!r} {where}: {', '.join(d['paths'])} ({d['kind']}): "
+                       f"{d['error']}", err=True)
+    for w in warnings:  # the old bytes may still be on disk: say what is left to do
+        click.echo(f"warning: {w}", err=True)
