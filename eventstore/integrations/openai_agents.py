@@ -284,30 +284,6 @@ def _live(rows: list[tuple], want: int | None, keyed: bool = True) -> tuple[list
     return found, False
 
 
-def _all_items(rows: list[tuple]) -> list[dict] | None:
-    """Every item of ``rows`` (``(seq, type, payload)`` of the item types, in seq order),
-    oldest first, when none of them is a ``context/retract``: :func:`_live`'s result (in
-    seq order) in one forward pass without its bookkeeping. None when one is (then
-    :func:`_live` decides what is live)."""
-    payloads = _loads("[" + ",".join([row[2] for row in rows]) + "]")
-    items: list[dict] = []
-    append = items.append
-    for (_, type_, _), payload in zip(rows, payloads, strict=True):
-        if type_ == RETRACT:
-            return None
-        if "responses_items" not in payload and (item := payload.get("responses_item")) is not None:
-            if type_ == "tool/result":
-                item["call_id"], item["output"] = payload.get("tool_call_id"), payload.get("content")
-            elif type_ == "user/message":
-                item["content"] = payload.get("content")
-            elif type_ == "assistant/message":
-                _fill_assistant(payload, item)
-            append(item)
-        else:
-            items += _event_items(type_, payload, _same)
-    return items
-
-
 def _session_items(store: EventStore, session_id: str, known: tuple[int, bytes] | None,
                    keep: bool = True) -> tuple[list[dict], int, tuple[int, bytes] | None]:
     """``(every live item oldest first, head, known)`` of the session: the item-bearing
@@ -323,7 +299,8 @@ def _session_items(store: EventStore, session_id: str, known: tuple[int, bytes] 
         if not any(row[1] == RETRACT for row in rows):
             text = known[1]
             if rows:
-                new = _all_items(rows)
+                new = _live(rows, None, keyed=False)[0]
+                new.reverse()
                 try:
                     more = orjson.dumps(new)
                 except TypeError:
@@ -335,10 +312,8 @@ def _session_items(store: EventStore, session_id: str, known: tuple[int, bytes] 
             if known is not None:
                 return orjson.loads(text), head, (head, text)
     head, rows = store.session_payloads(session_id, _ITEM_TYPES)
-    items = _all_items(rows)
-    if items is None:  # a retraction: it may take back anything before it
-        items = _live(rows, None, keyed=False)[0]
-        items.reverse()
+    items = _live(rows, None, keyed=False)[0]
+    items.reverse()
     if not keep:
         return items, head, None
     try:
