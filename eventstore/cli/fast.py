@@ -1,13 +1,12 @@
 """Read commands run without click: the command lines of :data:`PLAIN` commands that leave
 click nothing to decide (``eventstore --db P search Q --limit 5``: ``sessions``, ``search``,
-``events``, ``messages``) are parsed here, from a
-declaration of each command's options, and the command's own click-free body is run, so that these
-commands start without click's import (docs/benchmarks.md). Anything else (``--help``, an unknown or repeated option, a value click
-would refuse, an error before the output) is left to click, which parses the command line
-again and says what is wrong: both paths print the same (tests/cli/test_cli_formats.py
-holds them equal, and each declaration equal to its click command's parameters).
-
-Imports no click, and nothing but ``os`` and ``sys`` until a command runs."""
+``events``, ``messages``) are parsed here, from a declaration of each command's options,
+and the command's own click-free body is run, so that these commands start without click's
+import (docs/benchmarks.md). Anything else (``--help``, an unknown or repeated option, a
+value click would refuse, an error before the output) is left to click, which parses the
+command line again and says what is wrong: both paths print the same
+(tests/cli/test_cli_formats.py holds them equal, and each declaration equal to its click
+command's parameters)."""
 
 from __future__ import annotations
 
