@@ -5,17 +5,21 @@
   every JSON type in ``content``/``tool_calls``/``tool_call_id``, whitespace in the stored
   text as a plain SQL INSERT could leave it).
 * ``projection.loads`` (orjson where it agrees) equals ``json.loads`` on the same text.
+* The ``messages_uncut`` view of today's head writes the same bytes as revision 0270's, the
+  first with the folds of ``assistant/part`` events (later revisions only make it cheaper),
+  on random sessions of parts, compactions and every message type.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import DATA, FIXTURES
-from hypothesis import given, settings
+from conftest import DATA, FIXTURES, TESTS
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from eventstore.log import projection
@@ -73,12 +77,31 @@ def _views(db: Path) -> list[str]:
         conn.close()
 
 
+# 0270's fold took a tool call as json(value) of json_each: the value of a string element,
+# not its JSON text (0350 fixed it, test_a_folds_tool_calls_that_are_not_objects_are_their_json).
+_FOLD_ELEMENT_0270 = "SELECT j.value FROM events AS x"
+_FOLD_ELEMENT_FIXED = "SELECT x.payload -> j.fullkey AS value FROM events AS x"
+
+
+def _uncut_0270() -> str:
+    """Revision 0270's ``messages_uncut`` (its SQLite revision's text), as ``uncut_0270``, with
+    the one fix 0350 made to its fold."""
+    path = next((TESTS.parent / "migrations" / "sqlite" / "versions").glob("0270_*.py"))
+    spec = importlib.util.spec_from_file_location("revision_0270", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert _FOLD_ELEMENT_0270 in module.SQLITE_UNCUT
+    return (module.SQLITE_UNCUT.replace("CREATE VIEW messages_uncut", "CREATE VIEW uncut_0270")
+            .replace(_FOLD_ELEMENT_0270, _FOLD_ELEMENT_FIXED))
+
+
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
     """A plain table with the events' columns and the two view definitions over it."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.execute("CREATE TABLE events (session_id TEXT, seq INTEGER, type TEXT, payload TEXT)")
     conn.execute(OLD_VIEW.replace("CREATE VIEW messages", "CREATE VIEW old_messages"))
+    conn.execute(_uncut_0270())
     for view in _views(tmp_path_factory.mktemp("view") / "v.db"):
         conn.execute(view)
     yield conn
@@ -155,6 +178,54 @@ def test_random_payloads_same_bytes_in_both_views(both, events):
     for _t, p in rows:
         json.loads(p)  # the strategy writes JSON
     compare(both, rows)
+
+
+# A session's events as an import of a split API response writes them: parts of a few
+# message ids (or none, or not a string) after assistant messages, most holding text and tool
+# calls (what a fold joins), some any payload; user messages, results and compactions between.
+fold_ids = st.sampled_from([None, "m1", "m1", "m2", 1])
+part_payloads = st.one_of(
+    st.fixed_dictionaries({}, optional={"content": st.one_of(st.text(max_size=3), values),
+                                        "tool_calls": st.one_of(st.lists(values, max_size=2), values)}),
+    payloads)
+fold_events = st.lists(st.tuples(
+    st.sampled_from(["assistant/message", "assistant/part", "assistant/part", "assistant/part", "user/message",
+                     "tool/result", "compaction/boundary", "assistant/chunk"]),
+    part_payloads, fold_ids, st.booleans()), max_size=12)
+A_FOLD = [("assistant/message", {"content": "a", "tool_calls": [1]}, "m1", True),
+          ("assistant/part", {"content": "b"}, "m1", False), ("assistant/part", {"content": ""}, "m2", True),
+          ("assistant/part", {"tool_calls": [{"id": 2}]}, "m1", True), ("tool/result", {"content": 1}, None, True),
+          ("assistant/part", {"content": "c"}, "m1", True)]
+# A part after the next assistant message folds into that one's span, not the first's.
+LATE_PART = [("assistant/message", {"content": [0], "tool_calls": {}}, "m1", True),
+             ("assistant/message", {"content": "x"}, None, True), ("assistant/part", {"content": "p"}, "m1", True)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(fold_events)
+@example(A_FOLD)
+@example(LATE_PART)
+def test_random_folds_same_bytes_as_revision_0270(both, events):
+    rows = []
+    for t, p, message_id, compact in events:
+        if message_id is not None:
+            p = {**p, "message_id": message_id}
+        rows.append((t, dump(p, compact)))
+    both.execute("DELETE FROM events")
+    both.executemany("INSERT INTO events VALUES ('s', ?, ?, ?)", [(i, t, p) for i, (t, p) in enumerate(rows)])
+    old = both.execute("SELECT seq, role, message FROM uncut_0270 ORDER BY seq").fetchall()
+    assert both.execute("SELECT seq, role, message FROM messages_uncut ORDER BY seq").fetchall() == old
+
+
+def test_a_folds_tool_calls_that_are_not_objects_are_their_json(store):
+    """A tool call that is a string, a number or a boolean is folded as its JSON text, as
+    the unfolded rule copies it: 0270 parsed a string's value as JSON (a read of the session
+    failed with "malformed JSON", or ``"1"`` became ``1``) and wrote ``true`` as ``1``."""
+    s = store.create_session()
+    s.append_many([("assistant/message", {"message_id": "m", "content": "a", "tool_calls": ["", "1", True]}),
+                   ("assistant/part", {"message_id": "m", "tool_calls": ["back\\slash", 1e21, {"id": "c"}]})])
+    assert s.derive_messages() == [{"role": "assistant", "content": "a",
+                                    "tool_calls": ["", "1", True, "back\\slash", 1e21, {"id": "c"}]}]
 
 
 @given(st.lists(values, max_size=5))
