@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import sys
 import time
 import traceback
@@ -56,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(a.backend, quick=a.quick, rounds=a.rounds, workdir=Path(a.workdir) if a.workdir else None,
                   pg_url=a.pg_url, durability=a.durability, peers=not a.no_peers)
     failed = []
+    # SIGTERM (`timeout`, `kill`) ends the run as Ctrl-C does, so the finally below still
+    # stops the throwaway PostgreSQL server instead of leaving it running.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         for name in names:
             t0, c0 = time.perf_counter(), _cpu()
