@@ -80,9 +80,12 @@ def commit_jsons(salts: list[bytes], payloads: list[dict]) -> list[str]:
     :func:`eventstore.log.codec.canonical_bytes_many`) is encoded by C loops over all of its
     keys and values at once, each commit object written by orjson; otherwise (a key that
     may read as an array index, which JavaScript puts first; a number orjson writes
-    otherwise) each payload goes through :func:`_commit_jsons_each`."""
+    otherwise) each payload goes through :func:`_commit_jsons_each`, as does a batch of one
+    (measured: 3 µs against 8 by the batch path, whose setup a single append does not repay)."""
     if len(salts) != len(payloads):
         raise ValueError("commit_jsons: as many salts as payloads are needed")
+    if len(payloads) == 1:  # (one append: the batch path's setup costs more than it saves)
+        return _commit_jsons_each(salts, payloads)
     out: list[str] = []
     for i in range(0, len(payloads), _SLICE):  # (a slice at a time: the C loops' lists are per key)
         some_salts, some = salts[i:i + _SLICE], payloads[i:i + _SLICE]

@@ -113,6 +113,15 @@ def test_a_batch_with_one_odd_payload_is_the_stated_rule_for_all():
         assert commit_jsons(salts, batch) == [_slow(s, p) for s, p in zip(salts, batch, strict=True)], payload
 
 
+def test_one_payload_alone_is_the_stated_rule():
+    """A batch of one (every single append) skips the batch path: each odd payload, and a
+    plain one, alone, is still the stated rule's."""
+    odd = [{"1": "index key", "a": 1}, {"big": 1e21}, {"small": 0.000001}, {"x": 2**60}, {"x": "a\ud800"},
+           {"\udc00": 1}, {"n": {"10": 1, "a": [1, 2]}}, {"content": "plain", "l": [1.5, None, True]}, {}]
+    for payload in odd:
+        salts = new_salts(1)
+        assert commit_jsons(salts, [payload]) == [_slow(salts[0], payload)], payload
+
 
 def test_a_batch_longer_than_a_slice_is_the_stated_rule_for_all():
     """commit_jsons takes a long batch (an import's) a slice at a time: across the slices'
