@@ -248,6 +248,7 @@ SESSIONS_NEVER_IMPORTS = frozenset({
     "eventstore.backends.postgres", "eventstore.backends.fallbacks", "eventstore.log.context",
     "importlib", "warnings", "orjson", "dataclasses", "inspect", "ast", "tokenize", "typing", "hashlib", "uuid",
     "pathlib", "urllib.parse", "secrets", "random", "queue", "unicodedata", "textwrap", "threading", "weakref",
+    "re", "enum",  # (each pattern is compiled at its first use: eventstore.lazy)
 })
 
 
@@ -282,7 +283,7 @@ def test_sessions_imports_only_what_it_needs(tmp_path):
 
 # What `eventstore search` on an up-to-date SQLite store never imports: what the listing never
 # imports, but the search itself (and the index's catch-up, which writes).
-SEARCH_NEVER_IMPORTS = SESSIONS_NEVER_IMPORTS - {"eventstore.io.transcripts", "threading", "weakref"} | {
+SEARCH_NEVER_IMPORTS = SESSIONS_NEVER_IMPORTS - {"eventstore.io.transcripts", "threading", "weakref", "re", "enum"} | {
     "eventstore.cli.search", "shutil", "json"}
 
 
