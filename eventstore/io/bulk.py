@@ -262,14 +262,20 @@ class _Batches:
                 self._salted.append((rows[0][0], *salted))
         return True
 
+    def _salted_from(self, seq: int) -> None:
+        """Drop the worker's salted lines of the events before ``seq`` (compared with stored
+        ones, or inserted): they stay only for the batches read ahead."""
+        done = self._salted
+        while done and done[0][0] + len(done[0][1]) <= seq:
+            done.pop(0)
+
     def salted(self, rows: list[tuple]) -> tuple[list[bytes], list[str]] | None:
         """:func:`~eventstore.io.parse_worker.salted_lines` of ``rows`` (consecutive seqs of
         one batch, in the order they are inserted) as the worker made them, or None when it
         did not; those of the rows before them are dropped."""
         seq0, n = rows[0][0], len(rows)
+        self._salted_from(seq0)
         done = self._salted
-        while done and done[0][0] + len(done[0][1]) <= seq0:
-            done.pop(0)
         if not done or not done[0][0] <= seq0 or seq0 + n > done[0][0] + len(done[0][1]):
             return None
         first, salts, lines = done[0]
@@ -293,6 +299,8 @@ class _Batches:
         if not self._ahead:
             return None
         batch = self._ahead.pop(0)
+        if batch[0]:  # (what the worker salted for the batches before it is not needed now)
+            self._salted_from(batch[0][0][0])
         self._fill(1)
         # a redacting store sees a run of streamed chunks whole: a secret split across its
         # chunks is found only in their joined deltas (eventstore.audit.secrets.ChunkRuns)

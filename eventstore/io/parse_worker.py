@@ -102,6 +102,16 @@ def salted_lines(rows: list[tuple]) -> tuple[list[bytes], list[str]]:
     return salts, list(event_lines([r[1] for r in rows], rows[0][0], [float(r[2]) for r in rows], commits))
 
 
+def _salted(batch: list[tuple]) -> tuple[list[bytes], list[str]] | None:
+    """:func:`salted_lines` of ``batch``, or None when it fails (a value nested too deeply for
+    the encoder): the importing process then salts the batch itself and reports the error as
+    it reports any."""
+    try:
+        return salted_lines(batch)
+    except Exception:
+        return None
+
+
 def _state(reader: JsonlReader) -> tuple:
     """The reader's attributes an importer reads between batches."""
     err = reader.error
@@ -135,7 +145,7 @@ def serve() -> None:  # pragma: no cover - runs in the worker process (tests dri
                 reader = JsonlReader(f, name, session_id)
                 for batch in reader.batches(max_rows, max_bytes):
                     _write(out, (BATCH, batch, reader.batch_lines, reader.batch_offsets, _state(reader),
-                                 salted_lines(batch) if salted and batch else None))
+                                 _salted(batch) if salted and batch else None))
                 state = _state(reader)
                 reader.drain()
                 _write(out, (END, state, reader.lines, reader.bytes))

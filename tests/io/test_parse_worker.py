@@ -112,6 +112,25 @@ def test_the_worker_salts_the_rows_and_the_chain_verifies(store, tmp_path, alway
     assert len(salts) == 3000 and {len(s) for s in salts} == {16}  # a fresh salt each
 
 
+def test_the_worker_salted_lines_are_kept_only_for_the_batches_ahead(store, tmp_path, always, monkeypatch):
+    """Memory stays bounded by the batches read ahead: importing a stored file again (every
+    row compared, none inserted) keeps no salted lines of the batches already compared."""
+    held = []
+    real_next = bulk_mod._Batches.next
+
+    def next_batch(self):
+        held.append(sum(len(salts) for _first, salts, _lines in self._salted))
+        return real_next(self)
+
+    monkeypatch.setattr(bulk_mod._Batches, "next", next_batch)
+    path = write_session(tmp_path / "big.jsonl", "big", 6000)
+    assert bulk_mod.import_jsonl(store, path).status == "imported"
+    held.clear()
+    report = bulk_mod.import_jsonl(store, path)
+    assert (report.status, report.total) == ("skipped", 6000)
+    assert len(held) >= 6 and max(held) <= 3 * parse_worker.WORKER_BATCH_ROWS, held
+
+
 def test_small_files_stay_in_the_importing_process(store, tmp_path, monkeypatch):
     monkeypatch.setattr(parse_worker, "_worker", None)
     bulk_mod.import_jsonl(store, write_session(tmp_path / "small.jsonl", "small", 10))
