@@ -40,9 +40,8 @@ class LazyModule:
         self.module_name = name
 
     def __getattr__(self, attribute: str) -> object:
-        import importlib
-
-        value = getattr(importlib.import_module(self.module_name), attribute)
+        # (__import__ with a fromlist returns the module itself, without importing importlib)
+        value = getattr(__import__(self.module_name, fromlist=["__name__"]), attribute)
         setattr(self, attribute, value)
         return value
 

@@ -19,7 +19,6 @@ connection keyword counts as one, even without spaces (a file of such a name is 
 from __future__ import annotations
 
 import os
-import re
 
 from ..errors import DatabaseError
 from ..lazy import LazyPattern
@@ -45,7 +44,7 @@ _LIBPQ_KEYWORDS = frozenset("""
     sslsni requirepeer ssl_min_protocol_version ssl_max_protocol_version krbsrvname gsslib gssdelegation
     service target_session_attrs load_balance_hosts""".split())
 _KEYWORD_START = LazyPattern(r"\s*([A-Za-z_]+)\s*=")  # (compiled at first use: not at start-up)
-_PASSWORD_VALUE = LazyPattern(r"((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|\S)*)", re.IGNORECASE)
+_PASSWORD_VALUE = LazyPattern(r"(?i)((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|\S)*)")
 
 
 def check_target(target: str | os.PathLike) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 from collections.abc import Collection, Iterable
 
 #: Rows read before the table's column widths are fixed.
@@ -181,6 +180,8 @@ def print_table(out, header: list[str], rows: Iterable[list[str | None]], *, rig
 
 def _print_rich_table(header: list[str], rows: list[list[str | None]], marks: tuple[str, str] | None) -> None:
     """A short result on a terminal: rich fits the table to the window."""
+    import re
+
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text

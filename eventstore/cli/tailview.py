@@ -16,13 +16,16 @@ than newline and tab are shown escaped (``\\x1b``), so a payload cannot drive th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from eventstore.core.store import Event
 from eventstore.lazy import LazyModule, LazyPattern
 
 json = LazyModule("json")  # imported at the first payload shown
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
+if TYPE_CHECKING:
+    import re
 
 __all__ = ["TailView"]
 

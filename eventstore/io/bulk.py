@@ -29,17 +29,15 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO, Any
 
-import orjson as _orjson
-
 from eventstore.backends import base
 from eventstore.backends.base import ImportTransaction, Refusal
 from eventstore.errors import DatabaseError, ImportConflict, InvalidEvent, InvalidJSONL
 from eventstore.io import parse_worker
 from eventstore.io.jsonl import MAX_LINE_BYTES, JsonlReader
-from eventstore.io.parse_worker import WorkerReader
+from eventstore.io.parse_worker import WorkerReader, payload_value, salted_lines
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import dumps, loads, meta_difference
-from eventstore.log.commit import commit_jsons, is_event_salt, new_salts
+from eventstore.log.commit import commit_jsons, is_event_salt
 from eventstore.log.line import event_lines
 from eventstore.log.validate import check_session_id as _check_session_id
 
@@ -176,7 +174,10 @@ def import_jsonl(store: Any, source: str | os.PathLike | IO[bytes], *, name: str
             try:
                 reader = WorkerReader(worker, os.path.abspath(source), name, session_id, st)
                 try:
-                    if reader.start(BATCH_ROWS, BATCH_BYTES):
+                    # the worker salts the rows too, unless a copy's source salts them or the
+                    # store rewrites them first (it redacts secrets)
+                    fresh = source_rows is None and getattr(store, "secret_filter", None) is None
+                    if reader.start(BATCH_ROWS, BATCH_BYTES, fresh):
                         return _import(store, reader, name, append, salvage, progress, created_at, source_rows)
                 finally:
                     reader.close()
@@ -246,6 +247,7 @@ class _Batches:
         self.salts: Callable[[int], tuple | None] | None = None  # a copy's source rows by seq (import_jsonl)
         self.prev: str | None = None  # with salts: the hash the next inserted row chains from
         self.redactor = None  # rewrites the rows of a store that redacts secrets before storing
+        self._salted: list[tuple[int, list[bytes], list[str]]] = []  # the worker's salted_lines by first seq
         self._fill(2 if self._fill(1) else 1)
 
     def _fill(self, n: int) -> bool:
@@ -255,7 +257,29 @@ class _Batches:
             if rows is None:
                 return False
             self._ahead.append((rows, list(r.batch_lines), list(r.batch_offsets), r.bytes))
+            salted = getattr(r, "batch_salted", None)
+            if salted is not None and rows:
+                self._salted.append((rows[0][0], *salted))
         return True
+
+    def _salted_from(self, seq: int) -> None:
+        """Drop the worker's salted lines of the events before ``seq`` (compared with stored
+        ones, or inserted): they stay only for the batches read ahead."""
+        done = self._salted
+        while done and done[0][0] + len(done[0][1]) <= seq:
+            done.pop(0)
+
+    def salted(self, rows: list[tuple]) -> tuple[list[bytes], list[str]] | None:
+        """:func:`~eventstore.io.parse_worker.salted_lines` of ``rows`` (consecutive seqs of
+        one batch, in the order they are inserted) as the worker made them, or None when it
+        did not; those of the rows before them are dropped."""
+        seq0, n = rows[0][0], len(rows)
+        self._salted_from(seq0)
+        done = self._salted
+        if not done or not done[0][0] <= seq0 or seq0 + n > done[0][0] + len(done[0][1]):
+            return None
+        first, salts, lines = done[0]
+        return salts[seq0 - first:seq0 - first + n], lines[seq0 - first:seq0 - first + n]
 
     def meta_json(self) -> str:
         """The file's session/meta keys as stored (a redacting store's markers in place of secrets)."""
@@ -275,6 +299,8 @@ class _Batches:
         if not self._ahead:
             return None
         batch = self._ahead.pop(0)
+        if batch[0]:  # (what the worker salted for the batches before it is not needed now)
+            self._salted_from(batch[0][0][0])
         self._fill(1)
         # a redacting store sees a run of streamed chunks whole: a secret split across its
         # chunks is found only in their joined deltas (eventstore.audit.secrets.ChunkRuns)
@@ -540,15 +566,6 @@ def _report(reader, name: str, sid: str, status: str | None, head: int, added: i
                         reader.normalized, dropped, note)
 
 
-def _stored(text: str) -> Any:
-    """A payload as stored, read from its canonical text: by orjson, unless it holds what
-    orjson does not read as :func:`loads` does (a lone surrogate escape, an integer past 64 bits)."""
-    try:
-        return _orjson.loads(text)
-    except _orjson.JSONDecodeError:
-        return loads(text)
-
-
 def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple], first: bool) -> list[tuple]:
     """``rows`` as they are stored: each with a salt, hashed from its commit payload
     (docs/redaction.md), chained from the stored event before the first row when ``first``,
@@ -562,24 +579,24 @@ def _salted(tx: ImportTransaction, batches: _Batches, sid: str, rows: list[tuple
         seq0 = rows[0][0]
         prev = genesis_hash(sid) if seq0 == 0 else tx.stored(seq0 - 1, seq0 - 1)[0][4]
         prev = prev.decode() if type(prev) is bytes else prev
-    texts = [p.decode("utf-8") if type(p) is bytes else p for _s, _t, _ts, p, _h in rows]
     source = batches.salts
-    if not tx.stores_salts:  # a backend without salts: the events chain as their lines
-        salts, hashes = [None] * len(rows), [None] * len(rows)
-    elif source is None:
-        salts: list = new_salts(len(rows))
+    if tx.stores_salts and source is None:  # an import's fresh salts: every event salted
+        salted = batches.salted(rows) if batches.redactor is None else None  # (the worker's, made beside the inserts)
+        salts, lines = salted if salted is not None else salted_lines(rows)
         hashes: list = [None] * len(rows)
     else:
-        salts, hashes = zip(*[source(r[0]) or (None, None) for r in rows], strict=True)
-    if source is None and tx.stores_salts:  # an import's fresh salts: every event salted
-        hashed = commit_jsons(salts, [_stored(t) for t in texts])
-    else:  # each salted event by its commit payload, the others by their own
+        texts = [p.decode("utf-8") if type(p) is bytes else p for _s, _t, _ts, p, _h in rows]
+        if not tx.stores_salts:  # a backend without salts: the events chain as their lines
+            salts, hashes = [None] * len(rows), [None] * len(rows)
+        else:
+            salts, hashes = zip(*[source(r[0]) or (None, None) for r in rows], strict=True)
+        # each salted event by its commit payload, the others by their own
         commits = commit_jsons([s for s in salts if is_event_salt(s)],
-                               [_stored(t) for t, s in zip(texts, salts, strict=True) if is_event_salt(s)])
+                               [payload_value(t) for t, s in zip(texts, salts, strict=True) if is_event_salt(s)])
         commits.reverse()
         hashed = [commits.pop() if is_event_salt(s) else text for text, s in zip(texts, salts, strict=True)]
-    # (the reader's rows come with consecutive seqs, so their lines are built as one run)
-    lines = event_lines([r[1] for r in rows], rows[0][0], [float(r[2]) for r in rows], hashed)
+        # (the reader's rows come with consecutive seqs, so their lines are built as one run)
+        lines = event_lines([r[1] for r in rows], rows[0][0], [float(r[2]) for r in rows], hashed)
     out = []
     for (seq, t, ts, payload, _h), line, salt, source_hash in zip(rows, lines, salts, hashes, strict=True):
         prev = chain_hash(prev, line)

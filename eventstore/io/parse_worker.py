@@ -1,21 +1,23 @@
 """A second process that parses JSONL files while the store inserts: bulk import on two cores.
 
 Importing a file is two jobs of about the same size: parsing and checking its lines
-(:class:`~eventstore.io.jsonl.JsonlReader`, Python) and inserting the rows (SQLite, the guard
-trigger). In one process they take turns, and a thread does not help: the parser needs the
-GIL all the time, and the inserter needs it between statements. So an import of a file of at
+(:class:`~eventstore.io.jsonl.JsonlReader`, Python) and salting each event and building the
+line its hash covers (:func:`salted_lines`); and chaining and inserting the rows (SQLite, the
+guard trigger; PostgreSQL, COPY). In one process they take turns, and a thread does not
+help: the parser needs the GIL all the time, and the inserter needs it between statements. So an import of a file of at
 least :data:`PARALLEL_MIN_BYTES` reads it through a worker process (:func:`acquire`: one per
 importing process, started at the first such import, serving every later one): the worker
-runs the same ``JsonlReader`` and sends each batch of rows as it is ready, while the store
-inserts the batch before it.
+runs the same ``JsonlReader`` (and, when asked, :func:`salted_lines`) and sends each
+batch of rows as it is ready, while the store inserts the batch before it.
 
 Protocol (stdin/stdout of ``python -c "from eventstore.io.parse_worker import serve; serve()"``):
 each message is an 8-byte little-endian length and a :mod:`marshal` text. The worker first
 sends ``(HELLO, its eventstore.io.parse_worker.__file__)``; the store checks that it runs the
-same code. A request is ``(path, name, session_id, max_rows, max_bytes, (st_dev, st_ino))`` (the file
-the importer opened); the answer is ``(OTHER_FILE,)`` when the path opens another file in
-the worker (``/dev/stdin``, ``/dev/fd/N``, a file replaced since), or a
-``(BATCH, rows, batch_lines, batch_offsets, state)`` message per batch, then ``(END, state,
+same code. A request is ``(path, name, session_id, max_rows, max_bytes, (st_dev, st_ino), salted)``
+(the file the importer opened; ``salted``: whether to salt the rows); the answer is
+``(OTHER_FILE,)`` when the path opens another file in the worker (``/dev/stdin``,
+``/dev/fd/N``, a file replaced since), or a ``(BATCH, rows, batch_lines, batch_offsets, state,
+salted)`` message per batch (``salted``: :func:`salted_lines` of the rows, or None), then ``(END, state,
 lines, bytes)`` (``lines``/``bytes`` as after :meth:`JsonlReader.drain`), or ``(FAILED,
 errno, message)`` when the file cannot be read. ``state`` is the reader's attributes after
 the batch (:func:`_state`). Nothing but eventstore's own parent writes to a worker.
@@ -40,8 +42,13 @@ import sys
 import threading
 from typing import IO, Any
 
+import orjson as _orjson
+
 from eventstore.errors import DatabaseError, InvalidJSONL
 from eventstore.io.jsonl import JsonlReader
+from eventstore.log.codec import loads
+from eventstore.log.commit import commit_jsons, new_salts
+from eventstore.log.line import event_lines
 
 #: Files at least this large (bytes) are parsed by the worker process; smaller ones in the
 #: importing process (a worker costs about half a second to start).
@@ -73,6 +80,38 @@ def _read(inp: IO[bytes]) -> Any:
     return marshal.loads(data)
 
 
+def payload_value(text: str) -> Any:
+    """A payload as stored, read from its canonical text: by orjson, unless it holds what
+    orjson does not read as :func:`~eventstore.log.codec.loads` does (a lone surrogate
+    escape, an integer past 64 bits)."""
+    try:
+        return _orjson.loads(text)
+    except _orjson.JSONDecodeError:
+        return loads(text)
+
+
+def salted_lines(rows: list[tuple]) -> tuple[list[bytes], list[str]]:
+    """Fresh salts for ``rows`` (a reader's ``(seq, type, ts, payload, hash)`` of consecutive
+    seqs) and each event's line built from its commit payload under its salt: what the hash
+    chain covers for an imported event (docs/redaction.md). The importer chains them; the
+    worker makes them for its batches, so that this work is done beside the inserts."""
+    salts = new_salts(len(rows))
+    commits = commit_jsons(salts, [payload_value(p.decode("utf-8") if type(p) is bytes else p)
+                                   for _s, _t, _ts, p, _h in rows])
+    # (the reader's rows come with consecutive seqs, so their lines are built as one run)
+    return salts, list(event_lines([r[1] for r in rows], rows[0][0], [float(r[2]) for r in rows], commits))
+
+
+def _salted(batch: list[tuple]) -> tuple[list[bytes], list[str]] | None:
+    """:func:`salted_lines` of ``batch``, or None when it fails (a value nested too deeply for
+    the encoder): the importing process then salts the batch itself and reports the error as
+    it reports any."""
+    try:
+        return salted_lines(batch)
+    except Exception:
+        return None
+
+
 def _state(reader: JsonlReader) -> tuple:
     """The reader's attributes an importer reads between batches."""
     err = reader.error
@@ -90,7 +129,7 @@ def serve() -> None:  # pragma: no cover - runs in the worker process (tests dri
         _write(out, (HELLO, __file__))
         while True:
             try:
-                path, name, session_id, max_rows, max_bytes, file_id = _read(inp)
+                path, name, session_id, max_rows, max_bytes, file_id, salted = _read(inp)
             except EOFError:
                 return
             try:
@@ -105,7 +144,8 @@ def serve() -> None:  # pragma: no cover - runs in the worker process (tests dri
                     continue
                 reader = JsonlReader(f, name, session_id)
                 for batch in reader.batches(max_rows, max_bytes):
-                    _write(out, (BATCH, batch, reader.batch_lines, reader.batch_offsets, _state(reader)))
+                    _write(out, (BATCH, batch, reader.batch_lines, reader.batch_offsets, _state(reader),
+                                 _salted(batch) if salted and batch else None))
                 state = _state(reader)
                 reader.drain()
                 _write(out, (END, state, reader.lines, reader.bytes))
@@ -228,6 +268,7 @@ class WorkerReader:
         self.error_offset = 0
         self.batch_lines: list[int] = []
         self.batch_offsets: list[int] = []
+        self.batch_salted: tuple[list[bytes], list[str]] | None = None  # salted_lines of the batch
         self._end: tuple[int, int] | None = None  # (lines, bytes) after drain, once the worker said END
         self._started = False
 
@@ -256,13 +297,14 @@ class WorkerReader:
             self._set(msg[4])
         return msg
 
-    def start(self, max_rows: int, max_bytes: int) -> bool:
+    def start(self, max_rows: int, max_bytes: int, salted: bool = False) -> bool:
         """Ask the worker for the file (batches of at most ``max_rows`` rows, or about
-        ``max_bytes`` bytes); False when the path opens another file there than here."""
+        ``max_bytes`` bytes; with ``salted``, each with its :func:`salted_lines` in
+        :attr:`batch_salted`); False when the path opens another file there than here."""
         self._started = True
         try:
             _write(self.worker.proc.stdin, (self.path, self.name, self._forced_id,
-                                            min(max_rows, WORKER_BATCH_ROWS), max_bytes, self._file_id))
+                                            min(max_rows, WORKER_BATCH_ROWS), max_bytes, self._file_id, salted))
         except OSError:
             self.worker.kill()
             raise self._died() from None
@@ -282,7 +324,7 @@ class WorkerReader:
         msg, self._first = self._first, None
         while msg is not None:
             if msg[0] == BATCH:
-                self.batch_lines, self.batch_offsets = msg[2], msg[3]
+                self.batch_lines, self.batch_offsets, self.batch_salted = msg[2], msg[3], msg[5]
                 yield msg[1]
             msg = self._next() if self._end is None else None
 

@@ -24,7 +24,6 @@ every doubtful case and gives every error its message.
 from __future__ import annotations
 
 import math
-import re
 from itertools import repeat
 
 try:  # C: keeps non-ASCII as is (json.encoder's, without importing json: its import compiles its patterns)
@@ -37,6 +36,7 @@ from eventstore.lazy import LazyPattern
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
 if TYPE_CHECKING:
+    import re
     from typing import Any
 
 __all__ = [
@@ -319,11 +319,12 @@ def _fast_float(f: float) -> bytes:
     return _orjson.dumps(f)
 
 
-_EXP_AFTER_DIGIT = re.compile(rb"[0-9]e[-+]").search
-_DIGIT_AFTER_QUOTE = re.compile(rb'"[0-9]').search  # literal first: a quick scan
+# (each compiled at first use: not at start-up)
+_EXP_AFTER_DIGIT = LazyPattern(rb"[0-9]e[-+]")
+_DIGIT_AFTER_QUOTE = LazyPattern(rb'"[0-9]')  # literal first: a quick scan
 # A digit after a quote: a key that may be an array index is one (so is a string that
 # starts with a digit: a false hit only costs _orjson_odd's exact look).
-_QUOTE_DIGIT_TEXT = re.compile('"[0-9]').search
+_QUOTE_DIGIT_TEXT = LazyPattern('"[0-9]')
 
 
 def _orjson_odd(raw: bytes) -> bool:
@@ -333,20 +334,20 @@ def _orjson_odd(raw: bytes) -> bool:
     key that may be an array index (JavaScript writes those first). Substring tests first
     (fast, in C); false hits inside strings (``"v1.0,"``, ``"re-run"``) only cost a regex
     search, or send the value down the slow path."""
-    if b".0" in raw and _DOT0(raw) is not None:
+    if b".0" in raw and _DOT0.search(raw) is not None:
         return True
-    if (b"e+" in raw or b"e-" in raw) and _EXP_AFTER_DIGIT(raw) is not None:
+    if (b"e+" in raw or b"e-" in raw) and _EXP_AFTER_DIGIT.search(raw) is not None:
         return True
-    m = _DIGIT_AFTER_QUOTE(raw)
+    m = _DIGIT_AFTER_QUOTE.search(raw)
     while m is not None:
         i = m.start()
         if raw[i - 1] in b"{,":
             return True
-        m = _DIGIT_AFTER_QUOTE(raw, i + 1)
+        m = _DIGIT_AFTER_QUOTE.search(raw, i + 1)
     return False
 
 
-_DOT0 = re.compile(rb"\.0[,}\]]").search  # literal prefixes: fast searches
+_DOT0 = LazyPattern(rb"\.0[,}\]]")  # literal prefixes: fast searches
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -456,7 +457,8 @@ def _fast_dumps(obj: dict) -> tuple[str, Any] | None:
     except (TypeError, _orjson.JSONEncodeError):
         return None
     text = raw.decode("utf-8")
-    if (".0" in text or "e+" in text or "e-" in text or _QUOTE_DIGIT_TEXT(text) is not None) and _orjson_odd(raw):
+    if ((".0" in text or "e+" in text or "e-" in text or _QUOTE_DIGIT_TEXT.search(text) is not None)
+            and _orjson_odd(raw)):
         return None
     stored = _orjson.loads(raw)
     if stored != obj:
@@ -487,8 +489,8 @@ def payload_jsons(payloads: list) -> tuple[list[str], list]:
             if (('"type"' in joined or '"seq"' in joined or '"ts"' in joined or '"event_id"' in joined)
                     and not all(map(_plain_keys, payloads))):
                 pass  # a reserved key or an odd event_id: payload_json() decides and says why
-            elif not ((".0" in joined or "e+" in joined or "e-" in joined or _QUOTE_DIGIT_TEXT(joined) is not None)
-                      and _orjson_odd(joined.encode("utf-8"))):
+            elif not ((".0" in joined or "e+" in joined or "e-" in joined
+                       or _QUOTE_DIGIT_TEXT.search(joined) is not None) and _orjson_odd(joined.encode("utf-8"))):
                 stored = _orjson.loads(joined)
                 if stored == payloads:
                     return texts, stored

@@ -246,8 +246,12 @@ SESSIONS_NEVER_IMPORTS = frozenset({
     "eventstore.audit.verify", "eventstore.web", "eventstore.log.toolcalls", "eventstore.log.commit",
     "eventstore.log.redaction", "eventstore.log.gcpause", "eventstore.audit.secrets",
     "eventstore.backends.postgres", "eventstore.backends.fallbacks", "eventstore.log.context",
+    "eventstore.backends.sqlite.checkpoint", "eventstore.backends.sqlite.follower",  # (a writer's, a follower's,
+    "eventstore.backends.sqlite.importer", "eventstore.backends.sqlite.importlock",  # an importer's)
+    "eventstore.backends.sqlite.writelock", "fcntl",
     "importlib", "warnings", "orjson", "dataclasses", "inspect", "ast", "tokenize", "typing", "hashlib", "uuid",
     "pathlib", "urllib.parse", "secrets", "random", "queue", "unicodedata", "textwrap", "threading", "weakref",
+    "re", "enum",  # (each pattern is compiled at its first use: eventstore.lazy)
 })
 
 
@@ -282,7 +286,9 @@ def test_sessions_imports_only_what_it_needs(tmp_path):
 
 # What `eventstore search` on an up-to-date SQLite store never imports: what the listing never
 # imports, but the search itself (and the index's catch-up, which writes).
-SEARCH_NEVER_IMPORTS = SESSIONS_NEVER_IMPORTS - {"eventstore.io.transcripts", "threading", "weakref"} | {
+SEARCH_NEVER_IMPORTS = SESSIONS_NEVER_IMPORTS - {"eventstore.io.transcripts", "threading", "weakref", "re", "enum",
+                                                 "eventstore.backends.sqlite.checkpoint", "fcntl",
+                                                 "eventstore.backends.sqlite.writelock"} | {
     "eventstore.cli.search", "shutil", "json"}
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import export_bytes, new_sqlite_store
+from conftest import db_rows, export_bytes, new_sqlite_store
 
 from eventstore import DatabaseError, EventStore, ImportConflict
 from eventstore.io import bulk as bulk_mod
@@ -88,6 +88,47 @@ def test_large_files_go_through_the_worker_with_the_same_result(tmp_path, monkey
         assert bulk_mod.import_jsonl(store, path) == report
         assert export_bytes(store, "big") == exported == path.read_bytes()
     worker.close()
+
+
+def test_the_worker_salts_the_rows_and_the_chain_verifies(store, tmp_path, always, monkeypatch):
+    """The worker salts each batch and builds the lines the chain hashes (salted_lines): the
+    importing process only chains them, in slices and chunks, and verify finds every hash
+    right."""
+    from eventstore.audit.verify import verify
+
+    def not_here(rows):
+        raise AssertionError("salted in the importing process")
+
+    monkeypatch.setattr(bulk_mod, "salted_lines", not_here)
+    monkeypatch.setattr(bulk_mod, "CHUNK_ROWS", 700)  # chunks and slices cut the worker's batches
+    monkeypatch.setattr(bulk_mod, "CHUNK_SLICE", 300)
+    path = write_session(tmp_path / "big.jsonl", "big", 3000)
+    report = bulk_mod.import_jsonl(store, path)
+    assert (report.status, report.total) == ("imported", 3000)
+    assert export_bytes(store, "big") == path.read_bytes()
+    result = verify(store._backend)
+    assert result.ok and not result.notes, (result.findings, result.notes)
+    salts = {bytes(r[0]) for r in db_rows(store, "SELECT salt FROM events WHERE session_id = 'big'")}
+    assert len(salts) == 3000 and {len(s) for s in salts} == {16}  # a fresh salt each
+
+
+def test_the_worker_salted_lines_are_kept_only_for_the_batches_ahead(store, tmp_path, always, monkeypatch):
+    """Memory stays bounded by the batches read ahead: importing a stored file again (every
+    row compared, none inserted) keeps no salted lines of the batches already compared."""
+    held = []
+    real_next = bulk_mod._Batches.next
+
+    def next_batch(self):
+        held.append(sum(len(salts) for _first, salts, _lines in self._salted))
+        return real_next(self)
+
+    monkeypatch.setattr(bulk_mod._Batches, "next", next_batch)
+    path = write_session(tmp_path / "big.jsonl", "big", 6000)
+    assert bulk_mod.import_jsonl(store, path).status == "imported"
+    held.clear()
+    report = bulk_mod.import_jsonl(store, path)
+    assert (report.status, report.total) == ("skipped", 6000)
+    assert len(held) >= 6 and max(held) <= 3 * parse_worker.WORKER_BATCH_ROWS, held
 
 
 def test_small_files_stay_in_the_importing_process(store, tmp_path, monkeypatch):

@@ -16,6 +16,9 @@ from .statements import NEXT_SEQ, refusal_of
 WRITERS_WAITING = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND NOT granted "
                    "AND relation = 'events_position_lock'::regclass AND database = "
                    "(SELECT oid FROM pg_database WHERE datname = current_database()))")
+# A COPY's savepoint released and the writers waiting looked up in one round trip (the simple
+# query protocol: two statements, no parameters).
+RELEASE_AND_LOOK = "RELEASE SAVEPOINT es_copy; " + WRITERS_WAITING
 
 
 class PgImportLock(ImportLock):
@@ -40,6 +43,7 @@ class PgImport(ImportTransaction):
     def __init__(self, conn: psycopg.Connection, session_id: str):
         self._conn = conn
         self._sid = session_id
+        self._waiting = False  # a writer waited for the position lock after the last insert
 
     def session_meta(self) -> str | None:
         row = self._conn.execute("SELECT meta FROM sessions WHERE id = %s", (self._sid,)).fetchone()
@@ -84,13 +88,18 @@ class PgImport(ImportTransaction):
     def insert(self, rows: list[tuple], position0: int) -> tuple[int, Refusal] | None:
         if not rows:
             return None
-        try:
-            with self._conn.transaction():
-                if self._copy(rows, position0) != len(rows):  # a BEFORE INSERT trigger returning NULL drops
-                    raise _Dropped                            # rows silently: roll back, find the first below
+        conn = self._conn
+        try:  # (a savepoint of our own, released with the look for waiting writers: see writers_waiting)
+            conn.execute("SAVEPOINT es_copy")
+            if self._copy(rows, position0) != len(rows):  # a BEFORE INSERT trigger returning NULL drops
+                raise _Dropped                            # rows silently: roll back, find the first below
+            cur = conn.execute(RELEASE_AND_LOOK)
+            cur.nextset()
+            self._waiting = cur.fetchone()[0]
             return None
         except (psycopg.Error, _Dropped, UnicodeError, ValueError, OverflowError):
-            pass  # (text the server cannot take, a ts beyond a float: the row below says which)
+            # (text the server cannot take, a ts beyond a float: the row below says which)
+            conn.execute("ROLLBACK TO SAVEPOINT es_copy; RELEASE SAVEPOINT es_copy")
         # COPY is all or nothing: find the first row the database refuses or drops, one
         # INSERT at a time, and keep the rows before it.
         for i, (seq, type_, ts, payload, hash_, *salt) in enumerate(rows):
@@ -132,6 +141,13 @@ class PgImport(ImportTransaction):
         with cur.copy("COPY events (position, session_id, seq, type, ts, payload, hash, salt) FROM STDIN") as copy:
             copy.write("".join(out).encode())
         return cur.rowcount
+
+    def writers_waiting(self) -> bool:
+        # A writer waiting for the position lock this transaction holds, as seen right after
+        # the last insert (one round trip with its savepoint's release). The server grants
+        # queued lock requests in order, so a commit lets the waiters in before the next chunk.
+        waiting, self._waiting = self._waiting, False
+        return waiting
 
     def event_id_seq(self, event_id: str) -> int | None:
         row = self._conn.execute("SELECT seq FROM events WHERE session_id = %s AND event_id = %s",

@@ -5,7 +5,6 @@ storage order, rows as stored, one-snapshot heads, the storage and schema check.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from collections.abc import Callable, Iterator
 
@@ -13,6 +12,7 @@ from eventstore.errors import (
     DatabaseError,
 )
 
+from ...lazy import LazyPattern
 from .. import base
 from ..capabilities import AuditReads
 from . import engine as _engine
@@ -135,7 +135,7 @@ _VERIFY_ROWS = ("SELECT seq, position, type, ts, payload, hash, salt FROM events
 _VERIFY_PAGE = 5000
 
 
-_NORMALIZE = re.compile(r"\s+")
+_NORMALIZE = LazyPattern(r"\s+")  # (compiled at first use: not at start-up)
 
 
 # --- following ----------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from eventstore.errors import (
     SessionExists,
     SessionNotFound,
 )
+from eventstore.lazy import LazyModule
 from eventstore.log.chain import chain_hash, chain_rows, genesis_hash, session_hash
 from eventstore.log.codec import encodable
 from eventstore.log.line import event_line
@@ -38,12 +39,8 @@ from eventstore.log.line import event_line
 from .. import base
 from ..base import Backend, Follower, ImportLock, ImportTransaction
 from . import engine as _engine
-from . import importlock as _importlock
 from .audit import SQLiteAudit
-from .checkpoint import Checkpointer, checkpoint
 from .export import SQLiteExport
-from .follower import FileFollower, MemoryFollower
-from .importer import SQLiteImport
 from .index import SQLiteIndex
 from .redact import SQLiteRedactor
 from .sandbox import SQLiteSandbox
@@ -64,11 +61,21 @@ from .statements import (
 )
 from .views import SQLiteViews
 from .walcheck import check_wal
-from .writelock import open_write_lock
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (eventstore's start-up)
 if TYPE_CHECKING:
     from typing import Any
+
+    from .checkpoint import Checkpointer
+    from .importer import SQLiteImport
+
+# What only a store that writes, imports or follows uses: imported at its first use, not at
+# eventstore's start-up (a read-only command such as `eventstore sessions` uses none of it).
+_checkpoint = LazyModule("eventstore.backends.sqlite.checkpoint")
+_follower = LazyModule("eventstore.backends.sqlite.follower")
+_importer = LazyModule("eventstore.backends.sqlite.importer")
+_importlock = LazyModule("eventstore.backends.sqlite.importlock")
+_writelock = LazyModule("eventstore.backends.sqlite.writelock")
 
 __all__ = ["SQLiteBackend", "error_code"]
 
@@ -237,7 +244,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
         if self._write_queue:
             import weakref  # (a store that writes: not at eventstore's start-up)
 
-            self._wlock = open_write_lock(self._file)
+            self._wlock = _writelock.open_write_lock(self._file)
             if self._wlock is not None:  # a store dropped without close() frees its lock file
                 weakref.finalize(self, self._wlock.close)
         if self._wlock is not None:
@@ -247,7 +254,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
             conn.execute("PRAGMA wal_autocheckpoint = 0")
             # The thread must not keep the store alive: it gets a plain function, and a
             # store dropped without close() stops it.
-            self._checkpointer = Checkpointer(
+            self._checkpointer = _checkpoint.Checkpointer(
                 self._file, functools.partial(_checkpoint_connection, self._file, self.busy_timeout),
                 self.busy_timeout)
             import weakref
@@ -281,7 +288,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
                 self._checkpointer.close()
                 self._checkpointer = None
             if self._conn is not None and self._wlock is not None and self._unchecked_frames:
-                checkpoint(self._conn, self._wlock, self.busy_timeout)  # what this store wrote since
+                _checkpoint.checkpoint(self._conn, self._wlock, self.busy_timeout)  # what this store wrote since
             if self._wlock is not None:
                 self._wlock.close()
                 self._wlock = None
@@ -635,12 +642,12 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
 
     def follower(self, poll_interval: float) -> Follower:
         if self._file is None:
-            return MemoryFollower(self)
+            return _follower.MemoryFollower(self)
         try:
             conn = self._new_connection(self._file, self.busy_timeout, self.durability, self.readonly)
         except sqlite3.Error as e:
             raise DatabaseError(f"cannot open {self._file} to follow it: {e}") from None
-        return FileFollower(conn, self._file, poll_interval)
+        return _follower.FileFollower(conn, self._file, poll_interval)
 
     # --- the projection ----------------------------------------------------------------------------
 
@@ -672,7 +679,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
 
         def run(cur: sqlite3.Cursor) -> Any:
             nonlocal tx
-            tx = SQLiteImport(cur, session_id, self._wlock)
+            tx = _importer.SQLiteImport(cur, session_id, self._wlock)
             return body(tx)
 
         result = self._transact(run, session_id)

@@ -16,13 +16,13 @@ itself (see :mod:`eventstore.backends.sqlite.writelock` and the constants below)
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import struct
 import time
 from collections import namedtuple
 
 from ...errors import DatabaseError, WalMismatch
+from ...lazy import LazyPattern
 from ...schema import LEGACY_REVISIONS, READ_COMPATIBLE_REVISIONS, SCHEMA_REVISION, outdated
 from ...schema import migrations_path as schema_migrations_path
 from .walcheck import APPLICATION_ID, MARK_MAX, next_mark, wal_commits
@@ -564,7 +564,7 @@ def upgrade(conn: sqlite3.Connection, name: str, busy_timeout: float = DEFAULT_B
     return Upgrade(migrated, revision)
 
 
-_SPACE = re.compile(r"\s+")
+_SPACE = LazyPattern(r"\s+")  # (compiled at first use: not at start-up)
 
 
 def _normal(sql: str | None) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -216,7 +215,7 @@ def query(conn: sqlite3.Connection, sql: str, params: Iterable[Any] = ()) -> tup
 # A "--" or "/*" inside a string literal makes this strip too much, but the literal's
 # opening quote and the keyword before it stay: only comments, ';' and whitespace strip
 # to nothing.
-_SQL_COMMENTS = LazyPattern(r"--[^\n]*|/\*.*?(\*/|$)", re.S)  # (compiled at first use)
+_SQL_COMMENTS = LazyPattern(r"(?s)--[^\n]*|/\*.*?(\*/|$)")  # (compiled at first use)
 
 
 def _statements(sql: str) -> list[str]:

@@ -1044,3 +1044,44 @@ def test_ctrl_c_stops_a_long_sql_query(pg_store_url):
         proc.kill()
     err = proc.stderr.read()
     assert b"interrupted" in err and b"Traceback" not in err
+
+
+def test_an_import_transaction_sees_a_writer_waiting_for_the_position_lock(pg_store_url):
+    """A chunked import ends its chunk when another writer waits (eventstore.io.bulk): the
+    PostgreSQL import transaction says so after the insert during which one came to wait for
+    the position lock it holds, and only then (alone, it never does)."""
+    seen = []
+    locked = threading.Event()
+
+    def writer() -> None:  # what an append does first: wait for the position lock
+        with psycopg.connect(pg_store_url, autocommit=True) as conn, conn.transaction():
+            conn.execute("LOCK TABLE events_position_lock IN EXCLUSIVE MODE")
+            locked.set()
+
+    def waiting(conn) -> bool:
+        return conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'relation' "
+                            "AND relation = 'events_position_lock'::regclass").fetchone()[0] > 0
+
+    def body(tx):
+        assert tx.create_session(time.time(), "{}") is None
+        row = (0, "user/message", 1.0, '{"content":"a"}', "0" * 64, None)
+        assert tx.insert([row], 1) is None
+        seen.append(tx.writers_waiting())
+        thread.start()
+        with psycopg.connect(pg_store_url, autocommit=True) as look:
+            deadline = time.monotonic() + 30
+            while not waiting(look):
+                assert time.monotonic() < deadline, "the writer never waited"
+                time.sleep(0.01)
+        assert tx.insert([(1, *row[1:])], 1) is None
+        seen.append(tx.writers_waiting())
+        seen.append(tx.writers_waiting())  # (said once: the chunk ends there)
+        assert not locked.is_set()
+
+    thread = threading.Thread(target=writer)
+    with EventStore.open(pg_store_url) as store:
+        store._backend.import_transaction("s", body)
+        thread.join(30)
+        assert locked.is_set()  # the commit let the writer in
+        assert store.session("s").next_seq() == 2
+    assert seen == [False, True, False]
