@@ -1,0 +1,130 @@
+"""A fold keeps every escape of its strings; es_json rewrites every escape it must.
+
+Revision ID: 0370
+Revises: 0350
+Create Date: 2026-12-07
+
+``es_json`` spells ``\\u0000`` and lone-surrogate escapes ``\\/u...`` so that PostgreSQL's
+JSON functions parse the payload (the baseline, 0008). Two faults followed:
+
+* Its pattern took the character before each escape, so of two escapes in a row (``"\\u0000\\ud83d"``,
+  which JSON.stringify writes for those two characters) the second was left alone: the payload
+  did not parse, and the insert guard refused the event. The pattern now looks behind
+  instead (an escape starts after an even run of backslashes) and takes none.
+* The fold of ``messages_uncut`` (0270) read each part's content with ``->>`` (the string
+  decoded, so ``\\ud83d`` came back as ``/ud83d``) and joined the tool calls with
+  ``json_agg`` (the rewritten ``\\/u`` escapes kept, and ``", "`` between elements). It now
+  joins each content's JSON text and each call's JSON text with the rewriting undone
+  (``es_raw``), so a fold is the bytes JSON.stringify writes, as the unfolded rows are; a
+  part's ``message_id`` is compared as JSON text (``"1"`` and ``1`` differ, as on SQLite).
+
+``es_raw(value)`` (new): the JSON text of a value read through ``es_json``, its escapes as
+stored (JSON.stringify never writes ``\\/``, so each odd-placed ``\\/u`` is a rewritten one);
+``es_field`` undoes the rewriting the same way (its ``replace`` also changed an escaped
+backslash followed by ``/u``). The text columns of ``tool_calls`` and the search text still
+show such a character as ``/u...``: PostgreSQL's text holds neither (docs/schema.md).
+
+``CREATE OR REPLACE`` keeps the functions' and the views' grants; no row is touched (a
+stored ``event_id`` is unchanged: a payload the old pattern left unparsable was never
+stored).
+"""
+from alembic import op
+
+revision = "0370"
+down_revision = "0350"
+branch_labels = None
+depends_on = None
+
+# An escape to rewrite starts after an even run of backslashes (none is odd-placed).
+_ESCAPE = r"(?<!\\)((\\\\)*)\\(u0000|u[dD][89a-fA-F])"
+_REWRITTEN = r"(?<!\\)((\\\\)*)\\/(u0000|u[dD][89a-fA-F])"
+
+SQL_FUNCTIONS = [rf"""
+CREATE OR REPLACE FUNCTION es_json(payload text) RETURNS json LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN strpos(payload, '\u') = 0 THEN payload::json
+            ELSE regexp_replace(payload, '{_ESCAPE}', '\1\\/\3', 'g')::json END""",
+rf"""
+CREATE OR REPLACE FUNCTION es_raw(value json) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN strpos(value::text, '\/u') = 0 THEN value::text
+            ELSE regexp_replace(value::text, '{_REWRITTEN}', '\1\\\3', 'g') END""",
+r"""
+CREATE OR REPLACE FUNCTION es_field(payload text, key text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN strpos(payload, '\u') = 0 THEN (payload::json -> key)::text
+            ELSE es_raw(es_json(payload) -> key) END""",
+]
+
+_PG_MSG = "('user/message', 'assistant/message', 'tool/result')"
+_PG_NEXT = f"""coalesce((SELECT n.seq FROM events AS n
+            WHERE n.session_id = e.session_id AND n.seq > e.seq AND n.type IN {_PG_MSG}
+              AND n.type = 'assistant/message'
+            ORDER BY n.seq LIMIT 1), 9223372036854775807)"""
+# A part folds when its message_id is the same JSON text (the message's is a string).
+_PG_FOLD = f"""x.session_id = e.session_id AND x.seq >= e.seq AND x.seq < {_PG_NEXT}
+              AND (x.seq = e.seq OR (x.type = 'assistant/part'
+                                      AND (es_json(x.payload) -> 'message_id')::text = f.message_id))"""
+
+# As 0270's, but for the fold: each content's JSON text without its quotes, joined by an
+# escaped blank line, and each call's JSON text joined by commas.
+POSTGRESQL_UNCUT = f"""
+CREATE OR REPLACE VIEW messages_uncut AS
+SELECT
+  e.session_id,
+  e.seq,
+  CASE e.type WHEN 'user/message' THEN 'user'
+              WHEN 'assistant/message' THEN 'assistant'
+              ELSE 'tool' END AS role,
+  CASE
+    WHEN f.message_id IS NOT NULL
+         AND EXISTS (SELECT 1 FROM events AS p
+                      WHERE p.session_id = e.session_id AND p.seq > e.seq AND p.type = 'assistant/part'
+                        AND p.seq < {_PG_NEXT}
+                        AND (es_json(p.payload) -> 'message_id')::text = f.message_id) THEN
+      '{{"role":"assistant","content":"' || coalesce(
+         (SELECT string_agg(substr(c.text, 2, length(c.text) - 2), '\\n\\n' ORDER BY c.seq)
+            FROM (SELECT x.seq, es_raw(es_json(x.payload) -> 'content') AS text FROM events AS x WHERE {_PG_FOLD}
+                     AND json_typeof(es_json(x.payload) -> 'content') = 'string') AS c
+           WHERE c.text <> '""'), '') || '"'
+      || coalesce(',"tool_calls":[' || (
+         SELECT string_agg(es_raw(j.value), ',' ORDER BY x.seq, j.n)
+           FROM events AS x
+           CROSS JOIN LATERAL json_array_elements(CASE WHEN json_typeof(es_json(x.payload) -> 'tool_calls') = 'array'
+                                                       THEN es_json(x.payload) -> 'tool_calls' ELSE '[]' END)
+                WITH ORDINALITY AS j(value, n)
+          WHERE {_PG_FOLD}) || ']', '')
+      || '}}'
+    WHEN e.type = 'user/message' THEN
+      coalesce('{{"role":"user","content":' || f.content || '}}', '{{"role":"user"}}')
+    WHEN e.type = 'assistant/message' THEN
+      '{{"role":"assistant","content":' || coalesce(nullif(f.content, 'null'), '""')
+      || CASE WHEN f.tool_calls IS NULL OR f.tool_calls IN ('null', 'false', '[]', '""') THEN ''
+              WHEN left(f.tool_calls, 1) IN ('-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9')
+                   AND abs(f.tool_calls::numeric) < 2.4703282292062328e-324 THEN ''
+              ELSE ',"tool_calls":' || f.tool_calls END
+      || '}}'
+    ELSE
+      '{{"role":"tool"' || coalesce(',"tool_call_id":' || f.tool_call_id, '')
+      || coalesce(',"content":' || f.content, '') || '}}'
+  END AS message
+FROM events AS e
+CROSS JOIN LATERAL (
+  SELECT es_field(e.payload, 'content') AS content,
+         CASE WHEN e.type = 'assistant/message' THEN es_field(e.payload, 'tool_calls') END AS tool_calls,
+         CASE WHEN e.type = 'tool/result' THEN es_field(e.payload, 'tool_call_id') END AS tool_call_id,
+         CASE WHEN e.type = 'assistant/message' AND strpos(e.payload, '"message_id"') > 0
+                   AND json_typeof(es_json(e.payload) -> 'message_id') = 'string'
+              THEN (es_json(e.payload) -> 'message_id')::text END AS message_id
+  OFFSET 0
+) AS f
+WHERE e.type IN {_PG_MSG}
+"""
+
+
+def upgrade() -> None:
+    # On the driver's connection, as the baseline does: no bind-parameter parsing.
+    conn = op.get_bind().connection.driver_connection
+    for sql in (*SQL_FUNCTIONS, POSTGRESQL_UNCUT):
+        conn.execute(sql)
+
+
+def downgrade() -> None:
+    raise NotImplementedError("the event log is append-only: there is no downgrade")
