@@ -52,7 +52,7 @@ RELEASED = {
     "postgres/versions/0320_redaction.py": "eb533bd932d532f631109fe2cc4d08651306a8bbdc0507edfd319677c9b6eae2",
     "postgres/versions/0340_redaction_changes_payload.py": "36cef9a2b97f6396f768e127bda5b86c54231c086e9a052c84ca437037124326",
     "postgres/versions/0350_messages_fewer_calls.py": "77de3629f58ef0ba9d57500e8108de2c93e57f09d2bb5685b5193e1fc373a301",
-    "postgres/versions/0370_fold_keeps_escapes.py": "d10181e74ec642c78a8a104bd1278944614083d3884f03400a921e969008f4fd",
+    "postgres/versions/0370_fold_keeps_escapes.py": "1aeea0c6459f491baec0a20abda20a443559e69417d615e554be9bf12d93a638",
     "sqlite/versions/0008_baseline.py": "d06bdb291441b929fcdfbb561f993d8fbf7a242def540d92fe222894d8684ea9",
     "sqlite/versions/0100_usage_and_search.py": "c39869f20c21ce9fb16774620657f6566a5351843f485c84793363e4eb12b924",
     "sqlite/versions/0150_tool_calls_is_error.py": "c06f21375b5662823dc17f0cc68c795e9a54727e33f70490b4afbb807b71dbed",
@@ -71,7 +71,7 @@ RELEASED = {
     "sqlite/versions/0320_redaction.py": "e4fe76a6e399c46e09d9f006581c9fb9382cb79672449eb6b48e67bde31cc284",
     "sqlite/versions/0340_redaction_changes_payload.py": "bdcc2978bbd224b303f1da062ba0c24aff7d97b238e57ed1dcb4567879d42a00",
     "sqlite/versions/0350_messages_fewer_calls.py": "e952aae940f2116880b0ea21881ab374bb8a5c547a5c9603a1f1eb1b9c8f450a",
-    "sqlite/versions/0370_fold_keeps_escapes.py": "1315acf0f475f3306e596850a39b497c3d77000c95a9a8491c0276c8564f8249",
+    "sqlite/versions/0370_fold_keeps_escapes.py": "29274ce3b40e9ef3cad8a3c22dc0c680e580d76014f386ace6326573b5fd2078",
 }
 
 EVENTS = "SELECT position, session_id, seq, type, ts, payload, hash FROM events ORDER BY position"

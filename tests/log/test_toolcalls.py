@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from conftest import db_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -82,3 +83,27 @@ def test_the_tracker_says_what_the_views_say(store, events):
                                                                               "first_ts": stored[0].ts,
                                                                               "last_ts": stored[-1].ts}
 
+
+
+@pytest.mark.parametrize(("call_id", "result_id"), [
+    ("\ud83d", "/ud83d"), ("\x00", "/u0000"), ("a\x00b", "a\x00c"), ("\x00\ud83d", "/u0000/ud83d"),
+    ("\ud83d", "\ud83d"), ("a\x00b", "a\x00b"), ("\\\x00", "\\\x00")])
+def test_a_result_answers_only_its_own_escaped_id(store, call_id, result_id):
+    """Ids that read the same only decoded (PostgreSQL's es_json spells "\\ud83d" as "/ud83d",
+    SQLite's ->> ends a text at U+0000) are different ids in the ``tool_calls`` and ``turns``
+    views, as in the tracker; the same id still answers."""
+    call = {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    session = store.create_session()
+    stored = session.append_many([
+        ("turn/start", {}), ("assistant/message", {"content": "", "tool_calls": [call]}),
+        ("tool/result", {"tool_call_id": result_id, "content": "r"}), ("assistant/message", {"content": "ok"})])
+    tracker = ToolCallTracker(keep=True)
+    for ev in stored:
+        tracker.feed(ev.seq, ev.type, ev.payload)
+    tracker.finish()
+    answered = 2 if call_id == result_id else None
+    assert [c.result_seq for c in tracker.calls] == [answered]
+    assert db_rows(store, "SELECT call_seq, result_seq FROM tool_calls WHERE session_id = ?",
+                   (session.id,)) == [(1, answered)]
+    assert [bool(r[0]) for r in db_rows(store, "SELECT complete FROM turns WHERE session_id = ?", (session.id,))] \
+        == [t.complete for t in tracker.turns] == [answered is not None]
