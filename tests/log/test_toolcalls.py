@@ -107,3 +107,22 @@ def test_a_result_answers_only_its_own_escaped_id(store, call_id, result_id):
                    (session.id,)) == [(1, answered)]
     assert [bool(r[0]) for r in db_rows(store, "SELECT complete FROM turns WHERE session_id = ?", (session.id,))] \
         == [t.complete for t in tracker.turns] == [answered is not None]
+
+
+def test_a_tool_call_that_is_not_an_object_has_no_id(store):
+    """An element of ``tool_calls`` that is not an object (a string, a number, null, an
+    array) is a call without id or name, on both databases, as in the tracker; reading the
+    ``tool_calls`` view works (SQLite's took a string element's value as JSON text and failed
+    with "malformed JSON" before 0370)."""
+    session = store.create_session()
+    calls = ["x", "{\"id\":\"c\"}", 1, None, ["c"], {"id": "c", "function": {"name": "f"}}]
+    stored = session.append_many([("assistant/message", {"content": "", "tool_calls": calls}),
+                                  ("tool/result", {"tool_call_id": "c", "content": "r"})])
+    tracker = ToolCallTracker(keep=True)
+    for ev in stored:
+        tracker.feed(ev.seq, ev.type, ev.payload)
+    tracker.finish()
+    rows = db_rows(store, "SELECT call_seq, call_id, name, result_seq FROM tool_calls WHERE session_id = ?",
+                   (session.id,))
+    assert sorted(rows, key=_key) == sorted([(c.seq, c.id, c.name, c.result_seq) for c in tracker.calls], key=_key) \
+        == sorted([(0, None, None, None)] * 5 + [(0, "c", "f", 1)], key=_key)

@@ -12,7 +12,9 @@ each content's JSON text without its quotes, by an escaped blank line: the bytes
 JSON.stringify writes, as the unfolded rows copy theirs. A part's ``message_id`` is compared
 as JSON text (two ids that differ after a ``\\u0000`` no longer fold together), and so
 are a call's and a result's ids in ``tool_calls`` and ``turns`` (a result of ``"a\\u0000c"``
-answered a call of ``"a\\u0000b"``). Every other rule is 0350's, 0270's and 0300's text.
+answered a call of ``"a\\u0000b"``). A call of ``tool_calls`` is its element's JSON text
+(``->`` its full key, as the fold takes it since 0350): a string element made a read of the
+view fail ("malformed JSON"). Every other rule is 0350's, 0270's and 0300's text.
 The four views are dropped and created again; no row is touched.
 
 PostgreSQL's revision of the same number fixes its fold and ``es_json``.
@@ -102,7 +104,8 @@ WHERE m.seq > coalesce((SELECT c.seq FROM events AS c WHERE c.session_id = m.ses
 
 
 # As 0270's, but a result answers a call of the same id as JSON text (->> cut both at a
-# U+0000).
+# U+0000), and a call is its element's JSON text (json_each's value of a string element is
+# the string, which ->> then read as JSON: "malformed JSON").
 SQLITE_TOOL_CALLS = f"""
 CREATE VIEW tool_calls AS
 SELECT
@@ -116,7 +119,7 @@ SELECT
   round(r.ts - c.call_ts, 6) AS latency_s,
   CASE WHEN r.seq IS NULL THEN NULL WHEN json_type(r.payload, '$.is_error') = 'true' THEN 1 ELSE 0 END AS is_error
 FROM (
-  SELECT a.session_id, a.seq AS call_seq, a.ts AS call_ts, j.value AS call,
+  SELECT a.session_id, a.seq AS call_seq, a.ts AS call_ts, a.payload -> j.fullkey AS call,
          (SELECT n.seq FROM events AS n
            WHERE n.session_id = a.session_id AND n.seq > a.seq
              AND {_m('n')} AND n.type <> 'tool/result'
