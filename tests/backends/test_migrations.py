@@ -52,7 +52,7 @@ RELEASED = {
     "postgres/versions/0320_redaction.py": "eb533bd932d532f631109fe2cc4d08651306a8bbdc0507edfd319677c9b6eae2",
     "postgres/versions/0340_redaction_changes_payload.py": "36cef9a2b97f6396f768e127bda5b86c54231c086e9a052c84ca437037124326",
     "postgres/versions/0350_messages_fewer_calls.py": "77de3629f58ef0ba9d57500e8108de2c93e57f09d2bb5685b5193e1fc373a301",
-    "postgres/versions/0370_fold_keeps_escapes.py": "1aeea0c6459f491baec0a20abda20a443559e69417d615e554be9bf12d93a638",
+    "postgres/versions/0370_fold_keeps_escapes.py": "8f7b14254964ee91d3a1254ccc0ba017d835f7b7517f55695005d8aa2167954a",
     "sqlite/versions/0008_baseline.py": "d06bdb291441b929fcdfbb561f993d8fbf7a242def540d92fe222894d8684ea9",
     "sqlite/versions/0100_usage_and_search.py": "c39869f20c21ce9fb16774620657f6566a5351843f485c84793363e4eb12b924",
     "sqlite/versions/0150_tool_calls_is_error.py": "c06f21375b5662823dc17f0cc68c795e9a54727e33f70490b4afbb807b71dbed",

@@ -37,7 +37,8 @@ down_revision = "0350"
 branch_labels = None
 depends_on = None
 
-# An escape to rewrite starts after an even run of backslashes (none is odd-placed).
+# An escape to rewrite: \u0000 or a surrogate's \uD8.. to \uDF.., its backslash after an even run
+# of backslashes (escaped ones) not itself preceded by one; es_raw finds the rewritten \/u the same way.
 _ESCAPE = r"(?<!\\)((\\\\)*)\\(u0000|u[dD][89a-fA-F])"
 _REWRITTEN = r"(?<!\\)((\\\\)*)\\/(u0000|u[dD][89a-fA-F])"
 
