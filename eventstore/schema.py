@@ -25,7 +25,7 @@ from __future__ import annotations
 from .errors import DatabaseError, SchemaOutdated
 
 #: The Alembic revision this package's code expects; opening a database upgrades to it.
-SCHEMA_REVISION = "0350"
+SCHEMA_REVISION = "0370"
 
 #: Revisions that a read-only open reads as they are, without asking for an upgrade: they
 #: may differ from :data:`SCHEMA_REVISION` only in what applies to writes. None does now:

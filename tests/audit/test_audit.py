@@ -62,7 +62,7 @@ def check(db: Path | str, session_ids=None) -> audit.VerifyReport:
 # --- the views -----------------------------------------------------------------------------
 
 def test_views_exist_at_head_with_their_documented_columns(store, raw):
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0350"
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchone()[0] == SCHEMA_REVISION == "0370"
     doc = DOCS.read_text(encoding="utf-8")
     for view, columns in VIEW_COLUMNS.items():
         assert [r[1] for r in raw.execute(f"PRAGMA table_info({view})")] == columns

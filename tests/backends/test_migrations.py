@@ -52,6 +52,7 @@ RELEASED = {
     "postgres/versions/0320_redaction.py": "eb533bd932d532f631109fe2cc4d08651306a8bbdc0507edfd319677c9b6eae2",
     "postgres/versions/0340_redaction_changes_payload.py": "36cef9a2b97f6396f768e127bda5b86c54231c086e9a052c84ca437037124326",
     "postgres/versions/0350_messages_fewer_calls.py": "77de3629f58ef0ba9d57500e8108de2c93e57f09d2bb5685b5193e1fc373a301",
+    "postgres/versions/0370_fold_keeps_escapes.py": "8f7b14254964ee91d3a1254ccc0ba017d835f7b7517f55695005d8aa2167954a",
     "sqlite/versions/0008_baseline.py": "d06bdb291441b929fcdfbb561f993d8fbf7a242def540d92fe222894d8684ea9",
     "sqlite/versions/0100_usage_and_search.py": "c39869f20c21ce9fb16774620657f6566a5351843f485c84793363e4eb12b924",
     "sqlite/versions/0150_tool_calls_is_error.py": "c06f21375b5662823dc17f0cc68c795e9a54727e33f70490b4afbb807b71dbed",
@@ -70,6 +71,7 @@ RELEASED = {
     "sqlite/versions/0320_redaction.py": "e4fe76a6e399c46e09d9f006581c9fb9382cb79672449eb6b48e67bde31cc284",
     "sqlite/versions/0340_redaction_changes_payload.py": "bdcc2978bbd224b303f1da062ba0c24aff7d97b238e57ed1dcb4567879d42a00",
     "sqlite/versions/0350_messages_fewer_calls.py": "e952aae940f2116880b0ea21881ab374bb8a5c547a5c9603a1f1eb1b9c8f450a",
+    "sqlite/versions/0370_fold_keeps_escapes.py": "172a20c79f2ba9a2435cd1d22572e6e2811a0c17571d53a62b0dcbad4ff70b74",
 }
 
 EVENTS = "SELECT position, session_id, seq, type, ts, payload, hash FROM events ORDER BY position"
@@ -295,3 +297,86 @@ def test_a_postgres_dump_an_earlier_eventstore_wrote_upgrades_in_place(pg_server
         assert got == EXPECTED_READS
     result = verify(pg_url)
     assert result.returncode == 0 and "5 sessions, 77 events: OK" in result.stdout + result.stderr, result.stderr
+
+
+# --- a database today's main made (revision 0350) --------------------------------------------
+
+def _at_revision(url: str, dialect: str, revision: str):
+    """An SQLAlchemy engine on ``url`` (an SQLite path or a libpq URL), migrated by Alembic up
+    to ``revision`` only, as the eventstore of that revision left it."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    if dialect == "sqlite":
+        engine = create_engine(f"sqlite:///{url}", poolclass=NullPool)
+    else:
+        import psycopg
+
+        engine = create_engine("postgresql+psycopg://", poolclass=NullPool, creator=lambda: psycopg.connect(url))
+    with engine.begin() as conn:
+        cfg = Config()
+        cfg.set_main_option("script_location", migrations_path(dialect))
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+    return engine
+
+
+def test_a_database_main_made_at_0350_upgrades_and_its_folds_keep_their_escapes(store, request, tmp_path):
+    """The rows of a session whose fold and tool calls hold lone surrogates and U+0000, in a
+    database migrated to 0350 (today's main), read wrong there (the fold's content cut or
+    spelled /u..., a result of another id answering a call); opened by today's code the
+    database upgrades in place to SCHEMA_REVISION, its rows unchanged, and reads right."""
+    from conftest import db_rows
+
+    from eventstore.log import codec
+
+    dialect = "sqlite" if store._backend.name == "sqlite" else "postgresql"
+    s = "a\ud83d\x00"
+    # An id 0350 confused with s: decoded by es_json (PostgreSQL), cut at U+0000 by ->> (SQLite).
+    other = "a/ud83d/u0000" if dialect == "postgresql" else s + "b"
+    call = {"id": s, "type": "function", "function": {"name": "f", "arguments": s}}
+    more = {"id": "c2", "type": "function", "function": {"name": "g", "arguments": s}}
+    session = store.create_session()
+    session.append_many([("turn/start", {}),
+                         ("assistant/message", {"message_id": "m", "content": s, "tool_calls": [call]}),
+                         ("assistant/part", {"message_id": "m", "content": s, "tool_calls": [more]}),
+                         ("tool/result", {"tool_call_id": other, "content": "r"}),
+                         ("assistant/message", {"content": "ok"})])
+    expected = [{"role": "assistant", "content": f"{s}\n\n{s}", "tool_calls": [call, more]},
+                {"role": "tool", "tool_call_id": other, "content": "r"},
+                {"role": "assistant", "content": "ok"}]
+    assert session.derive_messages() == expected
+    sessions = db_rows(store, "SELECT id, created_at, meta, meta_hash FROM sessions")
+    columns = "position, session_id, seq, type, ts, payload, hash, salt"
+    events = db_rows(store, f"SELECT {columns} FROM events ORDER BY position")
+
+    if dialect == "sqlite":
+        url, mark = str(tmp_path / "main-0350.db"), "?"
+    else:
+        pg = request.getfixturevalue("pg_server")
+        url, mark = pg.url(pg.create_database()), "%s"
+    engine = _at_revision(url, dialect, "0350")
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"INSERT INTO sessions (id, created_at, meta, meta_hash) VALUES ({mark}, {mark}, "
+                             f"{mark}, {mark})", tuple(sessions[0]))
+        for row in events:
+            conn.exec_driver_sql(f"INSERT INTO events ({columns}) VALUES ({', '.join([mark] * 8)})", tuple(row))
+        as_bytes = "CAST(message AS BLOB)" if dialect == "sqlite" else "convert_to(message, 'UTF8')"
+        folded = conn.exec_driver_sql(f"SELECT {as_bytes} FROM messages WHERE seq = 1").scalar()
+        assert bytes(folded) != codec.dumps(expected[0]).encode("utf-8", "surrogatepass")
+        assert conn.exec_driver_sql("SELECT result_seq FROM tool_calls ORDER BY call_seq").fetchall() \
+            == [(3,), (None,)]
+    engine.dispose()
+
+    with EventStore.open(url) as upgraded:
+        assert upgraded.session(session.id).derive_messages() == expected
+        assert upgraded.session(session.id).messages_json() == codec.dumps(expected)
+        assert db_rows(upgraded, "SELECT version_num FROM alembic_version") == [(SCHEMA_REVISION,)]
+        assert db_rows(upgraded, f"SELECT {columns} FROM events ORDER BY position") == events
+        assert db_rows(upgraded, "SELECT call_seq, result_seq FROM tool_calls ORDER BY call_seq") \
+            == [(1, None), (2, None)]
+    # The schema is what today's history creates; the log's own findings are the unanswered calls.
+    result = verify(url)
+    assert "3 findings (dangling_call 2, orphan_result 1)" in result.stderr, result.stdout + result.stderr

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA, FIXTURES, TESTS
-from hypothesis import example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from eventstore.log import projection
@@ -77,22 +77,40 @@ def _views(db: Path) -> list[str]:
         conn.close()
 
 
-# 0270's fold took a tool call as json(value) of json_each: the value of a string element,
-# not its JSON text (0350 fixed it, test_a_folds_tool_calls_that_are_not_objects_are_their_json).
-_FOLD_ELEMENT_0270 = "SELECT j.value FROM events AS x"
-_FOLD_ELEMENT_FIXED = "SELECT x.payload -> j.fullkey AS value FROM events AS x"
+# The fixes later revisions made to 0270's fold, as (its text, the fixed text). 0350: a tool
+# call is its element's JSON text, not json(value) of json_each (the value of a string
+# element; test_a_folds_tool_calls_that_are_not_objects_are_their_json). 0370: a content is
+# joined as its JSON text, not decoded by ->> and quoted again (->> cut it at \u0000 and
+# wrote a lone surrogate as bytes that are not UTF-8), and message ids compare as JSON text
+# (test_a_fold_keeps_every_escape).
+_FOLD_FIXES = [
+    ("SELECT j.value FROM events AS x", "SELECT x.payload -> j.fullkey AS value FROM events AS x"),
+    ("payload ->> '$.message_id' = e.payload ->> '$.message_id'", "payload -> '$.message_id' = e.payload -> '$.message_id'"),
+    ("""'{{"role":"assistant","content":' || json_quote(coalesce(
+         (SELECT group_concat(text, char(10) || char(10)) FROM (
+            SELECT x.payload ->> '$.content' AS text FROM events AS x WHERE {_SQ_FOLD}
+              AND json_type(x.payload, '$.content') = 'text' AND x.payload ->> '$.content' <> ''
+            ORDER BY x.seq)), ''))""",
+     """'{{"role":"assistant","content":"' || coalesce(
+         (SELECT group_concat(substr(text, 2, length(text) - 2), '\\\\n\\\\n') FROM (
+            SELECT x.payload -> '$.content' AS text FROM events AS x WHERE {_SQ_FOLD}
+              AND json_type(x.payload, '$.content') = 'text' AND x.payload -> '$.content' <> '""'
+            ORDER BY x.seq)), '') || '"'"""),
+]
 
 
 def _uncut_0270() -> str:
     """Revision 0270's ``messages_uncut`` (its SQLite revision's text), as ``uncut_0270``, with
-    the one fix 0350 made to its fold."""
+    the fixes 0350 and 0370 made to its fold."""
     path = next((TESTS.parent / "migrations" / "sqlite" / "versions").glob("0270_*.py"))
-    spec = importlib.util.spec_from_file_location("revision_0270", path)
+    text = path.read_text("utf-8")
+    for old, new in _FOLD_FIXES:
+        assert old in text
+        text = text.replace(old, new)
+    spec = importlib.util.spec_from_loader("revision_0270", loader=None)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert _FOLD_ELEMENT_0270 in module.SQLITE_UNCUT
-    return (module.SQLITE_UNCUT.replace("CREATE VIEW messages_uncut", "CREATE VIEW uncut_0270")
-            .replace(_FOLD_ELEMENT_0270, _FOLD_ELEMENT_FIXED))
+    exec(compile(text, str(path), "exec"), module.__dict__)  # noqa: S102 (the repository's own file)
+    return module.SQLITE_UNCUT.replace("CREATE VIEW messages_uncut", "CREATE VIEW uncut_0270")
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +274,82 @@ def test_the_store_keeps_a_chunky_sessions_message_pages_cached(store):
     from eventstore.backends.sqlite.engine import CACHE_SIZE_KIB
 
     assert store._backend._connection().execute("PRAGMA cache_size").fetchone() == (-CACHE_SIZE_KIB,)
+
+
+# Strings whose JSON text holds escapes: lone surrogates and U+0000 (which PostgreSQL's JSON
+# functions refuse decoded, and SQLite's ->> cuts or writes as bytes that are not UTF-8),
+# backslashes before them, and texts that look like es_json's rewriting ("/u..." and "\/u").
+ESCAPED = ["\ud83d", "a\udc00b", "\x00", "a\x00b\x00", "\x00\ud83d", "\ud83d\ud83d", "\udc00\ud83d",
+           "back\\slash", "\\ud83d", "\\\ud83d", "\\\\\x00", "/ud83d", "/u0000", "\\/ud83d", "\\/u0000",
+           "\u2028\x1f\x7f", '"q"\n\t', "\U0001f600", "\\/ud83d\x01", "\\/u0000\ud83d", ""]
+
+
+def _fold_session(store, s: str):
+    """A session whose assistant message folds with two parts, ``s`` in every string of it."""
+    call = {"id": s, "type": "function", "function": {"name": s, "arguments": s}}
+    session = store.create_session()
+    session.append_many([
+        ("assistant/message", {"message_id": "m", "content": s, "tool_calls": [call, s]}),
+        ("assistant/part", {"message_id": "m", "content": s + "!", "tool_calls": [s, [s, {"k": s}]]}),
+        ("assistant/part", {"message_id": "m", "content": s}),
+        ("tool/result", {"tool_call_id": s, "content": s}),
+        ("user/message", {"content": s})])
+    return session
+
+
+@pytest.mark.parametrize("s", ESCAPED, ids=range(len(ESCAPED)))
+def test_a_fold_keeps_every_escape(store, tmp_path, s):
+    """A fold's content and tool calls hold each string exactly: the same bytes as
+    ``JSON.stringify`` writes (the reference's projection) and the same values."""
+    from eventstore.log import codec
+
+    session = _fold_session(store, s)
+    call = {"id": s, "type": "function", "function": {"name": s, "arguments": s}}
+    content = "\n\n".join(t for t in (s, s + "!", s) if t)
+    expected = [{"role": "assistant", "content": content, "tool_calls": [call, s, s, [s, {"k": s}]]},
+                {"role": "tool", "tool_call_id": s, "content": s}, {"role": "user", "content": s}]
+    assert session.derive_messages() == expected
+    assert session.messages_json() == codec.dumps(expected)
+
+
+# Strings of the characters whose JSON text is an escape, and of the letters of the escapes
+# (two high surrogates never make a pair: each stays a lone one).
+escaped_text = st.text(st.sampled_from(["\x00", "\ud83d", "\udbff", "\\", "/", "u", "d", "8", "0", '"', "\n",
+                                        "\x1f", "a", "é", "\U0001f600"]), max_size=6)
+escaped_values = st.recursive(escaped_text, lambda inner: st.one_of(
+    st.lists(inner, max_size=2), st.dictionaries(escaped_text, inner, max_size=2)), max_leaves=4)
+# The message's id, an id differing from it after a U+0000, one PostgreSQL decoded the same
+# ("/ud83d" beside "\ud83d"), and the JSON number 1 beside the string "1".
+ESCAPED_IDS = [("a\x00b", "a\x00c"), ("\ud83d", "/ud83d"), ("1", 1)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(ESCAPED_IDS), st.tuples(st.one_of(escaped_text, escaped_values), st.lists(escaped_values)),
+       st.lists(st.tuples(st.booleans(), st.one_of(escaped_text, escaped_values), st.lists(escaped_values)),
+                max_size=4))
+def test_random_folds_keep_every_escape(store, ids, first, parts):
+    """On both backends, a fold of parts whose content and tool calls hold escaped strings is
+    what the rule says (docs/schema.md, "The projection"), in JSON.stringify's bytes: the
+    content strings that are not empty, joined by a blank line, then the calls in order;
+    a part of another id (one that only decoding would confuse with the message's) stays out."""
+    from eventstore.log import codec
+
+    mid, other = ids
+    content, calls = first
+    events = [("assistant/message", {"message_id": mid, "content": content, "tool_calls": calls})]
+    events += [("assistant/part", {"message_id": mid if same else other, "content": c, "tool_calls": t})
+               for same, c, t in parts]
+    session = store.create_session()
+    session.append_many(events)
+    folded = [p for t, p in events if t == "assistant/part" and p["message_id"] == mid]
+    if folded:
+        texts = [p["content"] for p in (events[0][1], *folded) if isinstance(p["content"], str) and p["content"]]
+        message = {"role": "assistant", "content": "\n\n".join(texts)}
+        every = [c for p in (events[0][1], *folded) for c in p["tool_calls"]]
+    else:
+        message = {"role": "assistant", "content": content}
+        every = calls
+    if every:
+        message["tool_calls"] = every
+    assert session.messages_json() == codec.dumps([message])
+    assert session.derive_messages() == [message]

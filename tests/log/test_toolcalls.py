@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from conftest import db_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -82,3 +83,46 @@ def test_the_tracker_says_what_the_views_say(store, events):
                                                                               "first_ts": stored[0].ts,
                                                                               "last_ts": stored[-1].ts}
 
+
+
+@pytest.mark.parametrize(("call_id", "result_id"), [
+    ("\ud83d", "/ud83d"), ("\x00", "/u0000"), ("a\x00b", "a\x00c"), ("\x00\ud83d", "/u0000/ud83d"),
+    ("\ud83d", "\ud83d"), ("a\x00b", "a\x00b"), ("\\\x00", "\\\x00")])
+def test_a_result_answers_only_its_own_escaped_id(store, call_id, result_id):
+    """Ids that read the same only decoded (PostgreSQL's es_json spells "\\ud83d" as "/ud83d",
+    SQLite's ->> ends a text at U+0000) are different ids in the ``tool_calls`` and ``turns``
+    views, as in the tracker; the same id still answers."""
+    call = {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    session = store.create_session()
+    stored = session.append_many([
+        ("turn/start", {}), ("assistant/message", {"content": "", "tool_calls": [call]}),
+        ("tool/result", {"tool_call_id": result_id, "content": "r"}), ("assistant/message", {"content": "ok"})])
+    tracker = ToolCallTracker(keep=True)
+    for ev in stored:
+        tracker.feed(ev.seq, ev.type, ev.payload)
+    tracker.finish()
+    answered = 2 if call_id == result_id else None
+    assert [c.result_seq for c in tracker.calls] == [answered]
+    assert db_rows(store, "SELECT call_seq, result_seq FROM tool_calls WHERE session_id = ?",
+                   (session.id,)) == [(1, answered)]
+    assert [bool(r[0]) for r in db_rows(store, "SELECT complete FROM turns WHERE session_id = ?", (session.id,))] \
+        == [t.complete for t in tracker.turns] == [answered is not None]
+
+
+def test_a_tool_call_that_is_not_an_object_has_no_id(store):
+    """An element of ``tool_calls`` that is not an object (a string, a number, null, an
+    array) is a call without id or name, on both databases, as in the tracker; reading the
+    ``tool_calls`` view works (SQLite's took a string element's value as JSON text and failed
+    with "malformed JSON" before 0370)."""
+    session = store.create_session()
+    calls = ["x", "{\"id\":\"c\"}", 1, None, ["c"], {"id": "c", "function": {"name": "f"}}]
+    stored = session.append_many([("assistant/message", {"content": "", "tool_calls": calls}),
+                                  ("tool/result", {"tool_call_id": "c", "content": "r"})])
+    tracker = ToolCallTracker(keep=True)
+    for ev in stored:
+        tracker.feed(ev.seq, ev.type, ev.payload)
+    tracker.finish()
+    rows = db_rows(store, "SELECT call_seq, call_id, name, result_seq FROM tool_calls WHERE session_id = ?",
+                   (session.id,))
+    assert sorted(rows, key=_key) == sorted([(c.seq, c.id, c.name, c.result_seq) for c in tracker.calls], key=_key) \
+        == sorted([(0, None, None, None)] * 5 + [(0, "c", "f", 1)], key=_key)

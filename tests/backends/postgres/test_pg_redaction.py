@@ -468,7 +468,7 @@ def test_roles_refuses_a_redactor_that_would_give_or_take_more(pg_server):
 
 def test_a_database_made_by_main_upgrades_and_its_legacy_events_redact(pg_server, pg_url):
     """The pg_dump an earlier eventstore wrote (revision 0290) opens, upgrading in place to
-    0350: its events are unsalted (legacy), and one of them redacts through the backend as
+    0370: its events are unsalted (legacy), and one of them redacts through the backend as
     any other (the redaction event's "hash" binds it); the trigger refuses another form."""
     import subprocess
 
@@ -479,7 +479,7 @@ def test_a_database_made_by_main_upgrades_and_its_legacy_events_redact(pg_server
     assert restore.returncode == 0, restore.stderr
     with EventStore.open(pg_url) as store:
         with psycopg.connect(pg_url, autocommit=True) as conn:
-            assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0350",)
+            assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0370",)
             assert conn.execute("SELECT count(*) FROM events WHERE salt IS NOT NULL").fetchone() == (0,)
             sid, seq, payload = conn.execute(
                 "SELECT session_id, seq, payload FROM events WHERE type = 'user/message' ORDER BY position "

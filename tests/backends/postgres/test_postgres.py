@@ -787,6 +787,45 @@ def test_writer_and_auditor_roles(pg_server, pg_url, tmp_path):
         assert snapshot(conn) == before
 
 
+
+def test_the_writer_appends_and_the_auditor_reads_a_fold_of_escapes(pg_server, pg_url):
+    """As the roles `eventstore roles` makes: the writer appends a fold whose strings hold
+    U+0000 beside a lone surrogate (the insert guard's es_json refused it before 0370), and
+    the auditor reads it back exactly, through derive_messages and the views (es_raw, new in
+    0370, is executable by every role that reads the views)."""
+    from eventstore.log import codec
+
+    assert CliRunner().invoke(cli, ["--db", pg_url, "roles"]).exit_code == 0
+    tag = uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE w_{tag} LOGIN IN ROLE eventstore_writer")
+        conn.execute(f"CREATE ROLE a_{tag} LOGIN IN ROLE eventstore_auditor")
+    name = pg_url.rsplit("/", 1)[1]
+    s = "\x00\ud83d\\\x00"
+    call = {"id": s, "type": "function", "function": {"name": s, "arguments": s}}
+    expected = [{"role": "assistant", "content": f"{s}\n\n{s}", "tool_calls": [call, s]},
+                {"role": "tool", "tool_call_id": s, "content": s}]
+    try:
+        with EventStore.open(pg_server.url(name, f"w_{tag}")) as store:
+            session = store.create_session()
+            session.append_many([("assistant/message", {"message_id": s, "content": s, "tool_calls": [call]}),
+                                 ("assistant/part", {"message_id": s, "content": s, "tool_calls": [s]}),
+                                 ("tool/result", {"tool_call_id": s, "content": s})])
+        with EventStore.open(pg_server.url(name, f"a_{tag}"), readonly=True) as store:
+            assert store.session(session.id).derive_messages() == expected
+            assert store.session(session.id).messages_json() == codec.dumps(expected)
+        with psycopg.connect(pg_server.url(name, f"a_{tag}"), autocommit=True) as conn:
+            assert conn.execute("SELECT call_seq, result_seq FROM tool_calls ORDER BY call_seq").fetchall() \
+                == [(0, 2), (1, None)]
+            assert conn.execute("SELECT string_agg(message, ',' ORDER BY seq) FROM messages").fetchone()[0] \
+                == codec.dumps(expected)[1:-1]
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for role in (f"w_{tag}", f"a_{tag}"):
+                conn.execute(f"DROP OWNED BY {role}")
+                conn.execute(f"DROP ROLE {role}")
+
+
 @contextlib.contextmanager
 def owned_database(pg_server, *options: str):
     """A new login role (with ``options``, e.g. CREATEROLE) owning a new database: yields
