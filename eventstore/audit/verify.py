@@ -139,8 +139,10 @@ class _Walk(ToolCallTracker):
         if type_ in _PARSED and isinstance(payload, str):
             try:
                 payload = json.loads(payload)
-            except ValueError:
+            except (ValueError, RecursionError):
                 payload = {}
+        if type_ in _PARSED and type(payload) is not dict:  # (a tampered '[1]': read as {}, as the tool-call rules do)
+            payload = {}
         if type_ == ASSISTANT_CHUNK:
             delta = payload.get("delta")
             text = delta.get("content") if isinstance(delta, dict) else None
@@ -299,7 +301,9 @@ class _Redactions:
         """Take the ``redaction`` event at ``seq`` and resolve the event it names, if waiting."""
         try:
             body = loads(payload) if isinstance(payload, str) else {}
-        except ValueError:
+        except (ValueError, RecursionError):
+            body = {}
+        if type(body) is not dict:  # a tampered record ('[1]'): it names no event
             body = {}
         target = body.get(TARGET_SEQ)
         if not isinstance(target, int) or isinstance(target, bool):
