@@ -26,7 +26,14 @@ from eventstore.backends.fallbacks import capability
 from eventstore.errors import SessionNotFound
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import loads
-from eventstore.log.commit import commit_json, commit_jsons, is_event_salt, key_salts_of, rebuilt_commit_json
+from eventstore.log.commit import (
+    SALT_BYTES,
+    commit_json,
+    commit_jsons,
+    is_event_salt,
+    key_salts_of,
+    rebuilt_commit_json,
+)
 from eventstore.log.line import event_line, event_lines
 from eventstore.log.redaction import REDACTION, TARGET_SEQ, path_text
 from eventstore.log.toolcalls import Call, ToolCallTracker
@@ -433,6 +440,19 @@ def _parsed(payload: Any) -> Any:
         return None
 
 
+def _parsed_page(payloads: list[Any]) -> list[Any]:
+    """:func:`_parsed` of each of ``payloads``: one screen for long digit runs over the page
+    joined (an object ends in ``}``, so joining makes no run) and one C loop of orjson when
+    the whole page passes, else payload by payload."""
+    try:
+        joined = "".join(payloads).encode("utf-8", "surrogatepass")  # (TypeError: a BLOB or NULL)
+        if _LONG_RUN not in joined.translate(_DIGITS):
+            return list(map(_orjson.loads, payloads))
+    except (TypeError, _orjson.JSONDecodeError):  # a lone surrogate, no JSON: each payload's own way
+        pass
+    return list(map(_parsed, payloads))
+
+
 def _wants(prev_hash: str, rows: list[tuple], parsed: list[Any]) -> list[str]:
     """:func:`_want_one` of each of ``rows`` (``verify_rows`` tuples; ``parsed`` their
     :func:`_parsed` payloads), each chained from the stored hash of the row before it
@@ -442,44 +462,51 @@ def _wants(prev_hash: str, rows: list[tuple], parsed: list[Any]) -> list[str]:
     take (a payload orjson does not read as loads() does, an odd type or ts) gets the
     per-event rule, as does every row of a run whose batch raises."""
     n = len(rows)
-    texts: list[Any] = [None] * n  # what each row's line holds after type, seq and ts
-    salted = [i for i, r in enumerate(rows) if is_event_salt(r[6]) and type(parsed[i]) is dict]
+    seqs, _positions, types, tss, payloads, stored, salts = map(list, zip(*rows, strict=True))
+    # what each row's line holds after type, seq and ts: a salted row's commit payload, an
+    # unsalted (or redacted) row's payload text; None: the row's own rule decides
+    event = [s is not None and len(s) == SALT_BYTES for s in salts]
+    texts: list[Any] = [None if e or type(p) is not str else p for e, p in zip(event, payloads, strict=True)]
+    salted = [i for i in range(n) if event[i] and type(parsed[i]) is dict]
     if salted:
         try:
-            commits = commit_jsons([bytes(rows[i][6]) for i in salted], [parsed[i] for i in salted])
+            commits = commit_jsons([bytes(salts[i]) for i in salted], [parsed[i] for i in salted])
         except Exception:  # noqa: BLE001 - a payload no append wrote: each row's own rule says what
             commits = [None] * len(salted)
         for i, c in zip(salted, commits, strict=True):
             texts[i] = c
-    for i, r in enumerate(rows):
-        if not is_event_salt(r[6]) and type(r[4]) is str:
-            texts[i] = r[4]
     lines: list[Any] = [None] * n
-    i = 0
-    while i < n:  # runs of consecutive seqs whose line the batch can spell
-        if texts[i] is None or type(rows[i][2]) is not str or type(rows[i][3]) is not float:
-            i += 1
-            continue
-        j = i + 1
-        while (j < n and texts[j] is not None and rows[j][0] == rows[j - 1][0] + 1
-               and type(rows[j][2]) is str and type(rows[j][3]) is float):
-            j += 1
-        run = rows[i:j]
+    if (None not in texts and seqs == list(range(seqs[0], seqs[0] + n)) and set(map(type, types)) == {str}
+            and set(map(type, tss)) == {float}):
+        runs = [(0, n)]  # (most pages: one run)
+    else:
+        runs = []
+        i = 0
+        while i < n:  # runs of consecutive seqs whose line the batch can spell
+            if texts[i] is None or type(types[i]) is not str or type(tss[i]) is not float:
+                i += 1
+                continue
+            j = i + 1
+            while (j < n and texts[j] is not None and seqs[j] == seqs[j - 1] + 1
+                   and type(types[j]) is str and type(tss[j]) is float):
+                j += 1
+            runs.append((i, j))
+            i = j
+    for i, j in runs:
         try:
-            lines[i:j] = event_lines([r[2] for r in run], run[0][0], [r[3] for r in run], texts[i:j])
+            lines[i:j] = event_lines(types[i:j], seqs[i], tss[i:j], texts[i:j])
         except Exception:  # noqa: BLE001 - (a ts no append wrote): each row's own rule
             pass
-        i = j
+    prevs = [prev_hash, *(h if isinstance(h, str) else "" for h in stored[:-1])]
     out = []
-    for (seq, _position, type_, ts, payload, stored, salt), line in zip(rows, lines, strict=True):
+    for k, line in enumerate(lines):
         want = None
         if line is not None:
             try:
-                want = chain_hash(prev_hash, line)
+                want = chain_hash(prevs[k], line)
             except Exception:  # noqa: BLE001 - (a lone surrogate in the line): the rule's own text
                 want = None
-        out.append(_want_one(prev_hash, seq, type_, ts, payload, salt) if want is None else want)
-        prev_hash = stored if isinstance(stored, str) else ""
+        out.append(_want_one(prevs[k], seqs[k], types[k], tss[k], payloads[k], salts[k]) if want is None else want)
     return out
 
 
@@ -495,7 +522,7 @@ def _verify_session(backend: AuditReads, sid: str, report: VerifyReport) -> None
     redactions = _Redactions()
     rows_iter = backend.verify_rows(sid)
     while page := list(islice(rows_iter, PAGE)):
-        parsed = [_parsed(r[4]) for r in page]
+        parsed = _parsed_page([r[4] for r in page])
         wants = _wants(prev_hash, page, parsed)
         for (seq, position, type_, ts, payload, stored, salt), want, obj in zip(page, wants, parsed, strict=True):
             n += 1

@@ -73,7 +73,7 @@ def _run(rows: list[tuple], *, per_event: bool, page: int) -> audit.VerifyReport
         stack.enter_context(mock.patch.object(audit, "PAGE", page))
         if per_event:  # the rule: each row's own hash, each payload parsed by the walk from its text
             stack.enter_context(mock.patch.object(audit, "_wants", _per_event_wants))
-            stack.enter_context(mock.patch.object(audit, "_parsed", lambda payload: None))
+            stack.enter_context(mock.patch.object(audit, "_parsed_page", lambda payloads: [None] * len(payloads)))
         audit._verify_session(_Rows(rows), SID, report)
     return report
 
