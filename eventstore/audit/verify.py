@@ -16,15 +16,25 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
+
+import orjson as _orjson
 
 from eventstore.backends.capabilities import AuditReads
 from eventstore.backends.fallbacks import capability
 from eventstore.errors import SessionNotFound
 from eventstore.log.chain import chain_hash, genesis_hash
 from eventstore.log.codec import loads
-from eventstore.log.commit import commit_json, is_event_salt, key_salts_of, rebuilt_commit_json
-from eventstore.log.line import event_line
+from eventstore.log.commit import (
+    SALT_BYTES,
+    commit_json,
+    commit_jsons,
+    is_event_salt,
+    key_salts_of,
+    rebuilt_commit_json,
+)
+from eventstore.log.line import event_line, event_lines
 from eventstore.log.redaction import REDACTION, TARGET_SEQ, path_text
 from eventstore.log.toolcalls import Call, ToolCallTracker
 from eventstore.log.types import (
@@ -136,8 +146,10 @@ class _Walk(ToolCallTracker):
         if type_ in _PARSED and isinstance(payload, str):
             try:
                 payload = json.loads(payload)
-            except ValueError:
+            except (ValueError, RecursionError):
                 payload = {}
+        if type_ in _PARSED and type(payload) is not dict:  # (a tampered '[1]': read as {}, as the tool-call rules do)
+            payload = {}
         if type_ == ASSISTANT_CHUNK:
             delta = payload.get("delta")
             text = delta.get("content") if isinstance(delta, dict) else None
@@ -296,7 +308,9 @@ class _Redactions:
         """Take the ``redaction`` event at ``seq`` and resolve the event it names, if waiting."""
         try:
             body = loads(payload) if isinstance(payload, str) else {}
-        except ValueError:
+        except (ValueError, RecursionError):
+            body = {}
+        if type(body) is not dict:  # a tampered record ('[1]'): it names no event
             body = {}
         target = body.get(TARGET_SEQ)
         if not isinstance(target, int) or isinstance(target, bool):
@@ -386,6 +400,116 @@ def _hash_finding(sid: str, seq: int) -> Finding:
                                      "event was edited, or one before it removed or reordered")
 
 
+#: Rows re-hashed together by :func:`_wants`: the batch paths' setup is paid once a page,
+#: and a page is what one session's walk holds at a time.
+PAGE = 1000
+
+
+def _want_one(prev_hash: str, seq: int, type_: Any, ts: Any, payload: Any, salt: Any) -> str:
+    """The hash event ``seq`` must have (:func:`chain_hash` of its line, from ``prev_hash``),
+    or ``"(no canonical line: ...)"`` for a value the append path could never have written:
+    the rule, one event at a time (what :func:`_wants` gives for a page)."""
+    try:
+        if is_event_salt(salt):  # a salted event: its line holds the commit payload (docs/redaction.md)
+            return chain_hash(prev_hash, event_line(type_, seq, ts, commit_json(bytes(salt), loads(payload))))
+        # unsalted, or redacted (the salt column then holds the kept keys' salts)
+        return chain_hash(prev_hash, event_line(type_, seq, ts, payload))
+    except Exception as e:  # noqa: BLE001 - a value that the append path could never have written
+        return f"(no canonical line: {e})"
+
+
+# orjson reads a payload as loads() does except where it cannot: it raises for a lone
+# surrogate escape, a number beyond a double, NaN (which loads() refuses too), and reads an
+# integer outside [-2**63, 2**64) as a float, silently; such an integer has 19 digits in a
+# row or more, so text with such a run goes to loads() (as eventstore.log.projection does).
+_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN = b"0" * 19
+
+
+def _parsed(payload: Any) -> Any:
+    """``loads(payload)`` when orjson reads it the same, else None (the row then takes the
+    per-event rule, :func:`_want_one`, and the walk parses its text itself)."""
+    if type(payload) is not str:
+        return None
+    data = payload.encode("utf-8", "surrogatepass")
+    if _LONG_RUN in data.translate(_DIGITS):
+        return None
+    try:
+        return _orjson.loads(data)
+    except _orjson.JSONDecodeError:
+        return None
+
+
+def _parsed_page(payloads: list[Any]) -> list[Any]:
+    """:func:`_parsed` of each of ``payloads``: one screen for long digit runs over the page
+    joined (an object ends in ``}``, so joining makes no run) and one C loop of orjson when
+    the whole page passes, else payload by payload."""
+    try:
+        joined = "".join(payloads).encode("utf-8", "surrogatepass")  # (TypeError: a BLOB or NULL)
+        if _LONG_RUN not in joined.translate(_DIGITS):
+            return list(map(_orjson.loads, payloads))
+    except (TypeError, _orjson.JSONDecodeError):  # a lone surrogate, no JSON: each payload's own way
+        pass
+    return list(map(_parsed, payloads))
+
+
+def _wants(prev_hash: str, rows: list[tuple], parsed: list[Any]) -> list[str]:
+    """:func:`_want_one` of each of ``rows`` (``verify_rows`` tuples; ``parsed`` their
+    :func:`_parsed` payloads), each chained from the stored hash of the row before it
+    (``prev_hash`` before the first): the salted ones' commitments by
+    :func:`~eventstore.log.commit.commit_jsons` and the lines by
+    :func:`~eventstore.log.line.event_lines`, the shared batch paths. A row they cannot
+    take (a payload orjson does not read as loads() does, an odd type or ts) gets the
+    per-event rule, as does every row of a run whose batch raises."""
+    n = len(rows)
+    seqs, _positions, types, tss, payloads, stored, salts = map(list, zip(*rows, strict=True))
+    # what each row's line holds after type, seq and ts: a salted row's commit payload, an
+    # unsalted (or redacted) row's payload text; None: the row's own rule decides
+    event = [s is not None and len(s) == SALT_BYTES for s in salts]
+    texts: list[Any] = [None if e or type(p) is not str else p for e, p in zip(event, payloads, strict=True)]
+    salted = [i for i in range(n) if event[i] and type(parsed[i]) is dict]
+    if salted:
+        try:
+            commits = commit_jsons([bytes(salts[i]) for i in salted], [parsed[i] for i in salted])
+        except Exception:  # noqa: BLE001 - a payload no append wrote: each row's own rule says what
+            commits = [None] * len(salted)
+        for i, c in zip(salted, commits, strict=True):
+            texts[i] = c
+    lines: list[Any] = [None] * n
+    if (None not in texts and seqs == list(range(seqs[0], seqs[0] + n)) and set(map(type, types)) == {str}
+            and set(map(type, tss)) == {float}):
+        runs = [(0, n)]  # (most pages: one run)
+    else:
+        runs = []
+        i = 0
+        while i < n:  # runs of consecutive seqs whose line the batch can spell
+            if texts[i] is None or type(types[i]) is not str or type(tss[i]) is not float:
+                i += 1
+                continue
+            j = i + 1
+            while (j < n and texts[j] is not None and seqs[j] == seqs[j - 1] + 1
+                   and type(types[j]) is str and type(tss[j]) is float):
+                j += 1
+            runs.append((i, j))
+            i = j
+    for i, j in runs:
+        try:
+            lines[i:j] = event_lines(types[i:j], seqs[i], tss[i:j], texts[i:j])
+        except Exception:  # noqa: BLE001 - (a ts no append wrote): each row's own rule
+            pass
+    prevs = [prev_hash, *(h if isinstance(h, str) else "" for h in stored[:-1])]
+    out = []
+    for k, line in enumerate(lines):
+        want = None
+        if line is not None:
+            try:
+                want = chain_hash(prevs[k], line)
+            except Exception:  # noqa: BLE001 - (a lone surrogate in the line): the rule's own text
+                want = None
+        out.append(_want_one(prevs[k], seqs[k], types[k], tss[k], payloads[k], salts[k]) if want is None else want)
+    return out
+
+
 def _verify_session(backend: AuditReads, sid: str, report: VerifyReport) -> None:
     walk = _Walk(sid)
     feed = walk.feed
@@ -396,33 +520,31 @@ def _verify_session(backend: AuditReads, sid: str, report: VerifyReport) -> None
     prev_position = -1
     n = 0
     redactions = _Redactions()
-    for seq, position, type_, ts, payload, stored, salt in backend.verify_rows(sid):
-        n += 1
-        if seq != expected:
-            gap = f"seq {expected}" if seq - expected == 1 else f"seqs {expected}..{seq - 1}"
-            add(Finding("seq", sid, seq, f"seq {seq} follows seq {expected - 1}: {gap} missing"))
-        expected = seq + 1
-        if position <= prev_position:
-            add(Finding("seq", sid, seq, f"position {position} is not after the previous event's "
-                                         f"position {prev_position}: events out of commit order"))
-        prev_position = position
-        try:
-            if is_event_salt(salt):  # a salted event: its line holds the commit payload (docs/redaction.md)
-                want = chain_hash(prev_hash, event_line(type_, seq, ts, commit_json(bytes(salt), loads(payload))))
-            else:  # unsalted, or redacted (the salt column then holds the kept keys' salts)
-                want = chain_hash(prev_hash, event_line(type_, seq, ts, payload))
-        except Exception as e:  # noqa: BLE001 - a value that the append path could never have written
-            want = f"(no canonical line: {e})"
-        if stored != want:
-            if not is_event_salt(salt) and isinstance(payload, str):  # maybe redacted: a later record may prove it
-                redactions.mismatch(seq, prev_hash, type_, ts, payload, stored,
-                                    None if salt is None else bytes(salt), len(walk.findings))
-            else:
-                add(_hash_finding(sid, seq))
-        if type_ == REDACTION:
-            redactions.record(sid, seq, ts, payload)
-        prev_hash = stored if isinstance(stored, str) else ""
-        feed(seq, type_, payload)
+    rows_iter = backend.verify_rows(sid)
+    while page := list(islice(rows_iter, PAGE)):
+        parsed = _parsed_page([r[4] for r in page])
+        wants = _wants(prev_hash, page, parsed)
+        for (seq, position, type_, ts, payload, stored, salt), want, obj in zip(page, wants, parsed, strict=True):
+            n += 1
+            if seq != expected:
+                gap = f"seq {expected}" if seq - expected == 1 else f"seqs {expected}..{seq - 1}"
+                add(Finding("seq", sid, seq, f"seq {seq} follows seq {expected - 1}: {gap} missing"))
+            expected = seq + 1
+            if position <= prev_position:
+                add(Finding("seq", sid, seq, f"position {position} is not after the previous event's "
+                                             f"position {prev_position}: events out of commit order"))
+            prev_position = position
+            if stored != want:
+                if not is_event_salt(salt) and isinstance(payload, str):  # maybe redacted: a later record may prove it
+                    redactions.mismatch(seq, prev_hash, type_, ts, payload, stored,
+                                        None if salt is None else bytes(salt), len(walk.findings))
+                else:
+                    add(_hash_finding(sid, seq))
+            if type_ == REDACTION:
+                redactions.record(sid, seq, ts, payload)
+            prev_hash = stored if isinstance(stored, str) else ""
+            # the walk reads what orjson read (json.loads' result too), else parses the text itself
+            feed(seq, type_, obj if type(obj) is dict and type_ in _PARSED else payload)
     late = [(waiting[-1], _hash_finding(sid, seq)) for seq, waiting in redactions.pending.items()]
     for at, finding in sorted(late + redactions.unmarked, key=lambda x: x[0], reverse=True):
         walk.findings.insert(at, finding)  # in place, as if found in the walk

@@ -1,16 +1,19 @@
 """Verify: the whole database checked as a user runs it, against a plain script re-chaining
-every session's hashes (SQLite; on PostgreSQL eventstore alone)."""
+every session's hashes (SQLite; on PostgreSQL eventstore alone); and `eventstore copy` of the same
+sessions into a new SQLite file (each session verified in the source and in the target)."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from eventstore import EventStore
 
 from .. import data
 from ..harness import ES, command, run_command
 
-SUMMARY = "`eventstore verify` of agent sessions as a command; a plain script re-chaining every hash"
+SUMMARY = ("`eventstore verify` of agent sessions as a command; a plain script re-chaining every hash; "
+           "`eventstore copy` of them into a new SQLite file")
 NAME = "Verify"
 #: the plain script: every event's line rebuilt and chained with sha256, session by session; a
 #: salted event's line carries its commit payload (each value's salted digest, docs/redaction.md)
@@ -52,3 +55,14 @@ def run(bench) -> None:
         systems[plain] = lambda: run_command([sys.executable, "-c", SCRIPT, db]) / n
         notes[plain] = "re-chain every session's hashes from salted commitments (sqlite3, orjson, hashlib)"
     bench.measure(NAME, f"{n:,} events in {files} sessions", systems, "event", notes)
+    copy_db = bench.folder("verify") / "copy.db"
+
+    def copy_once() -> float:
+        """`eventstore copy` into a new file: each session verified in the source, imported,
+        and verified in the target."""
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{copy_db}{suffix}").unlink(missing_ok=True)
+        return run_command(command("copy", db, str(copy_db))) / n
+
+    bench.measure(NAME, f"copy: {n:,} events in {files} sessions", {ES: copy_once}, "event",
+                  {ES: "eventstore copy SRC NEW.db (verify the source, import, verify the target)"})
