@@ -298,16 +298,16 @@ def _peak_rss_mib(argv: list[str], env: dict) -> tuple[subprocess.CompletedProce
     return subprocess.CompletedProcess(argv, r.returncode, b"", err), int(last.split()[1]) / 1024
 
 
-#: Rows of 1,000 characters the bounded-memory test streams: about 50 MB, a hundred times
-#: the rows one fetch holds (SQL_BATCH on PostgreSQL, 500 on SQLite) and three times the growth
+#: Rows of 1,000 characters the bounded-memory test streams: about 25 MB, fifty times or more the
+#: rows one fetch holds (SQL_BATCH on PostgreSQL, 500 on SQLite) and three times the growth
 #: the test allows.
-BIG_ROWS = 50_000
+BIG_ROWS = 25_000
 BIG_QUERY = f"SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, {BIG_ROWS}) AS g"
 
 
 @pytest.mark.parametrize("backend", ["postgres", "sqlite"])
 def test_sql_streams_a_large_result_in_bounded_memory(request, tmp_path, backend):
-    """50 MB of rows: the process grows far less than that over the same command with a
+    """25 MB of rows: the process grows far less than that over the same command with a
     one-row result (a server-side cursor on PostgreSQL; SQLite's rows come from its cursor
     in batches too)."""
     if backend == "postgres":
