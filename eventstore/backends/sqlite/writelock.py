@@ -167,9 +167,9 @@ class WriteLock:
             if req is None:
                 return
             with self._mutex:
-                if req.abandoned:
+                if req.abandoned:  # (signal first: acquire() reads _pending unlocked, and a
+                    self._signal(-1)  # zero must mean this request's signal is gone too)
                     self._pending -= 1
-                    self._signal(-1)
                     continue
                 self._waiting = True
             error = None
@@ -179,8 +179,8 @@ class WriteLock:
                 error = e.strerror or str(e)
             with self._mutex:
                 self._waiting = False
-                self._pending -= 1
                 self._signal(-1)
+                self._pending -= 1
                 if self._closed:  # close() left the file to us; closing it drops the lock
                     os.close(self.fd)
                     return
