@@ -35,6 +35,7 @@ from eventstore.log.commit import (
     rebuilt_commit_json,
 )
 from eventstore.log.line import event_line, event_lines
+from eventstore.log.projection import no_long_digit_run
 from eventstore.log.redaction import REDACTION, TARGET_SEQ, path_text
 from eventstore.log.toolcalls import Call, ToolCallTracker
 from eventstore.log.types import (
@@ -419,20 +420,15 @@ def _want_one(prev_hash: str, seq: int, type_: Any, ts: Any, payload: Any, salt:
 
 
 # orjson reads a payload as loads() does except where it cannot: it raises for a lone
-# surrogate escape, a number beyond a double, NaN (which loads() refuses too), and reads an
-# integer outside [-2**63, 2**64) as a float, silently; such an integer has 19 digits in a
-# row or more, so text with such a run goes to loads() (as eventstore.log.projection does).
-_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
-_LONG_RUN = b"0" * 19
-
-
+# surrogate escape or a number beyond a double, and reads a long integer as a float
+# (eventstore.log.projection explains the screen for that).
 def _parsed(payload: Any) -> Any:
     """``loads(payload)`` when orjson reads it the same, else None (the row then takes the
     per-event rule, :func:`_want_one`, and the walk parses its text itself)."""
     if type(payload) is not str:
         return None
     data = payload.encode("utf-8", "surrogatepass")
-    if _LONG_RUN in data.translate(_DIGITS):
+    if not no_long_digit_run(data):
         return None
     try:
         return _orjson.loads(data)
@@ -446,7 +442,7 @@ def _parsed_page(payloads: list[Any]) -> list[Any]:
     the whole page passes, else payload by payload."""
     try:
         joined = "".join(payloads).encode("utf-8", "surrogatepass")  # (TypeError: a BLOB or NULL)
-        if _LONG_RUN not in joined.translate(_DIGITS):
+        if no_long_digit_run(joined):
             return list(map(_orjson.loads, payloads))
     except (TypeError, _orjson.JSONDecodeError):  # a lone surrogate, no JSON: each payload's own way
         pass

@@ -81,9 +81,11 @@ def _read(inp: IO[bytes]) -> Any:
 
 
 def payload_value(text: str) -> Any:
-    """A payload as stored, read from its canonical text: by orjson, unless it holds what
-    orjson does not read as :func:`~eventstore.log.codec.loads` does (a lone surrogate
-    escape, an integer past 64 bits)."""
+    """A payload as stored, read from its canonical text: by orjson, unless orjson refuses it
+    (a lone surrogate escape, a number beyond a double) where
+    :func:`~eventstore.log.codec.loads` reads it. An integer past 64 bits comes back as a
+    float, which encodes to the same canonical text (such an integer is canonical only as
+    JavaScript writes the double)."""
     try:
         return _orjson.loads(text)
     except _orjson.JSONDecodeError:

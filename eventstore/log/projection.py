@@ -47,10 +47,16 @@ _DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _LONG_RUN = b"0" * 19
 
 
+def no_long_digit_run(data: bytes) -> bool:
+    """Whether ``data`` (UTF-8 JSON text) has no run of 19 digits or more: then orjson reads
+    every integer in it as json.loads does (see above)."""
+    return _LONG_RUN not in data.translate(_DIGITS)
+
+
 def loads(text: str):
     """``json.loads(text)``, through orjson when it gives the same result (see above)."""
     data = text.encode("utf-8", "surrogatepass")
-    if _LONG_RUN not in data.translate(_DIGITS):
+    if no_long_digit_run(data):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
