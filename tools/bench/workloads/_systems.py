@@ -29,9 +29,13 @@ def sqlite_peers(bench) -> dict[str, str]:
 
 
 def store_settings(store) -> str:
-    """What an eventstore store's SQLite connection runs (``journal_mode``, ``synchronous``),
-    read back from it; '' on PostgreSQL."""
-    conn = getattr(getattr(store, "_backend", None), "_conn", None)
+    """What an eventstore store's commits run: on SQLite ``journal_mode`` and ``synchronous``
+    read back from its connection; on PostgreSQL the ``synchronous_commit`` level each
+    append's commit waits for ("off" with ``may-lose-recent``)."""
+    backend = getattr(store, "_backend", None)
+    if backend is not None and backend.name == "postgresql":
+        return f"synchronous_commit={backend._full_level or 'off'} at each commit"
+    conn = getattr(backend, "_conn", None)
     if conn is None or not hasattr(conn, "in_transaction") or not hasattr(conn, "total_changes"):
         return ""
     return agents_sdk.settings(conn)
