@@ -289,6 +289,24 @@ def test_a_search_of_an_up_to_date_index_writes_nothing(tmp_path):
     watcher.close()
 
 
+def test_a_postgres_search_of_an_up_to_date_index_takes_no_lock(pg_url):
+    """With nothing to index, the catch-up each search makes is one read: no transaction
+    locks the state row (it would write, and wait for a WAL flush at its commit), so a
+    search goes on while a catch-up holds that lock."""
+    import psycopg
+
+    with EventStore.open(pg_url, busy_timeout=1.0) as store:
+        store.create_session("s").append("user/message", {"content": "quiet words"})
+        assert catch_up(store) == 1
+        lockers = db_rows(store, "SELECT xmax::text FROM events_search_state")
+        assert [h.seq for h in search(store, "quiet")] == [0] and es_count(store, "quiet") == 1
+        assert db_rows(store, "SELECT xmax::text FROM events_search_state") == lockers  # (FOR UPDATE sets it)
+        with psycopg.connect(pg_url) as holder:  # (a transaction, open until the block ends)
+            holder.execute("SELECT 1 FROM events_search_state FOR UPDATE")
+            assert catch_up(store) == 0  # (a wait for the lock would end in DatabaseError after 1 s)
+            assert [h.seq for h in search(store, "quiet")] == [0]
+
+
 def test_usage_view_has_one_row_per_model_response(loaded):
     store = loaded
     rows = db_rows(store, "SELECT session_id, turn, step, model, input_tokens, output_tokens, cache_read_tokens "
