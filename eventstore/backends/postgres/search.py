@@ -79,7 +79,32 @@ class PgSearch(SearchIndex):
                 if progress is not None and end < total:
                     progress(end, total)
                 if end >= last:
-                    return done
+                    break
+        self._take_statistics(done)
+        return done
+
+    def _take_statistics(self, indexed: int) -> None:
+        """ANALYZE events_search after a catch-up that indexed ``indexed`` events, when they
+        are at least :data:`ANALYZE_AFTER` and more than a tenth of the rows its statistics
+        last counted, and this role may (the table's or the database's owner). Without
+        statistics (a big import, then a search before autovacuum got to the table) the
+        planner takes every word for a rare one: a common word's search then reads all its
+        matches instead of walking back from the newest (docs/benchmarks.md)."""
+        if indexed < ANALYZE_AFTER:
+            return
+        counted, may = self._one(
+            "SELECT c.reltuples, pg_has_role(c.relowner, 'USAGE') OR pg_has_role("
+            "(SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE') "
+            "FROM pg_class AS c WHERE c.oid = 'events_search'::regclass")
+        if not may or indexed * 10 < counted:
+            return
+        with self._rlock:
+            try:
+                self._conn("r").execute("ANALYZE events_search")
+            except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled):
+                pass  # (another session analyzing it past the lock timeout: the statistics come from there)
+            except psycopg.Error as e:
+                raise self._error(e) from None
 
     def _search_read(self, query: str, raw: bool, sql: str, params: dict) -> list:
         """Rows of ``sql`` with the query as ``%(q)s`` (a ``to_tsquery`` text) and ``params``."""
@@ -151,6 +176,9 @@ class PgSearch(SearchIndex):
 
 #: Positions indexed per transaction of :meth:`PostgresBackend.search_catch_up`.
 CATCH_UP_BATCH = 10_000
+#: The fewest events a catch-up indexes before it takes the index's statistics again
+#: (:meth:`PgSearch._take_statistics`).
+ANALYZE_AFTER = 10_000
 # What separates words in the indexed text (es_search_vector): whitespace and ASCII
 # punctuation, "_" included.
 _SEARCH_SPLIT = re.compile(r"[\s!-/:-@\[-`{-~]+")
