@@ -289,6 +289,55 @@ def test_a_search_of_an_up_to_date_index_writes_nothing(tmp_path):
     watcher.close()
 
 
+def test_a_postgres_search_of_an_up_to_date_index_takes_no_lock(pg_url):
+    """With nothing to index, the catch-up each search makes is one read: no transaction
+    locks the state row (it would write, and wait for a WAL flush at its commit), so a
+    search goes on while a catch-up holds that lock."""
+    import psycopg
+
+    with EventStore.open(pg_url, busy_timeout=1.0) as store:
+        store.create_session("s").append("user/message", {"content": "quiet words"})
+        assert catch_up(store) == 1
+        lockers = db_rows(store, "SELECT xmax::text FROM events_search_state")
+        assert [h.seq for h in search(store, "quiet")] == [0] and es_count(store, "quiet") == 1
+        assert db_rows(store, "SELECT xmax::text FROM events_search_state") == lockers  # (FOR UPDATE sets it)
+        with psycopg.connect(pg_url) as holder:  # (a transaction, open until the block ends)
+            holder.execute("SELECT 1 FROM events_search_state FOR UPDATE")
+            assert catch_up(store) == 0  # (a wait for the lock would end in DatabaseError after 1 s)
+            assert [h.seq for h in search(store, "quiet")] == [0]
+
+
+def test_a_big_catch_up_takes_the_index_statistics_where_the_role_may(pg_server, pg_url, monkeypatch):
+    """A catch-up that indexed at least ANALYZE_AFTER events, more than a tenth of the rows
+    the statistics last counted, analyzes the index (right after a big import autovacuum has
+    not yet, and the planner takes a common word for a rare one) when the role owns it; a
+    smaller one leaves it to autovacuum; the writer role, not the owner, searches all the same."""
+    import eventstore.backends.postgres.search as pg
+    monkeypatch.setattr(pg, "ANALYZE_AFTER", 30)
+
+    def counted(store) -> float:  # (set by ANALYZE; the migration analyzed the empty table: 0)
+        return db_rows(store, "SELECT reltuples FROM pg_class WHERE oid = 'events_search'::regclass")[0][0]
+
+    def add(store, n: int) -> None:
+        store.session("s").append_many([("user/message", {"content": f"common word {k}"}) for k in range(n)])
+
+    with EventStore.open(pg_url) as store:
+        store.create_session("s")
+        add(store, 29)
+        assert catch_up(store) == 29 and counted(store) == 0
+        add(store, 40)
+        assert catch_up(store) == 40 and counted(store) == 69
+        monkeypatch.setattr(pg, "ANALYZE_AFTER", 3)
+        add(store, 6)  # 6 is less than a tenth of 69
+        assert catch_up(store) == 6 and counted(store) == 69
+        add(store, 8)
+        assert catch_up(store) == 8 and counted(store) == 83
+    writer = _pg_role(pg_server, pg_url, "analyzing_writer", "eventstore_writer")
+    with EventStore.open(writer) as store:
+        add(store, 40)
+        assert len(search(store, "common", limit=200)) == 123 and counted(store) == 83
+
+
 def test_usage_view_has_one_row_per_model_response(loaded):
     store = loaded
     rows = db_rows(store, "SELECT session_id, turn, step, model, input_tokens, output_tokens, cache_read_tokens "

@@ -19,7 +19,7 @@ from ..capabilities import (
     SearchIndex,
 )
 from .connection import first_line
-from .statements import CATCH_UP, PAST_BOUND, SEARCH_TEXT, SEARCH_VECTOR
+from .statements import CATCH_UP, PAST_BOUND, SEARCH_BOUNDS, SEARCH_TEXT, SEARCH_VECTOR
 
 
 class PgSearch(SearchIndex):
@@ -51,6 +51,11 @@ class PgSearch(SearchIndex):
         if not self._may_index():
             raise DatabaseError(f"{self.display}: this store may not write the search index "
                                 f"({'opened read-only' if self.readonly else 'no INSERT on events_search'})")
+        # Nothing to index (the usual case): one read, and no row lock, whose transaction
+        # would write and, on a durable server, wait for a WAL flush at its commit.
+        through, last, _hidden = self._one(SEARCH_BOUNDS)
+        if last <= through:
+            return 0
         done, total = 0, None
         with self._rlock:
             conn = self._conn("r")
@@ -74,7 +79,32 @@ class PgSearch(SearchIndex):
                 if progress is not None and end < total:
                     progress(end, total)
                 if end >= last:
-                    return done
+                    break
+        self._take_statistics(done)
+        return done
+
+    def _take_statistics(self, indexed: int) -> None:
+        """ANALYZE events_search after a catch-up that indexed ``indexed`` events, when they
+        are at least :data:`ANALYZE_AFTER` and more than a tenth of the rows its statistics
+        last counted, and this role may (the table's or the database's owner). Without
+        statistics (a big import, then a search before autovacuum got to the table) the
+        planner takes every word for a rare one: a common word's search then reads all its
+        matches instead of walking back from the newest (docs/benchmarks.md)."""
+        if indexed < ANALYZE_AFTER:
+            return
+        counted, may = self._one(
+            "SELECT c.reltuples, pg_has_role(c.relowner, 'USAGE') OR pg_has_role("
+            "(SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE') "
+            "FROM pg_class AS c WHERE c.oid = 'events_search'::regclass")
+        if not may or indexed * 10 < counted:
+            return
+        with self._rlock:
+            try:
+                self._conn("r").execute("ANALYZE events_search")
+            except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled):
+                pass  # (another session analyzing it past the lock timeout: the statistics come from there)
+            except psycopg.Error as e:
+                raise self._error(e) from None
 
     def _search_read(self, query: str, raw: bool, sql: str, params: dict) -> list:
         """Rows of ``sql`` with the query as ``%(q)s`` (a ``to_tsquery`` text) and ``params``."""
@@ -91,30 +121,29 @@ class PgSearch(SearchIndex):
             except psycopg.Error as e:
                 raise self._error(e) from None
 
-    def _indexed_through(self) -> int:
-        return self._one("SELECT indexed_through FROM events_search_state")[0]
-
     def search(self, query: str, *, raw: bool, session_id: str | None, type_: str | None, limit: int,
                rank_window: int) -> list[tuple[str, int, str, float, str, float]]:
         if limit < 1:
             return []
-        hidden = self._one("SELECT EXISTS (SELECT 1 FROM importing)")[0]
+        through, last, hidden = self._one(SEARCH_BOUNDS)
         where_s, params = _search_filters("s", session_id, type_, hidden)
         where_e, _ = _search_filters("e", session_id, type_, hidden)
         # The newest matches (indexed, and past the index), ranked; the text (for the
-        # snippet) of the best only. The tsquery and the index's bound are constants the
-        # planner sees (it then knows how short the unindexed tail is); both parts are cut
-        # at the bound read first, so a catch-up that commits in between changes nothing.
+        # snippet) of the best only. The tsquery and the bounds are constants the planner
+        # sees. Both parts are cut at the bounds read first, so a catch-up or an append that
+        # commits in between changes nothing; with the index caught up (the usual case) the
+        # part past it is left out, and the plan does not look at events for it.
+        past = "" if last <= through else f"""
+                UNION ALL
+                (SELECT e.position, {SEARCH_VECTOR} FROM {PAST_BOUND}
+                    AND {SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e}
+                  ORDER BY e.position DESC LIMIT %(window)s)"""
         rows = self._search_read(query, raw, f"""
             WITH window_ AS (
               SELECT position, tsv FROM (
                 (SELECT s.position, s.tsv FROM events_search AS s
                   WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
-                  ORDER BY s.position DESC LIMIT %(window)s)
-                UNION ALL
-                (SELECT e.position, {SEARCH_VECTOR} FROM {PAST_BOUND}
-                    AND {SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e}
-                  ORDER BY e.position DESC LIMIT %(window)s)) AS m
+                  ORDER BY s.position DESC LIMIT %(window)s){past}) AS m
               ORDER BY position DESC LIMIT %(window)s),
             best AS (
               SELECT w.position, -ts_rank(w.tsv, to_tsquery('simple', %(q)s)) AS score
@@ -122,21 +151,23 @@ class PgSearch(SearchIndex):
             SELECT e.session_id, e.seq, e.type, e.ts, {SEARCH_TEXT}, b.score
               FROM best AS b JOIN events AS e ON e.position = b.position
              ORDER BY b.score, b.position DESC""",
-                                 {**params, "window": rank_window, "limit": limit, "through": self._indexed_through()})
+                                 {**params, "window": rank_window, "limit": limit, "through": through, "last": last})
         return [(sid, seq, t, ts, text, float(score)) for sid, seq, t, ts, text, score in rows]
 
     def search_count(self, query: str, *, raw: bool, session_id: str | None, type_: str | None,
                      at_most: int | None = None) -> int:
-        hidden = self._one("SELECT EXISTS (SELECT 1 FROM importing)")[0]
+        through, last, hidden = self._one(SEARCH_BOUNDS)
         where_s, params = _search_filters("s", session_id, type_, hidden)
         where_e, _ = _search_filters("e", session_id, type_, hidden)
+        # (as in search: the part past the index only when there is one)
+        past = "" if last <= through else f"""
+                 + (SELECT count(*) FROM (SELECT 1 FROM {PAST_BOUND}
+                       AND {SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e} LIMIT %(at_most)s) AS past)"""
         n = self._search_read(query, raw, f"""
             SELECT (SELECT count(*) FROM (SELECT 1 FROM events_search AS s
                      WHERE s.tsv @@ to_tsquery('simple', %(q)s) AND s.position <= %(through)s {where_s}
-                     LIMIT %(at_most)s) AS indexed)
-                 + (SELECT count(*) FROM (SELECT 1 FROM {PAST_BOUND}
-                       AND {SEARCH_VECTOR} @@ to_tsquery('simple', %(q)s) {where_e} LIMIT %(at_most)s) AS past)""",
-                              {**params, "through": self._indexed_through(),
+                     LIMIT %(at_most)s) AS indexed){past}""",
+                              {**params, "through": through, "last": last,
                                "at_most": None if at_most is None else max(at_most, 0)})[0][0]
         return n if at_most is None else min(n, at_most)
 
@@ -145,6 +176,9 @@ class PgSearch(SearchIndex):
 
 #: Positions indexed per transaction of :meth:`PostgresBackend.search_catch_up`.
 CATCH_UP_BATCH = 10_000
+#: The fewest events a catch-up indexes before it takes the index's statistics again
+#: (:meth:`PgSearch._take_statistics`).
+ANALYZE_AFTER = 10_000
 # What separates words in the indexed text (es_search_vector): whitespace and ASCII
 # punctuation, "_" included.
 _SEARCH_SPLIT = re.compile(r"[\s!-/:-@\[-`{-~]+")

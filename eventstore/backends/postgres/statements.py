@@ -21,10 +21,16 @@ MIGRATION_LOCK = 7310306919626989940
 # the index's guard and the events_search_text view compute them).
 SEARCH_TEXT = "es_event_text(e.type, e.payload)"
 SEARCH_VECTOR = "es_event_vector(e.type, e.payload)"
-# The searchable events (those of the events_search_text view) past the index's bound, as
-# ``events AS e``.
+# The searchable events (those of the events_search_text view) past the index's bound, up
+# to the last position read with it (:data:`SEARCH_BOUNDS`), as ``events AS e``. (Bounded on
+# both sides: without statistics of events, as right after an import, the planner takes
+# ``position > bound`` alone for a third of the table and scans all of it.)
 PAST_BOUND = ("events_search_text AS x JOIN events AS e ON e.position = x.position "
-               "WHERE x.position > %(through)s")
+              "WHERE x.position > %(through)s AND x.position <= %(last)s")
+#: What a search reads first, in one statement: the index's bound, the last stored position,
+#: and whether some import is unfinished (its sessions are hidden).
+SEARCH_BOUNDS = ("SELECT st.indexed_through, (SELECT coalesce(max(e.position), 0) FROM events AS e), "
+                 "EXISTS (SELECT 1 FROM importing) FROM events_search_state AS st")
 
 #: The catch-up's insert of the searchable events at positions in ``(%s, %s]``: the guard
 #: trigger fills in each row's vector from its event (revisions 0250, 0280), so none is computed here.
