@@ -37,7 +37,7 @@ EVENT_HASH = "SELECT hash FROM events WHERE session_id = %s AND seq = %s"
 #: What removes a redacted value's old bytes from the files (in this order): the log and the
 #: search index rewritten (their TOAST and indexes with them), the statistics of the new
 #: rows taken, and the statistics table rewritten (its old rows could hold whole payloads).
-ERASE = ("VACUUM (FULL, ANALYZE) events", "VACUUM (FULL) events_search")
+ERASE = ("VACUUM (FULL, ANALYZE) events", "VACUUM (FULL, ANALYZE) events_search")
 ERASE_STATISTICS = "VACUUM (FULL) pg_catalog.pg_statistic"
 # Whether the role may rewrite the tables (their owner, a member of it, or a superuser) and
 # the statistics table (the database's owner, or a superuser).
@@ -47,7 +47,7 @@ SELECT pg_has_role(c.relowner, 'USAGE') OR r.rolsuper,
 FROM pg_class AS c, pg_roles AS r
 WHERE c.oid = 'events'::regclass AND r.rolname = current_user"""
 
-_OWNER_COMMAND = ("psql -c 'VACUUM (FULL, ANALYZE) events' -c 'VACUUM (FULL) events_search' "
+_OWNER_COMMAND = ("psql -c 'VACUUM (FULL, ANALYZE) events' -c 'VACUUM (FULL, ANALYZE) events_search' "
                   "-c 'VACUUM (FULL) pg_catalog.pg_statistic'")
 
 

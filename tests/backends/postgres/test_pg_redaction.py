@@ -417,6 +417,38 @@ def test_after_erasure_the_secret_is_in_no_table_file(pg_server):
             assert not heap.exists() or SECRET.encode() not in heap.read_bytes()  # (truncated at the rewrite)
 
 
+def _common_lexemes(conn) -> set[str]:
+    """The most common words of the search index's vectors, as pg_stats shows them."""
+    rows = conn.execute("SELECT most_common_elems::text::text[] FROM pg_stats "
+                        "WHERE tablename = 'events_search' AND attname = 'tsv'").fetchall()
+    return {w for (elems,) in rows for w in elems or ()}
+
+
+def test_after_erasure_the_secret_is_not_in_the_search_index_statistics(pg_server):
+    """ANALYZE of the search index (autovacuum's, or a big catch-up's) keeps its most common
+    words in pg_statistic: the key's among them. erase_old_versions takes the index's
+    statistics again, so after it the redacted key's word is in neither pg_stats nor the
+    statistics table's file."""
+    word = SECRET.split("-")[-1].lower()  # (the index's words are lower-cased, split at "-")
+    with redactable(pg_server) as (url, _tag):
+        with EventStore.open(url["writer"]) as store:
+            catch_up(store)
+        with psycopg.connect(url["super"], autocommit=True) as conn:
+            conn.execute("ANALYZE events_search")
+            assert word in _common_lexemes(conn)
+        with EventStore.open(url["owner"]) as store:
+            red = store.capability(Redactor)
+            with psycopg.connect(url["owner"], autocommit=True) as conn:
+                for seq, paths in ((1, [["content"]]), (2, [["content"], ["tool_calls", 0, "function", "arguments"]])):
+                    red.redact_event(*redaction_args(conn, "s", seq, paths))
+            assert red.erase_old_versions() is None
+        with psycopg.connect(url["super"], autocommit=True) as conn:
+            assert word not in _common_lexemes(conn)
+            conn.execute("CHECKPOINT")
+            files = _files(conn, Path(pg_server.folder) / "data", "pg_catalog.pg_statistic")
+            assert files and [f for f in files if word.encode() in f.read_bytes()] == []
+
+
 def test_erasure_that_cannot_take_the_lock_says_what_to_run(pg_server):
     """A reader that holds the log (a long transaction) keeps VACUUM FULL from its lock:
     erase_old_versions waits busy_timeout and says what remains and the command to run
