@@ -154,9 +154,10 @@ def pytest_configure(config):
 #: The files that take longest, longest first (tests/ paths): under ``-n`` each file runs on
 #: one worker (``--dist loadfile``), so these are handed out first and none is left running
 #: alone at the end (a file not listed keeps its place after them).
-LONGEST_FILES = ("web/test_web.py", "io/test_copy.py", "backends/postgres/test_pg_verify_sql.py",
-                 "io/test_bounds.py", "backends/postgres/test_postgres.py", "io/test_import_chunked.py",
-                 "cli/test_install.py", "audit/test_integrity.py", "cli/test_cli_pipes.py", "test_bench_smoke.py")
+LONGEST_FILES = ("web/test_web.py", "io/test_bounds.py", "backends/postgres/test_pg_verify_sql.py",
+                 "backends/postgres/test_postgres.py", "io/test_copy.py", "io/test_import_chunked.py",
+                 "io/transcripts/test_transcripts_growth.py", "cli/test_install.py",
+                 "io/transcripts/test_transcripts_codex.py", "test_bench_smoke.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -4,6 +4,7 @@ model, no network), side by side with the SDK's own SQLiteSession."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import time
@@ -11,45 +12,63 @@ import time
 import agent_workers
 import pytest
 import workers
+from conftest import db_rows
 
-pytest.importorskip("agents")
+from eventstore import AsyncEventStore, EventStore, SeqConflict
+from eventstore.audit.verify import verify
 
-from agents import Agent, Runner, SQLiteSession, function_tool  # noqa: E402
-from conftest import db_rows  # noqa: E402
-from scripted_agents import ScriptedModel, calls, text  # noqa: E402
-
-from eventstore import AsyncEventStore, EventStore, SeqConflict  # noqa: E402
-from eventstore.audit.verify import verify  # noqa: E402
-from eventstore.integrations.openai_agents import EventStoreSession, event_items, item_events  # noqa: E402
+if importlib.util.find_spec("agents") is None:
+    pytest.skip("could not import 'agents': pip install -e '.[test]'", allow_module_level=True)
 
 CTX = workers.CTX  # fresh processes from a server that imported eventstore once
 
 
-@function_tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
+@pytest.fixture(autouse=True, scope="module")
+def _agents_sdk():
+    """The Agents SDK, and what this file builds from it, bound as module globals before its
+    first test rather than at import: importing the SDK takes 1.7 CPU-seconds, and under
+    ``-n`` every worker imports this file to collect it while only one runs its tests."""
+    global Agent, Runner, SQLiteSession, function_tool, ScriptedModel, calls, text
+    global EventStoreSession, event_items, item_events, SCRIPT, add, weather, divide, slow_add
+    from agents import Agent, Runner, SQLiteSession, function_tool
+    from scripted_agents import ScriptedModel, calls, text
 
+    from eventstore.integrations.openai_agents import EventStoreSession, event_items, item_events
 
-@function_tool
-def weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    @function_tool
+    def divide(a: int, b: int) -> float:
+        """Divide a by b."""
+        return a / b
+
+    @function_tool
+    def slow_add(a: int, b: int) -> int:
+        """Add two integers, slowly."""
+        time.sleep(0.3)
+        return a + b
+
+    SCRIPT = [
+        calls(("call_1", "add", {"a": 1, "b": 2}), ("call_2", "weather", {"city": "Oslo"})),
+        text("3, and sunny in Oslo"),
+        text("Hello again", id="msg_2"),
+        text("streamed: the answer is 42", id="msg_3"),
+        calls(("call_3", "add", {"a": 20, "b": 22})),
+        text("42", id="msg_4"),
+        text("after the clear", id="msg_5"),
+    ]
 
 
 def _as_json(items) -> str:
     return json.dumps(items)  # key order included
-
-
-SCRIPT = [
-    calls(("call_1", "add", {"a": 1, "b": 2}), ("call_2", "weather", {"city": "Oslo"})),
-    text("3, and sunny in Oslo"),
-    text("Hello again", id="msg_2"),
-    text("streamed: the answer is 42", id="msg_3"),
-    calls(("call_3", "add", {"a": 20, "b": 22})),
-    text("42", id="msg_4"),
-    text("after the clear", id="msg_5"),
-]
 
 
 class Twin:
@@ -231,12 +250,6 @@ def test_another_process_cannot_splice_into_a_turn(backend_url):
             assert [i["content"] for i in items] == ["mine", "theirs"]
             await ses.add_items([{"role": "assistant", "content": "reply"}])
     asyncio.run(main())
-
-
-@function_tool
-def divide(a: int, b: int) -> float:
-    """Divide a by b."""
-    return a / b
 
 
 def test_a_failed_tool_call_is_stored_with_is_error(store):
@@ -611,13 +624,6 @@ def test_two_processes_running_turns_on_one_session(backend_url, tmp_path):
                   if e.type in ("user/message", "assistant/message", "turn/start", "turn/end")]
         assert events == [("user/message", "question A"), ("turn/start", None), ("user/message", "question B"),
                           ("turn/start", None), ("assistant/message", "answer B"), ("turn/end", None)]
-
-
-@function_tool
-def slow_add(a: int, b: int) -> int:
-    """Add two integers, slowly."""
-    time.sleep(0.3)
-    return a + b
 
 
 @pytest.mark.parametrize("how", HOW)

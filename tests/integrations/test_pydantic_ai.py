@@ -4,25 +4,31 @@ TestModel, real tools, no network): the log's events rebuild message_history exa
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 
 import pytest
+from conftest import db_rows
 
-pytest.importorskip("pydantic_ai")
+from eventstore import AsyncEventStore
+from eventstore.audit.verify import verify
 
-from conftest import db_rows  # noqa: E402
-from pydantic_ai import Agent, ModelRetry  # noqa: E402
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart  # noqa: E402
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from pydantic_ai.models.test import TestModel  # noqa: E402
+if importlib.util.find_spec("pydantic_ai") is None:
+    pytest.skip("could not import 'pydantic_ai': pip install -e '.[test]'", allow_module_level=True)
 
-from eventstore import AsyncEventStore  # noqa: E402
-from eventstore.audit.verify import verify  # noqa: E402
-from eventstore.integrations.pydantic_ai import (  # noqa: E402
-    aload_messages,
-    arecord_messages,
-    load_messages,
-    record_messages,
-)
+
+@pytest.fixture(autouse=True, scope="module")
+def _pydantic_ai():
+    """pydantic-ai bound as module globals before this file's first test rather than at
+    import: importing it takes most of a CPU-second, and under ``-n`` every worker imports
+    this file to collect it while only one runs its tests."""
+    global Agent, ModelRetry, ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart, AgentInfo
+    global FunctionModel, TestModel, aload_messages, arecord_messages, load_messages, record_messages
+    from pydantic_ai import Agent, ModelRetry
+    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.models.test import TestModel
+
+    from eventstore.integrations.pydantic_ai import aload_messages, arecord_messages, load_messages, record_messages
 
 
 def scripted(messages, info: AgentInfo) -> ModelResponse:

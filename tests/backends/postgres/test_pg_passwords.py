@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import new_sqlite_store
 
-from eventstore import EventStore
+from eventstore import EventStore, demo
 from eventstore.audit import integrity
 from eventstore.cli import cli
 from eventstore.errors import DatabaseError
@@ -174,7 +174,9 @@ def test_a_file_name_with_an_equals_sign_is_still_a_file(tmp_path):
     assert {"data=1.db", "host=1.db"} <= set(os.listdir(tmp_path))
 
 
-def test_demo_hint_omits_db_when_it_came_from_the_environment(pg_server, role, tmp_path):
+def test_demo_hint_omits_db_when_it_came_from_the_environment(pg_server, role, tmp_path, monkeypatch):
+    monkeypatch.setattr(demo, "THINK_S", 0)  # the scripted model's pace (two seconds of sleep a run, three runs): not what is tested here
+    monkeypatch.setattr(demo, "CHUNK_S", 0)
     user, db = role
     url = f"postgresql://{user}:{quote(PASSWORD, safe='')}@127.0.0.1:{pg_server.port}/{db}"
     shown = f"postgresql://{user}@127.0.0.1:{pg_server.port}/{db}"
