@@ -88,13 +88,18 @@ class Checkpointer:
         with self._wanted:
             if self._closed:
                 return
-            self._pending = True
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():
                 import threading
 
-                self._thread = threading.Thread(target=self._run, name="eventstore-checkpoint", daemon=True)
-                self._thread.start()
+                # (kept once started: a Ctrl-C inside start() must not leave a thread that
+                # never runs, which every later request would take for the running one)
+                thread = threading.Thread(target=self._run, name="eventstore-checkpoint", daemon=True)
+                thread.start()
+                self._thread = thread
+            # (the wake-up first: a Ctrl-C between the two then loses this request, rather
+            # than leaving it asked for while the thread sleeps)
             self._wanted.notify()
+            self._pending = True
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) until no checkpoint is asked for or running.
