@@ -32,6 +32,9 @@ RANK_WINDOW = 2000
 #: The longest query :func:`search` takes, in words and in characters (a longer one is a
 #: :class:`QueryError`, not a query the database may refuse or take long over).
 MAX_QUERY_WORDS, MAX_QUERY_CHARS = 64, 2000
+#: The largest ``limit`` a search passes on (a larger one asks for no more: SQL's LIMIT is a
+#: 64-bit integer, and a search that hides unfinished imports asks for a multiple of it).
+MAX_LIMIT = 2**31
 #: A snippet's longest stretch of text between two tokens it shows, and its longest token
 #: (characters): a snippet stays a few kilobytes, whatever the event holds.
 SNIPPET_GAP, SNIPPET_TOKEN = 80, 80
@@ -101,6 +104,7 @@ def search(store, query: str, *, session_id: str | None = None, type: str | None
             pass  # cannot write: the backend scans the events past the index
     if limit < 1:
         return []
+    limit = min(limit, MAX_LIMIT)
     hidden = {r[0] for r in backend.imports()}  # unfinished imports (eventstore.io.bulk): not shown
     if session_id in hidden:
         return []
@@ -125,6 +129,8 @@ def count(store, query: str, *, session_id: str | None = None, type: str | None 
 
 def _check(backend, query: str, raw: bool, session_id: str | None) -> None:
     """The errors :func:`search` and :func:`count` raise before they ask the database."""
+    if "\x00" in query:
+        raise QueryError("the search query holds a NUL character (no indexed text holds one)")
     if len(query) > MAX_QUERY_CHARS or len(query_words(query)) > MAX_QUERY_WORDS:
         raise QueryError(f"the search query is too long ({len(query_words(query)):,} words, {len(query):,} "
                          f"characters): at most {MAX_QUERY_WORDS} words and {MAX_QUERY_CHARS:,} characters")

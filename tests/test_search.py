@@ -429,6 +429,19 @@ def test_cli_search(loaded, backend_url):
                                                 f"(words are letters and digits)\n", r.stderr
 
 
+def test_a_nul_in_a_query_and_a_limit_past_sqls_are_the_same_answer_on_every_database(loaded):
+    """A query holding NUL is the same QueryError on both databases (PostgreSQL refused it as
+    bad event data, and SQLite as an unterminated string the user never typed, or searched
+    only up to it with raw); a limit past SQL's 64-bit LIMIT asks for no more than all."""
+    for raw in (False, True):
+        for query in ("upload\x00", "a\x00b"):
+            with pytest.raises(QueryError, match="^the search query holds a NUL character"):
+                search(loaded, query, raw=raw)
+            with pytest.raises(QueryError, match="^the search query holds a NUL character"):
+                es_count(loaded, query, raw=raw)
+    assert len(search(loaded, "upload", limit=2**63)) == len(search(loaded, "upload", limit=1000)) > 3
+
+
 def test_odd_queries_and_unknown_sessions_are_errors_on_every_database(loaded):
     for odd in ['"', "*", '"*"', "'", "&|!"]:
         with pytest.raises(QueryError, match="has no word to look for"):

@@ -33,6 +33,11 @@ REDACT_HEAD = "SELECT next_seq, last_hash FROM es_redact_head(%s)"
 #: Appends the redaction event and updates the event (revision 0320).
 REDACT = "SELECT es_redact(%s, %s, %s, %s, %s::bytea, %s, %s, %s, %s::bytea, %s)"
 EVENT_HASH = "SELECT hash FROM events WHERE session_id = %s AND seq = %s"
+#: A redaction's transaction commits at the store's durable ``synchronous_commit`` level
+#: itself, where appends commit asynchronously and then flush (docs/concurrency.md,
+#: "Durability"): the redactor may not call the flush function, and watching the WAL
+#: position instead waited for the WAL writer's next round (200 ms) after every redaction.
+DURABLE_COMMIT = "SELECT set_config('synchronous_commit', %s, true)"
 
 #: What removes a redacted value's old bytes from the files (in this order): the log and the
 #: search index rewritten (their TOAST and indexes with them), the statistics of the new
@@ -64,6 +69,8 @@ class PgRedactor(Redactor):
             self._heads.pop(session_id, None)  # (the redaction event moves the head)
             try:
                 with conn.transaction():
+                    if not self.lossy:  # (the commit waits for its own flush: see DURABLE_COMMIT)
+                        conn.execute(DURABLE_COMMIT, (self._sync_level,))
                     next_seq, last_hash = conn.execute(REDACT_HEAD, (session_id,)).fetchone()
                     if next_seq is None:
                         raise SessionNotFound(session_id)
@@ -83,7 +90,6 @@ class PgRedactor(Redactor):
                                     f"roles`, run as the tables' owner, creates it)") from None
             except psycopg.Error as e:
                 raise self._error(e, session_id) from None
-            self._durable(conn, session_id)
             return next_seq
 
     def actor(self) -> str | None:
