@@ -27,17 +27,13 @@ from eventstore.log.line import event_line
 
 from ..capabilities import Redactor
 from .connection import first_line
+from .statements import DURABLE_COMMIT
 
 #: Takes the position lock, then the session's head (next seq, last hash), as the owner.
 REDACT_HEAD = "SELECT next_seq, last_hash FROM es_redact_head(%s)"
 #: Appends the redaction event and updates the event (revision 0320).
 REDACT = "SELECT es_redact(%s, %s, %s, %s, %s::bytea, %s, %s, %s, %s::bytea, %s)"
 EVENT_HASH = "SELECT hash FROM events WHERE session_id = %s AND seq = %s"
-#: A redaction's transaction commits at the store's durable ``synchronous_commit`` level
-#: itself, where appends commit asynchronously and then flush (docs/concurrency.md,
-#: "Durability"): the redactor may not call the flush function, and watching the WAL
-#: position instead waited for the WAL writer's next round (200 ms) after every redaction.
-DURABLE_COMMIT = "SELECT set_config('synchronous_commit', %s, true)"
 
 #: What removes a redacted value's old bytes from the files (in this order): the log and the
 #: search index rewritten (their TOAST and indexes with them), the statistics of the new
@@ -69,7 +65,7 @@ class PgRedactor(Redactor):
             self._heads.pop(session_id, None)  # (the redaction event moves the head)
             try:
                 with conn.transaction():
-                    if not self.lossy:  # (the commit waits for its own flush: see DURABLE_COMMIT)
+                    if not self.lossy:  # (the redactor may not call FLUSH's function: see DURABLE_COMMIT)
                         conn.execute(DURABLE_COMMIT, (self._sync_level,))
                     next_seq, last_hash = conn.execute(REDACT_HEAD, (session_id,)).fetchone()
                     if next_seq is None:

@@ -59,6 +59,10 @@ DURABILITY = ("normal", "full", LOSSY)
 # (and replicated, per the level) up to its own record, so past every commit before it.
 # Concurrent waiters share one flush (group commit).
 FLUSH = "SELECT pg_logical_emit_message(true, 'eventstore', '') FROM set_config('synchronous_commit', %s, true)"
+#: Makes the current transaction's own commit wait for the flush at the given level: for a
+#: transaction whose role may not call FLUSH's function (a redaction), where watching the WAL
+#: position would wait for the WAL writer's next round (``wal_writer_delay``).
+DURABLE_COMMIT = "SELECT set_config('synchronous_commit', %s, true)"
 
 #: How long a follower tries to connect again to a server that went away (seconds), and
 #: how long it waits between tries.
