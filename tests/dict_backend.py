@@ -53,7 +53,7 @@ class DictBackend(Backend):
 
     @classmethod
     def open(cls, url: str, *, busy_timeout: float = 5.0, durability: str = "normal", write_queue: bool = True,
-             readonly: bool = False) -> DictBackend:
+             readonly: bool = False, upgrade: bool = True) -> DictBackend:
         return cls(url)
 
     def close(self) -> None:

@@ -218,7 +218,7 @@ class Backend(ABC):
     @classmethod
     @abstractmethod
     def open(cls, url: str, *, busy_timeout: float, durability: str = "normal", write_queue: bool = True,
-             readonly: bool = False) -> Backend:
+             readonly: bool = False, upgrade: bool = True) -> Backend:
         """Connect to ``url`` and bring the schema to the head revision (Alembic, once, even
         when several processes open a new database at once).
 
@@ -227,6 +227,8 @@ class Backend(ABC):
         ``write_queue`` is SQLite's (a backend ignores options that do not apply to it).
         With ``readonly``, nothing is created or migrated: the database must be at the head
         revision (or one that reads the same), and every write raises :class:`DatabaseError`.
+        Without ``upgrade``, a database an older eventstore wrote raises
+        :class:`SchemaOutdated` as a read-only open does, instead of being upgraded.
         Raises :class:`DatabaseError`
         (cannot connect, not an eventstore database, a newer schema, bad options).
         """

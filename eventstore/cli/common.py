@@ -35,14 +35,15 @@ def db_shown(db: str, store: EventStore) -> str:
     return store.display if is_postgres_url(db) else db
 
 
-def open_store(ctx: click.Context, readonly: bool = False, redact_secrets: bool = False) -> EventStore:
+def open_store(ctx: click.Context, readonly: bool = False, redact_secrets: bool = False,
+               upgrade: bool = True) -> EventStore:
     """The store of ``--db``. Commands that only read open an existing file read-only: they
     work on a file the user may only read, and never create a database at a mistyped path.
-    ``redact_secrets``: see :meth:`EventStore.open`."""
+    ``redact_secrets`` and ``upgrade``: see :meth:`EventStore.open`."""
     obj = ctx.find_root().obj
     if obj.get("store") is None:
         store = obj["store"] = EventStore.open(obj["db"], readonly=readonly, durability=obj.get("durability", "normal"),
-                                               redact_secrets=redact_secrets)
+                                               upgrade=upgrade, redact_secrets=redact_secrets)
         ctx.call_on_close(store.close)
         say_if_upgraded(obj["db"], store)
     return obj["store"]

@@ -30,7 +30,7 @@ def search(ctx: click.Context, query: str, session_id: str | None, type_: str | 
     date first: the events stored since the last search are indexed (with a progress line
     when there are many); a reader that may not write it searches the rest unindexed.
     """
-    store = open_store(ctx, readonly=readonly(ctx.find_root().obj["db"]))
+    store = open_store(ctx, readonly=readonly(ctx.find_root().obj["db"]), upgrade=False)  # (see plain_search)
     if not raw and not query.split():
         raise click.UsageError("QUERY is empty: give the words to look for")
     read_hits(store, query, session_id, type_, limit, raw, as_json, click.echo)(click.echo)

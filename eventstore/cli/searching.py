@@ -16,7 +16,7 @@ from eventstore.search import MARK_END, MARK_START, catch_up, count
 from eventstore.search import search as run_search
 
 from . import fast, terminal_columns
-from .common import one_line, out_bytes, say_if_upgraded, stderr_is_terminal
+from .common import one_line, out_bytes, stderr_is_terminal
 from .table import fold, print_table, show_marks, styled, text_width
 from .tailview import CONTROL_OR_NEWLINE
 
@@ -102,7 +102,9 @@ def plain_search(db: str, durability: str, query: str, session_id: str | None, t
     done, and a function that writes the hits; None for an empty query (click's usage error)."""
     if not raw and not query.split():
         return None
-    with EventStore.open(db, readonly=readonly(db), durability=durability) as store:
-        say_if_upgraded(db, store, fast.echo)
+    # A search writes only its index: it leaves a database an older eventstore wrote as it is
+    # (SchemaOutdated), as the other reading commands do, so that the older eventstore's
+    # processes can go on using it.
+    with EventStore.open(db, readonly=readonly(db), upgrade=False, durability=durability) as store:
         write = read_hits(store, query, session_id, type_, limit, raw, as_json, fast.echo)
     return lambda: write(fast.echo)

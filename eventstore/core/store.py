@@ -592,7 +592,8 @@ class EventStore:
     @classmethod
     def open(cls, target: str | os.PathLike = "eventstore.db", *,
              busy_timeout: float = DEFAULT_BUSY_TIMEOUT, durability: str = "normal",
-             write_queue: bool = True, readonly: bool = False, redact_secrets: bool = False) -> EventStore:
+             write_queue: bool = True, readonly: bool = False, upgrade: bool = True,
+             redact_secrets: bool = False) -> EventStore:
         """Open (creating and migrating if needed) the database at ``target``.
 
         ``target`` is a file path, ``:memory:``, an SQLAlchemy ``sqlite://`` URL, or a
@@ -611,7 +612,10 @@ class EventStore:
         handler. With ``readonly``, the database must exist at the latest schema and is
         opened read-only (for auditors, or a file the user may only read): appends raise
         :class:`DatabaseError`. Raises :class:`DatabaseError` (:class:`SchemaOutdated` when
-        ``readonly`` meets a database an older eventstore wrote: a writable open upgrades it).
+        ``readonly`` meets a database an older eventstore wrote: a writable open upgrades it,
+        unless ``upgrade`` is false, for a reader that writes only what is derived, such as
+        ``eventstore search`` and its index: an upgrade would lock out the older eventstore's
+        processes that still use the database).
 
         With ``redact_secrets``, secrets never land: an appended event (and an imported one)
         whose payload holds a secret that ``eventstore scan`` finds is stored with each
@@ -625,7 +629,8 @@ class EventStore:
         ``expected_seq`` holds such a redaction event says so).
         """
         return cls(open_backend(target, busy_timeout=busy_timeout, durability=durability,
-                                write_queue=write_queue, readonly=readonly), redact_secrets=redact_secrets)
+                                write_queue=write_queue, readonly=readonly, upgrade=upgrade),
+                   redact_secrets=redact_secrets)
 
     def close(self) -> None:
         """Close the connection. The store cannot be used afterwards."""

@@ -269,6 +269,30 @@ def test_a_read_only_open_of_an_earlier_file_asks_for_the_upgrade_and_changes_no
     assert db.read_bytes() == before
 
 
+def test_a_search_leaves_a_postgres_database_an_earlier_eventstore_wrote_as_it_is(pg_server, pg_url):
+    """``eventstore search`` writes only its index: on a database at an older revision it
+    refuses (SchemaOutdated, naming who upgrades it) and migrates nothing, as the other
+    reading commands do; so does ``EventStore.open(..., upgrade=False)``."""
+    import psycopg
+    from click.testing import CliRunner
+
+    from eventstore.cli import cli
+
+    restore = subprocess.run([str(pg_server.bindir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", pg_url,
+                              "-f", str(DATA / "schema-0290.pg.sql")], capture_output=True, text=True)
+    assert restore.returncode == 0, restore.stderr
+    with pytest.raises(SchemaOutdated, match="as the database's owner"):
+        EventStore.open(pg_url, upgrade=False)
+    for args in (["search", "README"], ["search", "--raw", "README"], ["sessions"]):
+        r = CliRunner().invoke(cli, ["--db", pg_url, *args])
+        assert r.exit_code == 1 and r.stderr.endswith(
+            "is at schema revision '0290', older than this eventstore's "
+            f"'{SCHEMA_REVISION}': open it once for writing ('eventstore init' as the database's owner) to "
+            "upgrade it\n"), (args, r.output)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0290",)]
+
+
 @pytest.mark.parametrize("revision", ["0290", "0220"])
 def test_a_postgres_dump_an_earlier_eventstore_wrote_upgrades_in_place(pg_server, pg_url, revision):
     """The pg_dump restored into a new database opens (upgrading it to SCHEMA_REVISION in

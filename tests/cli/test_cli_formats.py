@@ -690,3 +690,27 @@ def test_verify_help_says_how_many_findings_it_prints():
     from eventstore.cli.auditing import VERIFY_SHOWN, verify
 
     assert f"the first {VERIFY_SHOWN} unless --all" in " ".join(verify.help.split())
+
+
+def test_reading_commands_and_search_leave_a_database_an_older_eventstore_wrote_as_it_is(tmp_path):
+    """``search`` writes only its index, so it refuses an older eventstore's database as the
+    other reading commands do (fast path and click alike), and leaves its bytes as they were:
+    an upgrade would lock out the older eventstore's processes still using it. ``init``
+    upgrades it; the search then finds."""
+    from conftest import DATA
+
+    db = tmp_path / "schema-0290.db"
+    shutil.copyfile(DATA / db.name, db)
+    before = db.read_bytes()
+    sid, word = "a0c1e2f3-111", "README"  # a session of the file, a word of its events
+    refused = (f"error: {db} is at schema revision '0290', older than this eventstore's '0370': open it once for "
+               "writing ('eventstore init') to upgrade it\n").encode()
+    for args in (["search", word], ["search", "--raw", word], ["search", word, "--json"], ["sessions"],
+                 ["events", sid], ["messages", sid]):
+        fast, slow = both_ways(["--db", str(db), *args])
+        assert fast == slow == (1, b"", refused), (args, fast, slow)
+        assert db.read_bytes() == before
+    r = CliRunner().invoke(cli, ["--db", str(db), "init"])
+    assert r.exit_code == 0 and "upgraded from schema revision 0290" in r.stderr, r.output
+    fast, slow = both_ways(["--db", str(db), "search", "--json", word])
+    assert fast == slow and fast[0] == 0 and json.loads(fast[1]), fast

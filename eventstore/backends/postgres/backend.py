@@ -132,14 +132,14 @@ class PostgresBackend(PgSearch, PgAudit, PgIndex, PgViews, PgSandbox, PgRoles, P
 
     @classmethod
     def open(cls, url: str, *, busy_timeout: float = 5.0, durability: str = "normal", write_queue: bool = True,
-             readonly: bool = False) -> PostgresBackend:
+             readonly: bool = False, upgrade: bool = True) -> PostgresBackend:
         """Connect and migrate (see :meth:`Backend.open`). ``durability`` is one of
         :data:`DURABILITY`; ``write_queue`` is SQLite's and ignored here."""
         self = cls(url, busy_timeout, readonly, durability)
         try:
             revision = self._revision()
             if revision != head_revision():
-                if readonly and revision is not None and revision < head_revision():
+                if (readonly or not upgrade) and revision is not None and revision < head_revision():
                     raise outdated(self.display, revision, " as the database's owner")
                 if readonly:
                     raise DatabaseError(f"{self.display}: not an eventstore database at the current schema "

@@ -169,7 +169,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
 
     @classmethod
     def open(cls, url: str, *, busy_timeout: float = _engine.DEFAULT_BUSY_TIMEOUT, durability: str = "normal",
-             write_queue: bool = True, readonly: bool = False) -> SQLiteBackend:
+             write_queue: bool = True, readonly: bool = False, upgrade: bool = True) -> SQLiteBackend:
         if durability not in _engine.DURABILITY:
             raise DatabaseError(f"durability must be one of {sorted(_engine.DURABILITY)}, not {durability!r}")
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or not 0 <= busy_timeout < 1e6:
@@ -200,7 +200,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
                     # checkpoint: closing a read-write one would checkpoint the -wal into
                     # the very file it refuses.
                     conn = _engine.open_read_only(path, busy_timeout, isolation_level=None)
-                    _engine.check_writable(conn, name)
+                    _engine.check_writable(conn, name, upgrade)
                     if not confirmed:
                         _engine.check_unconfirmed_wal(conn, path)
                     conn.close()

@@ -360,11 +360,12 @@ def _refuse_foreign(conn: sqlite3.Connection, revision: str | None, known: list[
                             f"or it is another application's database; eventstore leaves it unchanged")
 
 
-def check_writable(conn: sqlite3.Connection, name: str) -> None:
+def check_writable(conn: sqlite3.Connection, name: str, upgrade: bool = True) -> None:
     """For a read-write open, on a read-only connection to the file (before any read-write
     one exists): raise :class:`DatabaseError` unless the file is empty or an eventstore
-    database at a revision this package can upgrade or use, so that a file that is
-    refused is never written to, nor its ``-wal`` checkpointed."""
+    database at a revision this package can upgrade (only with ``upgrade``: else
+    :class:`SchemaOutdated`) or use, so that a file that is refused is never written to,
+    nor its ``-wal`` checkpointed."""
     revision = current_revision(conn)
     application_id = conn.execute("PRAGMA application_id").fetchone()[0]
     if application_id not in (0, APPLICATION_ID):
@@ -372,6 +373,8 @@ def check_writable(conn: sqlite3.Connection, name: str) -> None:
                             f"application_id is {application_id:#x}); eventstore leaves it unchanged")
     if revision is None or not min(LEGACY_REVISIONS) <= revision <= SCHEMA_REVISION:
         _refuse_foreign(conn, revision, [], name)
+    elif not upgrade and revision != SCHEMA_REVISION:
+        raise outdated(name, revision)
 
 
 # What a WAL without a mark must leave as the file alone holds it (the log is append-only):
