@@ -47,7 +47,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "with CREATEROLE, or as a superuser)."),
     "scan": ("secrets:scan", "Find secrets in stored events: API keys and tokens, private keys, JWTs, passwords "
                              "in URLs."),
-    "search": ("search:search", "Full-text search over message content, tool call arguments and tool results."),
+    "search": ("search:search", "Full-text search over message content, tool call arguments, tool results and "
+                                "thinking."),
     "serve": ("serve:serve", "Start the local, read-only web viewer and print its URL (Ctrl-C stops it)."),
     "sessions": ("reading:sessions", "List stored sessions: id, events, created, last event (UTC), and token "
                                      "totals (input, output, cache read, cache write) of sessions whose source "

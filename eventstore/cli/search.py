@@ -22,7 +22,7 @@ from .searching import read_hits, readonly
 @click.pass_context
 def search(ctx: click.Context, query: str, session_id: str | None, type_: str | None, limit: int, raw: bool,
            as_json: bool) -> None:
-    """Full-text search over message content, tool call arguments and tool results.
+    """Full-text search over message content, tool call arguments, tool results and thinking.
 
     Every word of QUERY must occur (a word ending in * matches as a prefix). Hits come best
     first (BM25 on SQLite, ts_rank on PostgreSQL, among the newest 2,000 matches), each

@@ -62,8 +62,8 @@ def sql(ctx: click.Context, query: str, as_json: bool, as_csv: bool, timeout: fl
     """Run one read-only SQL QUERY (- reads it from stdin) and print the rows.
 
     The database is opened read-only: writes, DDL, ATTACH and PRAGMAs that set something are
-    refused. Tables and views: events, sessions, messages, tool_calls, turns, session_summary
-    (docs/schema.md). Prints a table, or with --json a JSON array of objects, with --csv CSV;
+    refused. Tables and views: events, sessions, messages, tool_calls, turns, session_summary,
+    usage (docs/schema.md). Prints a table, or with --json a JSON array of objects, with --csv CSV;
     NULL is null in JSON, empty in CSV; a BLOB is lower-case hex; an infinite REAL (1e400)
     is null in JSON, as JSON.stringify writes it. On a terminal, control characters in
     tables and CSV are shown as escapes. A table's column widths come from its first 1,000
