@@ -261,7 +261,12 @@ def test_ctrl_c_while_tail_follow_waits_for_a_session_stops_it_quietly(store, ba
         assert proc.stderr.readline() == "waiting for session 'never' (Ctrl-C stops)\n"  # (EOF if it ended)
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"tail -f still waited 30 s after the Ctrl-C; it printed {out!r} and {err!r}")
     assert (proc.returncode, out, err) == (0, "", "")
 
 
