@@ -169,8 +169,34 @@ def utf8_text(value: str) -> str:
     return value
 
 
+def interrupt_again(unraisable: object, previous: object) -> None:
+    """``sys.unraisablehook`` while a command runs. Python raises a Ctrl-C's
+    KeyboardInterrupt in whatever Python code runs next; in a callback that cannot raise
+    (importlib's weakref callback that drops a module's import lock after its first import,
+    a ``__del__``, a gc callback) it would be printed as "Exception ignored" and lost, and
+    ``tail -f`` would go on waiting. Such a Ctrl-C is delivered again, from a new thread:
+    interrupting from this hook would raise it in the hook, where it is lost too. Anything
+    else goes to the hook there was (``previous``)."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        import _thread
+
+        _thread.start_new_thread(_thread.interrupt_main, ())
+        return
+    previous(unraisable)
+
+
 def main() -> None:
     """Console entry point."""
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: interrupt_again(unraisable, previous)
+    try:
+        run()
+    finally:
+        sys.unraisablehook = previous
+
+
+def run() -> None:
+    """The command of ``sys.argv``: ``--help`` alone, a read command's fast path, or click."""
     for stream in (sys.stdout, sys.stderr):
         # A terminal that cannot show a character gets an escape, never a traceback.
         if hasattr(stream, "reconfigure"):

@@ -261,8 +261,54 @@ def test_ctrl_c_while_tail_follow_waits_for_a_session_stops_it_quietly(store, ba
         assert proc.stderr.readline() == "waiting for session 'never' (Ctrl-C stops)\n"  # (EOF if it ended)
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"tail -f still waited 30 s after the Ctrl-C; it printed {out!r} and {err!r}")
     assert (proc.returncode, out, err) == (0, "", "")
+
+
+# Runs `eventstore ARGS`; as the follower's wait for commits begins, a real SIGINT is raised
+# inside a weakref callback, where Python can only print the KeyboardInterrupt and drop it.
+_CTRL_C_IN_A_CALLBACK = """
+import signal, sys, weakref
+
+def ctrl_c_in_a_callback(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "wait_for_commit":
+        sys.setprofile(None)
+        print("SIGINT raised", flush=True)
+        box = type("Box", (), {})()
+        ref = weakref.ref(box, lambda _: signal.raise_signal(signal.SIGINT))
+        del box
+
+sys.setprofile(ctrl_c_in_a_callback)
+sys.argv[0] = "eventstore"
+from eventstore.cli import main
+main()
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child process")
+def test_ctrl_c_that_python_handles_inside_a_callback_still_stops_tail_follow(store, backend_url):
+    """Python raises a Ctrl-C's KeyboardInterrupt in whatever Python code runs next; in a
+    callback that cannot raise it (importlib's weakref callback after a module's first
+    import, which tail -f does as it starts waiting) it was printed and lost, and tail -f
+    kept waiting. The command delivers it again."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", _CTRL_C_IN_A_CALLBACK, "--db", str(backend_url), "tail", "-f",
+                             "never"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"tail -f still waited 30 s after the Ctrl-C; it printed {out!r} and {err!r}")
+    assert (proc.returncode, out, err) == (0, "SIGINT raised\n", "waiting for session 'never' (Ctrl-C stops)\n")
 
 
 def test_follow_stops_after_the_idle_timeout(store, backend_url):
