@@ -7,17 +7,18 @@ time its commits have written about ``CHECKPOINT_FRAMES`` WAL frames (see
 ``SQLiteBackend._wrote``). A checkpoint costs two fsyncs; run inline, it would hold up the
 append that made it due. So a :class:`Checkpointer` runs it on a thread of its own, with
 its own connection: the append that made it due returns at once, and the checkpoint
-(which waits for no one and blocks no writer: ``PASSIVE``) overlaps the appends that
-follow.
+(which blocks no writer: ``PASSIVE``) overlaps the appends that follow.
 
-What a checkpoint does is :func:`checkpoint`: ``PASSIVE``, then, when the WAL holds
-``WAL_RESET_FRAMES`` frames or more, ``RESTART`` under the write lock, so the WAL starts
-over and stays bounded under steady writing from several processes and a reader.
+What a checkpoint does is :func:`checkpoint`: ``PASSIVE`` (after another connection's
+checkpoint, if one is running), then, when the WAL holds ``WAL_RESET_FRAMES`` frames or
+more, ``RESTART`` under the write lock, so the WAL starts over and stays bounded under
+steady writing from several processes and a reader.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 
 from ...errors import DatabaseError
@@ -39,23 +40,62 @@ def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: 
     write lock ``wlock``: it copies the frames committed during the passive one, then
     waits (at most ``RESTART_WAIT`` seconds) for readers still in the WAL to finish; the
     next writer then starts the WAL over, and it is truncated to ``journal_size_limit``.
-    ``busy_timeout`` (seconds) bounds the wait for the lock. Errors and a wait that ran out
+
+    SQLite lets one connection checkpoint at a time and refuses the others at once, busy
+    handler or not. Each writer process has a checkpointer, and writers that write alike
+    ask at about the same moment: so a refused checkpoint (or ``RESTART``) is tried again
+    once the other one is done. Dropped, it would leave the WAL to grow by every
+    process's ``CHECKPOINT_FRAMES`` again before the next requests. ``busy_timeout``
+    (seconds) bounds those waits and the wait for the lock. Errors and a wait that ran out
     are ignored: the next checkpoint tries again.
     """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
     try:
-        _busy, log, _done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
-        if log >= _engine.WAL_RESET_FRAMES and wlock is not None:
-            wlock.acquire(busy_timeout)
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(_engine.RESTART_WAIT * 1000)}")
+        while True:
+            busy, log, _done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
+            if not _refused(busy, log):
+                if log < _engine.WAL_RESET_FRAMES or wlock is None:
+                    return
+                wlock.acquire(busy_timeout)
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                    conn.execute(f"PRAGMA busy_timeout = {int(_engine.RESTART_WAIT * 1000)}")
+                    try:
+                        busy, log = _restart(conn, min(deadline, time.monotonic() + busy_timeout / 2))
+                    finally:
+                        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
                 finally:
-                    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            finally:
-                wlock.release()
+                    wlock.release()
+                if not _refused(busy, log):
+                    return  # done, or readers stayed in the WAL: the next checkpoint tries again
+            # another connection is checkpointing: once it is done, copy what it did not
+            # (with the write lock let go meanwhile)
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(pause)
+            pause = min(2 * pause, 0.02)
     except (sqlite3.Error, DatabaseError):
         pass
+
+
+def _restart(conn: sqlite3.Connection, until: float) -> tuple[int, int]:
+    """``wal_checkpoint(RESTART)`` (the write lock held), tried again until the monotonic
+    time ``until`` while another connection's checkpoint refuses it: that one waits for no
+    one, so it ends, and meanwhile no writer adds to the WAL. (Let go of the lock between
+    tries, writers grew the WAL while the checkpointers of several processes refused each
+    other's ``RESTART`` in turn.) The caller gives it half its busy timeout, so that a
+    writer queued behind it still gets the lock within its own. Returns ``(busy, log)``."""
+    while True:
+        busy, log, _done = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()[0]
+        if not _refused(busy, log) or time.monotonic() >= until:
+            return busy, log
+        time.sleep(0.001)
+
+
+def _refused(busy: int, log: int) -> bool:
+    """Whether a ``wal_checkpoint`` result says that another connection was checkpointing
+    (busy, and no frame count: it did nothing)."""
+    return busy == 1 and log < 0
 
 
 class Checkpointer:
