@@ -398,6 +398,11 @@ def test_wal_stays_bounded_while_a_follower_tails_heavy_writing(db_path):
     from eventstore.backends.sqlite import engine
 
     frame = page_size + 24
+    # The checkpoint that makes the WAL start over is due at the first round of requests
+    # past WAL_RESET_FRAMES, and each store asks after CHECKPOINT_FRAMES of its own: by
+    # WAL_RESET_FRAMES + n_writers * CHECKPOINT_FRAMES, plus what the writers add while it
+    # copies and waits for the lock (the rest of this bound).
+    assert engine.WAL_RESET_FRAMES + n_writers * engine.CHECKPOINT_FRAMES <= 2 * engine.WAL_RESET_FRAMES
     bound = 3 * engine.WAL_RESET_FRAMES * frame
     # Had the WAL never started over it would hold every page ever written: at least one
     # leaf page plus the overflow pages of the payload per append.
