@@ -526,3 +526,51 @@ def test_a_restart_refused_while_another_process_checkpoints_is_tried_again(db_p
         wlock.close()
         conn.close()
         store.close()
+
+
+def test_a_checkpoint_refused_while_the_wal_is_long_holds_writers_back_until_it_restarts(db_path, tmp_path,
+                                                                                          monkeypatch):
+    """A passive checkpoint holds no writer back, so while another process's is slow (its
+    fsyncs on a busy disk) writers can add many times WAL_RESET_FRAMES to the WAL. A
+    checkpoint refused while the WAL is that long already keeps writers out until it can
+    make the WAL start over."""
+    import fcntl
+    import threading
+
+    from eventstore.backends.sqlite import checkpoint, engine
+    from eventstore.backends.sqlite.writelock import lock_path, open_write_lock
+
+    monkeypatch.setattr(engine, "CHECKPOINT_FRAMES", 10**9)  # the test runs the checkpoint itself
+    db = str(db_path)
+    holder = CheckpointLockHolder(db, tmp_path)
+    store = EventStore.open(db, busy_timeout=30)
+    store.create_session("s")
+    conn = engine.connect(db, 30)  # the checkpointer's (on a database in WAL mode)
+    wlock = open_write_lock(db)
+    probe = os.open(lock_path(db), os.O_RDWR)
+
+    def writers_kept_out() -> bool:
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(probe, fcntl.LOCK_UN)
+        return False
+
+    try:
+        grow_wal(store, db, engine.WAL_RESET_FRAMES + 100)
+        holder.hold()  # another process's checkpoint, a slow one
+        thread = threading.Thread(target=checkpoint.checkpoint, args=(conn, wlock, 30, db))
+        thread.start()
+        assert wait_until(writers_kept_out, 30)
+        holder.let_go()
+        thread.join(60)
+        assert not thread.is_alive()
+        store.session("s").append("x", {})
+        assert wal_length(db) < 100  # the RESTART ran: the append started the WAL over
+    finally:
+        holder.let_go()
+        os.close(probe)
+        wlock.close()
+        conn.close()
+        store.close()

@@ -17,6 +17,7 @@ steady writing from several processes and a reader.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -28,7 +29,8 @@ from .writelock import WriteLock, open_write_lock
 __all__ = ["Checkpointer", "checkpoint"]
 
 
-def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: float) -> None:
+def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: float,
+               database: str | None = None) -> None:
     """Copy the WAL into the database file, and make sure it starts over when it is long.
 
     ``PRAGMA wal_checkpoint(PASSIVE)`` waits for no one and no one waits for it, but while
@@ -45,7 +47,11 @@ def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: 
     handler or not. Each writer process has a checkpointer, and writers that write alike
     ask at about the same moment: so a refused checkpoint (or ``RESTART``) is tried again
     once the other one is done. Dropped, it would leave the WAL to grow by every
-    process's ``CHECKPOINT_FRAMES`` again before the next requests. ``busy_timeout``
+    process's ``CHECKPOINT_FRAMES`` again before the next requests. And a passive
+    checkpoint holds no writer back: while one that began on a short WAL is slow (its
+    fsyncs on a busy disk), writers can add many times ``WAL_RESET_FRAMES``. So a refused
+    checkpoint that finds the WAL of the file ``database`` (its ``-shm`` index) that long
+    already waits holding the write lock, and then runs the ``RESTART``. ``busy_timeout``
     (seconds) bounds those waits and the wait for the lock. Errors and a wait that ran out
     are ignored: the next checkpoint tries again.
     """
@@ -54,9 +60,13 @@ def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: 
     try:
         while True:
             busy, log, _done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
-            if not _refused(busy, log):
-                if log < _engine.WAL_RESET_FRAMES or wlock is None:
+            refused = _refused(busy, log)
+            if refused:  # another connection is checkpointing
+                log = _wal_frames(database)
+            if log < _engine.WAL_RESET_FRAMES or wlock is None:
+                if not refused:
                     return
+            else:
                 wlock.acquire(busy_timeout)
                 try:
                     conn.execute(f"PRAGMA busy_timeout = {int(_engine.RESTART_WAIT * 1000)}")
@@ -90,6 +100,20 @@ def _restart(conn: sqlite3.Connection, until: float) -> tuple[int, int]:
         if not _refused(busy, log) or time.monotonic() >= until:
             return busy, log
         time.sleep(0.001)
+
+
+def _wal_frames(database: str | None) -> int:
+    """The frames in the WAL of the file ``database`` now: ``mxFrame`` in its ``-shm``
+    index (https://www.sqlite.org/walformat.html, as :class:`.engine.WalMarks` reads it);
+    0 when it cannot be read."""
+    if database is None:
+        return 0
+    try:
+        with open(os.path.realpath(database) + "-shm", "rb") as f:
+            head = f.read(100)
+    except OSError:
+        return 0
+    return _engine._SHM_FRAMES(head[16:])[0] if len(head) == 100 else 0
 
 
 def _refused(busy: int, log: int) -> bool:
@@ -161,7 +185,7 @@ class Checkpointer:
                     self._pending = False
                     self._running = True
                 try:
-                    checkpoint(conn, wlock, self.busy_timeout)
+                    checkpoint(conn, wlock, self.busy_timeout, self.database)
                 finally:
                     with self._wanted:
                         self._running = False
