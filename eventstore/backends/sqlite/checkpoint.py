@@ -51,9 +51,10 @@ def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: 
     checkpoint holds no writer back: while one that began on a short WAL is slow (its
     fsyncs on a busy disk), writers can add many times ``WAL_RESET_FRAMES``. So a refused
     checkpoint that finds the WAL of the file ``database`` (its ``-shm`` index) that long
-    already waits holding the write lock, and then runs the ``RESTART``. ``busy_timeout``
-    (seconds) bounds those waits and the wait for the lock. Errors and a wait that ran out
-    are ignored: the next checkpoint tries again.
+    already takes the write lock, waits there for the running one at most ``RESTART_WAIT``
+    seconds at a time (so that no append waits much longer than with a ``RESTART`` alone),
+    and then runs the ``RESTART``. ``busy_timeout`` (seconds) bounds all of it and the wait
+    for the lock. Errors and a wait that ran out are ignored: the next checkpoint tries again.
     """
     deadline = time.monotonic() + busy_timeout
     pause = 0.001
@@ -71,7 +72,7 @@ def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: 
                 try:
                     conn.execute(f"PRAGMA busy_timeout = {int(_engine.RESTART_WAIT * 1000)}")
                     try:
-                        busy, log = _restart(conn, min(deadline, time.monotonic() + busy_timeout / 2))
+                        busy, log = _restart(conn, min(deadline, time.monotonic() + _engine.RESTART_WAIT))
                     finally:
                         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
                 finally:
@@ -93,8 +94,9 @@ def _restart(conn: sqlite3.Connection, until: float) -> tuple[int, int]:
     time ``until`` while another connection's checkpoint refuses it: that one waits for no
     one, so it ends, and meanwhile no writer adds to the WAL. (Let go of the lock between
     tries, writers grew the WAL while the checkpointers of several processes refused each
-    other's ``RESTART`` in turn.) The caller gives it half its busy timeout, so that a
-    writer queued behind it still gets the lock within its own. Returns ``(busy, log)``."""
+    other's ``RESTART`` in turn.) The caller gives it ``RESTART_WAIT`` seconds, what a
+    ``RESTART`` waits for readers too: past that, writers get the lock in between. Returns
+    ``(busy, log)``."""
     while True:
         busy, log, _done = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()[0]
         if not _refused(busy, log) or time.monotonic() >= until:
