@@ -176,6 +176,22 @@ def hold_write_lock(db: str, ready: str) -> None:
     store._backend._transact(hold)
 
 
+def hold_checkpoint_lock(db: str, ready: str, release: str) -> None:
+    """Hold SQLite's checkpoint lock on ``db`` as another process's checkpoint in progress
+    does (a POSIX lock on byte 121 of the ``-shm`` file, https://www.sqlite.org/walformat.html),
+    say so in the file ``ready``, and let go once the file ``release`` exists."""
+    import fcntl
+
+    fd = os.open(db + "-shm", os.O_RDWR)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 121)
+    with open(ready, "w") as f:
+        f.write(str(os.getpid()))
+    while not os.path.exists(release):
+        time.sleep(0.005)
+    fcntl.lockf(fd, fcntl.LOCK_UN, 1, 121)
+    os.close(fd)
+
+
 def follower(db: str, session_id: str | None, total: int, barrier, results, tag, durability: str = "normal") -> None:
     """Follow the store (or one session) until ``total`` events were seen; report
     ``(position, session, seq)`` of each, in the order they were yielded."""

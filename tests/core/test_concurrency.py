@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import workers
-from conftest import TESTS, db_rows, hashed_line
+from conftest import TESTS, db_rows, hashed_line, wait_until
 
 from eventstore import DatabaseError, EventStore
 from eventstore.log.chain import chain_hash, genesis_hash
@@ -398,9 +398,179 @@ def test_wal_stays_bounded_while_a_follower_tails_heavy_writing(db_path):
     from eventstore.backends.sqlite import engine
 
     frame = page_size + 24
+    # The checkpoint that makes the WAL start over is due at the first round of requests
+    # past WAL_RESET_FRAMES, and each store asks after CHECKPOINT_FRAMES of its own: by
+    # WAL_RESET_FRAMES + n_writers * CHECKPOINT_FRAMES, plus what the writers add while it
+    # copies and waits for the lock (the rest of this bound).
+    assert engine.WAL_RESET_FRAMES + n_writers * engine.CHECKPOINT_FRAMES <= 2 * engine.WAL_RESET_FRAMES
     bound = 3 * engine.WAL_RESET_FRAMES * frame
     # Had the WAL never started over it would hold every page ever written: at least one
     # leaf page plus the overflow pages of the payload per append.
     at_least = n_writers * count * (1 + payload // page_size) * frame
     assert at_least > bound
     assert biggest < bound, f"-wal reached {biggest} bytes"
+
+
+class CheckpointLockHolder:
+    """Another process holding SQLite's checkpoint lock on ``db``, as one whose checkpoint is
+    in progress does, from :meth:`hold` until :meth:`let_go`."""
+
+    def __init__(self, db: str, folder: Path):
+        self.ready, self.release = folder / "checkpoint-held", folder / "checkpoint-let-go"
+        self.proc = CTX.Process(target=workers.hold_checkpoint_lock, args=(db, str(self.ready), str(self.release)))
+        self.holding = False
+
+    def hold(self) -> None:
+        self.proc.start()
+        assert wait_until(lambda: self.ready.exists() or not self.proc.is_alive()) and self.ready.exists()
+        self.holding = True
+
+    def let_go(self) -> None:
+        if self.proc.pid is None:
+            return
+        self.release.touch()
+        self.proc.join(30)
+        if self.proc.is_alive():  # pragma: no cover - reported by the assert
+            self.proc.kill()
+            self.proc.join(10)
+        self.holding = False
+        assert self.proc.exitcode == 0
+
+
+def wal_length(db: str) -> int:
+    """The frames in the WAL now, as a passive checkpoint of another connection reports them."""
+    auditor = sqlite3.connect(db)
+    try:
+        busy, log, _done = auditor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    finally:
+        auditor.close()
+    assert busy == 0
+    return log
+
+
+def grow_wal(store: EventStore, db: str, frames: int) -> None:
+    page_size = db_rows(store, "PRAGMA page_size")[0][0]
+    s = store.session("s")
+    while os.path.getsize(db + "-wal") < frames * (page_size + 24):
+        s.append_many([("tool/result", {"tool_call_id": "c", "content": "z" * 9000})] * 10)
+
+
+def test_a_checkpoint_refused_while_another_process_checkpoints_runs_after_it(db_path, tmp_path):
+    """SQLite refuses a checkpoint at once while another connection checkpoints (busy
+    handler or not), and writer processes that write alike ask for theirs at about the same
+    moment: all requests but one were dropped, and the WAL grew by every writer's
+    CHECKPOINT_FRAMES again before the next ones (the test above then passed its bound
+    now and then). A refused checkpoint waits for the other one, then runs."""
+    from eventstore.backends.sqlite import engine
+
+    db = str(db_path)
+    holder = CheckpointLockHolder(db, tmp_path)
+    with EventStore.open(db, busy_timeout=30) as store:
+        store.create_session("s").append("x", {})  # the store's first write (its mark) is in
+        holder.hold()
+        try:
+            # every checkpoint this asks for finds the lock held
+            grow_wal(store, db, engine.WAL_RESET_FRAMES + 100)
+        finally:
+            holder.let_go()
+        assert store._backend._checkpointer.wait_idle(timeout=60)
+        store.session("s").append("x", {})
+        # the long WAL was copied and the append started it over (else it holds every frame)
+        assert wal_length(db) < 100
+
+
+def test_a_restart_refused_while_another_process_checkpoints_is_tried_again(db_path, tmp_path, monkeypatch):
+    """The RESTART that makes a long WAL start over is refused the same way when another
+    process's checkpoint began between the passive checkpoint and it; it is tried again
+    once that one is done."""
+    from eventstore.backends.sqlite import checkpoint, engine
+    from eventstore.backends.sqlite.writelock import open_write_lock
+
+    monkeypatch.setattr(engine, "CHECKPOINT_FRAMES", 10**9)  # the test runs the checkpoint itself
+    db = str(db_path)
+    holder = CheckpointLockHolder(db, tmp_path)
+    store = EventStore.open(db, busy_timeout=30)
+    s = store.create_session("s")
+    conn = engine.connect(db, 30)  # the checkpointer's (on a database in WAL mode)
+    wlock = open_write_lock(db)
+    reader = sqlite3.connect(db, isolation_level=None)
+
+    class Contended:
+        """The checkpoint's connection: just before its first RESTART the reader leaves and
+        another process takes the checkpoint lock; it lets go before the next checkpoint."""
+
+        def __init__(self, conn: sqlite3.Connection):
+            self.conn = conn
+
+        def execute(self, sql: str):
+            if "wal_checkpoint(RESTART)" in sql and holder.proc.pid is None:
+                reader.execute("COMMIT")
+                holder.hold()
+            elif "wal_checkpoint" in sql and holder.holding:
+                holder.let_go()
+            return self.conn.execute(sql)
+
+    try:
+        grow_wal(store, db, engine.WAL_RESET_FRAMES + 100)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchall()
+        s.append("x", {})  # the passive checkpoint cannot copy this while the reader reads before it
+        checkpoint.checkpoint(Contended(conn), wlock, 30)
+        assert holder.proc.pid is not None  # the RESTART was reached
+        holder.let_go()  # (if the checkpoint gave up, it still holds the lock)
+        s.append("x", {})
+        assert wal_length(db) < 100  # the RESTART ran after all: the append started the WAL over
+    finally:
+        holder.let_go()
+        reader.close()
+        wlock.close()
+        conn.close()
+        store.close()
+
+
+def test_a_checkpoint_refused_while_the_wal_is_long_holds_writers_back_until_it_restarts(db_path, tmp_path,
+                                                                                          monkeypatch):
+    """A passive checkpoint holds no writer back, so while another process's is slow (its
+    fsyncs on a busy disk) writers can add many times WAL_RESET_FRAMES to the WAL. A
+    checkpoint refused while the WAL is that long already keeps writers out until it can
+    make the WAL start over."""
+    import fcntl
+    import threading
+
+    from eventstore.backends.sqlite import checkpoint, engine
+    from eventstore.backends.sqlite.writelock import lock_path, open_write_lock
+
+    monkeypatch.setattr(engine, "CHECKPOINT_FRAMES", 10**9)  # the test runs the checkpoint itself
+    db = str(db_path)
+    holder = CheckpointLockHolder(db, tmp_path)
+    store = EventStore.open(db, busy_timeout=30)
+    store.create_session("s")
+    conn = engine.connect(db, 30)  # the checkpointer's (on a database in WAL mode)
+    wlock = open_write_lock(db)
+    probe = os.open(lock_path(db), os.O_RDWR)
+
+    def writers_kept_out() -> bool:
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(probe, fcntl.LOCK_UN)
+        return False
+
+    try:
+        grow_wal(store, db, engine.WAL_RESET_FRAMES + 100)
+        holder.hold()  # another process's checkpoint, a slow one
+        thread = threading.Thread(target=checkpoint.checkpoint, args=(conn, wlock, 30, db))
+        thread.start()
+        assert wait_until(writers_kept_out, 30)
+        holder.let_go()
+        thread.join(60)
+        assert not thread.is_alive()
+        store.session("s").append("x", {})
+        assert wal_length(db) < 100  # the RESTART ran: the append started the WAL over
+    finally:
+        holder.let_go()
+        os.close(probe)
+        wlock.close()
+        conn.close()
+        store.close()

@@ -288,7 +288,7 @@ class SQLiteBackend(SQLiteSearch, SQLiteAudit, SQLiteIndex, SQLiteViews, SQLiteS
                 self._checkpointer.close()
                 self._checkpointer = None
             if self._conn is not None and self._wlock is not None and self._unchecked_frames:
-                _checkpoint.checkpoint(self._conn, self._wlock, self.busy_timeout)  # what this store wrote since
+                _checkpoint.checkpoint(self._conn, self._wlock, self.busy_timeout, self._file)  # what it wrote since
             if self._wlock is not None:
                 self._wlock.close()
                 self._wlock = None

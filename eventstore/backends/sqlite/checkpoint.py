@@ -7,17 +7,19 @@ time its commits have written about ``CHECKPOINT_FRAMES`` WAL frames (see
 ``SQLiteBackend._wrote``). A checkpoint costs two fsyncs; run inline, it would hold up the
 append that made it due. So a :class:`Checkpointer` runs it on a thread of its own, with
 its own connection: the append that made it due returns at once, and the checkpoint
-(which waits for no one and blocks no writer: ``PASSIVE``) overlaps the appends that
-follow.
+(which blocks no writer: ``PASSIVE``) overlaps the appends that follow.
 
-What a checkpoint does is :func:`checkpoint`: ``PASSIVE``, then, when the WAL holds
-``WAL_RESET_FRAMES`` frames or more, ``RESTART`` under the write lock, so the WAL starts
-over and stays bounded under steady writing from several processes and a reader.
+What a checkpoint does is :func:`checkpoint`: ``PASSIVE`` (after another connection's
+checkpoint, if one is running), then, when the WAL holds ``WAL_RESET_FRAMES`` frames or
+more, ``RESTART`` under the write lock, so the WAL starts over and stays bounded under
+steady writing from several processes and a reader.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import time
 from collections.abc import Callable
 
 from ...errors import DatabaseError
@@ -27,7 +29,8 @@ from .writelock import WriteLock, open_write_lock
 __all__ = ["Checkpointer", "checkpoint"]
 
 
-def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: float) -> None:
+def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: float,
+               database: str | None = None) -> None:
     """Copy the WAL into the database file, and make sure it starts over when it is long.
 
     ``PRAGMA wal_checkpoint(PASSIVE)`` waits for no one and no one waits for it, but while
@@ -39,23 +42,86 @@ def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: 
     write lock ``wlock``: it copies the frames committed during the passive one, then
     waits (at most ``RESTART_WAIT`` seconds) for readers still in the WAL to finish; the
     next writer then starts the WAL over, and it is truncated to ``journal_size_limit``.
-    ``busy_timeout`` (seconds) bounds the wait for the lock. Errors and a wait that ran out
-    are ignored: the next checkpoint tries again.
+
+    SQLite lets one connection checkpoint at a time and refuses the others at once, busy
+    handler or not. Each writer process has a checkpointer, and writers that write alike
+    ask at about the same moment: so a refused checkpoint (or ``RESTART``) is tried again
+    once the other one is done. Dropped, it would leave the WAL to grow by every
+    process's ``CHECKPOINT_FRAMES`` again before the next requests. And a passive
+    checkpoint holds no writer back: while one that began on a short WAL is slow (its
+    fsyncs on a busy disk), writers can add many times ``WAL_RESET_FRAMES``. So a refused
+    checkpoint that finds the WAL of the file ``database`` (its ``-shm`` index) that long
+    already takes the write lock, waits there for the running one at most ``RESTART_WAIT``
+    seconds at a time (so that no append waits much longer than with a ``RESTART`` alone),
+    and then runs the ``RESTART``. ``busy_timeout`` (seconds) bounds all of it and the wait
+    for the lock. Errors and a wait that ran out are ignored: the next checkpoint tries again.
     """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
     try:
-        _busy, log, _done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
-        if log >= _engine.WAL_RESET_FRAMES and wlock is not None:
-            wlock.acquire(busy_timeout)
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(_engine.RESTART_WAIT * 1000)}")
+        while True:
+            busy, log, _done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
+            refused = _refused(busy, log)
+            if refused:  # another connection is checkpointing
+                log = _wal_frames(database)
+            if log < _engine.WAL_RESET_FRAMES or wlock is None:
+                if not refused:
+                    return
+            else:
+                wlock.acquire(busy_timeout)
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                    conn.execute(f"PRAGMA busy_timeout = {int(_engine.RESTART_WAIT * 1000)}")
+                    try:
+                        busy, log = _restart(conn, min(deadline, time.monotonic() + _engine.RESTART_WAIT))
+                    finally:
+                        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
                 finally:
-                    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            finally:
-                wlock.release()
+                    wlock.release()
+                if not _refused(busy, log):
+                    return  # done, or readers stayed in the WAL: the next checkpoint tries again
+            # another connection is checkpointing: once it is done, copy what it did not
+            # (with the write lock let go meanwhile)
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(pause)
+            pause = min(2 * pause, 0.02)
     except (sqlite3.Error, DatabaseError):
         pass
+
+
+def _restart(conn: sqlite3.Connection, until: float) -> tuple[int, int]:
+    """``wal_checkpoint(RESTART)`` (the write lock held), tried again until the monotonic
+    time ``until`` while another connection's checkpoint refuses it: that one waits for no
+    one, so it ends, and meanwhile no writer adds to the WAL. (Let go of the lock between
+    tries, writers grew the WAL while the checkpointers of several processes refused each
+    other's ``RESTART`` in turn.) The caller gives it ``RESTART_WAIT`` seconds, what a
+    ``RESTART`` waits for readers too: past that, writers get the lock in between. Returns
+    ``(busy, log)``."""
+    while True:
+        busy, log, _done = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()[0]
+        if not _refused(busy, log) or time.monotonic() >= until:
+            return busy, log
+        time.sleep(0.001)
+
+
+def _wal_frames(database: str | None) -> int:
+    """The frames in the WAL of the file ``database`` now: ``mxFrame`` in its ``-shm``
+    index (https://www.sqlite.org/walformat.html, as :class:`.engine.WalMarks` reads it);
+    0 when it cannot be read."""
+    if database is None:
+        return 0
+    try:
+        with open(os.path.realpath(database) + "-shm", "rb") as f:
+            head = f.read(100)
+    except OSError:
+        return 0
+    return _engine._SHM_FRAMES(head[16:])[0] if len(head) == 100 else 0
+
+
+def _refused(busy: int, log: int) -> bool:
+    """Whether a ``wal_checkpoint`` result says that another connection was checkpointing
+    (busy, and no frame count: it did nothing)."""
+    return busy == 1 and log < 0
 
 
 class Checkpointer:
@@ -121,7 +187,7 @@ class Checkpointer:
                     self._pending = False
                     self._running = True
                 try:
-                    checkpoint(conn, wlock, self.busy_timeout)
+                    checkpoint(conn, wlock, self.busy_timeout, self.database)
                 finally:
                     with self._wanted:
                         self._running = False

@@ -35,7 +35,7 @@ JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes
 # WAL checkpoints with the write queue (see SQLiteBackend._wrote and .checkpoint):
 CHECKPOINT_FRAMES = 1000  # WAL frames (pages, estimated) one store writes between two checkpoints
 WAL_RESET_FRAMES = 4000  # WAL frames (pages) past which a checkpoint makes sure the WAL starts over
-RESTART_WAIT = 0.05  # seconds that checkpoint waits, holding the write lock, for readers to leave the WAL
+RESTART_WAIT = 0.05  # seconds a RESTART waits, holding the write lock, for readers or another checkpoint
 DURABILITY = {"normal": "NORMAL", "full": "FULL"}
 # Page cache per connection, KiB (SQLite's default is 2 MiB; it grows only as pages are read).
 # The message rows of a session with many chunks lie on table pages shared with the chunks,
