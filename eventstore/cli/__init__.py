@@ -191,6 +191,9 @@ def main() -> None:
     sys.unraisablehook = lambda unraisable: interrupt_again(unraisable, previous)
     try:
         run()
+    except KeyboardInterrupt:  # before a command reports it itself: while importing, parsing
+        sys.stderr.write("error: interrupted\n")
+        sys.exit(1)
     finally:
         sys.unraisablehook = previous
 

@@ -6,6 +6,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -508,6 +510,31 @@ def test_ctrl_c_stops_an_endless_sql_query(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert (proc.returncode, out, err) == (1, b"", b"error: interrupted (Ctrl-C): the query was stopped\n")
+
+
+_CTRL_C_WHILE_IMPORTING = """
+import sys
+
+class CtrlC:  # a Ctrl-C that lands while the command's modules are still being imported
+    def find_spec(self, name, path=None, target=None):
+        if name == "eventstore.cli.group":
+            raise KeyboardInterrupt
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv[0] = "eventstore"
+from eventstore.cli import main
+main()
+"""
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line_not_a_traceback(tmp_path):
+    """A Ctrl-C in the first tenths of a second lands while click and the commands are
+    imported, before any command reports it: it printed a KeyboardInterrupt traceback."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", _CTRL_C_WHILE_IMPORTING, "--db", str(tmp_path / "a.db"), "init"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "error: interrupted\n")
+    assert not (tmp_path / "a.db").exists()
 
 
 def test_an_unforeseen_error_is_one_line_not_a_traceback(run, filled, monkeypatch):
