@@ -251,23 +251,36 @@ def test_tail_follow_of_a_session_that_never_comes_ends_at_the_timeout(store, ba
 
 
 @pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child process")
-def test_ctrl_c_while_tail_follow_waits_for_a_session_stops_it_quietly(store, backend_url):
+def tail_follow_never(backend_url, *python: str) -> subprocess.Popen:
+    """``eventstore --db URL tail -f never`` in a real process, started by ``python
+    *PYTHON`` (SIGINT at its default action until Python installs its handler)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent),
                                                         os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--db", str(backend_url), "tail", "-f", "never"],
+    return subprocess.Popen([sys.executable, *python, "--db", str(backend_url), "tail", "-f", "never"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def after_ctrl_c(proc: subprocess.Popen) -> tuple[int, str, str]:
+    """``(status, stdout, stderr)`` of ``proc`` once it ended; fails the test (the process
+    killed, its output shown) when it still runs 30 s on."""
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"tail -f still waited 30 s after the Ctrl-C; it printed {out!r} and {err!r}")
+    return proc.returncode, out, err
+
+
+def test_ctrl_c_while_tail_follow_waits_for_a_session_stops_it_quietly(store, backend_url):
+    proc = tail_follow_never(backend_url, "-m", "eventstore")
     try:
         assert proc.stderr.readline() == "waiting for session 'never' (Ctrl-C stops)\n"  # (EOF if it ended)
     finally:
         proc.send_signal(signal.SIGINT)
-        try:
-            out, err = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            pytest.fail(f"tail -f still waited 30 s after the Ctrl-C; it printed {out!r} and {err!r}")
-    assert (proc.returncode, out, err) == (0, "", "")
+        ended = after_ctrl_c(proc)
+    assert ended == (0, "", "")
 
 
 # Runs `eventstore ARGS`; as the follower's wait for commits begins, a real SIGINT is raised
@@ -296,19 +309,8 @@ def test_ctrl_c_that_python_handles_inside_a_callback_still_stops_tail_follow(st
     callback that cannot raise it (importlib's weakref callback after a module's first
     import, which tail -f does as it starts waiting) it was printed and lost, and tail -f
     kept waiting. The command delivers it again."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-c", _CTRL_C_IN_A_CALLBACK, "--db", str(backend_url), "tail", "-f",
-                             "never"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        out, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"tail -f still waited 30 s after the Ctrl-C; it printed {out!r} and {err!r}")
-    assert (proc.returncode, out, err) == (0, "SIGINT raised\n", "waiting for session 'never' (Ctrl-C stops)\n")
+    proc = tail_follow_never(backend_url, "-c", _CTRL_C_IN_A_CALLBACK)
+    assert after_ctrl_c(proc) == (0, "SIGINT raised\n", "waiting for session 'never' (Ctrl-C stops)\n")
 
 
 def test_follow_stops_after_the_idle_timeout(store, backend_url):

@@ -17,7 +17,6 @@ steady writing from several processes and a reader.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -63,7 +62,7 @@ def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: 
             busy, log, _done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
             refused = _refused(busy, log)
             if refused:  # another connection is checkpointing
-                log = _wal_frames(database)
+                log = _engine.wal_index_frames(database) if database is not None else 0
             if log < _engine.WAL_RESET_FRAMES or wlock is None:
                 if not refused:
                     return
@@ -92,30 +91,14 @@ def checkpoint(conn: sqlite3.Connection, wlock: WriteLock | None, busy_timeout: 
 def _restart(conn: sqlite3.Connection, until: float) -> tuple[int, int]:
     """``wal_checkpoint(RESTART)`` (the write lock held), tried again until the monotonic
     time ``until`` while another connection's checkpoint refuses it: that one waits for no
-    one, so it ends, and meanwhile no writer adds to the WAL. (Let go of the lock between
-    tries, writers grew the WAL while the checkpointers of several processes refused each
-    other's ``RESTART`` in turn.) The caller gives it ``RESTART_WAIT`` seconds, what a
-    ``RESTART`` waits for readers too: past that, writers get the lock in between. Returns
-    ``(busy, log)``."""
+    one, so it ends soon, and meanwhile no writer adds to the WAL (letting the lock go
+    between tries, checkpointers of several processes would refuse each other in turn).
+    Returns ``(busy, log)``."""
     while True:
         busy, log, _done = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()[0]
         if not _refused(busy, log) or time.monotonic() >= until:
             return busy, log
         time.sleep(0.001)
-
-
-def _wal_frames(database: str | None) -> int:
-    """The frames in the WAL of the file ``database`` now: ``mxFrame`` in its ``-shm``
-    index (https://www.sqlite.org/walformat.html, as :class:`.engine.WalMarks` reads it);
-    0 when it cannot be read."""
-    if database is None:
-        return 0
-    try:
-        with open(os.path.realpath(database) + "-shm", "rb") as f:
-            head = f.read(100)
-    except OSError:
-        return 0
-    return _engine._SHM_FRAMES(head[16:])[0] if len(head) == 100 else 0
 
 
 def _refused(busy: int, log: int) -> bool:

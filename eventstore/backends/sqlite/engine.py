@@ -142,6 +142,17 @@ def ensure_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
 _SHM_FRAMES = struct.Struct("=I76xI").unpack
 
 
+def wal_index_frames(path: str) -> int:
+    """The frames in the WAL of the database file ``path`` now: ``mxFrame`` in its ``-shm``
+    index (https://www.sqlite.org/walformat.html); 0 when there is none to read."""
+    try:
+        with open(os.path.realpath(path) + "-shm", "rb") as f:
+            head = f.read(100)
+    except OSError:
+        return 0
+    return _SHM_FRAMES(head[16:])[0] if len(head) == 100 else 0
+
+
 class WalMarks:
     """Keeps an eventstore database's mark (``PRAGMA user_version``) naming both the copy of
     the file and the WAL generation, so that a WAL's page-1 images name the database file it
